@@ -1,0 +1,6 @@
+#!/bin/sh
+# Regenerates the autotools build files from configure.ac and Makefile.am.
+set -e
+cd "$(dirname "$0")"
+mkdir -p config
+autoreconf -ivf

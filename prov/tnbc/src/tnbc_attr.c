@@ -1,0 +1,329 @@
+/*
+ * What tnbc advertises, and how hints are checked against it.
+ *
+ * Sizes that depend on runtime parameters (inject size) are filled in when
+ * an fi_info is built, so fi_info always reports what the endpoint will
+ * really accept.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "tnbc.h"
+
+/* Largest payload one queue slot carries with the current parameters. */
+static size_t tnbc_slot_payload(void)
+{
+	return tnbc_env.slot_size - 16 - sizeof(struct tnbc_hdr);
+}
+
+static bool tnbc_mr_mode_ok(uint32_t version, int mode)
+{
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
+		return mode == FI_MR_UNSPEC || mode == FI_MR_BASIC ||
+		       mode == FI_MR_SCALABLE;
+	/* tnbc needs none of the modes: any set the app allows is fine,
+	 * except the old enum values, which are not bits. */
+	return mode != FI_MR_BASIC && mode != FI_MR_SCALABLE;
+}
+
+static int tnbc_check_tx_rx(const struct fi_tx_attr *tx,
+			    const struct fi_rx_attr *rx)
+{
+	if (tx) {
+		if (tx->caps & ~TNBC_CAPS)
+			return -FI_ENODATA;
+		if (tx->msg_order & ~(uint64_t)FI_ORDER_SAS)
+			return -FI_ENODATA;
+		if (tx->inject_size > tnbc_slot_payload() ||
+		    tx->iov_limit > TNBC_IOV_LIMIT || tx->rma_iov_limit)
+			return -FI_ENODATA;
+		if (tx->op_flags & ~TNBC_TX_OP_FLAGS)
+			return -FI_ENODATA;
+	}
+	if (rx) {
+		if (rx->caps & ~TNBC_CAPS)
+			return -FI_ENODATA;
+		if (rx->msg_order & ~(uint64_t)FI_ORDER_SAS)
+			return -FI_ENODATA;
+		if (rx->iov_limit > TNBC_IOV_LIMIT)
+			return -FI_ENODATA;
+		if (rx->op_flags & ~TNBC_RX_OP_FLAGS)
+			return -FI_ENODATA;
+		if (rx->total_buffered_recv > 0 && rx->total_buffered_recv >
+							   ((size_t)1 << 30))
+			return -FI_ENODATA;
+	}
+	return 0;
+}
+
+int tnbc_check_hints(const struct fi_info *hints)
+{
+	const struct fi_domain_attr *d = hints->domain_attr;
+	const struct fi_ep_attr *e = hints->ep_attr;
+	const struct fi_fabric_attr *f = hints->fabric_attr;
+
+	if (hints->caps & ~TNBC_CAPS) {
+		FI_INFO(&tnbc_prov, FI_LOG_CORE,
+			"unsupported caps 0x%llx requested\n",
+			(unsigned long long)(hints->caps & ~TNBC_CAPS));
+		return -FI_ENODATA;
+	}
+	if (hints->addr_format != FI_FORMAT_UNSPEC)
+		return -FI_ENODATA;
+	if (e) {
+		if (e->type != FI_EP_UNSPEC && e->type != FI_EP_RDM)
+			return -FI_ENODATA;
+		if (e->protocol != FI_PROTO_UNSPEC &&
+		    e->protocol != FI_PROTO_SHM)
+			return -FI_ENODATA;
+		if (e->max_msg_size > TNBC_MAX_MSG_SIZE)
+			return -FI_ENODATA;
+		if (e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1)
+			return -FI_ENODATA;
+		if (e->msg_prefix_size)
+			return -FI_ENODATA;
+		if (e->auth_key_size)
+			return -FI_ENODATA;
+	}
+	if (d) {
+		if (d->name && strcmp(d->name, TNBC_DOMAIN_NAME))
+			return -FI_ENODATA;
+		if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP &&
+		    d->av_type != FI_AV_TABLE)
+			return -FI_ENODATA;
+		if (d->cq_data_size > TNBC_CQ_DATA_SIZE)
+			return -FI_ENODATA;
+		if (d->caps & ~TNBC_CAPS)
+			return -FI_ENODATA;
+		if (d->mr_key_size > 8)
+			return -FI_ENODATA;
+		if (d->auth_key_size)
+			return -FI_ENODATA;
+	}
+	if (f && f->name && strcmp(f->name, TNBC_FABRIC_NAME))
+		return -FI_ENODATA;
+	return tnbc_check_tx_rx(hints->tx_attr, hints->rx_attr);
+}
+
+static uint64_t tnbc_caps_from(uint64_t req)
+{
+	uint64_t caps;
+
+	if (!req)
+		return TNBC_CAPS;
+	caps = req;
+	if (!(caps & (FI_SEND | FI_RECV)))
+		caps |= FI_SEND | FI_RECV;
+	return caps;
+}
+
+struct fi_info *tnbc_info_build(const struct fi_info *hints)
+{
+	struct fi_info *info = fi_allocinfo();
+	uint64_t caps;
+
+	if (!info)
+		return NULL;
+	caps = tnbc_caps_from(hints ? hints->caps : 0);
+	info->caps = caps;
+	info->mode = 0;
+	info->addr_format = FI_FORMAT_UNSPEC;
+
+	info->tx_attr->caps = caps & TNBC_CAPS;
+	info->tx_attr->mode = 0;
+	info->tx_attr->op_flags = FI_TRANSMIT_COMPLETE;
+	info->tx_attr->msg_order = FI_ORDER_SAS;
+	info->tx_attr->comp_order = FI_ORDER_NONE;
+	info->tx_attr->inject_size = tnbc_slot_payload();
+	info->tx_attr->size = TNBC_DEF_QUEUE_SIZE;
+	info->tx_attr->iov_limit = TNBC_IOV_LIMIT;
+	info->tx_attr->rma_iov_limit = 0;
+
+	info->rx_attr->caps = caps & TNBC_CAPS;
+	info->rx_attr->mode = 0;
+	info->rx_attr->op_flags = 0;
+	info->rx_attr->msg_order = FI_ORDER_SAS;
+	info->rx_attr->comp_order = FI_ORDER_NONE;
+	info->rx_attr->total_buffered_recv = 0;
+	info->rx_attr->size = TNBC_DEF_QUEUE_SIZE;
+	info->rx_attr->iov_limit = TNBC_IOV_LIMIT;
+
+	info->ep_attr->type = FI_EP_RDM;
+	info->ep_attr->protocol = FI_PROTO_SHM;
+	info->ep_attr->protocol_version = TNBC_PROTO_VERSION;
+	info->ep_attr->max_msg_size = TNBC_MAX_MSG_SIZE;
+	info->ep_attr->msg_prefix_size = 0;
+	info->ep_attr->max_order_raw_size = 0;
+	info->ep_attr->max_order_war_size = 0;
+	info->ep_attr->max_order_waw_size = 0;
+	/* every one of the 64 tag bits takes part in matching */
+	info->ep_attr->mem_tag_format = ~0ULL;
+	info->ep_attr->tx_ctx_cnt = 1;
+	info->ep_attr->rx_ctx_cnt = 1;
+
+	info->domain_attr->name = strdup(TNBC_DOMAIN_NAME);
+	info->domain_attr->threading = FI_THREAD_SAFE;
+	info->domain_attr->control_progress = FI_PROGRESS_AUTO;
+	info->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	info->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	info->domain_attr->av_type = FI_AV_UNSPEC;
+	info->domain_attr->mr_mode = 0;
+	info->domain_attr->mr_key_size = 8;
+	info->domain_attr->cq_data_size = TNBC_CQ_DATA_SIZE;
+	info->domain_attr->cq_cnt = 1024;
+	info->domain_attr->ep_cnt = 256;
+	info->domain_attr->tx_ctx_cnt = 256;
+	info->domain_attr->rx_ctx_cnt = 256;
+	info->domain_attr->max_ep_tx_ctx = 1;
+	info->domain_attr->max_ep_rx_ctx = 1;
+	info->domain_attr->max_ep_stx_ctx = 0;
+	info->domain_attr->max_ep_srx_ctx = 0;
+	info->domain_attr->cntr_cnt = 1024;
+	info->domain_attr->mr_iov_limit = TNBC_IOV_LIMIT;
+	info->domain_attr->caps = TNBC_DOM_CAPS;
+	info->domain_attr->mode = 0;
+	info->domain_attr->max_err_data = 0;
+	info->domain_attr->mr_cnt = 65536;
+
+	info->fabric_attr->name = strdup(TNBC_FABRIC_NAME);
+	info->fabric_attr->prov_version = TNBC_PROV_VERSION;
+
+	if (!info->domain_attr->name || !info->fabric_attr->name) {
+		fi_freeinfo(info);
+		return NULL;
+	}
+	if (!hints)
+		return info;
+
+	/* tnbc is thread-safe internally, so any level the app asks for
+	 * is met; report the one it asked for. */
+	if (hints->domain_attr) {
+		const struct fi_domain_attr *d = hints->domain_attr;
+
+		if (d->threading != FI_THREAD_UNSPEC)
+			info->domain_attr->threading = d->threading;
+		if (d->av_type != FI_AV_UNSPEC)
+			info->domain_attr->av_type = d->av_type;
+		if (d->resource_mgmt != FI_RM_UNSPEC)
+			info->domain_attr->resource_mgmt = d->resource_mgmt;
+	}
+	if (hints->ep_attr && hints->ep_attr->mem_tag_format)
+		info->ep_attr->mem_tag_format = hints->ep_attr->mem_tag_format;
+	if (hints->tx_attr) {
+		if (hints->tx_attr->op_flags)
+			info->tx_attr->op_flags = hints->tx_attr->op_flags;
+		if (hints->tx_attr->msg_order)
+			info->tx_attr->msg_order = hints->tx_attr->msg_order;
+		if (hints->tx_attr->size &&
+		    hints->tx_attr->size < TNBC_DEF_QUEUE_SIZE)
+			info->tx_attr->size = hints->tx_attr->size;
+	}
+	if (hints->rx_attr) {
+		if (hints->rx_attr->op_flags)
+			info->rx_attr->op_flags = hints->rx_attr->op_flags;
+		if (hints->rx_attr->msg_order)
+			info->rx_attr->msg_order = hints->rx_attr->msg_order;
+		if (hints->rx_attr->size &&
+		    hints->rx_attr->size < TNBC_DEF_QUEUE_SIZE)
+			info->rx_attr->size = hints->rx_attr->size;
+	}
+	return info;
+}
+
+/* Builds the name a client uses to reach a service-named endpoint, the
+ * way fabtests and socket-style programs address a server. */
+static int tnbc_svc_name(const char *service, struct tnbc_name **out)
+{
+	struct tnbc_name *name;
+	char *end;
+	long svc;
+
+	errno = 0;
+	svc = strtol(service, &end, 10);
+	if (errno || *end || svc < 0 || svc > UINT32_MAX)
+		return -FI_ENODATA;
+	name = calloc(1, sizeof(*name));
+	if (!name)
+		return -FI_ENOMEM;
+	name->version = TNBC_PROTO_VERSION;
+	name->xport = TNBC_XPORT_SHM;
+	name->kind = TNBC_NAME_SVC;
+	name->uid = (uint32_t)svc;
+	*out = name;
+	return 0;
+}
+
+int tnbc_getinfo(uint32_t version, const char *node, const char *service,
+		 uint64_t flags, const struct fi_info *hints,
+		 struct fi_info **info)
+{
+	struct tnbc_name *name = NULL;
+	struct fi_info *fi;
+	int ret;
+
+	(void)node; /* every tnbc shm endpoint is on this host */
+	if (FI_VERSION_LT(version, FI_VERSION(1, 0)) ||
+	    FI_VERSION_LT(TNBC_FI_VERSION, version))
+		return -FI_ENODATA;
+	if (hints) {
+		ret = tnbc_check_hints(hints);
+		if (ret)
+			return ret;
+		if (hints->domain_attr &&
+		    !tnbc_mr_mode_ok(version, hints->domain_attr->mr_mode))
+			return -FI_ENODATA;
+	}
+
+	fi = tnbc_info_build(hints);
+	if (!fi)
+		return -FI_ENOMEM;
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
+		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
+
+	if (service) {
+		ret = tnbc_svc_name(service, &name);
+		if (ret)
+			goto err;
+		if (flags & FI_SOURCE) {
+			fi->src_addr = name;
+			fi->src_addrlen = sizeof(*name);
+		} else {
+			fi->dest_addr = name;
+			fi->dest_addrlen = sizeof(*name);
+		}
+	}
+	if (hints && hints->src_addr) {
+		if (hints->src_addrlen != sizeof(struct tnbc_name)) {
+			ret = -FI_ENODATA;
+			goto err;
+		}
+		free(fi->src_addr);
+		fi->src_addr = malloc(sizeof(struct tnbc_name));
+		if (!fi->src_addr) {
+			ret = -FI_ENOMEM;
+			goto err;
+		}
+		memcpy(fi->src_addr, hints->src_addr, sizeof(struct tnbc_name));
+		fi->src_addrlen = sizeof(struct tnbc_name);
+	}
+	if (hints && hints->dest_addr) {
+		if (hints->dest_addrlen != sizeof(struct tnbc_name)) {
+			ret = -FI_ENODATA;
+			goto err;
+		}
+		free(fi->dest_addr);
+		fi->dest_addr = malloc(sizeof(struct tnbc_name));
+		if (!fi->dest_addr) {
+			ret = -FI_ENOMEM;
+			goto err;
+		}
+		memcpy(fi->dest_addr, hints->dest_addr,
+		       sizeof(struct tnbc_name));
+		fi->dest_addrlen = sizeof(struct tnbc_name);
+	}
+	*info = fi;
+	return 0;
+err:
+	fi_freeinfo(fi);
+	return ret;
+}

@@ -1,0 +1,389 @@
+/*
+ * Address vector.  FI_AV_MAP and FI_AV_TABLE share one representation:
+ * fi_addr_t is the index of the entry.  Entries live in fixed chunks that
+ * never move, so the send path reads them without the AV lock.  A hash of
+ * names gives the reverse lookup that FI_SOURCE and directed receives
+ * need for incoming packets.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tnbc.h"
+#include "tnbc_unsupp.h"
+
+static size_t tnbc_name_hash(const struct tnbc_name *n)
+{
+	uint64_t h = ((uint64_t)n->kind << 56) ^ ((uint64_t)n->pid << 24) ^
+		     n->uid;
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return (size_t)h;
+}
+
+static bool tnbc_name_same(const struct tnbc_name *a, const struct tnbc_name *b)
+{
+	return a->kind == b->kind && a->uid == b->uid && a->pid == b->pid &&
+	       a->xport == b->xport;
+}
+
+struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr)
+{
+	struct tnbc_av_entry *e;
+
+	if (addr >= atomic_load_explicit(&av->count, memory_order_acquire))
+		return NULL;
+	e = &av->chunks[addr / TNBC_AV_CHUNK][addr % TNBC_AV_CHUNK];
+	return atomic_load_explicit(&e->valid, memory_order_acquire) ? e :
+								     NULL;
+}
+
+int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
+{
+	struct tnbc_av_entry *e = tnbc_av_get(av, addr);
+	struct tnbc_xpeer *p;
+	int ret;
+
+	if (!e)
+		return -FI_EINVAL;
+	p = __atomic_load_n(&e->peer, __ATOMIC_ACQUIRE);
+	if (!p) {
+		ret = av->domain->xops->peer_get(av->domain->xdom, &e->name,
+						 &p);
+		if (ret)
+			return ret;
+		__atomic_store_n(&e->peer, p, __ATOMIC_RELEASE);
+	}
+	*peer = p;
+	return 0;
+}
+
+/* Called with av->lock held. */
+static int tnbc_av_hash_put(struct tnbc_av *av, const struct tnbc_name *name,
+			    size_t idx)
+{
+	size_t mask, h;
+
+	if ((atomic_load(&av->count) + 1) * 2 > av->hash_size) {
+		size_t nsize = av->hash_size ? av->hash_size * 2 : 256;
+		size_t *nh = calloc(nsize, sizeof(*nh));
+
+		if (!nh)
+			return -FI_ENOMEM;
+		for (size_t i = 0; i < av->hash_size; i++) {
+			size_t v = av->hash[i], j;
+			struct tnbc_av_entry *e;
+
+			if (!v)
+				continue;
+			e = &av->chunks[(v - 1) / TNBC_AV_CHUNK]
+				       [(v - 1) % TNBC_AV_CHUNK];
+			j = tnbc_name_hash(&e->name) & (nsize - 1);
+			while (nh[j])
+				j = (j + 1) & (nsize - 1);
+			nh[j] = v;
+		}
+		free(av->hash);
+		av->hash = nh;
+		av->hash_size = nsize;
+	}
+	mask = av->hash_size - 1;
+	h = tnbc_name_hash(name) & mask;
+	while (av->hash[h]) {
+		size_t v = av->hash[h] - 1;
+		struct tnbc_av_entry *e =
+			&av->chunks[v / TNBC_AV_CHUNK][v % TNBC_AV_CHUNK];
+
+		if (tnbc_name_same(&e->name, name))
+			break;
+		h = (h + 1) & mask;
+	}
+	av->hash[h] = idx + 1;
+	return 0;
+}
+
+fi_addr_t tnbc_av_reverse(struct tnbc_av *av, const struct tnbc_name *name)
+{
+	fi_addr_t ret = FI_ADDR_NOTAVAIL;
+	size_t mask, h;
+
+	if (!av)
+		return ret;
+	pthread_mutex_lock(&av->lock);
+	if (!av->hash_size)
+		goto out;
+	mask = av->hash_size - 1;
+	for (h = tnbc_name_hash(name) & mask; av->hash[h]; h = (h + 1) & mask) {
+		size_t v = av->hash[h] - 1;
+		struct tnbc_av_entry *e =
+			&av->chunks[v / TNBC_AV_CHUNK][v % TNBC_AV_CHUNK];
+
+		if (tnbc_name_same(&e->name, name)) {
+			if (atomic_load(&e->valid))
+				ret = v;
+			break;
+		}
+	}
+out:
+	pthread_mutex_unlock(&av->lock);
+	return ret;
+}
+
+static bool tnbc_name_valid(const struct tnbc_name *n)
+{
+	return n->version == TNBC_PROTO_VERSION &&
+	       n->xport == TNBC_XPORT_SHM &&
+	       (n->kind == TNBC_NAME_PID || n->kind == TNBC_NAME_SVC);
+}
+
+static int tnbc_av_insert_one(struct tnbc_av *av, const struct tnbc_name *name,
+			      fi_addr_t *out)
+{
+	size_t idx = atomic_load(&av->count);
+	size_t chunk = idx / TNBC_AV_CHUNK;
+	struct tnbc_av_entry *e;
+	int ret;
+
+	if (!tnbc_name_valid(name))
+		return -FI_EINVAL;
+	if (chunk >= TNBC_AV_MAX_CHUNKS)
+		return -FI_ENOSPC;
+	if (!av->chunks[chunk]) {
+		av->chunks[chunk] = calloc(TNBC_AV_CHUNK, sizeof(*e));
+		if (!av->chunks[chunk])
+			return -FI_ENOMEM;
+	}
+	ret = tnbc_av_hash_put(av, name, idx);
+	if (ret)
+		return ret;
+	e = &av->chunks[chunk][idx % TNBC_AV_CHUNK];
+	e->name = *name;
+	e->peer = NULL;
+	atomic_store(&e->valid, true);
+	atomic_store_explicit(&av->count, idx + 1, memory_order_release);
+	*out = idx;
+	return 0;
+}
+
+static int tnbc_av_insert(struct fid_av *fid, const void *addr, size_t count,
+			  fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
+	const struct tnbc_name *names = addr;
+	int *errors = (flags & FI_SYNC_ERR) ? context : NULL;
+	int inserted = 0;
+
+	if (flags & ~(uint64_t)(FI_MORE | FI_SYNC_ERR))
+		return -FI_EINVAL;
+	if (count && !addr)
+		return -FI_EINVAL;
+	pthread_mutex_lock(&av->lock);
+	for (size_t i = 0; i < count; i++) {
+		fi_addr_t a = FI_ADDR_NOTAVAIL;
+		int ret = tnbc_av_insert_one(av, &names[i], &a);
+
+		if (ret)
+			FI_WARN(&tnbc_prov, FI_LOG_AV,
+				"address %zu rejected: %s\n", i,
+				fi_strerror(-ret));
+		else
+			inserted++;
+		if (fi_addr)
+			fi_addr[i] = a;
+		if (errors)
+			errors[i] = ret;
+	}
+	pthread_mutex_unlock(&av->lock);
+	return inserted;
+}
+
+static int tnbc_av_insertsvc(struct fid_av *fid, const char *node,
+			     const char *service, fi_addr_t *fi_addr,
+			     uint64_t flags, void *context)
+{
+	struct tnbc_name name = {0};
+	char *end;
+	long svc;
+
+	(void)node;
+	if (!service)
+		return -FI_EINVAL;
+	svc = strtol(service, &end, 10);
+	if (*end || svc < 0 || svc > UINT32_MAX)
+		return -FI_EINVAL;
+	name.version = TNBC_PROTO_VERSION;
+	name.xport = TNBC_XPORT_SHM;
+	name.kind = TNBC_NAME_SVC;
+	name.uid = (uint32_t)svc;
+	return tnbc_av_insert(fid, &name, 1, fi_addr, flags, context);
+}
+
+static int tnbc_av_insertsym(struct fid_av *fid, const char *node,
+			     size_t nodecnt, const char *service,
+			     size_t svccnt, fi_addr_t *fi_addr, uint64_t flags,
+			     void *context)
+{
+	char buf[32];
+	long base;
+	int total = 0;
+
+	if (!service || !nodecnt || !svccnt)
+		return -FI_EINVAL;
+	base = strtol(service, NULL, 10);
+	for (size_t n = 0; n < nodecnt; n++) {
+		for (size_t s = 0; s < svccnt; s++) {
+			int ret;
+
+			snprintf(buf, sizeof(buf), "%ld", base + (long)s);
+			ret = tnbc_av_insertsvc(fid, node, buf,
+						fi_addr ? &fi_addr[total] :
+							  NULL,
+						flags, context);
+			if (ret < 0)
+				return ret;
+			total += ret;
+		}
+	}
+	return total;
+}
+
+static int tnbc_av_remove(struct fid_av *fid, fi_addr_t *fi_addr, size_t count,
+			  uint64_t flags)
+{
+	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
+	int ret = 0;
+
+	if (flags || (count && !fi_addr))
+		return -FI_EINVAL;
+	pthread_mutex_lock(&av->lock);
+	for (size_t i = 0; i < count; i++) {
+		struct tnbc_av_entry *e = tnbc_av_get(av, fi_addr[i]);
+
+		if (!e) {
+			ret = -FI_EINVAL;
+			continue;
+		}
+		atomic_store(&e->valid, false);
+	}
+	pthread_mutex_unlock(&av->lock);
+	return ret;
+}
+
+static int tnbc_av_lookup(struct fid_av *fid, fi_addr_t fi_addr, void *addr,
+			  size_t *addrlen)
+{
+	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
+	struct tnbc_av_entry *e;
+	size_t n;
+
+	if (!addrlen || (!addr && *addrlen))
+		return -FI_EINVAL;
+	e = tnbc_av_get(av, fi_addr);
+	if (!e)
+		return -FI_EINVAL;
+	n = *addrlen < sizeof(e->name) ? *addrlen : sizeof(e->name);
+	if (n)
+		memcpy(addr, &e->name, n);
+	*addrlen = sizeof(e->name);
+	return 0;
+}
+
+static const char *tnbc_av_straddr(struct fid_av *fid, const void *addr,
+				   char *buf, size_t *len)
+{
+	const struct tnbc_name *n = addr;
+	char tmp[96];
+	size_t need;
+
+	(void)fid;
+	if (!addr || !len || (!buf && *len))
+		return NULL;
+	if (n->kind == TNBC_NAME_SVC)
+		snprintf(tmp, sizeof(tmp), "tnbc://shm/svc/%" PRIu32, n->uid);
+	else
+		snprintf(tmp, sizeof(tmp), "tnbc://shm/%" PRIu32 "/%" PRIu32,
+			 n->pid, n->uid);
+	need = strlen(tmp) + 1;
+	if (buf && *len)
+		snprintf(buf, *len, "%s", tmp);
+	*len = need;
+	return buf;
+}
+
+static int tnbc_av_set(struct fid_av *av, struct fi_av_set_attr *attr,
+		       struct fid_av_set **av_set, void *context)
+{
+	(void)av;
+	(void)attr;
+	(void)av_set;
+	(void)context;
+	return -FI_ENOSYS; /* FI_COLLECTIVE is not advertised yet */
+}
+
+static int tnbc_av_close(struct fid *fid)
+{
+	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid.fid);
+
+	if (atomic_load(&av->ref))
+		return -FI_EBUSY;
+	for (size_t i = 0; i < TNBC_AV_MAX_CHUNKS && av->chunks[i]; i++)
+		free(av->chunks[i]);
+	free(av->hash);
+	atomic_fetch_sub(&av->domain->ref, 1);
+	pthread_mutex_destroy(&av->lock);
+	free(av);
+	return 0;
+}
+
+static struct fi_ops tnbc_av_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = tnbc_av_close,
+	.bind = tnbc_no_bind,
+	.control = tnbc_no_control,
+	.ops_open = tnbc_no_ops_open,
+};
+
+static struct fi_ops_av tnbc_av_ops = {
+	.size = sizeof(struct fi_ops_av),
+	.insert = tnbc_av_insert,
+	.insertsvc = tnbc_av_insertsvc,
+	.insertsym = tnbc_av_insertsym,
+	.remove = tnbc_av_remove,
+	.lookup = tnbc_av_lookup,
+	.straddr = tnbc_av_straddr,
+	.av_set = tnbc_av_set,
+};
+
+int tnbc_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
+		 struct fid_av **av_out, void *context)
+{
+	struct tnbc_domain *dom;
+	struct tnbc_av *av;
+
+	if (!domain || !attr || !av_out)
+		return -FI_EINVAL;
+	if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
+	    attr->type != FI_AV_TABLE)
+		return -FI_EINVAL;
+	if (attr->flags & ~(uint64_t)(FI_SYMMETRIC))
+		return -FI_EINVAL; /* FI_EVENT (async insert) is not offered */
+	if (attr->name || attr->rx_ctx_bits)
+		return -FI_ENOSYS;
+	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
+	av = calloc(1, sizeof(*av));
+	if (!av)
+		return -FI_ENOMEM;
+	av->domain = dom;
+	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_TABLE : attr->type;
+	av->addrlen = sizeof(struct tnbc_name);
+	pthread_mutex_init(&av->lock, NULL);
+	av->av_fid.fid.fclass = FI_CLASS_AV;
+	av->av_fid.fid.context = context;
+	av->av_fid.fid.ops = &tnbc_av_fi_ops;
+	av->av_fid.ops = &tnbc_av_ops;
+	atomic_fetch_add(&dom->ref, 1);
+	*av_out = &av->av_fid;
+	return 0;
+}

@@ -1,0 +1,225 @@
+/*
+ * Counters.  Values are atomics so that the engine can bump them without
+ * a lock; the mutex and condition variable only serve fi_cntr_wait.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tnbc.h"
+#include "tnbc_unsupp.h"
+
+static void tnbc_cntr_signal(struct tnbc_cntr *cntr)
+{
+	if (atomic_load(&cntr->waiters)) {
+		pthread_mutex_lock(&cntr->lock);
+		pthread_cond_broadcast(&cntr->cond);
+		pthread_mutex_unlock(&cntr->lock);
+	}
+}
+
+void tnbc_cntr_inc(struct tnbc_cntr *cntr)
+{
+	atomic_fetch_add(&cntr->cnt, 1);
+	tnbc_cntr_signal(cntr);
+}
+
+void tnbc_cntr_inc_err(struct tnbc_cntr *cntr)
+{
+	atomic_fetch_add(&cntr->err, 1);
+	tnbc_cntr_signal(cntr);
+}
+
+static uint64_t tnbc_cntr_read(struct fid_cntr *fid)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+
+	tnbc_domain_progress(cntr->domain, false);
+	return atomic_load(&cntr->cnt);
+}
+
+static uint64_t tnbc_cntr_readerr(struct fid_cntr *fid)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+
+	tnbc_domain_progress(cntr->domain, false);
+	return atomic_load(&cntr->err);
+}
+
+static int tnbc_cntr_add(struct fid_cntr *fid, uint64_t value)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+
+	atomic_fetch_add(&cntr->cnt, value);
+	tnbc_cntr_signal(cntr);
+	return 0;
+}
+
+static int tnbc_cntr_set(struct fid_cntr *fid, uint64_t value)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+
+	atomic_store(&cntr->cnt, value);
+	tnbc_cntr_signal(cntr);
+	return 0;
+}
+
+static int tnbc_cntr_adderr(struct fid_cntr *fid, uint64_t value)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+
+	atomic_fetch_add(&cntr->err, value);
+	tnbc_cntr_signal(cntr);
+	return 0;
+}
+
+static int tnbc_cntr_seterr(struct fid_cntr *fid, uint64_t value)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+
+	atomic_store(&cntr->err, value);
+	tnbc_cntr_signal(cntr);
+	return 0;
+}
+
+static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold,
+			  int timeout)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	uint64_t err0 = atomic_load(&cntr->err);
+	uint64_t deadline = 0;
+	int ret = 0;
+
+	if (cntr->wait_obj == FI_WAIT_NONE)
+		return -FI_EINVAL;
+	if (timeout >= 0)
+		deadline = tnbc_now_ns() + (uint64_t)timeout * 1000000u;
+	atomic_fetch_add(&cntr->waiters, 1);
+	for (;;) {
+		struct timespec ts;
+		uint64_t slice;
+
+		tnbc_domain_progress(cntr->domain, false);
+		if (atomic_load(&cntr->cnt) >= threshold)
+			break;
+		if (atomic_load(&cntr->err) != err0) {
+			ret = -FI_EAVAIL;
+			break;
+		}
+		if (deadline && tnbc_now_ns() >= deadline) {
+			ret = -FI_ETIMEDOUT;
+			break;
+		}
+		/* The engine signals the condition; the bounded slice keeps
+		 * a waiter progressing when the engine is disabled. */
+		slice = cntr->domain->engine.running ? 10000000u : 100000u;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)slice;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_mutex_lock(&cntr->lock);
+		if (atomic_load(&cntr->cnt) < threshold &&
+		    atomic_load(&cntr->err) == err0)
+			pthread_cond_timedwait(&cntr->cond, &cntr->lock, &ts);
+		pthread_mutex_unlock(&cntr->lock);
+	}
+	atomic_fetch_sub(&cntr->waiters, 1);
+	return ret;
+}
+
+static int tnbc_cntr_close(struct fid *fid)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid.fid);
+
+	if (atomic_load(&cntr->ref))
+		return -FI_EBUSY;
+	atomic_fetch_sub(&cntr->domain->ref, 1);
+	pthread_cond_destroy(&cntr->cond);
+	pthread_mutex_destroy(&cntr->lock);
+	free(cntr);
+	return 0;
+}
+
+static int tnbc_cntr_control(struct fid *fid, int command, void *arg)
+{
+	struct tnbc_cntr *cntr =
+		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid.fid);
+
+	switch (command) {
+	case FI_GETWAIT:
+		(void)arg;
+		(void)cntr;
+		return -FI_ENODATA; /* no fd; waiting uses fi_cntr_wait */
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_ops tnbc_cntr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = tnbc_cntr_close,
+	.bind = tnbc_no_bind,
+	.control = tnbc_cntr_control,
+	.ops_open = tnbc_no_ops_open,
+};
+
+static struct fi_ops_cntr tnbc_cntr_ops = {
+	.size = sizeof(struct fi_ops_cntr),
+	.read = tnbc_cntr_read,
+	.readerr = tnbc_cntr_readerr,
+	.add = tnbc_cntr_add,
+	.set = tnbc_cntr_set,
+	.wait = tnbc_cntr_wait,
+	.adderr = tnbc_cntr_adderr,
+	.seterr = tnbc_cntr_seterr,
+};
+
+int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		   struct fid_cntr **cntr_out, void *context)
+{
+	struct tnbc_cntr *cntr;
+	struct tnbc_domain *dom;
+	enum fi_wait_obj wait = FI_WAIT_UNSPEC;
+
+	if (!domain || !cntr_out)
+		return -FI_EINVAL;
+	if (attr) {
+		if (attr->events != FI_CNTR_EVENTS_COMP || attr->flags)
+			return -FI_EINVAL;
+		switch (attr->wait_obj) {
+		case FI_WAIT_NONE:
+		case FI_WAIT_UNSPEC:
+		case FI_WAIT_MUTEX_COND:
+		case FI_WAIT_YIELD:
+			wait = attr->wait_obj;
+			break;
+		default:
+			return -FI_ENOSYS;
+		}
+	}
+	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
+	cntr = calloc(1, sizeof(*cntr));
+	if (!cntr)
+		return -FI_ENOMEM;
+	cntr->domain = dom;
+	cntr->wait_obj = wait;
+	pthread_mutex_init(&cntr->lock, NULL);
+	pthread_cond_init(&cntr->cond, NULL);
+	cntr->cntr_fid.fid.fclass = FI_CLASS_CNTR;
+	cntr->cntr_fid.fid.context = context;
+	cntr->cntr_fid.fid.ops = &tnbc_cntr_fi_ops;
+	cntr->cntr_fid.ops = &tnbc_cntr_ops;
+	atomic_fetch_add(&dom->ref, 1);
+	*cntr_out = &cntr->cntr_fid;
+	return 0;
+}

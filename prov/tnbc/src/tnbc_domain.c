@@ -1,0 +1,226 @@
+/*
+ * Domain object: owns the transport domain and the progress engine.
+ */
+#include <stdlib.h>
+
+#include "tnbc.h"
+#include "tnbc_unsupp.h"
+
+static int tnbc_domain_close(struct fid *fid)
+{
+	struct tnbc_domain *dom =
+		tnbc_container_of(fid, struct tnbc_domain, domain_fid.fid);
+
+	if (atomic_load(&dom->ref)) {
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+			"domain still has %d open objects\n",
+			atomic_load(&dom->ref));
+		return -FI_EBUSY;
+	}
+	tnbc_engine_stop(dom);
+	dom->xops->dom_close(dom->xdom);
+	pthread_rwlock_destroy(&dom->ep_lock);
+	atomic_fetch_sub(&dom->fabric->ref, 1);
+	free(dom);
+	return 0;
+}
+
+static int tnbc_engine_stats(struct fid_domain *domain,
+			     struct fi_tnbc_engine_stats *st)
+{
+	struct tnbc_domain *dom;
+	struct tnbc_engine *e;
+
+	if (!domain || !st || st->size < sizeof(*st))
+		return -FI_EINVAL;
+	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
+	e = &dom->engine;
+	st->engine_pkts = atomic_load(&e->engine_pkts);
+	st->app_pkts = atomic_load(&e->app_pkts);
+	st->engine_sleeps = atomic_load(&e->sleeps);
+	st->engine_wakeups = atomic_load(&e->wakeups);
+	st->rndv_pull = atomic_load(&e->rndv_pull);
+	st->rndv_stream = atomic_load(&e->rndv_stream);
+	st->engine_cpu = atomic_load(&e->cpu);
+	st->engine_running = e->running;
+	return 0;
+}
+
+static struct fi_tnbc_ops_domain tnbc_ext_domain_ops = {
+	.size = sizeof(struct fi_tnbc_ops_domain),
+	.engine_stats = tnbc_engine_stats,
+};
+
+static int tnbc_domain_ops_open(struct fid *fid, const char *name,
+				uint64_t flags, void **ops, void *context)
+{
+	(void)fid;
+	(void)context;
+	if (!name || !ops || flags)
+		return -FI_EINVAL;
+	if (strcmp(name, FI_TNBC_DOMAIN_OPS_1))
+		return -FI_ENOSYS;
+	*ops = &tnbc_ext_domain_ops;
+	return 0;
+}
+
+static struct fi_ops tnbc_domain_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = tnbc_domain_close,
+	.bind = tnbc_no_bind,
+	.control = tnbc_no_control,
+	.ops_open = tnbc_domain_ops_open,
+};
+
+static int tnbc_no_scalable_ep(struct fid_domain *d, struct fi_info *i,
+			       struct fid_ep **ep, void *c)
+{
+	(void)d;
+	(void)i;
+	(void)ep;
+	(void)c;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_no_poll_open(struct fid_domain *d, struct fi_poll_attr *a,
+			     struct fid_poll **p)
+{
+	(void)d;
+	(void)a;
+	(void)p;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_no_stx(struct fid_domain *d, struct fi_tx_attr *a,
+		       struct fid_stx **s, void *c)
+{
+	(void)d;
+	(void)a;
+	(void)s;
+	(void)c;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_no_srx(struct fid_domain *d, struct fi_rx_attr *a,
+		       struct fid_ep **s, void *c)
+{
+	(void)d;
+	(void)a;
+	(void)s;
+	(void)c;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_query_atomic(struct fid_domain *d, enum fi_datatype dt,
+			     enum fi_op op, struct fi_atomic_attr *attr,
+			     uint64_t flags)
+{
+	(void)d;
+	(void)dt;
+	(void)op;
+	(void)attr;
+	(void)flags;
+	return -FI_EOPNOTSUPP;
+}
+
+static int tnbc_query_collective(struct fid_domain *d,
+				 enum fi_collective_op coll,
+				 struct fi_collective_attr *attr,
+				 uint64_t flags)
+{
+	(void)d;
+	(void)coll;
+	(void)attr;
+	(void)flags;
+	return -FI_EOPNOTSUPP;
+}
+
+static int tnbc_endpoint2(struct fid_domain *d, struct fi_info *info,
+			  struct fid_ep **ep, uint64_t flags, void *context)
+{
+	if (flags)
+		return -FI_EINVAL;
+	return tnbc_ep_open(d, info, ep, context);
+}
+
+static struct fi_ops_domain tnbc_domain_ops = {
+	.size = sizeof(struct fi_ops_domain),
+	.av_open = tnbc_av_open,
+	.cq_open = tnbc_cq_open,
+	.endpoint = tnbc_ep_open,
+	.scalable_ep = tnbc_no_scalable_ep,
+	.cntr_open = tnbc_cntr_open,
+	.poll_open = tnbc_no_poll_open,
+	.stx_ctx = tnbc_no_stx,
+	.srx_ctx = tnbc_no_srx,
+	.query_atomic = tnbc_query_atomic,
+	.query_collective = tnbc_query_collective,
+	.endpoint2 = tnbc_endpoint2,
+};
+
+static struct fi_ops_mr tnbc_mr_ops = {
+	.size = sizeof(struct fi_ops_mr),
+	.reg = tnbc_mr_reg,
+	.regv = tnbc_mr_regv,
+	.regattr = tnbc_mr_regattr,
+};
+
+int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		     struct fid_domain **domain, void *context)
+{
+	struct tnbc_fabric *fab;
+	struct tnbc_domain *dom;
+	int ret;
+
+	if (!fabric || !info || !domain)
+		return -FI_EINVAL;
+	if (info->domain_attr) {
+		if (info->domain_attr->name &&
+		    strcmp(info->domain_attr->name, TNBC_DOMAIN_NAME))
+			return -FI_EINVAL;
+		ret = tnbc_check_hints(info);
+		if (ret)
+			return -FI_EINVAL;
+	}
+	fab = tnbc_container_of(fabric, struct tnbc_fabric, fabric_fid);
+	dom = calloc(1, sizeof(*dom));
+	if (!dom)
+		return -FI_ENOMEM;
+	dom->fabric = fab;
+	dom->threading = info->domain_attr ? info->domain_attr->threading :
+					     FI_THREAD_SAFE;
+	dom->mr_mode = info->domain_attr ? info->domain_attr->mr_mode : 0;
+	dom->xops = &tnbc_shm_ops;
+	tnbc_list_init(&dom->ep_list);
+	atomic_init(&dom->next_mr_key, 1);
+	atomic_init(&dom->engine.cpu, -1);
+	ret = pthread_rwlock_init(&dom->ep_lock, NULL);
+	if (ret) {
+		ret = -FI_ENOMEM;
+		goto err_free;
+	}
+	ret = dom->xops->dom_open(&dom->xdom);
+	if (ret)
+		goto err_lock;
+	if (tnbc_env.engine) {
+		ret = tnbc_engine_start(dom);
+		if (ret)
+			goto err_xdom;
+	}
+	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
+	dom->domain_fid.fid.context = context;
+	dom->domain_fid.fid.ops = &tnbc_domain_fi_ops;
+	dom->domain_fid.ops = &tnbc_domain_ops;
+	dom->domain_fid.mr = &tnbc_mr_ops;
+	atomic_fetch_add(&fab->ref, 1);
+	*domain = &dom->domain_fid;
+	return 0;
+
+err_xdom:
+	dom->xops->dom_close(dom->xdom);
+err_lock:
+	pthread_rwlock_destroy(&dom->ep_lock);
+err_free:
+	free(dom);
+	return ret;
+}

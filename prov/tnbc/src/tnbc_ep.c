@@ -1,0 +1,474 @@
+/*
+ * Endpoint object: bindings, enable, names and teardown.  The data path
+ * is in tnbc_msg.c; progress in tnbc_progress.c.
+ */
+#include <stdlib.h>
+
+#include "tnbc.h"
+#include "tnbc_unsupp.h"
+
+static void tnbc_ep_unbind_all(struct tnbc_ep *ep)
+{
+	if (ep->av)
+		atomic_fetch_sub(&ep->av->ref, 1);
+	if (ep->tx_cq)
+		atomic_fetch_sub(&ep->tx_cq->ref, 1);
+	if (ep->rx_cq)
+		atomic_fetch_sub(&ep->rx_cq->ref, 1);
+	if (ep->tx_cntr)
+		atomic_fetch_sub(&ep->tx_cntr->ref, 1);
+	if (ep->rx_cntr)
+		atomic_fetch_sub(&ep->rx_cntr->ref, 1);
+}
+
+static int tnbc_ep_close(struct fid *fid)
+{
+	struct tnbc_ep *ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
+	struct tnbc_domain *dom = ep->domain;
+
+	/* Unlink first so neither the engine nor an application thread in
+	 * fi_cq_read can start progressing this endpoint again. */
+	pthread_rwlock_wrlock(&dom->ep_lock);
+	tnbc_list_remove(&ep->dom_entry);
+	dom->ep_count--;
+	pthread_rwlock_unlock(&dom->ep_lock);
+
+	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_flush_queues(ep);
+	pthread_mutex_unlock(&ep->lock);
+
+	dom->xops->ep_close(ep->xep);
+	tnbc_ep_unbind_all(ep);
+	free(ep->rndv.slot);
+	free(ep->rndv.gen);
+	fi_freeinfo(ep->info);
+	pthread_mutex_destroy(&ep->lock);
+	atomic_fetch_sub(&dom->ref, 1);
+	free(ep);
+	return 0;
+}
+
+static int tnbc_ep_bind_cq(struct tnbc_ep *ep, struct tnbc_cq *cq,
+			   uint64_t flags)
+{
+	if (flags & ~(uint64_t)(FI_TRANSMIT | FI_RECV |
+				FI_SELECTIVE_COMPLETION))
+		return -FI_EBADFLAGS;
+	if (!(flags & (FI_TRANSMIT | FI_RECV)))
+		return -FI_EINVAL;
+	if (((flags & FI_TRANSMIT) && ep->tx_cq) ||
+	    ((flags & FI_RECV) && ep->rx_cq))
+		return -FI_EINVAL;
+	if (flags & FI_TRANSMIT) {
+		ep->tx_cq = cq;
+		ep->tx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
+		atomic_fetch_add(&cq->ref, 1);
+	}
+	if (flags & FI_RECV) {
+		ep->rx_cq = cq;
+		ep->rx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
+		atomic_fetch_add(&cq->ref, 1);
+	}
+	return 0;
+}
+
+static int tnbc_ep_bind_cntr(struct tnbc_ep *ep, struct tnbc_cntr *cntr,
+			     uint64_t flags)
+{
+	if (flags & ~(uint64_t)(FI_SEND | FI_RECV))
+		return -FI_EBADFLAGS;
+	if (!flags)
+		return -FI_EINVAL;
+	if (((flags & FI_SEND) && ep->tx_cntr) ||
+	    ((flags & FI_RECV) && ep->rx_cntr))
+		return -FI_EINVAL;
+	if (flags & FI_SEND) {
+		ep->tx_cntr = cntr;
+		atomic_fetch_add(&cntr->ref, 1);
+	}
+	if (flags & FI_RECV) {
+		ep->rx_cntr = cntr;
+		atomic_fetch_add(&cntr->ref, 1);
+	}
+	return 0;
+}
+
+static int tnbc_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct tnbc_ep *ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
+	int ret;
+
+	if (!bfid)
+		return -FI_EINVAL;
+	if (ep->enabled)
+		return -FI_EOPBADSTATE;
+	pthread_mutex_lock(&ep->lock);
+	switch (bfid->fclass) {
+	case FI_CLASS_AV: {
+		struct tnbc_av *av =
+			tnbc_container_of(bfid, struct tnbc_av, av_fid.fid);
+
+		if (av->domain != ep->domain) {
+			ret = -FI_EINVAL;
+		} else if (ep->av) {
+			ret = -FI_EINVAL;
+		} else if (flags) {
+			ret = -FI_EBADFLAGS;
+		} else {
+			ep->av = av;
+			atomic_fetch_add(&av->ref, 1);
+			ret = 0;
+		}
+		break;
+	}
+	case FI_CLASS_CQ: {
+		struct tnbc_cq *cq =
+			tnbc_container_of(bfid, struct tnbc_cq, cq_fid.fid);
+
+		ret = cq->domain != ep->domain ?
+			      -FI_EINVAL :
+			      tnbc_ep_bind_cq(ep, cq, flags);
+		break;
+	}
+	case FI_CLASS_CNTR: {
+		struct tnbc_cntr *c = tnbc_container_of(bfid, struct tnbc_cntr,
+							cntr_fid.fid);
+
+		ret = c->domain != ep->domain ? -FI_EINVAL :
+						tnbc_ep_bind_cntr(ep, c, flags);
+		break;
+	}
+	case FI_CLASS_EQ:
+		/* RDM endpoints raise no connection events. */
+		ret = 0;
+		break;
+	default:
+		ret = -FI_EINVAL;
+		break;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return ret;
+}
+
+static int tnbc_ep_enable(struct tnbc_ep *ep)
+{
+	struct tnbc_domain *dom = ep->domain;
+
+	if (ep->enabled)
+		return 0;
+	if (!ep->av)
+		return -FI_ENOAV;
+	if ((ep->info->caps & FI_SEND) && !ep->tx_cq && !ep->tx_cntr)
+		return -FI_ENOCQ;
+	if ((ep->info->caps & FI_RECV) && !ep->rx_cq && !ep->rx_cntr)
+		return -FI_ENOCQ;
+	pthread_rwlock_wrlock(&dom->ep_lock);
+	tnbc_list_insert_tail(&ep->dom_entry, &dom->ep_list);
+	dom->ep_count++;
+	ep->enabled = true;
+	pthread_rwlock_unlock(&dom->ep_lock);
+	return 0;
+}
+
+static int tnbc_ep_control(struct fid *fid, int command, void *arg)
+{
+	struct tnbc_ep *ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
+	uint64_t *flags = arg;
+
+	switch (command) {
+	case FI_ENABLE:
+		return tnbc_ep_enable(ep);
+	case FI_GETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if ((*flags & (FI_TRANSMIT | FI_RECV)) ==
+		    (FI_TRANSMIT | FI_RECV))
+			return -FI_EINVAL;
+		if (*flags & FI_TRANSMIT)
+			*flags = ep->tx_op_flags;
+		else if (*flags & FI_RECV)
+			*flags = ep->rx_op_flags;
+		else
+			return -FI_EINVAL;
+		return 0;
+	case FI_SETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if (*flags & FI_TRANSMIT) {
+			if (*flags & ~(TNBC_TX_OP_FLAGS | FI_TRANSMIT))
+				return -FI_EINVAL;
+			ep->tx_op_flags = *flags & ~(uint64_t)FI_TRANSMIT;
+		} else if (*flags & FI_RECV) {
+			if (*flags & ~(uint64_t)(TNBC_RX_OP_FLAGS | FI_RECV))
+				return -FI_EINVAL;
+			ep->rx_op_flags = *flags & ~(uint64_t)FI_RECV;
+		} else {
+			return -FI_EINVAL;
+		}
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_ops tnbc_ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = tnbc_ep_close,
+	.bind = tnbc_ep_bind,
+	.control = tnbc_ep_control,
+	.ops_open = tnbc_no_ops_open,
+};
+
+static ssize_t tnbc_ep_cancel(fid_t fid, void *context)
+{
+	struct tnbc_ep *ep;
+	int ret;
+
+	if (!fid || fid->fclass != FI_CLASS_EP)
+		return -FI_EINVAL;
+	ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
+	pthread_mutex_lock(&ep->lock);
+	ret = tnbc_ep_cancel_rx(ep, context);
+	pthread_mutex_unlock(&ep->lock);
+	return ret;
+}
+
+static int tnbc_ep_getopt(fid_t fid, int level, int optname, void *optval,
+			  size_t *optlen)
+{
+	(void)fid;
+	(void)optval;
+	(void)optlen;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	switch (optname) {
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+static int tnbc_ep_setopt(fid_t fid, int level, int optname,
+			  const void *optval, size_t optlen)
+{
+	(void)fid;
+	(void)optval;
+	(void)optlen;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	switch (optname) {
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+static int tnbc_ep_no_ctx(struct fid_ep *sep, int index,
+			  struct fi_tx_attr *attr, struct fid_ep **tx_ep,
+			  void *context)
+{
+	(void)sep;
+	(void)index;
+	(void)attr;
+	(void)tx_ep;
+	(void)context;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_ep_no_rx_ctx(struct fid_ep *sep, int index,
+			     struct fi_rx_attr *attr, struct fid_ep **rx_ep,
+			     void *context)
+{
+	(void)sep;
+	(void)index;
+	(void)attr;
+	(void)rx_ep;
+	(void)context;
+	return -FI_ENOSYS;
+}
+
+static ssize_t tnbc_ep_size_left(struct fid_ep *fid)
+{
+	(void)fid;
+	return TNBC_DEF_QUEUE_SIZE;
+}
+
+static struct fi_ops_ep tnbc_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = tnbc_ep_cancel,
+	.getopt = tnbc_ep_getopt,
+	.setopt = tnbc_ep_setopt,
+	.tx_ctx = tnbc_ep_no_ctx,
+	.rx_ctx = tnbc_ep_no_rx_ctx,
+	.rx_size_left = tnbc_ep_size_left,
+	.tx_size_left = tnbc_ep_size_left,
+};
+
+static int tnbc_ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct tnbc_ep *ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
+	size_t n;
+
+	if (!addrlen || (!addr && *addrlen))
+		return -FI_EINVAL;
+	n = *addrlen;
+	*addrlen = sizeof(ep->name);
+	if (n < sizeof(ep->name))
+		return -FI_ETOOSMALL;
+	memcpy(addr, &ep->name, sizeof(ep->name));
+	return 0;
+}
+
+static int tnbc_cm_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	(void)fid;
+	(void)addr;
+	(void)addrlen;
+	return -FI_ENOSYS; /* the name is chosen when the endpoint opens */
+}
+
+static int tnbc_cm_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
+{
+	(void)ep;
+	(void)addr;
+	(void)addrlen;
+	return -FI_ENOSYS; /* connectionless */
+}
+
+static int tnbc_cm_connect(struct fid_ep *ep, const void *addr,
+			   const void *param, size_t paramlen)
+{
+	(void)ep;
+	(void)addr;
+	(void)param;
+	(void)paramlen;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_cm_listen(struct fid_pep *pep)
+{
+	(void)pep;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_cm_accept(struct fid_ep *ep, const void *param,
+			  size_t paramlen)
+{
+	(void)ep;
+	(void)param;
+	(void)paramlen;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_cm_reject(struct fid_pep *pep, fid_t handle, const void *param,
+			  size_t paramlen)
+{
+	(void)pep;
+	(void)handle;
+	(void)param;
+	(void)paramlen;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_cm_shutdown(struct fid_ep *ep, uint64_t flags)
+{
+	(void)ep;
+	(void)flags;
+	return -FI_ENOSYS;
+}
+
+static int tnbc_cm_join(struct fid_ep *ep, const void *addr, uint64_t flags,
+			struct fid_mc **mc, void *context)
+{
+	(void)ep;
+	(void)addr;
+	(void)flags;
+	(void)mc;
+	(void)context;
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_cm tnbc_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = tnbc_cm_setname,
+	.getname = tnbc_ep_getname,
+	.getpeer = tnbc_cm_getpeer,
+	.connect = tnbc_cm_connect,
+	.listen = tnbc_cm_listen,
+	.accept = tnbc_cm_accept,
+	.reject = tnbc_cm_reject,
+	.shutdown = tnbc_cm_shutdown,
+	.join = tnbc_cm_join,
+};
+
+int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
+		 struct fid_ep **ep_out, void *context)
+{
+	struct tnbc_domain *dom;
+	struct tnbc_ep *ep;
+	int ret;
+
+	if (!domain || !info || !ep_out)
+		return -FI_EINVAL;
+	if (info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
+	    info->ep_attr->type != FI_EP_UNSPEC)
+		return -FI_EINVAL;
+	ret = tnbc_check_hints(info);
+	if (ret)
+		return -FI_EINVAL;
+	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->info = fi_dupinfo(info);
+	if (!ep->info) {
+		ret = -FI_ENOMEM;
+		goto err_free;
+	}
+	if (!ep->info->caps)
+		ep->info->caps = TNBC_CAPS;
+	if (!(ep->info->caps & (FI_SEND | FI_RECV)))
+		ep->info->caps |= FI_SEND | FI_RECV;
+	ep->domain = dom;
+	ep->svc = -1;
+	if (info->src_addr && info->src_addrlen == sizeof(struct tnbc_name)) {
+		const struct tnbc_name *n = info->src_addr;
+
+		if (n->kind == TNBC_NAME_SVC)
+			ep->svc = n->uid;
+	}
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	pthread_mutex_init(&ep->lock, NULL);
+	tnbc_list_init(&ep->dom_entry);
+	tnbc_list_init(&ep->rx_msg);
+	tnbc_list_init(&ep->rx_tagged);
+	tnbc_list_init(&ep->unexp_msg);
+	tnbc_list_init(&ep->unexp_tagged);
+	tnbc_list_init(&ep->tx_queue);
+	tnbc_list_init(&ep->ctrl_queue);
+	tnbc_list_init(&ep->stream_rx);
+
+	ret = dom->xops->ep_open(dom->xdom, ep->svc, &ep->xep, &ep->name);
+	if (ret)
+		goto err_info;
+
+	ep->ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &tnbc_ep_fi_ops;
+	ep->ep_fid.ops = &tnbc_ep_ops;
+	ep->ep_fid.cm = &tnbc_cm_ops;
+	ep->ep_fid.msg = (struct fi_ops_msg *)&tnbc_msg_ops;
+	ep->ep_fid.tagged = (struct fi_ops_tagged *)&tnbc_tagged_ops;
+	ep->ep_fid.rma = &tnbc_no_rma_ops;
+	ep->ep_fid.atomic = &tnbc_no_atomic_ops;
+	ep->ep_fid.collective = &tnbc_no_coll_ops;
+	atomic_fetch_add(&dom->ref, 1);
+	*ep_out = &ep->ep_fid;
+	return 0;
+
+err_info:
+	pthread_mutex_destroy(&ep->lock);
+	fi_freeinfo(ep->info);
+err_free:
+	free(ep);
+	return ret;
+}

@@ -1,0 +1,108 @@
+/*
+ * Provider entry point and runtime parameters.
+ */
+#include <stdlib.h>
+
+#include "tnbc.h"
+
+struct tnbc_env tnbc_env = {
+	.rx_slots = 256,
+	.slot_size = 8192,
+	.eager_size = 8192,
+	.cma = 1,
+	.spin_us = 20,
+	.app_window_us = 50,
+	.engine = 1,
+};
+
+static void tnbc_param_size(const char *name, size_t *val, size_t min,
+			    size_t max)
+{
+	size_t v;
+
+	if (fi_param_get_size_t(&tnbc_prov, name, &v) != FI_SUCCESS)
+		return;
+	if (v < min || v > max) {
+		FI_WARN(&tnbc_prov, FI_LOG_CORE,
+			"FI_TNBC_%s=%zu out of range [%zu, %zu], using %zu\n",
+			name, v, min, max, *val);
+		return;
+	}
+	*val = v;
+}
+
+/* The only place runtime parameters are defined, read and validated;
+ * fi_tnbc(7) RUNTIME PARAMETERS mirrors this function. */
+static void tnbc_init_env(void)
+{
+	int b;
+
+	fi_param_define(&tnbc_prov, "rx_slots", FI_PARAM_SIZE_T,
+			"Packet slots in each endpoint's shared-memory receive "
+			"queue; a power of two (default: %zu)",
+			tnbc_env.rx_slots);
+	fi_param_define(&tnbc_prov, "slot_size", FI_PARAM_SIZE_T,
+			"Bytes per receive-queue slot, packet header included; "
+			"bounds the eager and inject sizes (default: %zu)",
+			tnbc_env.slot_size);
+	fi_param_define(&tnbc_prov, "eager_size", FI_PARAM_SIZE_T,
+			"Largest message sent eagerly; larger ones use "
+			"rendezvous. Capped by the slot payload (default: %zu)",
+			tnbc_env.eager_size);
+	fi_param_define(&tnbc_prov, "cma", FI_PARAM_BOOL,
+			"Use single-copy cross-memory attach "
+			"(process_vm_readv) for rendezvous; when off or denied, "
+			"large messages stream through the receive queue "
+			"(default: %s)",
+			tnbc_env.cma ? "true" : "false");
+	fi_param_define(&tnbc_prov, "spin_us", FI_PARAM_SIZE_T,
+			"Microseconds the progress engine busy-polls after the "
+			"last activity before it sleeps (default: %zu)",
+			tnbc_env.spin_us);
+	fi_param_define(&tnbc_prov, "app_window_us", FI_PARAM_SIZE_T,
+			"Microseconds an application poll counts as active: "
+			"within it peers do not wake the engine, which then "
+			"naps at most this long (default: %zu)",
+			tnbc_env.app_window_us);
+	fi_param_define(&tnbc_prov, "engine", FI_PARAM_BOOL,
+			"Run the progress engine thread. Off makes progress "
+			"happen only inside application calls; for debugging "
+			"(default: %s)",
+			tnbc_env.engine ? "true" : "false");
+
+	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
+	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
+		FI_WARN(&tnbc_prov, FI_LOG_CORE,
+			"FI_TNBC_RX_SLOTS must be a power of two, using 256\n");
+		tnbc_env.rx_slots = 256;
+	}
+	tnbc_param_size("slot_size", &tnbc_env.slot_size, 1024, 1u << 20);
+	tnbc_env.slot_size = (tnbc_env.slot_size + 63) & ~(size_t)63;
+	tnbc_param_size("eager_size", &tnbc_env.eager_size, 0, 1u << 20);
+	if (fi_param_get_bool(&tnbc_prov, "cma", &b) == FI_SUCCESS)
+		tnbc_env.cma = !!b;
+	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
+	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1,
+			1000000);
+	if (fi_param_get_bool(&tnbc_prov, "engine", &b) == FI_SUCCESS)
+		tnbc_env.engine = !!b;
+}
+
+static void tnbc_cleanup(void)
+{
+}
+
+struct fi_provider tnbc_prov = {
+	.name = TNBC_PROV_NAME,
+	.version = TNBC_PROV_VERSION,
+	.fi_version = TNBC_FI_VERSION,
+	.getinfo = tnbc_getinfo,
+	.fabric = tnbc_fabric_open,
+	.cleanup = tnbc_cleanup,
+};
+
+FI_EXT_INI
+{
+	tnbc_init_env();
+	return &tnbc_prov;
+}

@@ -1,0 +1,1107 @@
+/*
+ * FI_MSG and FI_TAGGED: posting, matching and the eager / rendezvous
+ * protocols.  Everything below the entry points runs with ep->lock held.
+ *
+ * Protocols, chosen per message by the sender:
+ *  - eager: messages up to the eager size travel whole in one packet; the
+ *    send completes when the packet is in the peer's queue.
+ *  - rendezvous: an RTS packet carries the sender's iovecs.  The receiver,
+ *    once matched, reads the data straight from the sender's memory
+ *    (single copy) and answers ACK, which completes the send.  When the
+ *    kernel denies the read, the receiver answers CTS instead and the
+ *    sender streams the data as DATA packets through the receive queue
+ *    (a bounce-buffer pipeline), again finished by an ACK.
+ *  FI_DELIVERY_COMPLETE forces rendezvous: its ACK is the proof that the
+ *  data reached the receive buffer.
+ */
+#include <stdlib.h>
+
+#include "tnbc.h"
+
+/* Internal op flag: the call (fi_inject*) generates no completion. */
+#define TNBC_NO_COMPLETION (1ULL << 61)
+
+#define TNBC_SEND_FLAGS                                                       \
+	(FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | \
+	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE)
+#define TNBC_RECV_FLAGS (FI_COMPLETION | FI_MORE)
+#define TNBC_TRECV_FLAGS (TNBC_RECV_FLAGS | FI_PEEK | FI_CLAIM | FI_DISCARD)
+
+static inline uint64_t tnbc_kind(bool tagged)
+{
+	return tagged ? FI_TAGGED : FI_MSG;
+}
+
+static size_t tnbc_eager_limit(struct tnbc_ep *ep, struct tnbc_xpeer *peer)
+{
+	size_t max = ep->domain->xops->max_payload(peer);
+
+	return tnbc_env.eager_size < max ? tnbc_env.eager_size : max;
+}
+
+/* ------------------------------------------------------------------ */
+/* Completions                                                          */
+
+void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err)
+{
+	uint64_t kind = tnbc_kind(xfer->hdr.flags & TNBC_HDR_TAGGED);
+
+	if (err) {
+		if (ep->tx_cq)
+			tnbc_cq_write_err(ep->tx_cq, xfer->context,
+					  FI_SEND | kind, 0, NULL, 0, 0, 0, err,
+					  -err, FI_ADDR_NOTAVAIL);
+		if (ep->tx_cntr)
+			tnbc_cntr_inc_err(ep->tx_cntr);
+		return;
+	}
+	if (ep->tx_cq && !(xfer->flags & TNBC_NO_COMPLETION) &&
+	    (!ep->tx_selective || (xfer->flags & FI_COMPLETION)))
+		tnbc_cq_write(ep->tx_cq, xfer->context, FI_SEND | kind, 0, NULL,
+			      0, 0, FI_ADDR_NOTAVAIL);
+	if (ep->tx_cntr)
+		tnbc_cntr_inc(ep->tx_cntr);
+}
+
+static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
+			   const struct tnbc_hdr *hdr, fi_addr_t src,
+			   size_t msg_size, int err)
+{
+	bool tagged = hdr->flags & TNBC_HDR_TAGGED;
+	uint64_t flags = FI_RECV | tnbc_kind(tagged);
+	uint64_t data = 0;
+	size_t len = msg_size < rx->len ? msg_size : rx->len;
+	void *buf = rx->iov_count ? rx->iov[0].iov_base : NULL;
+
+	if (hdr->flags & TNBC_HDR_CQ_DATA) {
+		flags |= FI_REMOTE_CQ_DATA;
+		data = hdr->cq_data;
+	}
+	if (!(ep->info->caps & FI_SOURCE))
+		src = FI_ADDR_NOTAVAIL;
+	if (!err && msg_size > rx->len)
+		err = FI_ETRUNC;
+	if (err) {
+		if (ep->rx_cq)
+			tnbc_cq_write_err(ep->rx_cq, rx->context, flags, len,
+					  buf, data, tagged ? hdr->tag : 0,
+					  err == FI_ETRUNC ? msg_size - len : 0,
+					  err, -err, src);
+		if (ep->rx_cntr)
+			tnbc_cntr_inc_err(ep->rx_cntr);
+		return;
+	}
+	if (ep->rx_cq && (!ep->rx_selective || (rx->flags & FI_COMPLETION)))
+		tnbc_cq_write(ep->rx_cq, rx->context, flags, len, buf, data,
+			      tagged ? hdr->tag : 0, src);
+	if (ep->rx_cntr)
+		tnbc_cntr_inc(ep->rx_cntr);
+}
+
+/* ------------------------------------------------------------------ */
+/* Control packets                                                      */
+
+static void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+			   uint8_t type, uint64_t msg_id, uint64_t token,
+			   uint64_t value)
+{
+	struct tnbc_ctrl *c;
+	struct tnbc_hdr hdr = {
+		.version = TNBC_PROTO_VERSION,
+		.type = type,
+		.msg_id = msg_id,
+		.token = token,
+		.size = value,
+		.src = ep->name,
+	};
+
+	if (tnbc_list_empty(&ep->ctrl_queue) &&
+	    !ep->domain->xops->send(peer, &hdr, NULL, 0))
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		/* The peer's send would never complete; say so loudly. */
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"out of memory queuing a control packet\n");
+		return;
+	}
+	c->peer = peer;
+	c->hdr = hdr;
+	tnbc_list_insert_tail(&c->entry, &ep->ctrl_queue);
+	tnbc_engine_kick(ep->domain);
+}
+
+/* ------------------------------------------------------------------ */
+/* Rendezvous table (sender side)                                       */
+
+static int tnbc_rndv_add(struct tnbc_ep *ep, struct tnbc_xfer *xfer,
+			 uint64_t *msg_id)
+{
+	struct tnbc_rndv_table *t = &ep->rndv;
+	size_t i;
+
+	if (t->used == t->size) {
+		size_t nsize = t->size ? t->size * 2 : 64;
+		struct tnbc_xfer **ns = realloc(t->slot, nsize * sizeof(*ns));
+		uint32_t *ng;
+
+		if (!ns)
+			return -FI_ENOMEM;
+		t->slot = ns;
+		ng = realloc(t->gen, nsize * sizeof(*ng));
+		if (!ng)
+			return -FI_ENOMEM;
+		t->gen = ng;
+		for (i = t->size; i < nsize; i++) {
+			t->slot[i] = NULL;
+			t->gen[i] = 0;
+		}
+		t->size = nsize;
+	}
+	for (i = 0; i < t->size && t->slot[i]; i++)
+		;
+	t->slot[i] = xfer;
+	t->gen[i]++;
+	t->used++;
+	*msg_id = ((uint64_t)t->gen[i] << 32) | i;
+	return 0;
+}
+
+static struct tnbc_xfer *tnbc_rndv_find(struct tnbc_ep *ep, uint64_t msg_id)
+{
+	struct tnbc_rndv_table *t = &ep->rndv;
+	size_t i = (uint32_t)msg_id;
+
+	if (i >= t->size || !t->slot[i] || t->gen[i] != (msg_id >> 32))
+		return NULL;
+	return t->slot[i];
+}
+
+static void tnbc_rndv_del(struct tnbc_ep *ep, uint64_t msg_id)
+{
+	struct tnbc_rndv_table *t = &ep->rndv;
+
+	t->slot[(uint32_t)msg_id] = NULL;
+	t->used--;
+}
+
+/* ------------------------------------------------------------------ */
+/* Receive side                                                         */
+
+static bool tnbc_match(const struct tnbc_xfer *rx, bool tagged, uint64_t tag,
+		       fi_addr_t src)
+{
+	if (rx->addr != FI_ADDR_UNSPEC && rx->addr != src)
+		return false;
+	return !tagged || !((rx->tag ^ tag) & ~rx->ignore);
+}
+
+static fi_addr_t tnbc_src_addr(struct tnbc_ep *ep, const struct tnbc_name *n)
+{
+	if (!(ep->info->caps & (FI_SOURCE | FI_DIRECTED_RECV)))
+		return FI_ADDR_NOTAVAIL;
+	return tnbc_av_reverse(ep->av, n);
+}
+
+/* Starts the data movement of a matched rendezvous message. */
+static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
+			   const struct tnbc_hdr *hdr,
+			   const struct tnbc_rts_iov *riov, fi_addr_t src)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct iovec remote[TNBC_IOV_LIMIT], local[TNBC_IOV_LIMIT];
+	size_t rcount = hdr->payload_len / sizeof(*riov);
+	size_t want = hdr->size < rx->len ? hdr->size : rx->len;
+	struct tnbc_xpeer *peer;
+	size_t lcount;
+	ssize_t n;
+	int ret;
+
+	ret = xops->peer_get(ep->domain->xdom, &hdr->src, &peer);
+	if (ret) {
+		/* Nobody to answer: the sender is gone or unreachable. */
+		tnbc_report_rx(ep, rx, hdr, src, hdr->size, FI_EIO);
+		free(rx);
+		return;
+	}
+	if (rcount > TNBC_IOV_LIMIT)
+		rcount = TNBC_IOV_LIMIT;
+	for (size_t i = 0; i < rcount; i++) {
+		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
+		remote[i].iov_len = riov[i].len;
+	}
+	lcount = tnbc_iov_slice(rx->iov, rx->iov_count, 0, want, local,
+				TNBC_IOV_LIMIT);
+	n = want ? xops->pull(peer, local, lcount, remote, rcount) : 0;
+	if (n == (ssize_t)want) {
+		atomic_fetch_add(&ep->domain->engine.rndv_pull, 1);
+		tnbc_send_ctrl(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, 0);
+		tnbc_report_rx(ep, rx, hdr, src, hdr->size, 0);
+		free(rx);
+		return;
+	}
+	if (n == -FI_EPERM || n == -FI_ENOSYS) {
+		/* Stream it: remember the message, then ask for the data. */
+		rx->msg_size = hdr->size;
+		rx->msg_tag = hdr->tag;
+		rx->msg_data = hdr->cq_data;
+		rx->msg_flags = hdr->flags;
+		rx->msg_src = src;
+		rx->stream_len = want;
+		rx->recv_bytes = 0;
+		rx->hdr.token = ++ep->next_token;
+		rx->peer = peer;
+		rx->hdr.msg_id = hdr->msg_id;
+		tnbc_list_insert_tail(&rx->entry, &ep->stream_rx);
+		atomic_fetch_add(&ep->domain->engine.rndv_stream, 1);
+		tnbc_send_ctrl(ep, peer, TNBC_PKT_CTS, hdr->msg_id,
+			       rx->hdr.token, want);
+		return;
+	}
+	FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "rendezvous read failed: %s\n",
+		fi_strerror((int)-n));
+	tnbc_send_ctrl(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, FI_EIO);
+	tnbc_report_rx(ep, rx, hdr, src, hdr->size, FI_EIO);
+	free(rx);
+}
+
+/* Delivers an arrived message (eager payload or RTS) to a receive. */
+static void tnbc_deliver(struct tnbc_ep *ep, struct tnbc_xfer *rx,
+			 const struct tnbc_hdr *hdr, const void *payload,
+			 fi_addr_t src)
+{
+	if (hdr->type == TNBC_PKT_RTS) {
+		tnbc_rndv_recv(ep, rx, hdr, payload, src);
+		return;
+	}
+	tnbc_copy_to_iov(rx->iov, rx->iov_count, 0, payload,
+			 hdr->size < rx->len ? hdr->size : rx->len);
+	tnbc_report_rx(ep, rx, hdr, src, hdr->size, 0);
+	free(rx);
+}
+
+/* A message nobody will receive: release a rendezvous sender. */
+static void tnbc_discard(struct tnbc_ep *ep, struct tnbc_unexp *ux)
+{
+	struct tnbc_xpeer *peer;
+
+	if (ux->hdr.type == TNBC_PKT_RTS &&
+	    !ep->domain->xops->peer_get(ep->domain->xdom, &ux->hdr.src,
+					&peer))
+		tnbc_send_ctrl(ep, peer, TNBC_PKT_ACK, ux->hdr.msg_id, 0, 0);
+}
+
+static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+			const void *payload)
+{
+	bool tagged = hdr->flags & TNBC_HDR_TAGGED;
+	struct tnbc_list *list = tagged ? &ep->rx_tagged : &ep->rx_msg;
+	fi_addr_t src = tnbc_src_addr(ep, &hdr->src);
+	struct tnbc_list *it, *tmp;
+	struct tnbc_unexp *ux;
+
+	if (hdr->type == TNBC_PKT_EAGER && hdr->payload_len != hdr->size) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"dropping eager packet with bad length\n");
+		return;
+	}
+	tnbc_list_foreach_safe(list, it, tmp) {
+		struct tnbc_xfer *rx =
+			tnbc_container_of(it, struct tnbc_xfer, entry);
+
+		if (tnbc_match(rx, tagged, hdr->tag, src)) {
+			tnbc_list_remove(&rx->entry);
+			tnbc_deliver(ep, rx, hdr, payload, src);
+			return;
+		}
+	}
+	ux = malloc(sizeof(*ux) + hdr->payload_len);
+	if (!ux) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"out of memory: unexpected message dropped\n");
+		if (ep->rx_cntr)
+			tnbc_cntr_inc_err(ep->rx_cntr);
+		return;
+	}
+	ux->hdr = *hdr;
+	ux->src_addr = src;
+	ux->claim_ctx = NULL;
+	ux->data_len = hdr->payload_len;
+	memcpy(ux->data, payload, hdr->payload_len);
+	tnbc_list_insert_tail(&ux->entry,
+			      tagged ? &ep->unexp_tagged : &ep->unexp_msg);
+}
+
+static void tnbc_rx_ack(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
+{
+	struct tnbc_xfer *tx = tnbc_rndv_find(ep, hdr->msg_id);
+
+	if (!tx) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "ACK for unknown send\n");
+		return;
+	}
+	if (tx->stream_off < tx->stream_len)
+		tnbc_list_remove(&tx->entry); /* stop streaming */
+	tnbc_rndv_del(ep, hdr->msg_id);
+	tnbc_ep_report_tx(ep, tx, hdr->size ? -(int)hdr->size : 0);
+	free(tx);
+}
+
+static void tnbc_rx_cts(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
+{
+	struct tnbc_xfer *tx = tnbc_rndv_find(ep, hdr->msg_id);
+
+	if (!tx || tx->stream_len) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "stray CTS\n");
+		return;
+	}
+	tx->stream_len = hdr->size < tx->len ? hdr->size : tx->len;
+	tx->stream_off = 0;
+	tx->hdr.token = hdr->token;
+	if (tx->stream_len)
+		tnbc_list_insert_tail(&tx->entry, &ep->tx_queue);
+}
+
+static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+			 const void *payload)
+{
+	struct tnbc_list *it, *tmp;
+
+	tnbc_list_foreach_safe(&ep->stream_rx, it, tmp) {
+		struct tnbc_xfer *rx =
+			tnbc_container_of(it, struct tnbc_xfer, entry);
+		struct tnbc_hdr mh;
+
+		if (rx->hdr.token != hdr->token)
+			continue;
+		if (hdr->offset < rx->stream_len)
+			tnbc_copy_to_iov(rx->iov, rx->iov_count, hdr->offset,
+					 payload,
+					 rx->stream_len - hdr->offset <
+							 hdr->payload_len ?
+						 rx->stream_len - hdr->offset :
+						 hdr->payload_len);
+		rx->recv_bytes += hdr->payload_len;
+		if (rx->recv_bytes < rx->stream_len)
+			return;
+		tnbc_list_remove(&rx->entry);
+		tnbc_send_ctrl(ep, rx->peer, TNBC_PKT_ACK, rx->hdr.msg_id, 0,
+			       0);
+		memset(&mh, 0, sizeof(mh));
+		mh.flags = rx->msg_flags;
+		mh.tag = rx->msg_tag;
+		mh.cq_data = rx->msg_data;
+		tnbc_report_rx(ep, rx, &mh, rx->msg_src, rx->msg_size, 0);
+		free(rx);
+		return;
+	}
+	FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "DATA for unknown receive\n");
+}
+
+void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload)
+{
+	struct tnbc_ep *ep = arg;
+
+	switch (hdr->type) {
+	case TNBC_PKT_EAGER:
+	case TNBC_PKT_RTS:
+		tnbc_rx_msg(ep, hdr, payload);
+		break;
+	case TNBC_PKT_ACK:
+		tnbc_rx_ack(ep, hdr);
+		break;
+	case TNBC_PKT_CTS:
+		tnbc_rx_cts(ep, hdr);
+		break;
+	case TNBC_PKT_DATA:
+		tnbc_rx_data(ep, hdr, payload);
+		break;
+	default:
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"dropping packet of unknown type %u\n", hdr->type);
+		break;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Transmit queue: sends and control packets that found a full queue,   */
+/* and streamed rendezvous data.                                        */
+
+static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct iovec iov[TNBC_IOV_LIMIT];
+	struct tnbc_hdr hdr;
+	size_t chunk, n;
+	int ret;
+
+	if (!tx->stream_len) {
+		struct iovec one;
+		const struct iovec *src = tx->iov;
+		size_t cnt = tx->iov_count;
+
+		if (tx->inject_buf) {
+			one.iov_base = tx->inject_buf;
+			one.iov_len = tx->len;
+			src = &one;
+			cnt = 1;
+		}
+		if (tx->hdr.type == TNBC_PKT_RTS) {
+			struct tnbc_rts_iov riov[TNBC_IOV_LIMIT];
+
+			for (size_t i = 0; i < tx->iov_count; i++) {
+				riov[i].addr = (uintptr_t)tx->iov[i].iov_base;
+				riov[i].len = tx->iov[i].iov_len;
+			}
+			one.iov_base = riov;
+			one.iov_len = tx->iov_count * sizeof(riov[0]);
+			return xops->send(tx->peer, &tx->hdr, &one, 1);
+		}
+		return xops->send(tx->peer, &tx->hdr, src, cnt);
+	}
+	/* Streaming: as many chunks as the peer's queue takes. */
+	while (tx->stream_off < tx->stream_len) {
+		chunk = xops->max_payload(tx->peer);
+		if (chunk > tx->stream_len - tx->stream_off)
+			chunk = tx->stream_len - tx->stream_off;
+		hdr = tx->hdr;
+		hdr.type = TNBC_PKT_DATA;
+		hdr.payload_len = (uint32_t)chunk;
+		hdr.offset = tx->stream_off;
+		n = tnbc_iov_slice(tx->iov, tx->iov_count, tx->stream_off,
+				   chunk, iov, TNBC_IOV_LIMIT);
+		ret = xops->send(tx->peer, &hdr, iov, n);
+		if (ret)
+			return ret;
+		tx->stream_off += chunk;
+	}
+	return 0;
+}
+
+int tnbc_tx_queue_progress(struct tnbc_ep *ep)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct tnbc_list *it, *tmp;
+	int n = 0;
+
+	tnbc_list_foreach_safe(&ep->ctrl_queue, it, tmp) {
+		struct tnbc_ctrl *c =
+			tnbc_container_of(it, struct tnbc_ctrl, entry);
+
+		if (xops->send(c->peer, &c->hdr, NULL, 0))
+			break;
+		tnbc_list_remove(&c->entry);
+		free(c);
+		n++;
+	}
+	tnbc_list_foreach_safe(&ep->tx_queue, it, tmp) {
+		struct tnbc_xfer *tx =
+			tnbc_container_of(it, struct tnbc_xfer, entry);
+		int ret = tnbc_tx_one(ep, tx);
+
+		if (ret == -FI_EAGAIN) {
+			uint64_t now = tnbc_now_ns();
+
+			/* A queue that stays full may belong to a dead
+			 * process: fail the send rather than wait forever. */
+			if (!tx->stall_ns) {
+				tx->stall_ns = now;
+			} else if (now - tx->stall_ns > 100000000u &&
+				   !xops->peer_alive(tx->peer)) {
+				ret = -FI_EHOSTUNREACH;
+			} else {
+				break;
+			}
+		}
+		n++;
+		tx->stall_ns = 0;
+		if (tx->stream_len) {
+			if (ret) {
+				tnbc_list_remove(&tx->entry);
+				tnbc_rndv_del(ep, tx->hdr.msg_id);
+				tnbc_ep_report_tx(ep, tx, ret);
+				free(tx);
+			} else {
+				/* all handed out; the ACK completes it */
+				tnbc_list_remove(&tx->entry);
+			}
+			continue;
+		}
+		tnbc_list_remove(&tx->entry);
+		if (tx->hdr.type == TNBC_PKT_RTS && !ret)
+			continue; /* waits in the rendezvous table */
+		if (tx->hdr.type == TNBC_PKT_RTS)
+			tnbc_rndv_del(ep, tx->hdr.msg_id);
+		tnbc_ep_report_tx(ep, tx, ret);
+		free(tx->inject_buf);
+		free(tx);
+	}
+	return n;
+}
+
+/* Drops every queued operation of a closing endpoint. */
+void tnbc_ep_flush_queues(struct tnbc_ep *ep)
+{
+	struct tnbc_list *lists[] = {&ep->rx_msg,   &ep->rx_tagged,
+				     &ep->tx_queue, &ep->stream_rx,
+				     &ep->unexp_msg, &ep->unexp_tagged,
+				     &ep->ctrl_queue};
+	struct tnbc_list *it, *tmp;
+
+	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++) {
+		tnbc_list_foreach_safe(lists[l], it, tmp) {
+			tnbc_list_remove(it);
+			if (lists[l] == &ep->tx_queue) {
+				struct tnbc_xfer *tx = tnbc_container_of(
+					it, struct tnbc_xfer, entry);
+
+				/* rendezvous sends are freed below */
+				if (tx->hdr.type == TNBC_PKT_RTS)
+					continue;
+				free(tx->inject_buf);
+			}
+			free(it); /* entry is the first member of each type */
+		}
+	}
+	for (size_t i = 0; i < ep->rndv.size; i++) {
+		free(ep->rndv.slot[i]);
+		ep->rndv.slot[i] = NULL;
+	}
+	ep->rndv.used = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Posting                                                              */
+
+static int tnbc_check_iov(const struct iovec *iov, size_t count)
+{
+	if (count > TNBC_IOV_LIMIT)
+		return -FI_EINVAL;
+	if (count && !iov)
+		return -FI_EINVAL;
+	for (size_t i = 0; i < count; i++)
+		if (!iov[i].iov_base && iov[i].iov_len)
+			return -FI_EINVAL;
+	return 0;
+}
+
+ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
+			  size_t count, fi_addr_t dest, uint64_t tag,
+			  uint64_t data, void *context, uint64_t flags,
+			  bool tagged)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct tnbc_xpeer *peer;
+	struct tnbc_xfer *tx;
+	struct tnbc_hdr hdr;
+	size_t len;
+	bool rndv;
+	int ret;
+
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (flags & ~(TNBC_SEND_FLAGS | TNBC_NO_COMPLETION))
+		return -FI_EBADFLAGS;
+	ret = tnbc_check_iov(iov, count);
+	if (ret)
+		return ret;
+	if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG)) ||
+	    !(ep->info->caps & FI_SEND))
+		return -FI_EOPNOTSUPP;
+	len = tnbc_iov_len(iov, count);
+	if (len > TNBC_MAX_MSG_SIZE)
+		return -FI_EMSGSIZE;
+	ret = tnbc_av_peer(ep->av, dest, &peer);
+	if (ret)
+		return ret == -FI_EINVAL ? -FI_EADDRNOTAVAIL : ret;
+	if ((flags & FI_INJECT) && len > xops->max_payload(peer))
+		return -FI_EMSGSIZE;
+
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.version = TNBC_PROTO_VERSION;
+	hdr.flags = tagged ? TNBC_HDR_TAGGED : 0;
+	if (flags & FI_REMOTE_CQ_DATA) {
+		hdr.flags |= TNBC_HDR_CQ_DATA;
+		hdr.cq_data = data;
+	}
+	hdr.tag = tagged ? tag : 0;
+	hdr.size = len;
+	hdr.src = ep->name;
+	rndv = len > tnbc_eager_limit(ep, peer) ||
+	       ((flags & FI_DELIVERY_COMPLETE) && !(flags & FI_INJECT));
+
+	pthread_mutex_lock(&ep->lock);
+	if (!rndv) {
+		hdr.type = TNBC_PKT_EAGER;
+		hdr.payload_len = (uint32_t)len;
+		if (tnbc_list_empty(&ep->tx_queue)) {
+			ret = xops->send(peer, &hdr, iov, count);
+			if (!ret) {
+				struct tnbc_xfer done = {
+					.context = context,
+					.flags = flags,
+					.hdr = hdr,
+				};
+
+				tnbc_ep_report_tx(ep, &done, 0);
+				goto out;
+			}
+			if (ret != -FI_EAGAIN)
+				goto out;
+		}
+	}
+	tx = calloc(1, sizeof(*tx));
+	if (!tx) {
+		ret = -FI_EAGAIN;
+		goto out;
+	}
+	tx->context = context;
+	tx->flags = flags;
+	tx->peer = peer;
+	tx->len = len;
+	tx->iov_count = count;
+	memcpy(tx->iov, iov, count * sizeof(*iov));
+	tx->hdr = hdr;
+	if (!rndv && (flags & FI_INJECT) && len) {
+		/* The caller may reuse an inject buffer at once. */
+		tx->inject_buf = malloc(len);
+		if (!tx->inject_buf) {
+			free(tx);
+			ret = -FI_EAGAIN;
+			goto out;
+		}
+		tnbc_copy_from_iov(tx->inject_buf, iov, count, 0, len);
+	}
+	if (rndv) {
+		tx->hdr.type = TNBC_PKT_RTS;
+		tx->hdr.payload_len =
+			(uint32_t)(count * sizeof(struct tnbc_rts_iov));
+		ret = tnbc_rndv_add(ep, tx, &tx->hdr.msg_id);
+		if (ret) {
+			free(tx);
+			ret = -FI_EAGAIN;
+			goto out;
+		}
+		if (tnbc_list_empty(&ep->tx_queue)) {
+			ret = tnbc_tx_one(ep, tx);
+			if (!ret)
+				goto out; /* waits for its ACK */
+			if (ret != -FI_EAGAIN) {
+				tnbc_rndv_del(ep, tx->hdr.msg_id);
+				free(tx);
+				goto out;
+			}
+		}
+	}
+	tnbc_list_insert_tail(&tx->entry, &ep->tx_queue);
+	tnbc_engine_kick(ep->domain);
+	ret = 0;
+out:
+	pthread_mutex_unlock(&ep->lock);
+	return ret;
+}
+
+static struct tnbc_unexp *tnbc_find_unexp(struct tnbc_ep *ep, bool tagged,
+					  const struct tnbc_xfer *rx)
+{
+	struct tnbc_list *list = tagged ? &ep->unexp_tagged : &ep->unexp_msg;
+	struct tnbc_list *it, *tmp;
+
+	tnbc_list_foreach_safe(list, it, tmp) {
+		struct tnbc_unexp *ux =
+			tnbc_container_of(it, struct tnbc_unexp, entry);
+
+		if (tnbc_match(rx, tagged, ux->hdr.tag, ux->src_addr))
+			return ux;
+	}
+	return NULL;
+}
+
+static void tnbc_report_peek(struct tnbc_ep *ep, void *context,
+			     const struct tnbc_unexp *ux)
+{
+	uint64_t flags = FI_RECV | FI_TAGGED;
+	fi_addr_t src = (ep->info->caps & FI_SOURCE) ? ux->src_addr :
+						       FI_ADDR_NOTAVAIL;
+
+	if (ux->hdr.flags & TNBC_HDR_CQ_DATA)
+		flags |= FI_REMOTE_CQ_DATA;
+	if (ep->rx_cq)
+		tnbc_cq_write(ep->rx_cq, context, flags, ux->hdr.size, NULL,
+			      ux->hdr.cq_data, ux->hdr.tag, src);
+}
+
+/* FI_PEEK, FI_CLAIM and FI_DISCARD (fi_tagged(3)). */
+static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
+{
+	struct fi_context *ctx = rx->context;
+	struct tnbc_unexp *ux;
+
+	if (rx->flags & FI_PEEK) {
+		ux = tnbc_find_unexp(ep, true, rx);
+		if (!ux) {
+			if (ep->rx_cq)
+				tnbc_cq_write_err(ep->rx_cq, rx->context,
+						  FI_RECV | FI_TAGGED, 0, NULL,
+						  0, 0, 0, FI_ENOMSG,
+						  -FI_ENOMSG,
+						  FI_ADDR_NOTAVAIL);
+			free(rx);
+			return 0;
+		}
+		tnbc_report_peek(ep, rx->context, ux);
+		if (rx->flags & (FI_CLAIM | FI_DISCARD))
+			tnbc_list_remove(&ux->entry);
+		if (rx->flags & FI_DISCARD) {
+			tnbc_discard(ep, ux);
+			free(ux);
+		} else if (rx->flags & FI_CLAIM) {
+			ux->claim_ctx = ctx;
+			ctx->internal[0] = ux;
+		}
+		free(rx);
+		return 0;
+	}
+	/* FI_CLAIM without FI_PEEK: take the message a peek reserved. */
+	ux = ctx->internal[0];
+	if (!ux || ux->claim_ctx != ctx) {
+		free(rx);
+		return -FI_EINVAL;
+	}
+	ctx->internal[0] = NULL;
+	if (rx->flags & FI_DISCARD) {
+		tnbc_discard(ep, ux);
+		/* a discarded message completes with no data */
+		if (ep->rx_cq && (!ep->rx_selective ||
+				  (rx->flags & FI_COMPLETION)))
+			tnbc_cq_write(ep->rx_cq, rx->context,
+				      FI_RECV | FI_TAGGED, 0, NULL, 0,
+				      ux->hdr.tag, FI_ADDR_NOTAVAIL);
+		if (ep->rx_cntr)
+			tnbc_cntr_inc(ep->rx_cntr);
+		free(rx);
+	} else {
+		tnbc_deliver(ep, rx, &ux->hdr, ux->data, ux->src_addr);
+	}
+	free(ux);
+	return 0;
+}
+
+ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
+			  size_t count, fi_addr_t src, uint64_t tag,
+			  uint64_t ignore, void *context, uint64_t flags,
+			  bool tagged)
+{
+	struct tnbc_unexp *ux;
+	struct tnbc_xfer *rx;
+	ssize_t ret;
+
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (flags & ~(tagged ? TNBC_TRECV_FLAGS : TNBC_RECV_FLAGS))
+		return -FI_EBADFLAGS;
+	if ((flags & (FI_CLAIM | FI_PEEK)) && !context)
+		return -FI_EINVAL;
+	if ((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM)))
+		return -FI_EINVAL;
+	ret = tnbc_check_iov(iov, count);
+	if (ret)
+		return ret;
+	if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG)) ||
+	    !(ep->info->caps & FI_RECV))
+		return -FI_EOPNOTSUPP;
+	if (!(ep->info->caps & FI_DIRECTED_RECV))
+		src = FI_ADDR_UNSPEC;
+	if (src != FI_ADDR_UNSPEC && !tnbc_av_get(ep->av, src))
+		return -FI_EADDRNOTAVAIL;
+
+	rx = calloc(1, sizeof(*rx));
+	if (!rx)
+		return -FI_EAGAIN;
+	rx->context = context;
+	rx->flags = flags;
+	rx->tag = tag;
+	rx->ignore = ignore;
+	rx->addr = src;
+	rx->iov_count = count;
+	memcpy(rx->iov, iov, count * sizeof(*iov));
+	rx->len = tnbc_iov_len(iov, count);
+
+	pthread_mutex_lock(&ep->lock);
+	if (flags & (FI_PEEK | FI_CLAIM)) {
+		/* A peek must see what has already arrived in the queue. */
+		if (flags & FI_PEEK)
+			ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
+					       1 << 30);
+		ret = tnbc_post_peek_claim(ep, rx);
+		goto out;
+	}
+	ux = tnbc_find_unexp(ep, tagged, rx);
+	if (ux) {
+		tnbc_list_remove(&ux->entry);
+		tnbc_deliver(ep, rx, &ux->hdr, ux->data, ux->src_addr);
+		free(ux);
+	} else {
+		tnbc_list_insert_tail(&rx->entry,
+				      tagged ? &ep->rx_tagged : &ep->rx_msg);
+	}
+out:
+	pthread_mutex_unlock(&ep->lock);
+	return ret;
+}
+
+int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context)
+{
+	struct tnbc_list *lists[] = {&ep->rx_tagged, &ep->rx_msg};
+
+	for (size_t l = 0; l < 2; l++) {
+		struct tnbc_list *it, *tmp;
+
+		tnbc_list_foreach_safe(lists[l], it, tmp) {
+			struct tnbc_xfer *rx =
+				tnbc_container_of(it, struct tnbc_xfer, entry);
+
+			if (rx->context != context)
+				continue;
+			tnbc_list_remove(&rx->entry);
+			if (ep->rx_cq)
+				tnbc_cq_write_err(
+					ep->rx_cq, context,
+					FI_RECV | (l ? FI_MSG : FI_TAGGED), 0,
+					NULL, 0, l ? 0 : rx->tag, 0,
+					FI_ECANCELED, -FI_ECANCELED,
+					FI_ADDR_NOTAVAIL);
+			if (ep->rx_cntr)
+				tnbc_cntr_inc_err(ep->rx_cntr);
+			free(rx);
+			return 0;
+		}
+	}
+	return -FI_ENOENT;
+}
+
+/* ------------------------------------------------------------------ */
+/* Entry points                                                         */
+
+#define TNBC_EP(fid) tnbc_container_of(fid, struct tnbc_ep, ep_fid)
+
+static uint64_t tnbc_tx_flags(struct tnbc_ep *ep)
+{
+	return ep->tx_op_flags & TNBC_SEND_FLAGS;
+}
+
+static uint64_t tnbc_rx_flags(struct tnbc_ep *ep)
+{
+	return ep->rx_op_flags & TNBC_RECV_FLAGS;
+}
+
+static ssize_t tnbc_recv(struct fid_ep *fid, void *buf, size_t len, void *desc,
+			 fi_addr_t src, void *context)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+
+	(void)desc;
+	return tnbc_ep_post_recv(TNBC_EP(fid), &iov, 1, src, 0, 0, context,
+				 tnbc_rx_flags(TNBC_EP(fid)), false);
+}
+
+static ssize_t tnbc_recvv(struct fid_ep *fid, const struct iovec *iov,
+			  void **desc, size_t count, fi_addr_t src,
+			  void *context)
+{
+	(void)desc;
+	return tnbc_ep_post_recv(TNBC_EP(fid), iov, count, src, 0, 0, context,
+				 tnbc_rx_flags(TNBC_EP(fid)), false);
+}
+
+static ssize_t tnbc_recvmsg(struct fid_ep *fid, const struct fi_msg *msg,
+			    uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return tnbc_ep_post_recv(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
+				 msg->addr, 0, 0, msg->context, flags, false);
+}
+
+static ssize_t tnbc_send(struct fid_ep *fid, const void *buf, size_t len,
+			 void *desc, fi_addr_t dest, void *context)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	(void)desc;
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, 0, context,
+				 tnbc_tx_flags(TNBC_EP(fid)), false);
+}
+
+static ssize_t tnbc_sendv(struct fid_ep *fid, const struct iovec *iov,
+			  void **desc, size_t count, fi_addr_t dest,
+			  void *context)
+{
+	(void)desc;
+	return tnbc_ep_post_send(TNBC_EP(fid), iov, count, dest, 0, 0, context,
+				 tnbc_tx_flags(TNBC_EP(fid)), false);
+}
+
+static ssize_t tnbc_sendmsg(struct fid_ep *fid, const struct fi_msg *msg,
+			    uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return tnbc_ep_post_send(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
+				 msg->addr, 0, msg->data, msg->context, flags,
+				 false);
+}
+
+static ssize_t tnbc_inject(struct fid_ep *fid, const void *buf, size_t len,
+			   fi_addr_t dest)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, 0, NULL,
+				 FI_INJECT | TNBC_NO_COMPLETION, false);
+}
+
+static ssize_t tnbc_senddata(struct fid_ep *fid, const void *buf, size_t len,
+			     void *desc, uint64_t data, fi_addr_t dest,
+			     void *context)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	(void)desc;
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, data, context,
+				 tnbc_tx_flags(TNBC_EP(fid)) |
+					 FI_REMOTE_CQ_DATA,
+				 false);
+}
+
+static ssize_t tnbc_injectdata(struct fid_ep *fid, const void *buf, size_t len,
+			       uint64_t data, fi_addr_t dest)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, data, NULL,
+				 FI_INJECT | FI_REMOTE_CQ_DATA |
+					 TNBC_NO_COMPLETION,
+				 false);
+}
+
+const struct fi_ops_msg tnbc_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = tnbc_recv,
+	.recvv = tnbc_recvv,
+	.recvmsg = tnbc_recvmsg,
+	.send = tnbc_send,
+	.sendv = tnbc_sendv,
+	.sendmsg = tnbc_sendmsg,
+	.inject = tnbc_inject,
+	.senddata = tnbc_senddata,
+	.injectdata = tnbc_injectdata,
+};
+
+static ssize_t tnbc_trecv(struct fid_ep *fid, void *buf, size_t len,
+			  void *desc, fi_addr_t src, uint64_t tag,
+			  uint64_t ignore, void *context)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+
+	(void)desc;
+	return tnbc_ep_post_recv(TNBC_EP(fid), &iov, 1, src, tag, ignore,
+				 context, tnbc_rx_flags(TNBC_EP(fid)), true);
+}
+
+static ssize_t tnbc_trecvv(struct fid_ep *fid, const struct iovec *iov,
+			   void **desc, size_t count, fi_addr_t src,
+			   uint64_t tag, uint64_t ignore, void *context)
+{
+	(void)desc;
+	return tnbc_ep_post_recv(TNBC_EP(fid), iov, count, src, tag, ignore,
+				 context, tnbc_rx_flags(TNBC_EP(fid)), true);
+}
+
+static ssize_t tnbc_trecvmsg(struct fid_ep *fid,
+			     const struct fi_msg_tagged *msg, uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return tnbc_ep_post_recv(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
+				 msg->addr, msg->tag, msg->ignore,
+				 msg->context, flags, true);
+}
+
+static ssize_t tnbc_tsend(struct fid_ep *fid, const void *buf, size_t len,
+			  void *desc, fi_addr_t dest, uint64_t tag,
+			  void *context)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	(void)desc;
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, tag, 0, context,
+				 tnbc_tx_flags(TNBC_EP(fid)), true);
+}
+
+static ssize_t tnbc_tsendv(struct fid_ep *fid, const struct iovec *iov,
+			   void **desc, size_t count, fi_addr_t dest,
+			   uint64_t tag, void *context)
+{
+	(void)desc;
+	return tnbc_ep_post_send(TNBC_EP(fid), iov, count, dest, tag, 0,
+				 context, tnbc_tx_flags(TNBC_EP(fid)), true);
+}
+
+static ssize_t tnbc_tsendmsg(struct fid_ep *fid,
+			     const struct fi_msg_tagged *msg, uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return tnbc_ep_post_send(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
+				 msg->addr, msg->tag, msg->data, msg->context,
+				 flags, true);
+}
+
+static ssize_t tnbc_tinject(struct fid_ep *fid, const void *buf, size_t len,
+			    fi_addr_t dest, uint64_t tag)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, tag, 0, NULL,
+				 FI_INJECT | TNBC_NO_COMPLETION, true);
+}
+
+static ssize_t tnbc_tsenddata(struct fid_ep *fid, const void *buf, size_t len,
+			      void *desc, uint64_t data, fi_addr_t dest,
+			      uint64_t tag, void *context)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	(void)desc;
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, tag, data,
+				 context,
+				 tnbc_tx_flags(TNBC_EP(fid)) |
+					 FI_REMOTE_CQ_DATA,
+				 true);
+}
+
+static ssize_t tnbc_tinjectdata(struct fid_ep *fid, const void *buf,
+				size_t len, uint64_t data, fi_addr_t dest,
+				uint64_t tag)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, tag, data, NULL,
+				 FI_INJECT | FI_REMOTE_CQ_DATA |
+					 TNBC_NO_COMPLETION,
+				 true);
+}
+
+const struct fi_ops_tagged tnbc_tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = tnbc_trecv,
+	.recvv = tnbc_trecvv,
+	.recvmsg = tnbc_trecvmsg,
+	.send = tnbc_tsend,
+	.sendv = tnbc_tsendv,
+	.sendmsg = tnbc_tsendmsg,
+	.inject = tnbc_tinject,
+	.senddata = tnbc_tsenddata,
+	.injectdata = tnbc_tinjectdata,
+};

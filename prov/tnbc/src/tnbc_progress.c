@@ -1,0 +1,176 @@
+/*
+ * Progress: the per-domain engine thread and the opportunistic progress
+ * done inside application calls.  See the design comment in tnbc.h.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+
+#include "tnbc.h"
+
+#define TNBC_POLL_BUDGET 64
+/* Longest nap while work is queued for a peer whose queue is full. */
+#define TNBC_BACKOFF_NS 20000u
+
+static inline void tnbc_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Returns how many packets or queued operations it moved. */
+int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
+{
+	int n;
+
+	if (pthread_mutex_trylock(&ep->lock))
+		return 0;
+	n = ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
+				   TNBC_POLL_BUDGET);
+	if (!tnbc_list_empty(&ep->ctrl_queue) ||
+	    !tnbc_list_empty(&ep->tx_queue))
+		n += tnbc_tx_queue_progress(ep);
+	pthread_mutex_unlock(&ep->lock);
+	if (n)
+		atomic_fetch_add_explicit(engine ? &ep->domain->engine
+							   .engine_pkts :
+						   &ep->domain->engine.app_pkts,
+					  (uint64_t)n, memory_order_relaxed);
+	return n;
+}
+
+void tnbc_domain_progress(struct tnbc_domain *dom, bool engine)
+{
+	struct tnbc_list *it;
+
+	if (!engine)
+		dom->xops->app_mark(dom->xdom, true);
+	if (pthread_rwlock_tryrdlock(&dom->ep_lock))
+		return;
+	for (it = dom->ep_list.next; it != &dom->ep_list; it = it->next)
+		tnbc_ep_progress(
+			tnbc_container_of(it, struct tnbc_ep, dom_entry),
+			engine);
+	pthread_rwlock_unlock(&dom->ep_lock);
+}
+
+/* Whether any endpoint has sends waiting for a peer's queue to drain;
+ * those need retries, not an indefinite sleep. ep_lock held. */
+static bool tnbc_domain_tx_backlog(struct tnbc_domain *dom)
+{
+	struct tnbc_list *it;
+
+	for (it = dom->ep_list.next; it != &dom->ep_list; it = it->next) {
+		struct tnbc_ep *ep =
+			tnbc_container_of(it, struct tnbc_ep, dom_entry);
+
+		if (!tnbc_list_empty(&ep->tx_queue) ||
+		    !tnbc_list_empty(&ep->ctrl_queue))
+			return true;
+	}
+	return false;
+}
+
+static int tnbc_engine_pass(struct tnbc_domain *dom)
+{
+	struct tnbc_list *it;
+	int n = 0;
+
+	pthread_rwlock_rdlock(&dom->ep_lock);
+	for (it = dom->ep_list.next; it != &dom->ep_list; it = it->next)
+		n += tnbc_ep_progress(
+			tnbc_container_of(it, struct tnbc_ep, dom_entry),
+			true);
+	pthread_rwlock_unlock(&dom->ep_lock);
+	return n;
+}
+
+static void tnbc_engine_nap(struct tnbc_domain *dom)
+{
+	const struct tnbc_xport_ops *xops = dom->xops;
+	struct tnbc_engine *e = &dom->engine;
+	uint64_t timeout = 0;
+	struct tnbc_list *it;
+	unsigned token;
+	bool pending = false;
+
+	if (xops->app_active(dom->xdom))
+		timeout = tnbc_env.app_window_us * 1000u;
+	pthread_rwlock_rdlock(&dom->ep_lock);
+	if (tnbc_domain_tx_backlog(dom))
+		timeout = TNBC_BACKOFF_NS;
+	token = xops->sleep_begin(dom->xdom);
+	for (it = dom->ep_list.next; it != &dom->ep_list && !pending;
+	     it = it->next)
+		pending = xops->pending(
+			tnbc_container_of(it, struct tnbc_ep, dom_entry)->xep);
+	pthread_rwlock_unlock(&dom->ep_lock);
+	if (pending || atomic_load(&e->stop)) {
+		xops->sleep_cancel(dom->xdom);
+		return;
+	}
+	atomic_fetch_add_explicit(&e->sleeps, 1, memory_order_relaxed);
+	xops->sleep_wait(dom->xdom, token, timeout);
+	atomic_fetch_add_explicit(&e->wakeups, 1, memory_order_relaxed);
+}
+
+static void *tnbc_engine_main(void *arg)
+{
+	struct tnbc_domain *dom = arg;
+	struct tnbc_engine *e = &dom->engine;
+	uint64_t spin_ns = tnbc_env.spin_us * 1000u;
+	uint64_t last = tnbc_now_ns();
+
+	atomic_store(&e->cpu, sched_getcpu());
+	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+		if (tnbc_engine_pass(dom)) {
+			last = tnbc_now_ns();
+			continue;
+		}
+		/* While an application thread polls, it moves the data
+		 * itself: spinning here would only steal its core. */
+		if (!dom->xops->app_active(dom->xdom) &&
+		    tnbc_now_ns() - last < spin_ns) {
+			tnbc_cpu_relax();
+			continue;
+		}
+		tnbc_engine_nap(dom);
+		atomic_store_explicit(&e->cpu, sched_getcpu(),
+				      memory_order_relaxed);
+		last = tnbc_now_ns();
+	}
+	return NULL;
+}
+
+int tnbc_engine_start(struct tnbc_domain *dom)
+{
+	int ret;
+
+	atomic_store(&dom->engine.stop, false);
+	ret = pthread_create(&dom->engine.thread, NULL, tnbc_engine_main, dom);
+	if (ret) {
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+			"cannot start the progress engine: %s\n",
+			strerror(ret));
+		return -FI_EOTHER;
+	}
+	dom->engine.running = true;
+	return 0;
+}
+
+void tnbc_engine_stop(struct tnbc_domain *dom)
+{
+	if (!dom->engine.running)
+		return;
+	atomic_store(&dom->engine.stop, true);
+	dom->xops->wake(dom->xdom);
+	pthread_join(dom->engine.thread, NULL);
+	dom->engine.running = false;
+}
+
+void tnbc_engine_kick(struct tnbc_domain *dom)
+{
+	if (dom->engine.running)
+		dom->xops->wake(dom->xdom);
+}

@@ -1,0 +1,79 @@
+/*
+ * tnbc wire format, version 1.
+ *
+ * Every packet that crosses a transport starts with struct tnbc_hdr.  The
+ * header is the same on every transport so that the protocol engine never
+ * needs to know which one carried a packet; a transport only frames it.
+ * Any change to a structure in this file bumps TNBC_PROTO_VERSION, and a
+ * receiver drops (and logs) packets of another version instead of guessing.
+ */
+#ifndef TNBC_PROTO_H
+#define TNBC_PROTO_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define TNBC_PROTO_VERSION 1
+
+/* Endpoint names are fixed-size so they can be hashed and compared as
+ * bytes; 32 bytes leave room for an IPv6 address and port later. */
+#define TNBC_NAME_LEN 32
+
+enum tnbc_name_kind {
+	TNBC_NAME_PID = 1, /* shm endpoint named by owning pid + uid */
+	TNBC_NAME_SVC = 2, /* shm endpoint named by a service number */
+};
+
+struct tnbc_name {
+	uint16_t version; /* TNBC_PROTO_VERSION */
+	uint16_t xport; /* enum tnbc_xport_id */
+	uint16_t kind; /* enum tnbc_name_kind */
+	uint16_t pad;
+	uint32_t pid; /* owning process: rendezvous reads its memory */
+	uint32_t uid; /* endpoint number within pid, or service */
+	uint64_t host; /* boot id hash: pids are only unique per host */
+	uint8_t reserved[8];
+};
+
+_Static_assert(sizeof(struct tnbc_name) == TNBC_NAME_LEN, "name size");
+
+enum tnbc_pkt_type {
+	TNBC_PKT_EAGER = 1, /* whole message inline */
+	TNBC_PKT_RTS, /* rendezvous: payload is the sender's iovecs */
+	TNBC_PKT_ACK, /* rendezvous done: receiver has the data */
+	TNBC_PKT_CTS, /* receiver cannot read sender memory: stream it */
+	TNBC_PKT_DATA, /* one chunk of a streamed (pipelined) message */
+	TNBC_PKT_MAX
+};
+
+/* hdr.flags */
+#define TNBC_HDR_TAGGED (1u << 0)
+#define TNBC_HDR_CQ_DATA (1u << 1)
+
+struct tnbc_hdr {
+	uint8_t version;
+	uint8_t type; /* enum tnbc_pkt_type */
+	uint16_t flags;
+	uint32_t payload_len; /* bytes following the header */
+	uint64_t tag;
+	uint64_t cq_data;
+	uint64_t size; /* total message length */
+	uint64_t msg_id; /* sender's rendezvous id (RTS, ACK, CTS, DATA) */
+	uint64_t token; /* receiver's id for a streamed receive (CTS, DATA) */
+	uint64_t offset; /* DATA: where the chunk goes */
+	struct tnbc_name src;
+};
+
+_Static_assert(sizeof(struct tnbc_hdr) == 88, "header size");
+
+/* Payload of an RTS: the sender's buffers, read by the receiver with a
+ * single copy when the transport allows it. */
+struct tnbc_rts_iov {
+	uint64_t addr;
+	uint64_t len;
+};
+
+/* ACK and CTS carry a status in hdr.size: 0, or a positive fi_errno when
+ * the receiver failed the transfer (the sender reports it). */
+
+#endif /* TNBC_PROTO_H */

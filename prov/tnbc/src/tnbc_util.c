@@ -1,0 +1,114 @@
+/*
+ * Small helpers shared by the objects: iovec copies, time, and the entry
+ * points of interfaces tnbc does not offer (the fi_no_* helpers of
+ * libfabric are not exported to DL providers).
+ */
+#include <time.h>
+
+#include "tnbc.h"
+#include "tnbc_unsupp.h"
+
+uint64_t tnbc_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+size_t tnbc_copy_to_iov(const struct iovec *iov, size_t count, size_t off,
+			const void *src, size_t len)
+{
+	const uint8_t *s = src;
+	size_t done = 0;
+
+	for (size_t i = 0; i < count && done < len; i++) {
+		size_t n;
+
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		n = iov[i].iov_len - off;
+		if (n > len - done)
+			n = len - done;
+		memcpy((uint8_t *)iov[i].iov_base + off, s + done, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+size_t tnbc_copy_from_iov(void *dst, const struct iovec *iov, size_t count,
+			  size_t off, size_t len)
+{
+	uint8_t *d = dst;
+	size_t done = 0;
+
+	for (size_t i = 0; i < count && done < len; i++) {
+		size_t n;
+
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		n = iov[i].iov_len - off;
+		if (n > len - done)
+			n = len - done;
+		memcpy(d + done, (const uint8_t *)iov[i].iov_base + off, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+size_t tnbc_iov_slice(const struct iovec *iov, size_t count, size_t off,
+		      size_t len, struct iovec *out, size_t out_max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < count && len && n < out_max; i++) {
+		size_t take;
+
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		take = iov[i].iov_len - off;
+		if (take > len)
+			take = len;
+		out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
+		out[n].iov_len = take;
+		n++;
+		len -= take;
+		off = 0;
+	}
+	return n;
+}
+
+int tnbc_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	(void)fid;
+	(void)bfid;
+	(void)flags;
+	return -FI_ENOSYS;
+}
+
+int tnbc_no_control(struct fid *fid, int command, void *arg)
+{
+	(void)fid;
+	(void)command;
+	(void)arg;
+	return -FI_ENOSYS;
+}
+
+int tnbc_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
+		     void **ops, void *context)
+{
+	(void)fid;
+	(void)name;
+	(void)flags;
+	(void)ops;
+	(void)context;
+	return -FI_ENOSYS;
+}

@@ -1,0 +1,89 @@
+/*
+ * The transport interface.
+ *
+ * The protocol engine (matching, rendezvous, completions) speaks only to
+ * this table.  A transport moves whole packets (a struct tnbc_hdr plus at
+ * most max_payload bytes) between named endpoints, wakes a sleeping peer
+ * engine, and may offer a single-copy read of a peer's memory.  Shared
+ * memory is the first implementation; TCP and verbs implement the same
+ * table.  The core never includes a transport's own header.
+ *
+ * Threading: a transport endpoint has one consumer at a time (the core
+ * holds the endpoint lock around poll); send may be called concurrently
+ * from any thread for any peer.
+ */
+#ifndef TNBC_XPORT_H
+#define TNBC_XPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "tnbc_proto.h"
+
+enum tnbc_xport_id {
+	TNBC_XPORT_SHM = 1,
+};
+
+struct tnbc_xdom; /* per-domain transport state: doorbell, peer cache */
+struct tnbc_xep; /* per-endpoint receive queue */
+struct tnbc_xpeer; /* a remote endpoint we can send to */
+
+/* Called by poll for each packet.  payload points into the transport's
+ * buffer and is only valid during the call. */
+typedef void (*tnbc_rx_fn)(void *arg, const struct tnbc_hdr *hdr,
+			   const void *payload);
+
+struct tnbc_xport_ops {
+	const char *name;
+	enum tnbc_xport_id id;
+
+	int (*dom_open)(struct tnbc_xdom **xdom);
+	void (*dom_close)(struct tnbc_xdom *xdom);
+
+	/* svc >= 0 names the endpoint by a well-known service number. */
+	int (*ep_open)(struct tnbc_xdom *xdom, long svc, struct tnbc_xep **xep,
+		       struct tnbc_name *name);
+	void (*ep_close)(struct tnbc_xep *xep);
+	/* Largest payload one packet to this peer may carry. */
+	size_t (*max_payload)(struct tnbc_xpeer *peer);
+
+	/* Finds or maps a peer; the handle lives as long as the xdom. */
+	int (*peer_get)(struct tnbc_xdom *xdom, const struct tnbc_name *name,
+			struct tnbc_xpeer **peer);
+	/* Whether the peer's process still exists (for error reporting). */
+	bool (*peer_alive)(struct tnbc_xpeer *peer);
+
+	/* One packet; -FI_EAGAIN when the peer's queue is full. */
+	int (*send)(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
+		    const struct iovec *iov, size_t iov_count);
+	/* Delivers up to budget packets; returns how many. */
+	int (*poll)(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
+		    int budget);
+	bool (*pending)(struct tnbc_xep *xep);
+
+	/* Single-copy read from the peer's memory.  Returns bytes read or a
+	 * negative fi_errno; -FI_EPERM/-FI_ENOSYS mean "use streaming". */
+	ssize_t (*pull)(struct tnbc_xpeer *peer, const struct iovec *local,
+			size_t local_count, const struct iovec *remote,
+			size_t remote_count);
+
+	/* Engine sleep/wake.  The doorbell is per xdom (one engine per
+	 * domain).  app_mark records that an application thread is driving
+	 * progress itself, which lets senders skip waking the engine.
+	 * Sleeping is split so the caller can check its queues for pending
+	 * packets between sleep_begin and sleep_wait without holding any
+	 * lock across the wait: a packet queued after sleep_begin makes
+	 * sleep_wait return at once. */
+	void (*app_mark)(struct tnbc_xdom *xdom, bool active);
+	bool (*app_active)(struct tnbc_xdom *xdom);
+	unsigned (*sleep_begin)(struct tnbc_xdom *xdom);
+	void (*sleep_cancel)(struct tnbc_xdom *xdom);
+	void (*sleep_wait)(struct tnbc_xdom *xdom, unsigned token,
+			   uint64_t timeout_ns);
+	void (*wake)(struct tnbc_xdom *xdom);
+};
+
+extern const struct tnbc_xport_ops tnbc_shm_ops;
+
+#endif /* TNBC_XPORT_H */
