@@ -78,6 +78,10 @@
 	 FI_SOURCE)
 #define TNBC_DOM_CAPS (FI_LOCAL_COMM)
 #define TNBC_CAPS (TNBC_EP_CAPS | TNBC_DOM_CAPS)
+/* Accepted in hints, returned only when asked for: multi-host MPI stacks
+ * request it.  The shm transport reaches this host only; a peer elsewhere
+ * fails with -FI_EHOSTUNREACH (fi_tnbc(7), LIMITATIONS). */
+#define TNBC_HINT_CAPS (TNBC_CAPS | FI_REMOTE_COMM)
 #define TNBC_TX_OP_FLAGS                                                      \
 	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                     \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)

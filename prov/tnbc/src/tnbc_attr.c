@@ -30,7 +30,7 @@ static int tnbc_check_tx_rx(const struct fi_tx_attr *tx,
 			    const struct fi_rx_attr *rx)
 {
 	if (tx) {
-		if (tx->caps & ~TNBC_CAPS)
+		if (tx->caps & ~TNBC_HINT_CAPS)
 			return -FI_ENODATA;
 		if (tx->msg_order & ~(uint64_t)FI_ORDER_SAS)
 			return -FI_ENODATA;
@@ -41,7 +41,7 @@ static int tnbc_check_tx_rx(const struct fi_tx_attr *tx,
 			return -FI_ENODATA;
 	}
 	if (rx) {
-		if (rx->caps & ~TNBC_CAPS)
+		if (rx->caps & ~TNBC_HINT_CAPS)
 			return -FI_ENODATA;
 		if (rx->msg_order & ~(uint64_t)FI_ORDER_SAS)
 			return -FI_ENODATA;
@@ -62,10 +62,10 @@ int tnbc_check_hints(const struct fi_info *hints)
 	const struct fi_ep_attr *e = hints->ep_attr;
 	const struct fi_fabric_attr *f = hints->fabric_attr;
 
-	if (hints->caps & ~TNBC_CAPS) {
+	if (hints->caps & ~TNBC_HINT_CAPS) {
 		FI_INFO(&tnbc_prov, FI_LOG_CORE,
 			"unsupported caps 0x%llx requested\n",
-			(unsigned long long)(hints->caps & ~TNBC_CAPS));
+			(unsigned long long)(hints->caps & ~TNBC_HINT_CAPS));
 		return -FI_ENODATA;
 	}
 	if (hints->addr_format != FI_FORMAT_UNSPEC)
@@ -93,7 +93,7 @@ int tnbc_check_hints(const struct fi_info *hints)
 			return -FI_ENODATA;
 		if (d->cq_data_size > TNBC_CQ_DATA_SIZE)
 			return -FI_ENODATA;
-		if (d->caps & ~TNBC_CAPS)
+		if (d->caps & ~TNBC_HINT_CAPS)
 			return -FI_ENODATA;
 		if (d->mr_key_size > 8)
 			return -FI_ENODATA;
@@ -129,7 +129,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	info->mode = 0;
 	info->addr_format = FI_FORMAT_UNSPEC;
 
-	info->tx_attr->caps = caps & TNBC_CAPS;
+	info->tx_attr->caps = caps & TNBC_EP_CAPS;
 	info->tx_attr->mode = 0;
 	info->tx_attr->op_flags = FI_TRANSMIT_COMPLETE;
 	info->tx_attr->msg_order = FI_ORDER_SAS;
@@ -139,7 +139,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	info->tx_attr->iov_limit = TNBC_IOV_LIMIT;
 	info->tx_attr->rma_iov_limit = 0;
 
-	info->rx_attr->caps = caps & TNBC_CAPS;
+	info->rx_attr->caps = caps & TNBC_EP_CAPS;
 	info->rx_attr->mode = 0;
 	info->rx_attr->op_flags = 0;
 	info->rx_attr->msg_order = FI_ORDER_SAS;
@@ -180,7 +180,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	info->domain_attr->max_ep_srx_ctx = 0;
 	info->domain_attr->cntr_cnt = 1024;
 	info->domain_attr->mr_iov_limit = TNBC_IOV_LIMIT;
-	info->domain_attr->caps = TNBC_DOM_CAPS;
+	info->domain_attr->caps = TNBC_DOM_CAPS | (caps & FI_REMOTE_COMM);
 	info->domain_attr->mode = 0;
 	info->domain_attr->max_err_data = 0;
 	info->domain_attr->mr_cnt = 65536;

@@ -506,12 +506,12 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 			 * process: fail the send rather than wait forever. */
 			if (!tx->stall_ns) {
 				tx->stall_ns = now;
-			} else if (now - tx->stall_ns > 100000000u &&
-				   !xops->peer_alive(tx->peer)) {
-				ret = -FI_EHOSTUNREACH;
-			} else {
 				break;
 			}
+			if (now - tx->stall_ns < 100000000u ||
+			    xops->peer_alive(tx->peer))
+				break;
+			ret = -FI_EHOSTUNREACH;
 		}
 		n++;
 		tx->stall_ns = 0;
