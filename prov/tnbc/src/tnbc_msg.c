@@ -711,6 +711,10 @@ static struct tnbc_unexp *tnbc_find_unexp(struct tnbc_ep *ep, bool tagged,
 		struct tnbc_unexp *ux =
 			tnbc_container_of(it, struct tnbc_unexp, entry);
 
+		/* The message may have arrived before its sender was in
+		 * our AV: resolve again now that a receive asks. */
+		if (ux->src_addr == FI_ADDR_NOTAVAIL)
+			ux->src_addr = tnbc_src_addr(ep, &ux->hdr.src);
 		if (tnbc_match(rx, tagged, ux->hdr.tag, ux->src_addr))
 			return ux;
 	}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds and installs tnbc, then
+# runs a real MPI program over Open MPI's OFI MTL on tnbc, 4 ranks, shared
+# memory on this host.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+"$top/scripts/deps.sh"
+"$top/scripts/build.sh" "$top/build"
+make -C "$top/build" install >/dev/null
+make -C "$top/build" tests/mpi/bin/tnbc_main_job >/dev/null
+
+echo "== FI_PROVIDER=tnbc fi_info (installed provider, no extra environment)"
+FI_PROVIDER=tnbc fi_info | head -6
+echo "== mpirun -np 4 over Open MPI's OFI MTL, provider tnbc"
+unset FI_PROVIDER_PATH
+"$top/scripts/mpirun-tnbc.sh" -np 4 "$top/build/tests/mpi/bin/tnbc_main_job"

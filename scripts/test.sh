@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds and installs
+# tnbc, runs `make check` (Check unit tests, fabtests-ext functional tests,
+# MPI tests over Open MPI), then the same unit and functional tests in an
+# AddressSanitizer + UBSan build, then `make distcheck`.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+status=0
+start=$(date +%s)
+
+step() { printf '\n== %s (%ds)\n' "$*" $(( $(date +%s) - start )); }
+show_logs() {
+	local dir=$1
+	find "$dir" -name '*.log' -newer "$dir/Makefile" -path '*tests*' \
+		-o -name '*.log' -newer "$dir/Makefile" -path '*fabtests-ext*' |
+		while read -r f; do
+			grep -q '^FAIL\|^ERROR' "${f%.log}.trs" 2>/dev/null &&
+				{ echo "---- $f"; tail -40 "$f"; }
+		done
+}
+
+"$top/scripts/deps.sh" || exit 1
+
+step "build and install"
+"$top/scripts/build.sh" "$top/build" || exit 1
+make -C "$top/build" install >/dev/null || exit 1
+FI_PROVIDER=tnbc fi_info -l | grep -q tnbc ||
+	{ echo "installed provider not found by fi_info"; status=1; }
+
+step "make check"
+if ! make -C "$top/build" -j1 check; then
+	show_logs "$top/build"
+	status=1
+fi
+
+step "make check in an ASan + UBSan build"
+"$top/scripts/build.sh" "$top/build-asan" --enable-asan --enable-ubsan \
+	--without-mpi || exit 1
+if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	make -C "$top/build-asan" -j1 check; then
+	show_logs "$top/build-asan"
+	status=1
+fi
+
+step "make distcheck"
+if ! make -C "$top/build" distcheck DISTCHECK_CONFIGURE_FLAGS=--without-mpi \
+	>"$top/build/distcheck.out" 2>&1; then
+	tail -60 "$top/build/distcheck.out"
+	status=1
+else
+	grep -E '^[=]+$|archives ready|tnbc-.*tar' "$top/build/distcheck.out" | tail -3
+fi
+
+step "done"
+exit $status
