@@ -6,7 +6,9 @@
  * really accept.
  */
 #include <errno.h>
+#include <netdb.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tnbc.h"
 
@@ -200,6 +202,14 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	if (hints->domain_attr) {
 		const struct fi_domain_attr *d = hints->domain_attr;
 
+		/* The engine progresses automatically in either mode; an
+		 * application that asked for manual progress calls in
+		 * anyway, which is harmless. */
+		if (d->control_progress != FI_PROGRESS_UNSPEC)
+			info->domain_attr->control_progress =
+				d->control_progress;
+		if (d->data_progress != FI_PROGRESS_UNSPEC)
+			info->domain_attr->data_progress = d->data_progress;
 		if (d->threading != FI_THREAD_UNSPEC)
 			info->domain_attr->threading = d->threading;
 		if (d->av_type != FI_AV_UNSPEC)
@@ -230,26 +240,66 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	return info;
 }
 
-/* Builds the name a client uses to reach a service-named endpoint, the
- * way fabtests and socket-style programs address a server. */
-static int tnbc_svc_name(const char *service, struct tnbc_name **out)
+/* Builds a name: a service-named endpoint (the way fabtests and
+ * socket-style programs address a server), or, with service NULL, "an
+ * endpoint of this process" whose number is chosen when it opens. */
+static int tnbc_info_name(const char *service, struct tnbc_name **out)
 {
 	struct tnbc_name *name;
 	char *end;
-	long svc;
+	long svc = 0;
 
-	errno = 0;
-	svc = strtol(service, &end, 10);
-	if (errno || *end || svc < 0 || svc > UINT32_MAX)
-		return -FI_ENODATA;
+	if (service) {
+		errno = 0;
+		svc = strtol(service, &end, 10);
+		if (errno || *end || svc < 0 || svc > UINT32_MAX)
+			return -FI_ENODATA;
+	}
 	name = calloc(1, sizeof(*name));
 	if (!name)
 		return -FI_ENOMEM;
 	name->version = TNBC_PROTO_VERSION;
 	name->xport = TNBC_XPORT_SHM;
-	name->kind = TNBC_NAME_SVC;
-	name->uid = (uint32_t)svc;
+	if (service) {
+		name->kind = TNBC_NAME_SVC;
+		name->uid = (uint32_t)svc;
+	} else {
+		name->kind = TNBC_NAME_PID;
+		name->pid = (uint32_t)getpid();
+		name->uid = TNBC_UID_ANY;
+	}
 	*out = name;
+	return 0;
+}
+
+/* shm reaches this host only: a node must at least name a host. */
+static bool tnbc_node_ok(const char *node)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC}, *res = NULL;
+
+	if (!node)
+		return true;
+	if (getaddrinfo(node, NULL, &hints, &res))
+		return false;
+	freeaddrinfo(res);
+	return true;
+}
+
+/* Replaces *dst with a copy of a tnbc name given in hints. */
+static int tnbc_copy_hint_name(const void *src, size_t len, void **dst,
+			       size_t *dstlen)
+{
+	void *copy;
+
+	if (len != sizeof(struct tnbc_name))
+		return -FI_ENODATA;
+	copy = malloc(len);
+	if (!copy)
+		return -FI_ENOMEM;
+	memcpy(copy, src, len);
+	free(*dst);
+	*dst = copy;
+	*dstlen = len;
 	return 0;
 }
 
@@ -261,7 +311,6 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 	struct fi_info *fi;
 	int ret;
 
-	(void)node; /* every tnbc shm endpoint is on this host */
 	if (FI_VERSION_LT(version, FI_VERSION(1, 0)) ||
 	    FI_VERSION_LT(TNBC_FI_VERSION, version))
 		return -FI_ENODATA;
@@ -273,6 +322,11 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 		    !tnbc_mr_mode_ok(version, hints->domain_attr->mr_mode))
 			return -FI_ENODATA;
 	}
+	if (!tnbc_node_ok(node)) {
+		FI_INFO(&tnbc_prov, FI_LOG_CORE, "cannot resolve node %s\n",
+			node);
+		return -FI_ENODATA;
+	}
 
 	fi = tnbc_info_build(hints);
 	if (!fi)
@@ -280,46 +334,34 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
 		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
 
-	if (service) {
-		ret = tnbc_svc_name(service, &name);
+	/* A service without FI_SOURCE names the peer to reach; our own
+	 * endpoint then gets a fresh name when it opens. */
+	if (service && !(flags & FI_SOURCE)) {
+		ret = tnbc_info_name(service, &name);
 		if (ret)
 			goto err;
-		if (flags & FI_SOURCE) {
-			fi->src_addr = name;
-			fi->src_addrlen = sizeof(*name);
-		} else {
-			fi->dest_addr = name;
-			fi->dest_addrlen = sizeof(*name);
-		}
+		fi->dest_addr = name;
+		fi->dest_addrlen = sizeof(*name);
+		service = NULL;
 	}
+	ret = tnbc_info_name(service, &name);
+	if (ret)
+		goto err;
+	fi->src_addr = name;
+	fi->src_addrlen = sizeof(*name);
+
 	if (hints && hints->src_addr) {
-		if (hints->src_addrlen != sizeof(struct tnbc_name)) {
-			ret = -FI_ENODATA;
+		ret = tnbc_copy_hint_name(hints->src_addr, hints->src_addrlen,
+					  &fi->src_addr, &fi->src_addrlen);
+		if (ret)
 			goto err;
-		}
-		free(fi->src_addr);
-		fi->src_addr = malloc(sizeof(struct tnbc_name));
-		if (!fi->src_addr) {
-			ret = -FI_ENOMEM;
-			goto err;
-		}
-		memcpy(fi->src_addr, hints->src_addr, sizeof(struct tnbc_name));
-		fi->src_addrlen = sizeof(struct tnbc_name);
 	}
 	if (hints && hints->dest_addr) {
-		if (hints->dest_addrlen != sizeof(struct tnbc_name)) {
-			ret = -FI_ENODATA;
+		ret = tnbc_copy_hint_name(hints->dest_addr,
+					  hints->dest_addrlen, &fi->dest_addr,
+					  &fi->dest_addrlen);
+		if (ret)
 			goto err;
-		}
-		free(fi->dest_addr);
-		fi->dest_addr = malloc(sizeof(struct tnbc_name));
-		if (!fi->dest_addr) {
-			ret = -FI_ENOMEM;
-			goto err;
-		}
-		memcpy(fi->dest_addr, hints->dest_addr,
-		       sizeof(struct tnbc_name));
-		fi->dest_addrlen = sizeof(struct tnbc_name);
 	}
 	*info = fi;
 	return 0;

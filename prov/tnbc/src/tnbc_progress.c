@@ -86,7 +86,9 @@ static int tnbc_engine_pass(struct tnbc_domain *dom)
 	return n;
 }
 
-static void tnbc_engine_nap(struct tnbc_domain *dom)
+/* Sleeps until a peer rings the bell; returns whether an application
+ * thread was polling, in which case the nap was bounded. */
+static bool tnbc_engine_nap(struct tnbc_domain *dom)
 {
 	const struct tnbc_xport_ops *xops = dom->xops;
 	struct tnbc_engine *e = &dom->engine;
@@ -94,8 +96,9 @@ static void tnbc_engine_nap(struct tnbc_domain *dom)
 	struct tnbc_list *it;
 	unsigned token;
 	bool pending = false;
+	bool app = xops->app_active(dom->xdom);
 
-	if (xops->app_active(dom->xdom))
+	if (app)
 		timeout = tnbc_env.app_window_us * 1000u;
 	pthread_rwlock_rdlock(&dom->ep_lock);
 	if (tnbc_domain_tx_backlog(dom))
@@ -108,11 +111,12 @@ static void tnbc_engine_nap(struct tnbc_domain *dom)
 	pthread_rwlock_unlock(&dom->ep_lock);
 	if (pending || atomic_load(&e->stop)) {
 		xops->sleep_cancel(dom->xdom);
-		return;
+		return app;
 	}
 	atomic_fetch_add_explicit(&e->sleeps, 1, memory_order_relaxed);
 	xops->sleep_wait(dom->xdom, token, timeout);
 	atomic_fetch_add_explicit(&e->wakeups, 1, memory_order_relaxed);
+	return app;
 }
 
 static void *tnbc_engine_main(void *arg)
@@ -121,6 +125,7 @@ static void *tnbc_engine_main(void *arg)
 	struct tnbc_engine *e = &dom->engine;
 	uint64_t spin_ns = tnbc_env.spin_us * 1000u;
 	uint64_t last = tnbc_now_ns();
+	bool app = false;
 
 	atomic_store(&e->cpu, sched_getcpu());
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
@@ -130,12 +135,11 @@ static void *tnbc_engine_main(void *arg)
 		}
 		/* While an application thread polls, it moves the data
 		 * itself: spinning here would only steal its core. */
-		if (!dom->xops->app_active(dom->xdom) &&
-		    tnbc_now_ns() - last < spin_ns) {
+		if (!app && tnbc_now_ns() - last < spin_ns) {
 			tnbc_cpu_relax();
 			continue;
 		}
-		tnbc_engine_nap(dom);
+		app = tnbc_engine_nap(dom);
 		atomic_store_explicit(&e->cpu, sched_getcpu(),
 				      memory_order_relaxed);
 		last = tnbc_now_ns();

@@ -24,6 +24,9 @@ enum tnbc_name_kind {
 	TNBC_NAME_SVC = 2, /* shm endpoint named by a service number */
 };
 
+/* uid of a TNBC_NAME_PID name in fi_info: chosen when the ep opens */
+#define TNBC_UID_ANY UINT32_MAX
+
 struct tnbc_name {
 	uint16_t version; /* TNBC_PROTO_VERSION */
 	uint16_t xport; /* enum tnbc_xport_id */

@@ -47,7 +47,10 @@ struct tnbc_shm_bell {
 	uint32_t version;
 	_Alignas(64) atomic_uint seq; /* futex word */
 	atomic_uint sleeping;
-	_Alignas(64) atomic_uint_fast64_t app_ns;
+	/* Bumped by application polls; sampled by the engine, which then
+	 * publishes app_active for senders.  No clock on the hot path. */
+	_Alignas(64) atomic_uint_fast64_t app_polls;
+	atomic_uint app_active;
 };
 
 struct tnbc_shm_cell {
@@ -88,7 +91,7 @@ struct tnbc_xdom {
 	pthread_mutex_t lock; /* peer cache */
 	struct tnbc_xpeer *peers[TNBC_SHM_PEER_HASH];
 	uint64_t host;
-	uint64_t window_ns;
+	uint64_t seen_polls; /* engine only */
 };
 
 struct tnbc_xep {
@@ -132,14 +135,31 @@ static int tnbc_futex(atomic_uint *addr, int op, unsigned val,
 	return (int)syscall(SYS_futex, addr, op, val, ts, NULL, 0);
 }
 
+static void *tnbc_shm_map(const char *name, size_t *len);
+
+/* A region left by a process that died (pids and service numbers are
+ * reused) may be replaced; one whose owner lives may not. */
+static bool tnbc_shm_stale(const char *name)
+{
+	struct tnbc_shm_region *r;
+	size_t len = 0;
+	bool stale = true;
+
+	r = tnbc_shm_map(name, &len);
+	if (r && len >= sizeof(*r) && r->magic == TNBC_SHM_MAGIC && r->pid > 0)
+		stale = kill(r->pid, 0) && errno == ESRCH;
+	if (r)
+		munmap(r, len);
+	return stale;
+}
+
 static void *tnbc_shm_create(const char *name, size_t len)
 {
 	void *p;
 	int fd;
 
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		/* A stale region from a process that died: pids recycle. */
+	if (fd < 0 && errno == EEXIST && tnbc_shm_stale(name)) {
 		shm_unlink(name);
 		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
 	}
@@ -195,7 +215,6 @@ static int tnbc_shm_dom_open(struct tnbc_xdom **out)
 		return -FI_ENOMEM;
 	pthread_mutex_init(&xdom->lock, NULL);
 	xdom->host = tnbc_shm_host_id();
-	xdom->window_ns = tnbc_env.app_window_us * 1000;
 	snprintf(xdom->bell_name, sizeof(xdom->bell_name), "/tnbc-%d-b%u",
 		 (int)getpid(), atomic_fetch_add(&tnbc_shm_next_uid, 1));
 	xdom->bell = tnbc_shm_create(xdom->bell_name, sizeof(*xdom->bell));
@@ -395,18 +414,16 @@ static bool tnbc_shm_peer_alive(struct tnbc_xpeer *peer)
 	return !(kill(peer->pid, 0) && errno == ESRCH);
 }
 
-static void tnbc_shm_ring(struct tnbc_shm_bell *bell, uint64_t window_ns)
+static void tnbc_shm_ring(struct tnbc_shm_bell *bell)
 {
-	uint64_t app;
-
-	/* Pairs with the fence in tnbc_shm_sleep: either the engine sees
-	 * our packet before sleeping, or we see it asleep. */
+	/* Pairs with the fence in tnbc_shm_sleep_begin: either the engine
+	 * sees our packet before sleeping, or we see it asleep. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!atomic_load_explicit(&bell->sleeping, memory_order_relaxed))
 		return;
-	app = atomic_load_explicit(&bell->app_ns, memory_order_relaxed);
-	if (app && tnbc_now_ns() - app < window_ns)
-		return; /* an app thread polls; the engine's nap is bounded */
+	/* An application thread polls there; the engine's nap is bounded. */
+	if (atomic_load_explicit(&bell->app_active, memory_order_relaxed))
+		return;
 	atomic_fetch_add_explicit(&bell->seq, 1, memory_order_release);
 	tnbc_futex(&bell->seq, FUTEX_WAKE, 1, NULL);
 }
@@ -457,7 +474,7 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	}
 	cell->len = (uint32_t)len;
 	atomic_store_explicit(&cell->seq, pos + 1, memory_order_release);
-	tnbc_shm_ring(peer->bell, tnbc_env.app_window_us * 1000u);
+	tnbc_shm_ring(peer->bell);
 	return 0;
 }
 
@@ -541,16 +558,33 @@ static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer,
 
 static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 {
-	atomic_store_explicit(&xdom->bell->app_ns, active ? tnbc_now_ns() : 0,
-			      memory_order_relaxed);
+	struct tnbc_shm_bell *bell = xdom->bell;
+
+	if (active) {
+		/* Racy increments from several threads only lose counts,
+		 * and any change is enough for the engine. */
+		atomic_store_explicit(
+			&bell->app_polls,
+			atomic_load_explicit(&bell->app_polls,
+					     memory_order_relaxed) + 1,
+			memory_order_relaxed);
+	} else {
+		atomic_store_explicit(&bell->app_active, 0,
+				      memory_order_relaxed);
+	}
 }
 
+/* Engine only: did an application thread poll since the last call? */
 static bool tnbc_shm_app_active(struct tnbc_xdom *xdom)
 {
-	uint64_t app = atomic_load_explicit(&xdom->bell->app_ns,
-					    memory_order_relaxed);
+	struct tnbc_shm_bell *bell = xdom->bell;
+	uint64_t polls = atomic_load_explicit(&bell->app_polls,
+					      memory_order_relaxed);
+	bool active = polls != xdom->seen_polls;
 
-	return app && tnbc_now_ns() - app < xdom->window_ns;
+	xdom->seen_polls = polls;
+	atomic_store_explicit(&bell->app_active, active, memory_order_relaxed);
+	return active;
 }
 
 static unsigned tnbc_shm_sleep_begin(struct tnbc_xdom *xdom)

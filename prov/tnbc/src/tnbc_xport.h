@@ -70,7 +70,9 @@ struct tnbc_xport_ops {
 
 	/* Engine sleep/wake.  The doorbell is per xdom (one engine per
 	 * domain).  app_mark records that an application thread is driving
-	 * progress itself, which lets senders skip waking the engine.
+	 * progress itself; app_active (engine only) says whether one did
+	 * since its last call and publishes the answer, which lets senders
+	 * skip waking an engine that naps with a bounded timeout anyway.
 	 * Sleeping is split so the caller can check its queues for pending
 	 * packets between sleep_begin and sleep_wait without holding any
 	 * lock across the wait: a packet queued after sleep_begin makes
