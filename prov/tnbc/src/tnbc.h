@@ -76,6 +76,9 @@
 #define TNBC_EP_CAPS                                                          \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |         \
 	 FI_SOURCE)
+#define TNBC_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
+#define TNBC_RX_CAPS                                                          \
+	(FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE)
 #define TNBC_DOM_CAPS (FI_LOCAL_COMM)
 #define TNBC_CAPS (TNBC_EP_CAPS | TNBC_DOM_CAPS)
 /* Accepted in hints, returned only when asked for: multi-host MPI stacks

@@ -131,7 +131,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	info->mode = 0;
 	info->addr_format = FI_FORMAT_UNSPEC;
 
-	info->tx_attr->caps = caps & TNBC_EP_CAPS;
+	info->tx_attr->caps = caps & TNBC_TX_CAPS;
 	info->tx_attr->mode = 0;
 	info->tx_attr->op_flags = FI_TRANSMIT_COMPLETE;
 	info->tx_attr->msg_order = FI_ORDER_SAS;
@@ -141,7 +141,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	info->tx_attr->iov_limit = TNBC_IOV_LIMIT;
 	info->tx_attr->rma_iov_limit = 0;
 
-	info->rx_attr->caps = caps & TNBC_EP_CAPS;
+	info->rx_attr->caps = caps & TNBC_RX_CAPS;
 	info->rx_attr->mode = 0;
 	info->rx_attr->op_flags = 0;
 	info->rx_attr->msg_order = FI_ORDER_SAS;
@@ -216,6 +216,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 			info->domain_attr->av_type = d->av_type;
 		if (d->resource_mgmt != FI_RM_UNSPEC)
 			info->domain_attr->resource_mgmt = d->resource_mgmt;
+		info->domain_attr->caps |= d->caps & FI_REMOTE_COMM;
 	}
 	if (hints->ep_attr && hints->ep_attr->mem_tag_format)
 		info->ep_attr->mem_tag_format = hints->ep_attr->mem_tag_format;
