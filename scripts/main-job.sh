@@ -14,4 +14,4 @@ echo "== FI_PROVIDER=tnbc fi_info (installed provider, no extra environment)"
 FI_PROVIDER=tnbc fi_info | head -6
 echo "== mpirun -np 4 over Open MPI's OFI MTL, provider tnbc"
 unset FI_PROVIDER_PATH
-"$top/scripts/mpirun-tnbc.sh" -np 4 "$top/build/tests/mpi/bin/tnbc_main_job"
+"$top/scripts/mpirun-tnbc.sh" -np 4 "$top/build/tests/mpi/bin/tnbc_main_job" --require-tnbc

@@ -332,8 +332,14 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 	fi = tnbc_info_build(hints);
 	if (!fi)
 		return -FI_ENOMEM;
+	/* Before 1.5 mr_mode is an enum: echo the one asked for. */
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
-		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
+		fi->domain_attr->mr_mode =
+			hints && hints->domain_attr &&
+					hints->domain_attr->mr_mode ==
+						FI_MR_BASIC ?
+				FI_MR_BASIC :
+				FI_MR_SCALABLE;
 
 	/* A service without FI_SOURCE names the peer to reach; our own
 	 * endpoint then gets a fresh name when it opens. */

@@ -249,6 +249,23 @@ static int tnbc_av_insertsym(struct fid_av *fid, const char *node,
 	return total;
 }
 
+/* After a removal, point the name's hash slot at another live entry for
+ * the same name, if the application inserted it more than once. */
+static void tnbc_av_rehash_name(struct tnbc_av *av, const struct tnbc_name *n)
+{
+	size_t count = atomic_load(&av->count);
+
+	for (size_t i = count; i-- > 0;) {
+		struct tnbc_av_entry *e =
+			&av->chunks[i / TNBC_AV_CHUNK][i % TNBC_AV_CHUNK];
+
+		if (atomic_load(&e->valid) && tnbc_name_same(&e->name, n)) {
+			tnbc_av_hash_put(av, n, i);
+			return;
+		}
+	}
+}
+
 static int tnbc_av_remove(struct fid_av *fid, fi_addr_t *fi_addr, size_t count,
 			  uint64_t flags)
 {
@@ -266,6 +283,7 @@ static int tnbc_av_remove(struct fid_av *fid, fi_addr_t *fi_addr, size_t count,
 			continue;
 		}
 		atomic_store(&e->valid, false);
+		tnbc_av_rehash_name(av, &e->name);
 	}
 	pthread_mutex_unlock(&av->lock);
 	return ret;

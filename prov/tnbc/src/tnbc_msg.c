@@ -46,11 +46,14 @@ void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err)
 {
 	uint64_t kind = tnbc_kind(xfer->hdr.flags & TNBC_HDR_TAGGED);
 
+	/* Callers pass -FI_E* codes; completions carry positive ones. */
+	if (err < 0)
+		err = -err;
 	if (err) {
 		if (ep->tx_cq)
 			tnbc_cq_write_err(ep->tx_cq, xfer->context,
 					  FI_SEND | kind, 0, NULL, 0, 0, 0, err,
-					  -err, FI_ADDR_NOTAVAIL);
+					  err, FI_ADDR_NOTAVAIL);
 		if (ep->tx_cntr)
 			tnbc_cntr_inc_err(ep->tx_cntr);
 		return;
@@ -86,7 +89,7 @@ static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 			tnbc_cq_write_err(ep->rx_cq, rx->context, flags, len,
 					  buf, data, tagged ? hdr->tag : 0,
 					  err == FI_ETRUNC ? msg_size - len : 0,
-					  err, -err, src);
+					  err, err, src);
 		if (ep->rx_cntr)
 			tnbc_cntr_inc_err(ep->rx_cntr);
 		return;
@@ -627,8 +630,10 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	hdr.tag = tagged ? tag : 0;
 	hdr.size = len;
 	hdr.src = ep->name;
-	rndv = len > tnbc_eager_limit(ep, peer) ||
-	       ((flags & FI_DELIVERY_COMPLETE) && !(flags & FI_INJECT));
+	/* An injected buffer may be reused at once, so it always travels
+	 * eagerly (inject_size never exceeds one slot). */
+	rndv = !(flags & FI_INJECT) && (len > tnbc_eager_limit(ep, peer) ||
+					(flags & FI_DELIVERY_COMPLETE));
 
 	pthread_mutex_lock(&ep->lock);
 	if (!rndv) {

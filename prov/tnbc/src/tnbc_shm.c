@@ -75,8 +75,16 @@ struct tnbc_shm_region {
 	_Alignas(64) uint8_t cells[];
 };
 
+struct tnbc_shm_retired {
+	struct tnbc_shm_retired *next;
+	void *region;
+	size_t len;
+	void *bell;
+};
+
 struct tnbc_xpeer {
 	struct tnbc_xpeer *hnext;
+	struct tnbc_xdom *xdom;
 	struct tnbc_name name;
 	struct tnbc_shm_region *region;
 	size_t region_len;
@@ -92,6 +100,10 @@ struct tnbc_xdom {
 	struct tnbc_xpeer *peers[TNBC_SHM_PEER_HASH];
 	uint64_t host;
 	uint64_t seen_polls; /* engine only */
+	/* Mappings of peers that closed and reopened under the same name;
+	 * other threads may still be reading them, so they live as long as
+	 * the domain. */
+	struct tnbc_shm_retired *retired;
 };
 
 struct tnbc_xep {
@@ -250,6 +262,14 @@ static void tnbc_shm_dom_close(struct tnbc_xdom *xdom)
 			tnbc_shm_peer_free(p);
 		}
 	}
+	while (xdom->retired) {
+		struct tnbc_shm_retired *r = xdom->retired;
+
+		xdom->retired = r->next;
+		munmap(r->region, r->len);
+		munmap(r->bell, sizeof(struct tnbc_shm_bell));
+		free(r);
+	}
 	munmap(xdom->bell, sizeof(*xdom->bell));
 	shm_unlink(xdom->bell_name);
 	pthread_mutex_destroy(&xdom->lock);
@@ -307,6 +327,9 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 
 static void tnbc_shm_ep_close(struct tnbc_xep *xep)
 {
+	/* Tells peers holding a mapping that this name may come back as a
+	 * new region (a restarted service). */
+	atomic_store_explicit(&xep->region->ready, 0, memory_order_release);
 	munmap(xep->region, xep->region_len);
 	shm_unlink(xep->name);
 	free(xep);
@@ -399,6 +422,7 @@ static int tnbc_shm_peer_get(struct tnbc_xdom *xdom,
 	if (!p) {
 		ret = tnbc_shm_peer_map(xdom, name, &p);
 		if (!ret) {
+			p->xdom = xdom;
 			p->hnext = xdom->peers[h];
 			xdom->peers[h] = p;
 		}
@@ -428,6 +452,45 @@ static void tnbc_shm_ring(struct tnbc_shm_bell *bell)
 	tnbc_futex(&bell->seq, FUTEX_WAKE, 1, NULL);
 }
 
+/* The peer closed its region; if a new one exists under the same name,
+ * switch to it.  Returns 0 when the peer is usable again. */
+static int tnbc_shm_peer_refresh(struct tnbc_xpeer *peer)
+{
+	struct tnbc_xdom *xdom = peer->xdom;
+	struct tnbc_shm_retired *old;
+	struct tnbc_xpeer *fresh;
+	int ret = 0;
+
+	pthread_mutex_lock(&xdom->lock);
+	if (atomic_load_explicit(&peer->region->ready, memory_order_acquire))
+		goto out; /* another thread got there first */
+	old = calloc(1, sizeof(*old));
+	if (!old) {
+		ret = -FI_ENOMEM;
+		goto out;
+	}
+	ret = tnbc_shm_peer_map(xdom, &peer->name, &fresh);
+	if (ret) {
+		free(old);
+		goto out;
+	}
+	old->region = peer->region;
+	old->len = peer->region_len;
+	old->bell = peer->bell;
+	old->next = xdom->retired;
+	xdom->retired = old;
+	peer->nslots = fresh->nslots;
+	peer->slot_size = fresh->slot_size;
+	peer->pid = fresh->pid;
+	peer->region_len = fresh->region_len;
+	peer->bell = fresh->bell;
+	__atomic_store_n(&peer->region, fresh->region, __ATOMIC_RELEASE);
+	free(fresh);
+out:
+	pthread_mutex_unlock(&xdom->lock);
+	return ret;
+}
+
 static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 			 const struct iovec *iov, size_t iov_count)
 {
@@ -438,6 +501,14 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	uint8_t *dst;
 	size_t len;
 
+	if (!atomic_load_explicit(&r->ready, memory_order_acquire)) {
+		int ret = tnbc_shm_peer_refresh(peer);
+
+		if (ret)
+			return ret;
+		r = peer->region;
+		mask = peer->nslots - 1;
+	}
 	len = sizeof(*hdr) + hdr->payload_len;
 	if (len + TNBC_SHM_CELL_HDR > peer->slot_size)
 		return -FI_EMSGSIZE;
