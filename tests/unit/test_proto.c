@@ -1,0 +1,669 @@
+/*
+ * Wire format, iovec helpers, the shm ring (wrap-around and a full
+ * queue), and robustness against malformed packets.
+ */
+#include <stdlib.h>
+
+#include "tnbc_unit.h"
+
+#define R 0
+#define A 1
+
+static int ctx[8];
+
+START_TEST(proto_wire_format)
+{
+	ck_assert_uint_eq(TNBC_PROTO_VERSION, 1);
+	ck_assert_uint_eq(sizeof(struct tnbc_hdr), 88);
+	ck_assert_uint_eq(sizeof(struct tnbc_name), 32);
+	ck_assert_uint_eq(TNBC_NAME_LEN, 32);
+	ck_assert_uint_eq(sizeof(struct tnbc_rts_iov), 16);
+
+	/* field offsets are part of the wire format */
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, version), 0);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, type), 1);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, flags), 2);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, payload_len), 4);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, tag), 8);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, cq_data), 16);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, size), 24);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, msg_id), 32);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, token), 40);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, offset), 48);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr, src), 56);
+	ck_assert_uint_eq(offsetof(struct tnbc_name, version), 0);
+	ck_assert_uint_eq(offsetof(struct tnbc_name, xport), 2);
+	ck_assert_uint_eq(offsetof(struct tnbc_name, kind), 4);
+	ck_assert_uint_eq(offsetof(struct tnbc_name, pid), 8);
+	ck_assert_uint_eq(offsetof(struct tnbc_name, uid), 12);
+	ck_assert_uint_eq(offsetof(struct tnbc_name, host), 16);
+
+	ck_assert_int_eq(TNBC_PKT_EAGER, 1);
+	ck_assert_int_eq(TNBC_PKT_RTS, 2);
+	ck_assert_int_eq(TNBC_PKT_ACK, 3);
+	ck_assert_int_eq(TNBC_PKT_CTS, 4);
+	ck_assert_int_eq(TNBC_PKT_DATA, 5);
+	ck_assert_uint_eq(TNBC_HDR_TAGGED, 1);
+	ck_assert_uint_eq(TNBC_HDR_CQ_DATA, 2);
+	ck_assert_int_eq(TNBC_NAME_PID, 1);
+	ck_assert_int_eq(TNBC_NAME_SVC, 2);
+	ck_assert_int_eq(TNBC_XPORT_SHM, 1);
+}
+END_TEST
+
+/* An endpoint's name is well formed and unique. */
+START_TEST(proto_ep_names)
+{
+	struct tu_world w;
+
+	tu_world_open(&w, 3, NULL);
+	for (int i = 0; i < 3; i++) {
+		const struct tnbc_name *n = &w.ep[i].name;
+
+		ck_assert_int_eq(n->version, TNBC_PROTO_VERSION);
+		ck_assert_int_eq(n->xport, TNBC_XPORT_SHM);
+		ck_assert_int_eq(n->kind, TNBC_NAME_PID);
+		ck_assert_uint_eq(n->pid, (uint32_t)getpid());
+		ck_assert_uint_ne(n->uid, TNBC_UID_ANY);
+		for (int j = 0; j < i; j++)
+			ck_assert_uint_ne(n->uid, w.ep[j].name.uid);
+	}
+	/* a too-small buffer is refused, with the size needed */
+	{
+		uint8_t small[8];
+		size_t len = sizeof(small);
+
+		ck_assert_int_eq(fi_getname(&w.ep[0].ep->fid, small, &len),
+				 -FI_ETOOSMALL);
+		ck_assert_uint_eq(len, sizeof(struct tnbc_name));
+	}
+	tu_world_close(&w);
+}
+END_TEST
+
+START_TEST(proto_iov_slice)
+{
+	char a[10], c[20], e[5];
+	struct iovec iov[5] = {{a, 10}, {NULL, 0}, {c, 20}, {NULL, 0}, {e, 5}};
+	struct iovec out[8];
+	size_t n;
+
+	ck_assert_uint_eq(tnbc_iov_len(iov, 5), 35);
+	ck_assert_uint_eq(tnbc_iov_len(iov, 0), 0);
+
+	/* offset inside the 2nd non-empty iovec */
+	n = tnbc_iov_slice(iov, 5, 12, 15, out, 8);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_ptr_eq(out[0].iov_base, c + 2);
+	ck_assert_uint_eq(out[0].iov_len, 15);
+
+	/* starting exactly at an iovec boundary, running past the end */
+	n = tnbc_iov_slice(iov, 5, 10, 100, out, 8);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_ptr_eq(out[0].iov_base, c);
+	ck_assert_uint_eq(out[0].iov_len, 20);
+	ck_assert_ptr_eq(out[1].iov_base, e);
+	ck_assert_uint_eq(out[1].iov_len, 5);
+
+	/* straddling a boundary and a zero-length iovec */
+	n = tnbc_iov_slice(iov, 5, 9, 3, out, 8);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_ptr_eq(out[0].iov_base, a + 9);
+	ck_assert_uint_eq(out[0].iov_len, 1);
+	ck_assert_ptr_eq(out[1].iov_base, c);
+	ck_assert_uint_eq(out[1].iov_len, 2);
+
+	n = tnbc_iov_slice(iov, 5, 29, 6, out, 8);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_ptr_eq(out[0].iov_base, c + 19);
+	ck_assert_uint_eq(out[0].iov_len, 1);
+	ck_assert_ptr_eq(out[1].iov_base, e);
+	ck_assert_uint_eq(out[1].iov_len, 5);
+
+	/* everything: zero-length iovecs are never emitted */
+	n = tnbc_iov_slice(iov, 5, 0, 35, out, 8);
+	ck_assert_uint_eq(n, 3);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_gt(out[i].iov_len, 0);
+
+	/* out_max bounds the result */
+	n = tnbc_iov_slice(iov, 5, 0, 35, out, 2);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_ptr_eq(out[1].iov_base, c);
+
+	/* empty slices */
+	ck_assert_uint_eq(tnbc_iov_slice(iov, 5, 35, 10, out, 8), 0);
+	ck_assert_uint_eq(tnbc_iov_slice(iov, 5, 1000, 1, out, 8), 0);
+	ck_assert_uint_eq(tnbc_iov_slice(iov, 5, 5, 0, out, 8), 0);
+	ck_assert_uint_eq(tnbc_iov_slice(iov, 0, 0, 10, out, 8), 0);
+	ck_assert_uint_eq(tnbc_iov_slice(iov, 5, 0, 10, out, 0), 0);
+	{
+		struct iovec z[3] = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
+
+		ck_assert_uint_eq(tnbc_iov_slice(z, 3, 0, 10, out, 8), 0);
+	}
+}
+END_TEST
+
+START_TEST(proto_iov_copy)
+{
+	uint8_t a[10], c[20], e[5], src[40], dst[40];
+	struct iovec iov[5] = {{a, 10}, {NULL, 0}, {c, 20}, {NULL, 0}, {e, 5}};
+
+	tu_fill(src, sizeof(src), 3);
+	memset(a, 0, sizeof(a));
+	memset(c, 0, sizeof(c));
+	memset(e, 0, sizeof(e));
+
+	/* into the middle of the 2nd iovec, asking for more than fits */
+	ck_assert_uint_eq(tnbc_copy_to_iov(iov, 5, 12, src, 40), 23);
+	for (int i = 0; i < 10; i++)
+		ck_assert_uint_eq(a[i], 0);
+	ck_assert_uint_eq(c[0], 0);
+	ck_assert_uint_eq(c[1], 0);
+	ck_assert_mem_eq(c + 2, src, 18);
+	ck_assert_mem_eq(e, src + 18, 5);
+
+	/* across a boundary */
+	ck_assert_uint_eq(tnbc_copy_to_iov(iov, 5, 8, src + 30, 4), 4);
+	ck_assert_uint_eq(a[8], src[30]);
+	ck_assert_uint_eq(a[9], src[31]);
+	ck_assert_uint_eq(c[0], src[32]);
+	ck_assert_uint_eq(c[1], src[33]);
+	ck_assert_mem_eq(c + 2, src, 18); /* untouched beyond */
+
+	/* and back */
+	memset(dst, 0xaa, sizeof(dst));
+	ck_assert_uint_eq(tnbc_copy_from_iov(dst, iov, 5, 8, 5), 5);
+	ck_assert_mem_eq(dst, src + 30, 4);
+	ck_assert_uint_eq(dst[4], src[0]);
+	ck_assert_uint_eq(dst[5], 0xaa);
+
+	memset(dst, 0xaa, sizeof(dst));
+	ck_assert_uint_eq(tnbc_copy_from_iov(dst, iov, 5, 12, 100), 23);
+	ck_assert_mem_eq(dst, src, 23);
+	ck_assert_uint_eq(dst[23], 0xaa);
+
+	/* nothing to copy */
+	ck_assert_uint_eq(tnbc_copy_from_iov(dst, iov, 5, 35, 10), 0);
+	ck_assert_uint_eq(tnbc_copy_from_iov(dst, iov, 5, 3, 0), 0);
+	ck_assert_uint_eq(tnbc_copy_to_iov(iov, 5, 36, src, 1), 0);
+	ck_assert_uint_eq(tnbc_copy_to_iov(iov, 0, 0, src, 1), 0);
+	{
+		struct iovec z[2] = {{NULL, 0}, {NULL, 0}};
+
+		ck_assert_uint_eq(tnbc_copy_to_iov(z, 2, 0, src, 10), 0);
+		ck_assert_uint_eq(tnbc_copy_from_iov(dst, z, 2, 0, 10), 0);
+	}
+}
+END_TEST
+
+/* Message i carries its index and a pattern; returns its length. */
+static size_t mkmsg(uint8_t *buf, uint32_t i)
+{
+	size_t len = 8 + (i * 37) % 500;
+
+	memcpy(buf, &i, sizeof(i));
+	tu_fill(buf + 4, len - 4, i);
+	return len;
+}
+
+static void checkmsg(const uint8_t *buf, size_t len, uint32_t i)
+{
+	uint32_t got;
+
+	ck_assert_uint_eq(len, 8 + (i * 37) % 500);
+	memcpy(&got, buf, sizeof(got));
+	ck_assert_msg(got == i, "got message %u, want %u", got, i);
+	ck_assert_uint_eq(tu_check(buf + 4, len - 4, i, 0), (size_t)-1);
+}
+
+/* 10 x rx_slots messages one at a time: the ring wraps ten times. */
+START_TEST(proto_ring_wrap)
+{
+	struct tu_world w;
+	uint8_t s[512], r[512];
+	const uint32_t n = (uint32_t)(10 * tnbc_env.rx_slots);
+	struct fi_cq_tagged_entry e;
+
+	tu_world_open(&w, 2, NULL);
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = mkmsg(s, i);
+		bool posted_first = i % 3 != 0;
+
+		if (posted_first)
+			ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, sizeof(r),
+						  NULL, FI_ADDR_UNSPEC, i, 0,
+						  &ctx[0]),
+					 0);
+		ck_assert_int_eq(fi_tsend(w.ep[A].ep, s, len, NULL, w.addr[R],
+					  i, &ctx[1]),
+				 0);
+		if (!posted_first)
+			ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, sizeof(r),
+						  NULL, FI_ADDR_UNSPEC, i, 0,
+						  &ctx[0]),
+					 0);
+		tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+		ck_assert_uint_eq(e.tag, i);
+		checkmsg(r, e.len, i);
+		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+		ck_assert_ptr_eq(e.op_context, &ctx[1]);
+	}
+	tu_world_close(&w);
+}
+END_TEST
+
+/* Every fifth message of a burst is injected from a scratch buffer that
+ * is scribbled over at once: the provider must have taken a copy, also
+ * when the message has to wait for queue space. */
+static bool burst_inject(uint32_t i)
+{
+	return i % 5 == 0;
+}
+
+static void burst_send(struct tu_world *w, const uint8_t *buf, size_t len,
+		       uint32_t i, void *context)
+{
+	static uint8_t scratch[512];
+	ssize_t ret;
+
+	if (burst_inject(i)) {
+		memcpy(scratch, buf, len);
+		ret = fi_tinject(w->ep[A].ep, scratch, len, w->addr[R], 0x42);
+		memset(scratch, 0xdd, sizeof(scratch));
+	} else {
+		ret = fi_tsend(w->ep[A].ep, buf, len, NULL, w->addr[R], 0x42,
+			       context);
+	}
+	ck_assert_msg(ret == 0, "send %u: %zd", i, ret);
+}
+
+/*
+ * A burst larger than the receive queue while the receiver posts late.
+ * _i = 0: with the engine thread (it drains the queue into the
+ * unexpected list as it fills).  _i = 1: without it, so the queue really
+ * fills and the rest of the burst waits on the sender's tx queue until
+ * the receiver polls.
+ */
+START_TEST(proto_ring_burst)
+{
+	const int old_engine = tnbc_env.engine;
+	const uint32_t n1 = (uint32_t)(2 * tnbc_env.rx_slots + 7);
+	const uint32_t n = n1 + 50;
+	struct tu_world w;
+	uint8_t(*s)[512] = malloc(n * sizeof(*s));
+	uint8_t(*r)[512] = malloc(n * sizeof(*r));
+	size_t *lens = malloc(n * sizeof(*lens));
+	uint32_t *rctx = malloc(n * sizeof(*rctx));
+	struct fi_cq_tagged_entry e;
+	struct fi_tnbc_engine_stats st;
+	uint32_t txdone = 0;
+
+	tnbc_env.engine = _i ? 0 : 1;
+	tu_world_open(&w, 2, NULL);
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_int_eq(st.engine_running, _i ? 0 : 1);
+
+	for (uint32_t i = 0; i < n; i++) {
+		lens[i] = mkmsg(s[i], i);
+		rctx[i] = i;
+	}
+	for (uint32_t i = 0; i < n1; i++)
+		burst_send(&w, s[i], lens[i], i, &rctx[i]);
+	if (_i) {
+		struct tnbc_ep *ea = tnbc_container_of(w.ep[A].ep,
+						       struct tnbc_ep, ep_fid);
+		struct tnbc_ep *er = tnbc_container_of(w.ep[R].ep,
+						       struct tnbc_ep, ep_fid);
+
+		/* nobody progressed: the queue is full and the rest waits */
+		pthread_mutex_lock(&ea->lock);
+		ck_assert(!tnbc_list_empty(&ea->tx_queue));
+		pthread_mutex_unlock(&ea->lock);
+		/* the receiver alone drains part of its queue: new sends
+		 * must still line up behind the waiting ones, not jump into
+		 * the freed slots */
+		ck_assert_int_gt(tnbc_ep_progress(er, false), 0);
+	}
+	for (uint32_t i = n1; i < n; i++)
+		burst_send(&w, s[i], lens[i], i, &rctx[i]);
+	if (!_i)
+		tu_sleep_ms(20);
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_int_eq(fi_trecv(w.ep[R].ep, r[i], sizeof(r[i]), NULL,
+					  FI_ADDR_UNSPEC, 0x42, 0, &ctx[2]),
+				 0);
+	/* same tag: receive i must get message i */
+	for (uint32_t i = 0; i < n; i++) {
+		tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+		ck_assert_ptr_eq(e.buf, r[i]);
+		checkmsg(r[i], e.len, i);
+	}
+	/* in order, and none for the injected ones */
+	for (uint32_t i = 0; i < n; i++) {
+		if (burst_inject(i))
+			continue;
+		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+		ck_assert_ptr_eq(e.op_context, &rctx[i]);
+		txdone++;
+	}
+	ck_assert(tu_cq_quiet(w.ep[A].tx_cq, 5));
+	ck_assert_uint_eq(txdone, n - (n + 4) / 5);
+	ck_assert(tu_cq_quiet(w.ep[R].rx_cq, 5));
+	if (_i) {
+		tu_engine_stats(w.d.domain, &st);
+		ck_assert_uint_eq(st.engine_pkts, 0);
+		ck_assert_uint_ge(st.app_pkts, n);
+	}
+	tu_world_close(&w);
+	free(s);
+	free(r);
+	free(lens);
+	free(rctx);
+	tnbc_env.engine = old_engine;
+}
+END_TEST
+
+/* Sends a hand-built packet to ep[to] straight through the transport. */
+static void raw_send(struct tu_world *w, int to, const struct tnbc_hdr *h,
+		     const void *payload)
+{
+	struct tnbc_domain *dom = tu_tnbc_domain(&w->d);
+	struct tnbc_xpeer *peer = NULL;
+	struct iovec iov = {.iov_base = (void *)payload,
+			    .iov_len = h->payload_len};
+
+	ck_assert_ptr_eq(dom->xops, &tnbc_shm_ops);
+	ck_assert_int_eq(tnbc_shm_ops.peer_get(dom->xdom, &w->ep[to].name,
+					       &peer),
+			 0);
+	ck_assert_ptr_nonnull(peer);
+	ck_assert_int_eq(tnbc_shm_ops.send(peer, h, payload ? &iov : NULL,
+					   payload ? 1 : 0),
+			 0);
+}
+
+static struct tnbc_hdr eager_hdr(struct tu_world *w, uint64_t tag,
+				 uint32_t len)
+{
+	struct tnbc_hdr h;
+
+	memset(&h, 0, sizeof(h));
+	h.version = TNBC_PROTO_VERSION;
+	h.type = TNBC_PKT_EAGER;
+	h.flags = TNBC_HDR_TAGGED;
+	h.tag = tag;
+	h.size = len;
+	h.payload_len = len;
+	h.src = w->ep[A].name;
+	return h;
+}
+
+START_TEST(proto_bad_packets)
+{
+	struct tu_world w;
+	struct tnbc_hdr h;
+	char r[16];
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+
+	tu_world_open(&w, 2, NULL);
+
+	/* control: a hand-built packet of the right version is a message
+	 * from A like any other */
+	h = eager_hdr(&w, 0x78, 5);
+	raw_send(&w, R, &h, "good");
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, sizeof(r), NULL,
+				  FI_ADDR_UNSPEC, 0x78, 0, &ctx[0]),
+			 0);
+	tu_cq_expect(w.ep[R].rx_cq, &e, &src);
+	ck_assert_uint_eq(e.len, 5);
+	ck_assert_str_eq(r, "good");
+	ck_assert_uint_eq(src, w.addr[A]);
+
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, sizeof(r), NULL,
+				  FI_ADDR_UNSPEC, 0x77, 0, &ctx[1]),
+			 0);
+	/* wrong version */
+	h = eager_hdr(&w, 0x77, 5);
+	h.version = TNBC_PROTO_VERSION + 1;
+	raw_send(&w, R, &h, "bad1");
+	h.version = 0;
+	raw_send(&w, R, &h, "bad2");
+	/* eager whose length disagrees with its payload */
+	h = eager_hdr(&w, 0x77, 5);
+	h.size = 100;
+	raw_send(&w, R, &h, "bad3");
+	/* unknown packet types */
+	h = eager_hdr(&w, 0x77, 5);
+	h.type = 0;
+	raw_send(&w, R, &h, "bad4");
+	h.type = 99;
+	raw_send(&w, R, &h, "bad5");
+	/* control packets for transfers that do not exist */
+	h = eager_hdr(&w, 0, 0);
+	h.type = TNBC_PKT_ACK;
+	h.msg_id = 0x500000003ULL;
+	raw_send(&w, R, &h, NULL);
+	h.type = TNBC_PKT_CTS;
+	h.size = 1000;
+	raw_send(&w, R, &h, NULL);
+	h = eager_hdr(&w, 0x77, 5);
+	h.type = TNBC_PKT_DATA;
+	h.token = 12345;
+	raw_send(&w, R, &h, "bad6");
+	ck_assert(tu_cq_quiet(w.ep[R].rx_cq, TU_QUIET_MS));
+	ck_assert_str_eq(r, "good"); /* the buffer was never written */
+
+	/* the endpoint still works, both ways */
+	ck_assert_int_eq(fi_tsend(w.ep[A].ep, "fine", 5, NULL, w.addr[R], 0x77,
+				  &ctx[2]),
+			 0);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[1]);
+	ck_assert_str_eq(r, "fine");
+	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	ck_assert_int_eq(fi_trecv(w.ep[A].ep, r, sizeof(r), NULL,
+				  FI_ADDR_UNSPEC, 0x79, 0, &ctx[3]),
+			 0);
+	ck_assert_int_eq(fi_tsend(w.ep[R].ep, "back", 5, NULL, w.addr[A], 0x79,
+				  &ctx[4]),
+			 0);
+	tu_cq_expect(w.ep[A].rx_cq, &e, NULL);
+	ck_assert_str_eq(r, "back");
+	tu_world_close(&w);
+}
+END_TEST
+
+/* A rendezvous request whose data cannot be read fails that receive
+ * (and only it); so does one from a sender that does not exist. */
+START_TEST(proto_bad_rts)
+{
+	struct tu_world w;
+	struct tnbc_hdr h;
+	struct tnbc_rts_iov riov = {.addr = 0x10, .len = 100000};
+	uint8_t *r = calloc(1, 100000);
+	struct fi_cq_err_entry err;
+	struct fi_cq_tagged_entry e;
+
+	tu_world_open(&w, 2, NULL);
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, 100000, NULL, FI_ADDR_UNSPEC,
+				  0x81, 0, &ctx[1]),
+			 0);
+	h = eager_hdr(&w, 0x81, 0);
+	h.type = TNBC_PKT_RTS;
+	h.size = riov.len;
+	h.payload_len = sizeof(riov);
+	h.msg_id = 0x700000001ULL; /* A has no such send: it drops the ACK */
+	raw_send(&w, R, &h, &riov);
+	tu_cq_expect_err(w.ep[R].rx_cq, &err);
+	ck_assert_ptr_eq(err.op_context, &ctx[1]);
+	ck_assert_int_gt(err.err, 0);
+
+	/* a sender nobody can reach */
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, 100000, NULL, FI_ADDR_UNSPEC,
+				  0x82, 0, &ctx[2]),
+			 0);
+	h.tag = 0x82;
+	h.src.uid = 0x7fffffff;
+	raw_send(&w, R, &h, &riov);
+	tu_cq_expect_err(w.ep[R].rx_cq, &err);
+	ck_assert_ptr_eq(err.op_context, &ctx[2]);
+	ck_assert_int_gt(err.err, 0);
+
+	/* both endpoints carry on */
+	tu_fill(r, 100000, 8);
+	ck_assert_int_eq(fi_trecv(w.ep[A].ep, r + 50000, 50000, NULL,
+				  FI_ADDR_UNSPEC, 0x83, 0, &ctx[3]),
+			 0);
+	ck_assert_int_eq(fi_tsend(w.ep[R].ep, r, 50000, NULL, w.addr[A], 0x83,
+				  &ctx[4]),
+			 0);
+	tu_cq_expect(w.ep[A].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[3]);
+	tu_cq_expect(w.ep[R].tx_cq, &e, NULL);
+	ck_assert_uint_eq(tu_check(r + 50000, 50000, 8, 0), (size_t)-1);
+	tu_world_close(&w);
+	free(r);
+}
+END_TEST
+
+/* Opens an enabled endpoint named by service svc (or a fresh name when
+ * svc is NULL) with its own CQs, bound to av. */
+static int svc_ep_open(struct tu_dom *d, struct fid_av *av, const char *svc,
+		       struct tu_ep *e)
+{
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
+	struct fi_info *info = NULL;
+	size_t len = sizeof(e->name);
+	int ret;
+
+	memset(e, 0, sizeof(*e));
+	ck_assert_int_eq(tnbc_getinfo(FI_VERSION(1, 17), NULL, svc,
+				      svc ? FI_SOURCE : 0, NULL, &info),
+			 0);
+	ret = fi_endpoint(d->domain, info, &e->ep, NULL);
+	fi_freeinfo(info);
+	if (ret)
+		return ret;
+	ck_assert_int_eq(fi_getname(&e->ep->fid, &e->name, &len), 0);
+	ck_assert_int_eq(fi_cq_open(d->domain, &cq_attr, &e->tx_cq, NULL), 0);
+	ck_assert_int_eq(fi_cq_open(d->domain, &cq_attr, &e->rx_cq, NULL), 0);
+	ck_assert_int_eq(fi_ep_bind(e->ep, &av->fid, 0), 0);
+	ck_assert_int_eq(fi_ep_bind(e->ep, &e->tx_cq->fid, FI_TRANSMIT), 0);
+	ck_assert_int_eq(fi_ep_bind(e->ep, &e->rx_cq->fid, FI_RECV), 0);
+	ck_assert_int_eq(fi_enable(e->ep), 0);
+	return 0;
+}
+
+static void svc_ep_close(struct tu_ep *e)
+{
+	ck_assert_int_eq(fi_close(&e->ep->fid), 0);
+	ck_assert_int_eq(fi_close(&e->tx_cq->fid), 0);
+	ck_assert_int_eq(fi_close(&e->rx_cq->fid), 0);
+}
+
+/* A service number names one live endpoint at a time. */
+START_TEST(proto_svc_in_use)
+{
+	struct fi_av_attr attr = {.type = FI_AV_TABLE};
+	struct tu_dom d;
+	struct fid_av *av;
+	struct tu_ep s1, s2;
+	char svc[16];
+
+	snprintf(svc, sizeof(svc), "%u", 30000u + (unsigned)(getpid() % 9000));
+	tu_dom_open(&d, NULL);
+	ck_assert_int_eq(fi_av_open(d.domain, &attr, &av, NULL), 0);
+	ck_assert_int_eq(svc_ep_open(&d, av, svc, &s1), 0);
+	ck_assert_int_eq(s1.name.kind, TNBC_NAME_SVC);
+	ck_assert_int_eq(svc_ep_open(&d, av, svc, &s2), -FI_EADDRINUSE);
+	svc_ep_close(&s1);
+	/* free again once closed */
+	ck_assert_int_eq(svc_ep_open(&d, av, svc, &s2), 0);
+	svc_ep_close(&s2);
+	ck_assert_int_eq(fi_close(&av->fid), 0);
+	tu_dom_close(&d);
+}
+END_TEST
+
+/*
+ * A service endpoint that closes and opens again under the same service
+ * number (a restarted server) must be reachable by a client that
+ * already talked to the old one, at least once the client removed the
+ * old address and inserted the service again.
+ */
+START_TEST(proto_svc_reopen)
+{
+	struct fi_av_attr attr = {.type = FI_AV_TABLE};
+	struct tu_dom d;
+	struct fid_av *av;
+	struct tu_ep srv, cli;
+	fi_addr_t to_srv;
+	char svc[16], r[8];
+	struct fi_cq_tagged_entry e;
+
+	snprintf(svc, sizeof(svc), "%u", 40000u + (unsigned)(getpid() % 9000));
+	tu_dom_open(&d, NULL);
+	ck_assert_int_eq(fi_av_open(d.domain, &attr, &av, NULL), 0);
+	ck_assert_int_eq(svc_ep_open(&d, av, svc, &srv), 0);
+	ck_assert_int_eq(svc_ep_open(&d, av, NULL, &cli), 0);
+	ck_assert_int_eq(fi_av_insertsvc(av, NULL, svc, &to_srv, 0, NULL), 1);
+
+	ck_assert_int_eq(fi_trecv(srv.ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 1,
+				  0, &ctx[0]),
+			 0);
+	ck_assert_int_eq(fi_tsend(cli.ep, "first", 6, NULL, to_srv, 1, &ctx[1]),
+			 0);
+	tu_cq_expect(srv.rx_cq, &e, NULL);
+	ck_assert_str_eq(r, "first");
+	tu_cq_expect(cli.tx_cq, &e, NULL);
+
+	/* the server restarts */
+	svc_ep_close(&srv);
+	ck_assert_int_eq(svc_ep_open(&d, av, svc, &srv), 0);
+	ck_assert_int_eq(fi_av_remove(av, &to_srv, 1, 0), 0);
+	ck_assert_int_eq(fi_av_insertsvc(av, NULL, svc, &to_srv, 0, NULL), 1);
+
+	memset(r, 0, sizeof(r));
+	ck_assert_int_eq(fi_trecv(srv.ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 2,
+				  0, &ctx[2]),
+			 0);
+	ck_assert_int_eq(fi_tsend(cli.ep, "second", 7, NULL, to_srv, 2,
+				  &ctx[3]),
+			 0);
+	ck_assert_msg(tu_cq_wait(srv.rx_cq, &e, NULL, NULL, 2000) == 1,
+		      "the restarted service endpoint never received the "
+		      "client's message");
+	ck_assert_str_eq(r, "second");
+	tu_cq_expect(cli.tx_cq, &e, NULL);
+	svc_ep_close(&srv);
+	svc_ep_close(&cli);
+	ck_assert_int_eq(fi_close(&av->fid), 0);
+	tu_dom_close(&d);
+}
+END_TEST
+
+Suite *tu_proto_suite(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *tc = tcase_create("format");
+	TCase *tr = tcase_create("ring");
+
+	tcase_add_test(tc, proto_wire_format);
+	tcase_add_test(tc, proto_ep_names);
+	tcase_add_test(tc, proto_iov_slice);
+	tcase_add_test(tc, proto_iov_copy);
+	suite_add_tcase(s, tc);
+
+	tcase_set_timeout(tr, TU_TCASE_TIMEOUT);
+	tcase_add_test(tr, proto_ring_wrap);
+	tcase_add_loop_test(tr, proto_ring_burst, 0, 2);
+	tcase_add_test(tr, proto_bad_packets);
+	tcase_add_test(tr, proto_bad_rts);
+	tcase_add_test(tr, proto_svc_in_use);
+	tcase_add_test(tr, proto_svc_reopen);
+	suite_add_tcase(s, tr);
+	return s;
+}

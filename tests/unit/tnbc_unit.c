@@ -1,0 +1,333 @@
+/*
+ * Runner of the tnbc unit tests, and the fixtures they share.
+ *
+ *   ./tests/unit/tnbc_unit                 all suites
+ *   CK_RUN_SUITE=match ./tests/unit/tnbc_unit
+ *   CK_RUN_CASE=rendezvous ./tests/unit/tnbc_unit
+ *
+ * Exit status is non-zero when any test fails.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tnbc_unit.h"
+
+struct fi_provider *fi_prov_ini(void);
+
+void tu_prov_init(void)
+{
+	static struct fi_provider *prov;
+
+	/* also called from main(), outside any test: no ck_assert here */
+	if (!prov) {
+		prov = fi_prov_ini();
+		if (prov != &tnbc_prov) {
+			fprintf(stderr, "fi_prov_ini() returned %p, not "
+					"&tnbc_prov\n", (void *)prov);
+			abort();
+		}
+	}
+}
+
+uint64_t tu_now_ms(void)
+{
+	return tnbc_now_ns() / 1000000u;
+}
+
+void tu_sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000,
+			      .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static inline uint8_t tu_pattern(uint32_t seed, size_t i)
+{
+	uint32_t x = seed * 2654435761u + (uint32_t)i * 40503u +
+		     (uint32_t)(i >> 16);
+
+	return (uint8_t)(x ^ (x >> 8) ^ (x >> 19));
+}
+
+void tu_fill(void *buf, size_t len, uint32_t seed)
+{
+	uint8_t *p = buf;
+
+	for (size_t i = 0; i < len; i++)
+		p[i] = tu_pattern(seed, i);
+}
+
+size_t tu_check(const void *buf, size_t len, uint32_t seed, size_t off)
+{
+	const uint8_t *p = buf;
+
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != tu_pattern(seed, off + i))
+			return i;
+	return (size_t)-1;
+}
+
+/* ------------------------------------------------------------------ */
+
+void tu_dom_open(struct tu_dom *d, const struct fi_info *hints)
+{
+	int ret;
+
+	memset(d, 0, sizeof(*d));
+	tu_prov_init();
+	ret = tnbc_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &d->info);
+	ck_assert_int_eq(ret, 0);
+	ck_assert_ptr_nonnull(d->info);
+	ret = tnbc_fabric_open(d->info->fabric_attr, &d->fabric, NULL);
+	ck_assert_int_eq(ret, 0);
+	ret = fi_domain(d->fabric, d->info, &d->domain, NULL);
+	ck_assert_int_eq(ret, 0);
+}
+
+void tu_dom_close(struct tu_dom *d)
+{
+	if (d->domain)
+		ck_assert_int_eq(fi_close(&d->domain->fid), 0);
+	if (d->fabric)
+		ck_assert_int_eq(fi_close(&d->fabric->fid), 0);
+	fi_freeinfo(d->info);
+	memset(d, 0, sizeof(*d));
+}
+
+struct tnbc_domain *tu_tnbc_domain(struct tu_dom *d)
+{
+	return tnbc_container_of(d->domain, struct tnbc_domain, domain_fid);
+}
+
+void tu_world_open(struct tu_world *w, size_t n,
+		   const struct tu_world_opts *opts)
+{
+	struct tnbc_name names[TU_MAX_EPS];
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	uint64_t sel = opts ? opts->cq_bind_flags : 0;
+	int ret;
+
+	ck_assert(n >= 1 && n <= TU_MAX_EPS);
+	memset(w, 0, sizeof(*w));
+	tu_dom_open(&w->d, NULL);
+	w->n = n;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = sizeof(names[i]);
+
+		ret = fi_endpoint(w->d.domain, w->d.info, &w->ep[i].ep, NULL);
+		ck_assert_int_eq(ret, 0);
+		ret = fi_getname(&w->ep[i].ep->fid, &names[i], &len);
+		ck_assert_int_eq(ret, 0);
+		ck_assert_uint_eq(len, sizeof(struct tnbc_name));
+		w->ep[i].name = names[i];
+	}
+	ret = fi_av_open(w->d.domain, &av_attr, &w->av, NULL);
+	ck_assert_int_eq(ret, 0);
+	ret = fi_av_insert(w->av, names, n, w->addr, 0, NULL);
+	ck_assert_int_eq(ret, (int)n);
+
+	for (size_t i = 0; i < n; i++) {
+		struct tu_ep *e = &w->ep[i];
+		struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED,
+					     .wait_obj = FI_WAIT_UNSPEC};
+
+		ck_assert_int_eq(fi_cq_open(w->d.domain, &cq_attr, &e->tx_cq,
+					    NULL),
+				 0);
+		ck_assert_int_eq(fi_cq_open(w->d.domain, &cq_attr, &e->rx_cq,
+					    NULL),
+				 0);
+		ck_assert_int_eq(fi_ep_bind(e->ep, &w->av->fid, 0), 0);
+		ck_assert_int_eq(
+			fi_ep_bind(e->ep, &e->tx_cq->fid, FI_TRANSMIT | sel),
+			0);
+		ck_assert_int_eq(
+			fi_ep_bind(e->ep, &e->rx_cq->fid, FI_RECV | sel), 0);
+		if (opts && opts->cntrs) {
+			struct fi_cntr_attr ca = {
+				.events = FI_CNTR_EVENTS_COMP,
+				.wait_obj = FI_WAIT_UNSPEC};
+
+			ck_assert_int_eq(fi_cntr_open(w->d.domain, &ca,
+						      &e->tx_cntr, NULL),
+					 0);
+			ck_assert_int_eq(fi_cntr_open(w->d.domain, &ca,
+						      &e->rx_cntr, NULL),
+					 0);
+			ck_assert_int_eq(
+				fi_ep_bind(e->ep, &e->tx_cntr->fid, FI_SEND),
+				0);
+			ck_assert_int_eq(
+				fi_ep_bind(e->ep, &e->rx_cntr->fid, FI_RECV),
+				0);
+		}
+		ck_assert_int_eq(fi_enable(e->ep), 0);
+	}
+}
+
+void tu_world_close(struct tu_world *w)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		struct tu_ep *e = &w->ep[i];
+
+		ck_assert_int_eq(fi_close(&e->ep->fid), 0);
+		ck_assert_int_eq(fi_close(&e->tx_cq->fid), 0);
+		ck_assert_int_eq(fi_close(&e->rx_cq->fid), 0);
+		if (e->tx_cntr)
+			ck_assert_int_eq(fi_close(&e->tx_cntr->fid), 0);
+		if (e->rx_cntr)
+			ck_assert_int_eq(fi_close(&e->rx_cntr->fid), 0);
+	}
+	ck_assert_int_eq(fi_close(&w->av->fid), 0);
+	tu_dom_close(&w->d);
+}
+
+ssize_t tu_cq_wait(struct fid_cq *cq, struct fi_cq_tagged_entry *e,
+		   fi_addr_t *src, struct fi_cq_err_entry *err,
+		   unsigned timeout_ms)
+{
+	uint64_t deadline = tu_now_ms() + timeout_ms;
+	struct fi_cq_tagged_entry tmp_e;
+	fi_addr_t tmp_src;
+	ssize_t ret;
+
+	for (;;) {
+		ret = fi_cq_readfrom(cq, e ? e : &tmp_e, 1,
+				     src ? src : &tmp_src);
+		if (ret == 1)
+			return 1;
+		if (ret == -FI_EAVAIL) {
+			struct fi_cq_err_entry tmp_err;
+			struct fi_cq_err_entry *ee = err ? err : &tmp_err;
+
+			memset(ee, 0, sizeof(*ee));
+			ck_assert_int_eq(fi_cq_readerr(cq, ee, 0), 1);
+			return -FI_EAVAIL;
+		}
+		ck_assert_msg(ret == -FI_EAGAIN, "fi_cq_read: %zd", ret);
+		if (tu_now_ms() >= deadline)
+			return -FI_ETIMEDOUT;
+		sched_yield();
+	}
+}
+
+void tu_cq_expect(struct fid_cq *cq, struct fi_cq_tagged_entry *e,
+		  fi_addr_t *src)
+{
+	struct fi_cq_err_entry err;
+	ssize_t ret = tu_cq_wait(cq, e, src, &err, TU_WAIT_MS);
+
+	ck_assert_msg(ret != -FI_EAVAIL,
+		      "unexpected error completion: err %d (%s) ctx %p",
+		      err.err, fi_strerror(err.err), err.op_context);
+	ck_assert_msg(ret == 1, "no completion within %d ms", TU_WAIT_MS);
+}
+
+void tu_cq_expect_err(struct fid_cq *cq, struct fi_cq_err_entry *err)
+{
+	struct fi_cq_tagged_entry e;
+	ssize_t ret = tu_cq_wait(cq, &e, NULL, err, TU_WAIT_MS);
+
+	ck_assert_msg(ret != 1, "expected an error, got a completion ctx %p",
+		      e.op_context);
+	ck_assert_msg(ret == -FI_EAVAIL, "no error completion within %d ms",
+		      TU_WAIT_MS);
+}
+
+bool tu_cq_quiet(struct fid_cq *cq, unsigned ms)
+{
+	struct fi_cq_err_entry err;
+
+	return tu_cq_wait(cq, NULL, NULL, &err, ms) == -FI_ETIMEDOUT;
+}
+
+bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value, unsigned timeout_ms)
+{
+	uint64_t deadline = tu_now_ms() + timeout_ms;
+
+	while (fi_cntr_read(cntr) < value) {
+		if (tu_now_ms() >= deadline)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
+void tu_engine_stats(struct fid_domain *domain,
+		     struct fi_tnbc_engine_stats *st)
+{
+	struct fi_tnbc_ops_domain *ops = NULL;
+	int ret;
+
+	ret = fi_open_ops(&domain->fid, FI_TNBC_DOMAIN_OPS_1, 0,
+			  (void **)&ops, NULL);
+	ck_assert_int_eq(ret, 0);
+	ck_assert_ptr_nonnull(ops);
+	ck_assert_uint_ge(ops->size, sizeof(*ops));
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	ck_assert_int_eq(ops->engine_stats(domain, st), 0);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* A test that fails or times out dies before it closes its endpoints;
+ * remove the shared-memory regions such dead test processes left behind
+ * during this run (only those: never a live process's). */
+static void tu_shm_cleanup(time_t since)
+{
+	DIR *dir = opendir("/dev/shm");
+	struct dirent *de;
+
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		char path[512];
+		struct stat st;
+		long pid;
+		char *end;
+
+		if (strncmp(de->d_name, "tnbc-", 5))
+			continue;
+		pid = strtol(de->d_name + 5, &end, 10);
+		if (end == de->d_name + 5 || *end != '-' || pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+		if (stat(path, &st) || st.st_mtime < since)
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		shm_unlink(path + strlen("/dev/shm")); /* "/tnbc-..." */
+	}
+	closedir(dir);
+}
+
+int main(void)
+{
+	time_t start = time(NULL);
+	SRunner *sr;
+	int failed;
+
+	tu_prov_init();
+	sr = srunner_create(tu_attr_suite());
+	srunner_add_suite(sr, tu_av_suite());
+	srunner_add_suite(sr, tu_cq_suite());
+	srunner_add_suite(sr, tu_match_suite());
+	srunner_add_suite(sr, tu_proto_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	tu_shm_cleanup(start - 1);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,118 @@
+/*
+ * Shared declarations of the tnbc unit tests (Check).
+ *
+ * The tests link the provider's objects directly (libtnbc_core.la), so
+ * they call tnbc_getinfo() and tnbc_fabric_open() themselves and then use
+ * the ordinary inline fi_* calls on the returned fids.  Every test runs in
+ * its own process (CK_FORK), so a test may change tnbc_env before it opens
+ * a domain; it restores the old value anyway so that CK_FORK=no runs
+ * stay meaningful.
+ *
+ * Every wait is bounded (TU_WAIT_MS): a provider bug fails a test instead
+ * of hanging it.
+ */
+#ifndef TNBC_UNIT_H
+#define TNBC_UNIT_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tnbc.h"
+
+/* Longest any single wait for a completion may take. */
+#define TU_WAIT_MS 10000
+/* How long a "nothing must arrive" check watches a queue. */
+#define TU_QUIET_MS 40
+/* Check timeout (seconds) for test cases that move data. */
+#define TU_TCASE_TIMEOUT 30
+
+#define TU_MAX_EPS 4
+
+Suite *tu_attr_suite(void);
+Suite *tu_av_suite(void);
+Suite *tu_cq_suite(void);
+Suite *tu_match_suite(void);
+Suite *tu_proto_suite(void);
+
+/* fi_prov_ini() once per process: defines the FI_TNBC_* parameters and
+ * fills tnbc_env. */
+void tu_prov_init(void);
+
+uint64_t tu_now_ms(void);
+void tu_sleep_ms(unsigned ms);
+
+/* Deterministic byte patterns, so a test can verify what arrived. */
+void tu_fill(void *buf, size_t len, uint32_t seed);
+/* Returns the offset of the first wrong byte, or (size_t)-1 when all
+ * len bytes match the pattern that tu_fill(seed) writes at offset off. */
+size_t tu_check(const void *buf, size_t len, uint32_t seed, size_t off);
+
+/* fabric + domain, from tnbc_getinfo(FI_VERSION(1,17), hints). */
+struct tu_dom {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+};
+
+void tu_dom_open(struct tu_dom *d, const struct fi_info *hints);
+void tu_dom_close(struct tu_dom *d);
+struct tnbc_domain *tu_tnbc_domain(struct tu_dom *d);
+
+/* Several endpoints in one domain sharing one AV in which endpoint i
+ * has fi_addr addr[i].  Each endpoint has its own tx and rx CQ
+ * (FI_CQ_FORMAT_TAGGED) and optionally tx and rx counters. */
+struct tu_ep {
+	struct fid_ep *ep;
+	struct fid_cq *tx_cq, *rx_cq;
+	struct fid_cntr *tx_cntr, *rx_cntr;
+	struct tnbc_name name;
+};
+
+struct tu_world {
+	struct tu_dom d;
+	struct fid_av *av;
+	size_t n;
+	struct tu_ep ep[TU_MAX_EPS];
+	fi_addr_t addr[TU_MAX_EPS];
+};
+
+struct tu_world_opts {
+	uint64_t cq_bind_flags; /* e.g. FI_SELECTIVE_COMPLETION */
+	bool cntrs;
+};
+
+void tu_world_open(struct tu_world *w, size_t n,
+		   const struct tu_world_opts *opts);
+void tu_world_close(struct tu_world *w);
+
+/*
+ * Waits up to timeout_ms for one completion.  Returns 1 with *e (and
+ * *src when given) filled, -FI_EAVAIL with *err filled (when given; the
+ * error entry is consumed) or -FI_ETIMEDOUT.
+ */
+ssize_t tu_cq_wait(struct fid_cq *cq, struct fi_cq_tagged_entry *e,
+		   fi_addr_t *src, struct fi_cq_err_entry *err,
+		   unsigned timeout_ms);
+/* Like tu_cq_wait but fails the test unless a good completion arrives. */
+void tu_cq_expect(struct fid_cq *cq, struct fi_cq_tagged_entry *e,
+		  fi_addr_t *src);
+/* Fails the test unless an error completion arrives; returns it. */
+void tu_cq_expect_err(struct fid_cq *cq, struct fi_cq_err_entry *err);
+/* Watches cq for ms milliseconds; true when nothing (good or error)
+ * arrived.  Progresses the domain all the while. */
+bool tu_cq_quiet(struct fid_cq *cq, unsigned ms);
+/* Waits until the counter reaches value; false on timeout. */
+bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value,
+		   unsigned timeout_ms);
+
+/* Engine statistics through the FI_TNBC_DOMAIN_OPS_1 extension. */
+void tu_engine_stats(struct fid_domain *domain,
+		     struct fi_tnbc_engine_stats *st);
+
+#endif /* TNBC_UNIT_H */
