@@ -53,4 +53,16 @@ else
 fi
 
 step "done"
+# One closing line over every automake test result of both builds.
+pass=$(cat "$top"/build/*/*/*.trs "$top"/build/*/*.trs \
+	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs 2>/dev/null |
+	grep -c '^:test-result: PASS')
+fail=$(cat "$top"/build/*/*/*.trs "$top"/build/*/*.trs \
+	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs 2>/dev/null |
+	grep -c '^:test-result: \(FAIL\|ERROR\)')
+skip=$(cat "$top"/build/*/*/*.trs "$top"/build/*/*.trs \
+	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs 2>/dev/null |
+	grep -c '^:test-result: SKIP')
+[ "$status" -eq 0 ] || [ "$fail" -gt 0 ] || fail=1
+echo "$pass passed, $fail failed, $skip skipped"
 exit $status
