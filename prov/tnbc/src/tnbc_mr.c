@@ -52,7 +52,9 @@ int tnbc_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		return -FI_ENOMEM;
 	mr->domain = dom;
 	mr->iov_count = attr->iov_count;
-	memcpy(mr->iov, attr->mr_iov, attr->iov_count * sizeof(struct iovec));
+	if (attr->iov_count)
+		memcpy(mr->iov, attr->mr_iov,
+		       attr->iov_count * sizeof(struct iovec));
 	mr->access = attr->access;
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
 	mr->mr_fid.fid.context = attr->context;

@@ -665,7 +665,8 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	tx->peer = peer;
 	tx->len = len;
 	tx->iov_count = count;
-	memcpy(tx->iov, iov, count * sizeof(*iov));
+	if (count)
+		memcpy(tx->iov, iov, count * sizeof(*iov));
 	tx->hdr = hdr;
 	if (!rndv && (flags & FI_INJECT) && len) {
 		/* The caller may reuse an inject buffer at once. */
@@ -833,7 +834,8 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	rx->ignore = ignore;
 	rx->addr = src;
 	rx->iov_count = count;
-	memcpy(rx->iov, iov, count * sizeof(*iov));
+	if (count) /* iov may be NULL for a zero-length receive */
+		memcpy(rx->iov, iov, count * sizeof(*iov));
 	rx->len = tnbc_iov_len(iov, count);
 
 	pthread_mutex_lock(&ep->lock);

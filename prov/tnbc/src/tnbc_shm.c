@@ -539,7 +539,8 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	     i++) {
 		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
 
-		memcpy(dst, iov[i].iov_base, n);
+		if (n)
+			memcpy(dst, iov[i].iov_base, n);
 		dst += n;
 		left -= n;
 	}

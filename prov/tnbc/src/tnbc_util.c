@@ -32,7 +32,8 @@ size_t tnbc_copy_to_iov(const struct iovec *iov, size_t count, size_t off,
 		n = iov[i].iov_len - off;
 		if (n > len - done)
 			n = len - done;
-		memcpy((uint8_t *)iov[i].iov_base + off, s + done, n);
+		if (n)
+			memcpy((uint8_t *)iov[i].iov_base + off, s + done, n);
 		done += n;
 		off = 0;
 	}
@@ -55,7 +56,9 @@ size_t tnbc_copy_from_iov(void *dst, const struct iovec *iov, size_t count,
 		n = iov[i].iov_len - off;
 		if (n > len - done)
 			n = len - done;
-		memcpy(d + done, (const uint8_t *)iov[i].iov_base + off, n);
+		if (n)
+			memcpy(d + done, (const uint8_t *)iov[i].iov_base + off,
+			       n);
 		done += n;
 		off = 0;
 	}
