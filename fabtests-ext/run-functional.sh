@@ -53,7 +53,8 @@ for t in $tests; do
 	esac
 done
 
-echo "# $prov: $pass passed, $fail failed, $skip skipped${failed:+ (failed:$failed)}"
+echo "# $prov: $pass passed, $fail failed, $skip skipped" \
+	"${failed:+(failed:$failed)}"
 [ "$fail" -gt 0 ] && exit 1
 [ "$pass" -eq 0 ] && exit 77
 exit 0

@@ -695,6 +695,9 @@ ftx_hints(struct ftx_ctx *ctx)
 	h->domain_attr->mr_mode =
 		FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	h->domain_attr->av_type = ftx_opts.av_type;
+	/* several tests check send-after-send matching order */
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
 	h->fabric_attr->prov_name = strdup(ftx_opts.prov);
 	return h;
 }

@@ -52,7 +52,8 @@ run() {
 
 # figure for size $2 in column 3 of tool output $1, or n/a
 pick() {
-	awk -v s="$2" '!/^#/ && $1 == s { v = $3 } END { print v == "" ? "n/a" : v }' "$1"
+	awk -v s="$2" '!/^#/ && $1 == s { v = $3 }
+		END { print v == "" ? "n/a" : v }' "$1"
 }
 
 for p in $provs; do

@@ -53,7 +53,7 @@ t_barrier(struct ctx *x)
 	int i;
 
 	mt_phase("%s: barrier", x->label);
-	for (i = 0; i < 20; i++)
+	for (i = 0; i < 5; i++)
 		MT_MPI(MPI_Barrier(x->comm));
 	MT_MPI(MPI_Ibarrier(x->comm, &req));
 	MT_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
@@ -64,9 +64,13 @@ t_bcast(struct ctx *x)
 {
 	static const size_t lens[] = {0, 1, 33, 4097, 65537, (1u << 20) + 5};
 	uint8_t *buf = mt_malloc((1u << 20) + 5);
-	int root, k;
+	int roots[3] = {0, x->size - 1, x->size / 2}, root, j, k;
 
-	for (root = 0; root < x->size; root++) {
+	for (j = 0; j < 3; j++) {
+		root = roots[j];
+		if ((j == 1 && root == 0) || (j == 2 && (root == 0 ||
+							 root == x->size - 1)))
+			continue;
 		for (k = 0; k < 6; k++) {
 			mt_phase("%s: bcast root %d %zu B", x->label, root,
 				 lens[k]);
@@ -131,10 +135,10 @@ reduce_ops(struct ctx *x, int count, int root)
 			   i, dout[i], de);
 		}
 	}
-	/* int max / min */
+	/* int max / min (the rooted variant only does sums and doubles) */
 	for (i = 0; i < count; i++)
 		in[i] = mval(x->rank, i);
-	for (int op = 0; op < 2; op++) {
+	for (int op = 0; op < 2 * all; op++) {
 		MPI_Op mop = op ? MPI_MIN : MPI_MAX;
 
 		if (all)

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "mpitest.h"
 
+#include <limits.h>
 #include <link.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,7 +20,6 @@ int mt_size = -1;
 static const char *mt_name = "mpitest";
 static char mt_phase_buf[256] = "MPI_Init";
 static char mt_fmt_buf[1024];
-static char mt_skipped[256];
 static int mt_verbose;
 static double mt_t0;
 
@@ -47,30 +47,6 @@ mt_phase(const char *fmt, ...)
 			mt_now() - mt_t0, mt_phase_buf);
 		fflush(stderr);
 	}
-}
-
-int
-mt_skip(const char *name)
-{
-	const char *list = getenv("MPITEST_SKIP");
-	char buf[512], *tok, *save = NULL;
-	size_t used;
-
-	if (!list)
-		return 0;
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		if (strcmp(tok, name) != 0)
-			continue;
-		if (!strstr(mt_skipped, name)) {
-			used = strlen(mt_skipped);
-			snprintf(mt_skipped + used, sizeof(mt_skipped) - used,
-				 "%s%s", used ? "," : "", name);
-		}
-		return 1;
-	}
-	return 0;
 }
 
 void
@@ -117,11 +93,29 @@ mt_watchdog(int sig)
 	_exit(3);
 }
 
+/* See MPITEST_REQUIRE_LIB in mpitest.h. */
+static void
+mt_check_required(const char *req)
+{
+	char path[PATH_MAX], real_have[PATH_MAX], real_want[PATH_MAX];
+	const char *base = strrchr(req, '/');
+
+	MT_CHECK(mt_find_loaded(base ? base + 1 : req, path, sizeof(path)),
+		 "%s is not loaded in this process: the job is not running "
+		 "over the required provider",
+		 base ? base + 1 : req);
+	if (!base)
+		return;
+	MT_CHECK(realpath(req, real_want), "MPITEST_REQUIRE_LIB=%s: no such "
+		 "file", req);
+	MT_CHECK(realpath(path, real_have) && !strcmp(real_have, real_want),
+		 "%s is loaded from %s, not from %s", base + 1, path, req);
+}
+
 void
 mt_init(int *argc, char ***argv, const char *name)
 {
 	const char *req, *tmo;
-	char path[512];
 
 	mt_name = name;
 	mt_t0 = mt_now();
@@ -140,10 +134,7 @@ mt_init(int *argc, char ***argv, const char *name)
 
 	req = getenv("MPITEST_REQUIRE_LIB");
 	if (req && *req)
-		MT_CHECK(mt_find_loaded(req, path, sizeof(path)),
-			 "%s is not loaded in this process: the job is not "
-			 "running over the required provider",
-			 req);
+		mt_check_required(req);
 	MT_CHECK(mt_size >= 2, "needs at least 2 ranks, got %d", mt_size);
 }
 
@@ -162,10 +153,11 @@ mt_finish(const char *fmt, ...)
 		vsnprintf(details, sizeof(details), fmt, ap);
 		va_end(ap);
 		req = getenv("MPITEST_REQUIRE_LIB");
+		if (req && strrchr(req, '/'))
+			req = strrchr(req, '/') + 1;
 		if (req && *req)
 			mt_find_loaded(req, path, sizeof(path));
-		printf("%s: PASS (np=%d) %s%s%s%s%s\n", mt_name, mt_size,
-		       details, *mt_skipped ? "; SKIPPED: " : "", mt_skipped,
+		printf("%s: PASS (np=%d) %s%s%s\n", mt_name, mt_size, details,
 		       *path ? "; loaded " : "", path);
 		fflush(stdout);
 	}

@@ -6,14 +6,13 @@
  * what was wrong, then aborts the whole job with a non-zero exit status.
  *
  * Environment (all optional):
- *   MPITEST_REQUIRE_LIB  basename prefix of a shared object that must be
- *                        loaded in every rank after MPI_Init (the runner
- *                        sets it to libtnbc-fi.so in tnbc mode).
+ *   MPITEST_REQUIRE_LIB  a shared object that must be loaded in every rank
+ *                        after MPI_Init: a basename prefix (libtnbc-fi.so)
+ *                        or a path, which must then be the very file that
+ *                        is loaded (the runner uses this in tnbc mode).
  *   MPITEST_TIMEOUT      seconds; each rank arms a watchdog that reports
  *                        the phase it was stuck in and exits.
  *   MPITEST_VERBOSE      if set, rank 0 prints each phase with a time stamp.
- *   MPITEST_SKIP         comma separated names of sub-tests to skip (for
- *                        known bugs of a transport; see mt_skip()).
  */
 #ifndef MPITEST_H
 #define MPITEST_H
@@ -31,12 +30,6 @@ void mt_finish(const char *fmt, ...)
 
 /* Name the current phase; reported by failures and by the watchdog. */
 void mt_phase(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/*
- * Returns 1 when sub-test name is listed in MPITEST_SKIP.  Skipped names
- * are reported in the summary line, so a skip is never silent.
- */
-int mt_skip(const char *name);
 
 void mt_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));

@@ -450,6 +450,59 @@ START_TEST(attr_hint_addrs)
 }
 END_TEST
 
+struct fi_provider *fi_prov_ini(void);
+
+/* The FI_TNBC_* runtime parameters reach tnbc_env, and what getinfo
+ * reports follows them; out-of-range values are refused. */
+START_TEST(attr_env_params)
+{
+	struct fi_info *info;
+	struct tu_dom d;
+	struct fi_tnbc_engine_stats st;
+
+	tu_prov_init(); /* parameters defined once */
+	setenv("FI_TNBC_RX_SLOTS", "64", 1);
+	setenv("FI_TNBC_SLOT_SIZE", "2000", 1); /* rounded up to 2048 */
+	setenv("FI_TNBC_EAGER_SIZE", "512", 1);
+	setenv("FI_TNBC_CMA", "0", 1);
+	setenv("FI_TNBC_ENGINE", "0", 1);
+	tnbc_env = tu_env_defaults;
+	ck_assert_ptr_eq(fi_prov_ini(), &tnbc_prov);
+	ck_assert_uint_eq(tnbc_env.rx_slots, 64);
+	ck_assert_uint_eq(tnbc_env.slot_size, 2048);
+	ck_assert_uint_eq(tnbc_env.eager_size, 512);
+	ck_assert_int_eq(tnbc_env.cma, 0);
+	ck_assert_int_eq(tnbc_env.engine, 0);
+	info = getinfo_ok(FI_VERSION(1, 17), NULL, 0, NULL);
+	ck_assert_uint_eq(info->tx_attr->inject_size,
+			  2048 - 16 - sizeof(struct tnbc_hdr));
+	fi_freeinfo(info);
+	tu_dom_open(&d, NULL);
+	tu_engine_stats(d.domain, &st);
+	ck_assert_int_eq(st.engine_running, 0);
+	ck_assert_int_eq(st.engine_cpu, -1);
+	tu_dom_close(&d);
+
+	/* bad values leave the defaults in place */
+	setenv("FI_TNBC_RX_SLOTS", "100", 1);   /* not a power of two */
+	setenv("FI_TNBC_SLOT_SIZE", "100", 1);  /* below 1024 */
+	setenv("FI_TNBC_EAGER_SIZE", "99999999", 1); /* above 1 MiB */
+	unsetenv("FI_TNBC_CMA");
+	unsetenv("FI_TNBC_ENGINE");
+	tnbc_env = tu_env_defaults;
+	ck_assert_ptr_eq(fi_prov_ini(), &tnbc_prov);
+	ck_assert_uint_eq(tnbc_env.rx_slots, tu_env_defaults.rx_slots);
+	ck_assert_uint_eq(tnbc_env.slot_size, tu_env_defaults.slot_size);
+	ck_assert_uint_eq(tnbc_env.eager_size, tu_env_defaults.eager_size);
+	ck_assert_int_eq(tnbc_env.cma, tu_env_defaults.cma);
+	ck_assert_int_eq(tnbc_env.engine, tu_env_defaults.engine);
+	unsetenv("FI_TNBC_RX_SLOTS");
+	unsetenv("FI_TNBC_SLOT_SIZE");
+	unsetenv("FI_TNBC_EAGER_SIZE");
+	tnbc_env = tu_env_defaults;
+}
+END_TEST
+
 Suite *tu_attr_suite(void)
 {
 	Suite *s = suite_create("attr");
@@ -467,6 +520,7 @@ Suite *tu_attr_suite(void)
 	tcase_add_test(tc, attr_v10_mr_basic);
 	tcase_add_test(tc, attr_v10_mr_basic_echo);
 	tcase_add_test(tc, attr_hint_addrs);
+	tcase_add_test(tc, attr_env_params);
 	suite_add_tcase(s, tc);
 	return s;
 }

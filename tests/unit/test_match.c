@@ -4,6 +4,7 @@
  *
  * Endpoint roles: R (ep[0]) receives, A (ep[1]) and B (ep[2]) send.
  */
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -1496,6 +1497,148 @@ START_TEST(match_tx_error)
 }
 END_TEST
 
+/*
+ * FI_PROGRESS_AUTO: once posted, a transfer completes with no further
+ * call into the provider; the application only blocks in poll(2) on the
+ * CQs' wait fds.  _i: 0 eager, 1 rendezvous pull, 2 rendezvous streamed.
+ */
+START_TEST(match_auto_progress)
+{
+	struct tu_world_opts o = {.cq_wait = FI_WAIT_FD};
+	const size_t len = _i ? (1 << 20) : EAGER_LEN;
+	const int old_cma = tnbc_env.cma;
+	struct tu_world w;
+	uint8_t *sbuf = malloc(len), *rbuf = calloc(1, len);
+	struct fi_tnbc_engine_stats st;
+	struct pollfd pfd[2];
+	struct fi_cq_tagged_entry e;
+	uint64_t deadline;
+	int fds_ready = 0;
+
+	tnbc_env.cma = _i == 2 ? 0 : 1;
+	tu_world_open(&w, 2, &o);
+	ck_assert_int_eq(fi_control(&w.ep[R].rx_cq->fid, FI_GETWAIT,
+				    &pfd[0].fd),
+			 0);
+	ck_assert_int_eq(fi_control(&w.ep[A].tx_cq->fid, FI_GETWAIT,
+				    &pfd[1].fd),
+			 0);
+	tu_fill(sbuf, len, 71);
+	trecv(&w, R, rbuf, len, FI_ADDR_UNSPEC, 1, 0, &ctx[1]);
+	tsend(&w, A, R, sbuf, len, 1, &ctx[10]);
+
+	/* no provider call from here until both fds fire */
+	deadline = tu_now_ms() + TU_WAIT_MS;
+	while (fds_ready != 3 && tu_now_ms() < deadline) {
+		pfd[0].events = pfd[1].events = POLLIN;
+		pfd[0].revents = pfd[1].revents = 0;
+		ck_assert_int_ge(poll(pfd, 2, 100), 0);
+		if (pfd[0].revents & POLLIN)
+			fds_ready |= 1;
+		if (pfd[1].revents & POLLIN)
+			fds_ready |= 2;
+	}
+	ck_assert_msg(fds_ready == 3,
+		      "no completion without application progress "
+		      "(rx fd %s, tx fd %s)",
+		      fds_ready & 1 ? "ready" : "silent",
+		      fds_ready & 2 ? "ready" : "silent");
+	/* the engine bumps its counter just after it wrote the completion:
+	 * give it a moment */
+	deadline = tu_now_ms() + 1000;
+	do {
+		tu_engine_stats(w.d.domain, &st);
+	} while (!st.engine_pkts && tu_now_ms() < deadline);
+	ck_assert_uint_eq(st.app_pkts, 0);
+	ck_assert_uint_gt(st.engine_pkts, 0);
+
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[1]);
+	ck_assert_uint_eq(e.len, len);
+	ck_assert_uint_eq(tu_check(rbuf, len, 71, 0), (size_t)-1);
+	expect_tx(&w, A, &ctx[10]);
+	tu_world_close(&w);
+	free(sbuf);
+	free(rbuf);
+	tnbc_env.cma = old_cma;
+}
+END_TEST
+
+/* Capabilities the endpoint was not opened with are not offered, and
+ * without FI_DIRECTED_RECV / FI_SOURCE the source address plays no
+ * part. */
+START_TEST(match_caps_subset)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct tu_world w;
+	char s[8] = "any", r[8] = "";
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src = 0;
+
+	hints->caps = FI_TAGGED;
+	tu_world_open(&w, 3, &(struct tu_world_opts){.hints = hints});
+	ck_assert_uint_eq(w.d.info->caps & (FI_MSG | FI_DIRECTED_RECV |
+					    FI_SOURCE),
+			  0);
+	ck_assert_int_eq(fi_send(w.ep[A].ep, s, sizeof(s), NULL, w.addr[R],
+				 &ctx[0]),
+			 -FI_EOPNOTSUPP);
+	ck_assert_int_eq(fi_recv(w.ep[R].ep, r, sizeof(r), NULL,
+				 FI_ADDR_UNSPEC, &ctx[0]),
+			 -FI_EOPNOTSUPP);
+	/* a receive "from A" takes B's message: the address is ignored */
+	trecv(&w, R, r, sizeof(r), w.addr[A], 1, 0, &ctx[1]);
+	tsend(&w, B, R, s, sizeof(s), 1, &ctx[10]);
+	tu_cq_expect(w.ep[R].rx_cq, &e, &src);
+	ck_assert_ptr_eq(e.op_context, &ctx[1]);
+	ck_assert_str_eq(r, "any");
+	ck_assert_uint_eq(src, FI_ADDR_NOTAVAIL);
+	tu_world_close(&w);
+
+	/* untagged only */
+	hints->caps = FI_MSG;
+	tu_world_open(&w, 2, &(struct tu_world_opts){.hints = hints});
+	ck_assert_int_eq(fi_tsend(w.ep[A].ep, s, sizeof(s), NULL, w.addr[R], 1,
+				  &ctx[0]),
+			 -FI_EOPNOTSUPP);
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, sizeof(r), NULL,
+				  FI_ADDR_UNSPEC, 1, 0, &ctx[0]),
+			 -FI_EOPNOTSUPP);
+	tu_world_close(&w);
+	fi_freeinfo(hints);
+}
+END_TEST
+
+/* FI_SETOPSFLAG / FI_GETOPSFLAG: a default FI_COMPLETION makes plain
+ * receives complete on a selective-completion CQ. */
+START_TEST(match_ops_flags)
+{
+	struct tu_world_opts o = {.cq_bind_flags = FI_SELECTIVE_COMPLETION};
+	struct tu_world w;
+	uint64_t flags;
+	char s[8] = "flags", r[8];
+
+	tu_world_open(&w, 2, &o);
+	flags = FI_RECV | FI_COMPLETION;
+	ck_assert_int_eq(fi_control(&w.ep[R].ep->fid, FI_SETOPSFLAG, &flags),
+			 0);
+	flags = FI_RECV;
+	ck_assert_int_eq(fi_control(&w.ep[R].ep->fid, FI_GETOPSFLAG, &flags),
+			 0);
+	ck_assert_uint_eq(flags & FI_COMPLETION, FI_COMPLETION);
+	flags = FI_RECV | FI_MULTI_RECV;
+	ck_assert_int_lt(fi_control(&w.ep[R].ep->fid, FI_SETOPSFLAG, &flags),
+			 0);
+	trecv(&w, R, r, sizeof(r), FI_ADDR_UNSPEC, 1, 0, &ctx[1]);
+	tsend(&w, A, R, s, sizeof(s), 1, &ctx[10]);
+	expect_rx(&w, R, &ctx[1], sizeof(s), 1, A);
+	ck_assert_str_eq(r, "flags");
+	/* the sender kept its default: no completion */
+	ck_assert(tu_cq_quiet(w.ep[A].tx_cq, TU_QUIET_MS));
+	tu_world_close(&w);
+}
+END_TEST
+
 Suite *tu_match_suite(void)
 {
 	Suite *s = suite_create("match");
@@ -1526,11 +1669,14 @@ Suite *tu_match_suite(void)
 	tcase_add_loop_test(tc, match_rndv_into_empty, 0, 2);
 	tcase_add_test(tc, match_threads);
 	tcase_add_test(tc, match_tx_error);
+	tcase_add_test(tc, match_caps_subset);
+	tcase_add_test(tc, match_ops_flags);
 	suite_add_tcase(s, tc);
 
 	tcase_set_timeout(tr, TU_TCASE_TIMEOUT);
 	tcase_add_loop_test(tr, match_rndv_1mib, 0, 2);
 	tcase_add_test(tr, match_stream_concurrent);
+	tcase_add_loop_test(tr, match_auto_progress, 0, 3);
 	suite_add_tcase(s, tr);
 	return s;
 }

@@ -2,12 +2,14 @@
  * Wire format, iovec helpers, the shm ring (wrap-around and a full
  * queue), and robustness against malformed packets.
  */
+#include <poll.h>
 #include <stdlib.h>
 
 #include "tnbc_unit.h"
 
 #define R 0
 #define A 1
+#define RNDV_LEN_P (64 * 1024)
 
 static int ctx[8];
 
@@ -645,6 +647,130 @@ START_TEST(proto_svc_reopen)
 }
 END_TEST
 
+/* An endpoint with FI_WAIT_FD CQs in its own domain, whose AV holds the
+ * peer's name at address 0. */
+struct xdom_side {
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct tu_ep e;
+	int rx_fd, tx_fd;
+	fi_addr_t peer;
+};
+
+static void xdom_open(struct tu_dom *d, struct xdom_side *x)
+{
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED,
+				     .wait_obj = FI_WAIT_FD};
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	size_t len = sizeof(x->e.name);
+
+	memset(x, 0, sizeof(*x));
+	ck_assert_int_eq(fi_domain(d->fabric, d->info, &x->domain, NULL), 0);
+	ck_assert_int_eq(fi_av_open(x->domain, &av_attr, &x->av, NULL), 0);
+	ck_assert_int_eq(fi_endpoint(x->domain, d->info, &x->e.ep, NULL), 0);
+	ck_assert_int_eq(fi_getname(&x->e.ep->fid, &x->e.name, &len), 0);
+	ck_assert_int_eq(fi_cq_open(x->domain, &cq_attr, &x->e.tx_cq, NULL),
+			 0);
+	ck_assert_int_eq(fi_cq_open(x->domain, &cq_attr, &x->e.rx_cq, NULL),
+			 0);
+	ck_assert_int_eq(fi_ep_bind(x->e.ep, &x->av->fid, 0), 0);
+	ck_assert_int_eq(fi_ep_bind(x->e.ep, &x->e.tx_cq->fid, FI_TRANSMIT),
+			 0);
+	ck_assert_int_eq(fi_ep_bind(x->e.ep, &x->e.rx_cq->fid, FI_RECV), 0);
+	ck_assert_int_eq(fi_enable(x->e.ep), 0);
+	ck_assert_int_eq(fi_control(&x->e.rx_cq->fid, FI_GETWAIT, &x->rx_fd),
+			 0);
+	ck_assert_int_eq(fi_control(&x->e.tx_cq->fid, FI_GETWAIT, &x->tx_fd),
+			 0);
+}
+
+static void xdom_close(struct xdom_side *x)
+{
+	svc_ep_close(&x->e);
+	ck_assert_int_eq(fi_close(&x->av->fid), 0);
+	ck_assert_int_eq(fi_close(&x->domain->fid), 0);
+}
+
+/* Blocks in poll(2) alone, with no provider call, until fd is readable;
+ * then reads the one completion. */
+static void xdom_wait(struct fid_cq *cq, int fd, void *ctx_want,
+		      const char *what, int iter)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct fi_cq_tagged_entry e;
+	int r = poll(&p, 1, 3000);
+
+	ck_assert_msg(r == 1, "iteration %d: %s: no wakeup in 3 s", iter,
+		      what);
+	ck_assert_int_eq(fi_cq_read(cq, &e, 1), 1);
+	ck_assert_ptr_eq(e.op_context, ctx_want);
+}
+
+/*
+ * Two domains, so two engines and two doorbells, as between processes.
+ * Each side posts and then only sleeps in poll(2) on its CQ fds: every
+ * packet must wake the peer domain's sleeping engine (a lost wakeup
+ * hangs the transfer).  Eager and rendezvous, both directions.
+ */
+START_TEST(proto_cross_domain_wakeup)
+{
+	enum { ITERS = 120 };
+	struct tu_dom d;
+	struct xdom_side a, b;
+	uint8_t *sa = malloc(RNDV_LEN_P), *sb = malloc(RNDV_LEN_P);
+	uint8_t *ra = malloc(RNDV_LEN_P), *rb = malloc(RNDV_LEN_P);
+	struct fi_tnbc_engine_stats st;
+
+	tu_dom_open(&d, NULL);
+	xdom_open(&d, &a);
+	xdom_open(&d, &b);
+	ck_assert_int_eq(fi_av_insert(a.av, &b.e.name, 1, &a.peer, 0, NULL), 1);
+	ck_assert_int_eq(fi_av_insert(b.av, &a.e.name, 1, &b.peer, 0, NULL), 1);
+
+	for (int i = 0; i < ITERS; i++) {
+		size_t len = (i % 8 == 7) ? RNDV_LEN_P : 64;
+
+		tu_fill(sa, len, (uint32_t)i);
+		tu_fill(sb, len, (uint32_t)i + 1000);
+		/* let both engines fall asleep for good */
+		tu_sleep_ms(1);
+		ck_assert_int_eq(fi_trecv(b.e.ep, rb, len, NULL, FI_ADDR_UNSPEC,
+					  (uint64_t)i, 0, &ctx[0]),
+				 0);
+		ck_assert_int_eq(fi_tsend(a.e.ep, sa, len, NULL, a.peer,
+					  (uint64_t)i, &ctx[1]),
+				 0);
+		xdom_wait(b.e.rx_cq, b.rx_fd, &ctx[0], "a->b receive", i);
+		xdom_wait(a.e.tx_cq, a.tx_fd, &ctx[1], "a->b send", i);
+		ck_assert_uint_eq(tu_check(rb, len, (uint32_t)i, 0),
+				  (size_t)-1);
+
+		tu_sleep_ms(1);
+		ck_assert_int_eq(fi_trecv(a.e.ep, ra, len, NULL, FI_ADDR_UNSPEC,
+					  (uint64_t)i, 0, &ctx[2]),
+				 0);
+		ck_assert_int_eq(fi_tsend(b.e.ep, sb, len, NULL, b.peer,
+					  (uint64_t)i, &ctx[3]),
+				 0);
+		xdom_wait(a.e.rx_cq, a.rx_fd, &ctx[2], "b->a receive", i);
+		xdom_wait(b.e.tx_cq, b.tx_fd, &ctx[3], "b->a send", i);
+		ck_assert_uint_eq(tu_check(ra, len, (uint32_t)i + 1000, 0),
+				  (size_t)-1);
+	}
+	/* the engines did sleep, so the doorbell was really exercised */
+	tu_engine_stats(b.domain, &st);
+	ck_assert_uint_gt(st.engine_sleeps, 0);
+	ck_assert_uint_gt(st.engine_wakeups, 0);
+	xdom_close(&a);
+	xdom_close(&b);
+	tu_dom_close(&d);
+	free(sa);
+	free(sb);
+	free(ra);
+	free(rb);
+}
+END_TEST
+
 Suite *tu_proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -664,6 +790,7 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tr, proto_bad_rts);
 	tcase_add_test(tr, proto_svc_in_use);
 	tcase_add_test(tr, proto_svc_reopen);
+	tcase_add_test(tr, proto_cross_domain_wakeup);
 	suite_add_tcase(s, tr);
 	return s;
 }

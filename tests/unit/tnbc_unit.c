@@ -23,18 +23,25 @@
 
 struct fi_provider *fi_prov_ini(void);
 
+struct tnbc_env tu_env_defaults;
+
 void tu_prov_init(void)
 {
 	static struct fi_provider *prov;
 
 	/* also called from main(), outside any test: no ck_assert here */
 	if (!prov) {
+		/* tnbc_env holds the built-in defaults until fi_prov_ini()
+		 * reads FI_TNBC_*; the tests run on those defaults whatever
+		 * the environment says, and set what they need themselves */
+		tu_env_defaults = tnbc_env;
 		prov = fi_prov_ini();
 		if (prov != &tnbc_prov) {
 			fprintf(stderr, "fi_prov_ini() returned %p, not "
 					"&tnbc_prov\n", (void *)prov);
 			abort();
 		}
+		tnbc_env = tu_env_defaults;
 	}
 }
 
@@ -120,7 +127,7 @@ void tu_world_open(struct tu_world *w, size_t n,
 
 	ck_assert(n >= 1 && n <= TU_MAX_EPS);
 	memset(w, 0, sizeof(*w));
-	tu_dom_open(&w->d, NULL);
+	tu_dom_open(&w->d, opts ? opts->hints : NULL);
 	w->n = n;
 	for (size_t i = 0; i < n; i++) {
 		size_t len = sizeof(names[i]);
@@ -139,8 +146,10 @@ void tu_world_open(struct tu_world *w, size_t n,
 
 	for (size_t i = 0; i < n; i++) {
 		struct tu_ep *e = &w->ep[i];
-		struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED,
-					     .wait_obj = FI_WAIT_UNSPEC};
+		struct fi_cq_attr cq_attr = {
+			.format = FI_CQ_FORMAT_TAGGED,
+			.wait_obj = opts && opts->cq_wait ? opts->cq_wait :
+							    FI_WAIT_UNSPEC};
 
 		ck_assert_int_eq(fi_cq_open(w->d.domain, &cq_attr, &e->tx_cq,
 					    NULL),

@@ -40,9 +40,12 @@ Suite *tu_cq_suite(void);
 Suite *tu_match_suite(void);
 Suite *tu_proto_suite(void);
 
-/* fi_prov_ini() once per process: defines the FI_TNBC_* parameters and
- * fills tnbc_env. */
+/* fi_prov_ini() once per process: defines the FI_TNBC_* parameters.
+ * tnbc_env is then reset to the built-in defaults (kept in
+ * tu_env_defaults), so FI_TNBC_* variables in the caller's environment
+ * do not change what the tests expect. */
 void tu_prov_init(void);
+extern struct tnbc_env tu_env_defaults;
 
 uint64_t tu_now_ms(void);
 void tu_sleep_ms(unsigned ms);
@@ -85,6 +88,8 @@ struct tu_world {
 struct tu_world_opts {
 	uint64_t cq_bind_flags; /* e.g. FI_SELECTIVE_COMPLETION */
 	bool cntrs;
+	enum fi_wait_obj cq_wait; /* FI_WAIT_NONE (0) means FI_WAIT_UNSPEC */
+	const struct fi_info *hints; /* for tnbc_getinfo; NULL: none */
 };
 
 void tu_world_open(struct tu_world *w, size_t n,
