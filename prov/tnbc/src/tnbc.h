@@ -102,6 +102,7 @@ struct tnbc_env {
 	size_t spin_us; /* engine busy-poll before sleeping */
 	size_t app_window_us; /* how long an app poll keeps peers quiet */
 	int engine; /* run the engine thread at all */
+	char *engine_cpus; /* hwloc list string, or NULL for automatic */
 };
 
 extern struct tnbc_env tnbc_env;

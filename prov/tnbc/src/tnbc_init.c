@@ -70,6 +70,12 @@ static void tnbc_init_env(void)
 			"(default: %s)",
 			tnbc_env.engine ? "true" : "false");
 
+	fi_param_define(&tnbc_prov, "engine_cpus", FI_PARAM_STRING,
+			"CPUs the progress engine thread may run on, as an hwloc "
+			"list (e.g. \"3\" or \"2,6\"). Default: an idle "
+			"hyperthread sibling of the CPUs the process is bound "
+			"to, else the process's own binding");
+
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
 		FI_WARN(&tnbc_prov, FI_LOG_CORE,
@@ -86,6 +92,7 @@ static void tnbc_init_env(void)
 			1000000);
 	if (fi_param_get_bool(&tnbc_prov, "engine", &b) == FI_SUCCESS)
 		tnbc_env.engine = !!b;
+	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);
 }
 
 static void tnbc_cleanup(void)

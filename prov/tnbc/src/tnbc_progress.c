@@ -3,6 +3,7 @@
  * done inside application calls.  See the design comment in tnbc.h.
  */
 #define _GNU_SOURCE
+#include <hwloc.h>
 #include <sched.h>
 #include <stdlib.h>
 
@@ -119,6 +120,56 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom)
 	return app;
 }
 
+/*
+ * Chooses where the engine thread runs, away from the application's
+ * threads where the machine allows: the CPUs named by FI_TNBC_ENGINE_CPUS,
+ * else the idle hyperthread siblings of the CPUs the process is bound to.
+ * Without either, the engine keeps the process's binding (on a machine
+ * with fewer cores than busy threads there is nowhere better to go).
+ */
+static void tnbc_engine_place(void)
+{
+	hwloc_bitmap_t app = NULL, set = NULL;
+	hwloc_topology_t topo;
+	hwloc_obj_t core = NULL;
+
+	if (hwloc_topology_init(&topo))
+		return;
+	if (hwloc_topology_load(topo))
+		goto out;
+	app = hwloc_bitmap_alloc();
+	set = hwloc_bitmap_alloc();
+	if (!app || !set)
+		goto out;
+	if (tnbc_env.engine_cpus) {
+		if (hwloc_bitmap_list_sscanf(set, tnbc_env.engine_cpus) ||
+		    hwloc_bitmap_iszero(set)) {
+			FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+				"FI_TNBC_ENGINE_CPUS=%s is not a CPU list\n",
+				tnbc_env.engine_cpus);
+			goto out;
+		}
+	} else {
+		if (hwloc_get_cpubind(topo, app, HWLOC_CPUBIND_PROCESS))
+			goto out;
+		/* PUs that share a core with the binding but are not in it */
+		while ((core = hwloc_get_next_obj_covering_cpuset_by_type(
+				topo, app, HWLOC_OBJ_CORE, core)))
+			hwloc_bitmap_or(set, set, core->cpuset);
+		hwloc_bitmap_andnot(set, set, app);
+	}
+	hwloc_bitmap_and(set, set, hwloc_topology_get_allowed_cpuset(topo));
+	if (hwloc_bitmap_iszero(set))
+		goto out;
+	if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD))
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+			"cannot bind the progress engine\n");
+out:
+	hwloc_bitmap_free(app);
+	hwloc_bitmap_free(set);
+	hwloc_topology_destroy(topo);
+}
+
 static void *tnbc_engine_main(void *arg)
 {
 	struct tnbc_domain *dom = arg;
@@ -127,6 +178,7 @@ static void *tnbc_engine_main(void *arg)
 	uint64_t last = tnbc_now_ns();
 	bool app = false;
 
+	tnbc_engine_place();
 	atomic_store(&e->cpu, sched_getcpu());
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
 		if (tnbc_engine_pass(dom)) {
