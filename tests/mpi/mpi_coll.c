@@ -13,14 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LARGE_REDUCE 262147	/* ints: 1 MiB + 12 B */
-#define LARGE_PER_PEER 16385	/* ints per rank in (all)gather/alltoall */
+#define LARGE_REDUCE   262147 /* ints: 1 MiB + 12 B */
+#define LARGE_PER_PEER 16385 /* ints per rank in (all)gather/alltoall */
 
 struct ctx {
 	MPI_Comm comm;
 	const char *label;
 	int rank, size;
-	int wrank;		/* rank in MPI_COMM_WORLD */
+	int wrank; /* rank in MPI_COMM_WORLD */
 };
 
 static const int small_counts[] = {1, 7, 1000};
@@ -68,8 +68,8 @@ t_bcast(struct ctx *x)
 
 	for (j = 0; j < 3; j++) {
 		root = roots[j];
-		if ((j == 1 && root == 0) || (j == 2 && (root == 0 ||
-							 root == x->size - 1)))
+		if ((j == 1 && root == 0) ||
+		    (j == 2 && (root == 0 || root == x->size - 1)))
 			continue;
 		for (k = 0; k < 6; k++) {
 			mt_phase("%s: bcast root %d %zu B", x->label, root,
@@ -373,9 +373,8 @@ t_vfamily(struct ctx *x, int scale)
 	for (int g = 0; g < 2; g++) {
 		memset(rb, 0xff, sizeof(int) * (size_t) (tot_r + 1));
 		if (g)
-			MT_MPI(MPI_Gatherv(sb, rcnt[x->rank], MPI_INT, rb,
-					   rcnt, rdsp, MPI_INT, root,
-					   x->comm));
+			MT_MPI(MPI_Gatherv(sb, rcnt[x->rank], MPI_INT, rb, rcnt,
+					   rdsp, MPI_INT, root, x->comm));
 		else
 			MT_MPI(MPI_Allgatherv(sb, rcnt[x->rank], MPI_INT, rb,
 					      rcnt, rdsp, MPI_INT, x->comm));
@@ -403,8 +402,8 @@ t_vfamily(struct ctx *x, int scale)
 			for (i = 0; i < scnt[r]; i++)
 				sb[sdsp[r] + i] = blk(root, r, i);
 	memset(rb, 0xff, sizeof(int) * (size_t) (scnt[x->rank] + 1));
-	MT_MPI(MPI_Scatterv(sb, scnt, sdsp, MPI_INT, rb, scnt[x->rank],
-			    MPI_INT, root, x->comm));
+	MT_MPI(MPI_Scatterv(sb, scnt, sdsp, MPI_INT, rb, scnt[x->rank], MPI_INT,
+			    root, x->comm));
 	for (i = 0; i < scnt[x->rank]; i++)
 		CK(rb[i] == blk(root, x->rank, i), "scatterv [%d] = %d", i,
 		   rb[i]);
@@ -449,8 +448,8 @@ t_reduce_scatter(struct ctx *x, int scale)
 		for (e = 0, r = 0; r < n; r++)
 			if (ival(r, x->rank * scale + i) > e)
 				e = ival(r, x->rank * scale + i);
-		CK(rb[i] == e, "reduce_scatter_block [%d] = %d, expected %d",
-		   i, rb[i], e);
+		CK(rb[i] == e, "reduce_scatter_block [%d] = %d, expected %d", i,
+		   rb[i], e);
 	}
 	free(cnt);
 	free(sb);

@@ -21,8 +21,8 @@
 
 #define FANIN 64
 
-static int nmsg;		/* messages per peer, >= 32 */
-static int nreq;		/* mt_size * nmsg, >= 320 */
+static int nmsg; /* messages per peer, >= 32 */
+static int nreq; /* mt_size * nmsg, >= 320 */
 static uint8_t **sbufs, **rbufs;
 static MPI_Request *sreqs, *rreqs;
 static int *done;
@@ -97,8 +97,8 @@ check_recv(int i, const MPI_Status *st, int phase, int tag_base, int any_src)
 		 i);
 	done[i] = 1;
 	MT_CHECK(st->MPI_SOURCE == src,
-		 "phase %c: message %d: source %d, expected %d", 'A' + phase,
-		 i, st->MPI_SOURCE, src);
+		 "phase %c: message %d: source %d, expected %d", 'A' + phase, i,
+		 st->MPI_SOURCE, src);
 	MT_CHECK(st->MPI_TAG == tag_base + (any_src ? i : k),
 		 "phase %c: message %d: tag %d, expected %d", 'A' + phase, i,
 		 st->MPI_TAG, tag_base + (any_src ? i : k));
@@ -134,8 +134,7 @@ post_sends(int phase, int tag_base, int any_src)
 			tag = tag_base + (any_src ? mt_rank * nmsg + k : k);
 			mt_fill(sbufs[i], msg_len(mt_rank, p, k),
 				seed_of(mt_rank, p, k, phase));
-			MT_MPI(MPI_Isend(sbufs[i],
-					 (int) msg_len(mt_rank, p, k),
+			MT_MPI(MPI_Isend(sbufs[i], (int) msg_len(mt_rank, p, k),
 					 MPI_BYTE, p, tag, MPI_COMM_WORLD,
 					 &sreqs[i]));
 		}
@@ -247,7 +246,7 @@ phase_d(void)
 {
 	int nrecv = (mt_size - 1) * FANIN, i, src, n;
 	int *next = mt_malloc(sizeof(int) * (size_t) mt_size);
-	int (*data)[8];
+	int(*data)[8];
 	MPI_Request *reqs;
 	MPI_Status *sts;
 
@@ -323,8 +322,7 @@ phase_e(void)
 	 * with the tag of the cancelled receive goes to the next one.
 	 */
 	MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
-	MT_MPI(MPI_Isend(&val, 1, MPI_INT, right, 6000, MPI_COMM_WORLD,
-			 &sreq));
+	MT_MPI(MPI_Isend(&val, 1, MPI_INT, right, 6000, MPI_COMM_WORLD, &sreq));
 	MT_MPI(MPI_Recv(buf, 4, MPI_INT, left, 6000, MPI_COMM_WORLD, &st));
 	MT_MPI(MPI_Wait(&sreq, MPI_STATUS_IGNORE));
 	MT_CHECK(buf[0] == left, "after cancel: got %d, expected %d", buf[0],

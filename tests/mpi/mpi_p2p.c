@@ -20,11 +20,11 @@
 #define GUARD_CH 0xA5
 
 static const size_t sizes[] = {
-	0,	1,	2,	3,	7,	8,	15,	 16,	  17,
-	31,	64,	127,	128,	255,	256,	 1000,	  1023,
-	1024,	1025,	4095,	4096,	4097,	8191,	 8192,	  8193,
-	16383,	16384,	16385,	32768,	65535,	65536,	 65537,	  131071,
-	131072, 262147, 524288, 1048575, 1048576, 2097155, 4194304,
+	0,	1,	2,	3,	7,	 8,	  15,	   16,
+	17,	31,	64,	127,	128,	 255,	  256,	   1000,
+	1023,	1024,	1025,	4095,	4096,	 4097,	  8191,	   8192,
+	8193,	16383,	16384,	16385,	32768,	 65535,	  65536,   65537,
+	131071, 131072, 262147, 524288, 1048575, 1048576, 2097155, 4194304,
 };
 #define NSIZES	 (sizeof(sizes) / sizeof(sizes[0]))
 #define MAX_SIZE (4u << 20)
@@ -132,8 +132,8 @@ test_self(void)
 		memset(rbuf, GUARD_CH, sz + GUARD);
 		MT_MPI(MPI_Isend(sbuf, (int) sz, MPI_BYTE, mt_rank, 77,
 				 MPI_COMM_WORLD, &req));
-		MT_MPI(MPI_Recv(rbuf, (int) (sz + GUARD), MPI_BYTE, mt_rank,
-				77, MPI_COMM_WORLD, &st));
+		MT_MPI(MPI_Recv(rbuf, (int) (sz + GUARD), MPI_BYTE, mt_rank, 77,
+				MPI_COMM_WORLD, &st));
 		MT_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
 		check_status(&st, mt_rank, 77, sz, "self");
 		MT_VERIFY(rbuf, sz, seed_of(mt_rank, mt_rank, (int) k),
@@ -246,13 +246,12 @@ test_wildcards(void)
 	} else {
 		uint8_t *b2 = rbuf; /* rbuf is unused by senders here */
 
-		mt_fill(sbuf, wild_size(mt_rank) + 41,
-			seed_of(mt_rank, 0, 41));
+		mt_fill(sbuf, wild_size(mt_rank) + 41, seed_of(mt_rank, 0, 41));
 		mt_fill(b2, wild_size(mt_rank) + 42, seed_of(mt_rank, 0, 42));
 		MT_MPI(MPI_Isend(sbuf, (int) wild_size(mt_rank) + 41, MPI_BYTE,
 				 0, 41, MPI_COMM_WORLD, &reqs[0]));
-		MT_MPI(MPI_Isend(b2, (int) wild_size(mt_rank) + 42, MPI_BYTE,
-				 0, 42, MPI_COMM_WORLD, &reqs[1]));
+		MT_MPI(MPI_Isend(b2, (int) wild_size(mt_rank) + 42, MPI_BYTE, 0,
+				 42, MPI_COMM_WORLD, &reqs[1]));
 		MT_MPI(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
 	}
 	MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -289,7 +288,8 @@ test_ordering(void)
 		MT_CHECK(rbuf[0] == (uint8_t) i,
 			 "message %d overtaken: received sequence number %d", i,
 			 rbuf[0]);
-		check_status(&st, left, 9, sz, mt_fmt("ordering message %d", i));
+		check_status(&st, left, 9, sz,
+			     mt_fmt("ordering message %d", i));
 		rbuf[0] = mt_pattern_byte(0, seed_of(left, mt_rank, 500 + i));
 		MT_VERIFY(rbuf, sz, seed_of(left, mt_rank, 500 + i),
 			  "ordering message %d", i);
@@ -328,8 +328,8 @@ test_typed_counts(void)
 		 n);
 	for (i = 0; i < 11; i++)
 		MT_CHECK(irecv[i] == left * 1000 + i,
-			 "typed recv element %d = %d, expected %d", i,
-			 irecv[i], left * 1000 + i);
+			 "typed recv element %d = %d, expected %d", i, irecv[i],
+			 left * 1000 + i);
 }
 
 /* A message longer than the receive buffer must give MPI_ERR_TRUNCATE. */

@@ -78,10 +78,11 @@ check_absent(int src, int tag, const char *what)
 {
 	int flag;
 
-	MT_MPI(MPI_Iprobe(src, tag, MPI_COMM_WORLD, &flag,
-			  MPI_STATUS_IGNORE));
-	MT_CHECK(!flag, "%s: MPI_Iprobe found a message that was already "
-		 "received or claimed", what);
+	MT_MPI(MPI_Iprobe(src, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
+	MT_CHECK(!flag,
+		 "%s: MPI_Iprobe found a message that was already "
+		 "received or claimed",
+		 what);
 }
 
 /* MPI_Probe followed by MPI_Recv, probing the large message first. */

@@ -160,8 +160,8 @@ test_ssend_timed(void)
 static void
 test_ssend_data(void)
 {
-	static const size_t lens[] = {0, 1, 7, 4096, 4097, 65536, 65537,
-				      262143, 1u << 20, MAX_SIZE};
+	static const size_t lens[] = {0,     1,	    7,	    4096,     4097,
+				      65536, 65537, 262143, 1u << 20, MAX_SIZE};
 	int right = (mt_rank + 1) % mt_size;
 	int left = (mt_rank + mt_size - 1) % mt_size;
 	int k, step;

@@ -43,8 +43,8 @@ mt_phase(const char *fmt, ...)
 	vsnprintf(mt_phase_buf, sizeof(mt_phase_buf), fmt, ap);
 	va_end(ap);
 	if (mt_verbose && mt_rank == 0) {
-		fprintf(stderr, "%s: %8.3f s: %s\n", mt_name,
-			mt_now() - mt_t0, mt_phase_buf);
+		fprintf(stderr, "%s: %8.3f s: %s\n", mt_name, mt_now() - mt_t0,
+			mt_phase_buf);
 		fflush(stderr);
 	}
 }
@@ -88,8 +88,8 @@ mt_watchdog(int sig)
 	n = snprintf(msg, sizeof(msg),
 		     "%s: FAIL: rank %d/%d: watchdog timeout [phase: %s]\n",
 		     mt_name, mt_rank, mt_size, mt_phase_buf);
-	if (n > 0 && write(STDERR_FILENO, msg, (size_t) n) < 0)
-		n = 0;
+	if (n > 0)
+		(void) !write(STDERR_FILENO, msg, (size_t) n);
 	_exit(3);
 }
 
@@ -106,8 +106,8 @@ mt_check_required(const char *req)
 		 base ? base + 1 : req);
 	if (!base)
 		return;
-	MT_CHECK(realpath(req, real_want), "MPITEST_REQUIRE_LIB=%s: no such "
-		 "file", req);
+	MT_CHECK(realpath(req, real_want),
+		 "MPITEST_REQUIRE_LIB=%s: no such file", req);
 	MT_CHECK(realpath(path, real_have) && !strcmp(real_have, real_want),
 		 "%s is loaded from %s, not from %s", base + 1, path, req);
 }

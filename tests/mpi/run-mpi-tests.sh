@@ -79,6 +79,7 @@ main_job_args=()
 
 case $mode in
 vader)
+	# shellcheck disable=SC2054 # the comma is part of the value
 	mpirun_args+=(--mca pml ob1 --mca btl self,vader)
 	;;
 tnbc)
@@ -123,10 +124,8 @@ ofi-shm)
 	;;
 esac
 
-# Forward the test knobs the user may have set.
-for v in MPITEST_VERBOSE; do
-	[ -n "${!v:-}" ] && prog_env+=("$v=${!v}")
-done
+# Forward MPITEST_VERBOSE (phase trace on rank 0) if the user set it.
+[ -n "${MPITEST_VERBOSE:-}" ] && prog_env+=(MPITEST_VERBOSE="$MPITEST_VERBOSE")
 prog_env+=(MPITEST_TIMEOUT=$((tmo > 30 ? tmo - 15 : tmo)))
 for kv in "${prog_env[@]}"; do
 	export "${kv?}"
@@ -162,7 +161,7 @@ check_provider() {
 		return 1
 	fi
 	bad=$(grep -o 'mtl:ofi:prov: .*' "$log" | sed 's/^mtl:ofi:prov: //' |
-		awk -F';' -v p="$expect_prov" '$1 != p' | sort -u | tr '\n' ' ')
+		awk -F';' -v p="$expect_prov" '$1 != p' | sort -u | paste -sd, -)
 	if [ -n "$bad" ]; then
 		echo "OFI MTL selected provider(s) '$bad', expected $expect_prov"
 		return 1
@@ -214,7 +213,7 @@ for prog in $progs; do
 		tail -n 12 "$log" | sed 's/^/      | /'
 		keep_logs=1
 		if [ "$mode" = ofi-shm ] && grep -q 'PML cm cannot be selected' "$log"; then
-			echo "      (libfabric 1.17 shm lacks FI_REMOTE_COMM, which Open MPI 4.1's OFI MTL requests)"
+			echo "      (libfabric 1.17 shm does not offer the FI_LOCAL_COMM|FI_REMOTE_COMM caps that Open MPI 4.1's OFI MTL requests)"
 		fi
 	done
 done

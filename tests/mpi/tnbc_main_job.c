@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TNBC_LIB  "libtnbc-fi.so"
-#define RING_LEN  (256u << 10)
-#define VEC_LEN	  1000
-#define PATH_LEN  512
+#define TNBC_LIB "libtnbc-fi.so"
+#define RING_LEN (256u << 10)
+#define VEC_LEN	 1000
+#define PATH_LEN 512
 
 /* Value of MPI_T control variable name, or "(unset)". */
 static void
@@ -52,8 +52,7 @@ cvar_value(const char *name, char *out, int len)
 			continue;
 		if (strcmp(cname, name) != 0 || dt != MPI_CHAR)
 			continue;
-		if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) !=
-		    MPI_SUCCESS)
+		if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS)
 			break;
 		/* count is the capacity of the string, often 2048. */
 		buf = mt_malloc((size_t) count + 1);
@@ -174,8 +173,8 @@ report(int token)
 	loaded = mt_find_loaded(TNBC_LIB, tnbc, sizeof(tnbc));
 	if (mt_rank == 0)
 		all = mt_malloc(PATH_LEN * (size_t) mt_size);
-	MT_MPI(MPI_Gather(tnbc, PATH_LEN, MPI_CHAR, all, PATH_LEN, MPI_CHAR,
-			  0, MPI_COMM_WORLD));
+	MT_MPI(MPI_Gather(tnbc, PATH_LEN, MPI_CHAR, all, PATH_LEN, MPI_CHAR, 0,
+			  MPI_COMM_WORLD));
 	MT_MPI(MPI_Reduce(&loaded, &nloaded, 1, MPI_INT, MPI_SUM, 0,
 			  MPI_COMM_WORLD));
 	if (mt_rank != 0)
@@ -208,8 +207,8 @@ report(int token)
 	printf("MCA settings   : pml=%s mtl=%s btl=%s "
 	       "mtl_ofi_provider_include=%s\n",
 	       c_pml, c_mtl, c_btl, c_inc);
-	printf("loaded (rank 0): PML %s, MTL %s, BTL %s\n",
-	       *pml ? pml : "none", *mtl ? mtl : "none", *btl ? btl : "none");
+	printf("loaded (rank 0): PML %s, MTL %s, BTL %s\n", *pml ? pml : "none",
+	       *mtl ? mtl : "none", *btl ? btl : "none");
 	printf("libfabric      : %s%s%s\n", *libfab ? libfab : "not loaded",
 	       fpp ? ", FI_PROVIDER_PATH=" : "", fpp ? fpp : "");
 	if (nloaded)
@@ -223,9 +222,11 @@ report(int token)
 		printf("transport      : PML cm -> OFI MTL -> libfabric, "
 		       "provider restricted to \"%s\"%s\n",
 		       c_inc,
-		       strcmp(c_inc, "tnbc") != 0 ? "" :
-		       nloaded == mt_size ? " = tnbc, loaded in every rank" :
-					    " but tnbc is NOT loaded everywhere");
+		       strcmp(c_inc, "tnbc") != 0 ?
+			       "" :
+		       nloaded == mt_size ?
+			       " = tnbc, loaded in every rank" :
+			       " but tnbc is NOT loaded everywhere");
 	else if (strstr(pml, "mca_pml_ob1"))
 		printf("transport      : PML ob1 over BTLs %s (libfabric "
 		       "provider tnbc is not used)\n",
@@ -235,8 +236,7 @@ report(int token)
 	printf("checked        : ring token %d (expected %d), ring shift of "
 	       "%u B per rank, allreduce (int sum + %d doubles), alltoall "
 	       "(%d x 2 ints)\n",
-	       token, mt_size * (mt_size + 1) / 2, RING_LEN, VEC_LEN,
-	       mt_size);
+	       token, mt_size * (mt_size + 1) / 2, RING_LEN, VEC_LEN, mt_size);
 	printf("==============================\n");
 	fflush(stdout);
 }
@@ -259,7 +259,6 @@ main(int argc, char **argv)
 	alltoall_check();
 	mt_phase("report");
 	report(token);
-	mt_finish("ring, allreduce, alltoall checked in %.3f s",
-		  mt_now() - t0);
+	mt_finish("ring, allreduce, alltoall checked in %.3f s", mt_now() - t0);
 	return 0;
 }
