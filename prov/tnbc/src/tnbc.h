@@ -15,11 +15,13 @@
  *    short while after the last activity and then sleeps on the transport
  *    doorbell, which peers ring when they queue a packet for it;
  *  - application threads, which progress their endpoints opportunistically
- *    inside fi_cq_read() and friends.  While they do, they mark the domain
- *    "application active" so that peers need not ring the doorbell (a
- *    syscall and a context switch per message), and the engine then sleeps
- *    with a bounded timeout instead of indefinitely, so no message ever
- *    waits for the application to call in again.
+ *    inside fi_cq_read() and friends.  While they poll at least once per
+ *    FI_TNBC_APP_WINDOW_US, the application owns progress: the engine
+ *    does no work and naps one window at a time, so it never takes the
+ *    core a polling thread needs, and peers need not ring the doorbell (a
+ *    syscall and a context switch per message).  Once a window passes
+ *    without a poll the engine takes over, so a message waits at most
+ *    about one window, never for the application to call in again.
  *
  * Lock discipline
  * ---------------

@@ -102,10 +102,12 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom)
 	if (app)
 		timeout = tnbc_env.app_window_us * 1000u;
 	pthread_rwlock_rdlock(&dom->ep_lock);
-	if (tnbc_domain_tx_backlog(dom))
+	if (!app && tnbc_domain_tx_backlog(dom))
 		timeout = TNBC_BACKOFF_NS;
 	token = xops->sleep_begin(dom->xdom);
-	for (it = dom->ep_list.next; it != &dom->ep_list && !pending;
+	/* With an application thread polling, queued packets are its to
+	 * take; only an unbounded sleep must not miss one. */
+	for (it = dom->ep_list.next; !app && it != &dom->ep_list && !pending;
 	     it = it->next)
 		pending = xops->pending(
 			tnbc_container_of(it, struct tnbc_ep, dom_entry)->xep);
@@ -181,15 +183,18 @@ static void *tnbc_engine_main(void *arg)
 	tnbc_engine_place();
 	atomic_store(&e->cpu, sched_getcpu());
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-		if (tnbc_engine_pass(dom)) {
-			last = tnbc_now_ns();
-			continue;
-		}
 		/* While an application thread polls, it moves the data
-		 * itself: spinning here would only steal its core. */
-		if (!app && tnbc_now_ns() - last < spin_ns) {
-			tnbc_cpu_relax();
-			continue;
+		 * itself: working or spinning here would only take the core
+		 * it needs.  The engine steps in once the polls stop. */
+		if (!app) {
+			if (tnbc_engine_pass(dom)) {
+				last = tnbc_now_ns();
+				continue;
+			}
+			if (tnbc_now_ns() - last < spin_ns) {
+				tnbc_cpu_relax();
+				continue;
+			}
 		}
 		app = tnbc_engine_nap(dom);
 		atomic_store_explicit(&e->cpu, sched_getcpu(),
