@@ -12,6 +12,8 @@
 #define TNBC_POLL_BUDGET 64
 /* Longest nap while work is queued for a peer whose queue is full. */
 #define TNBC_BACKOFF_NS 20000u
+/* Longest nap, in application windows, while the application polls. */
+#define TNBC_NAP_MAX 8u
 
 static inline void tnbc_cpu_relax(void)
 {
@@ -54,6 +56,9 @@ void tnbc_domain_progress(struct tnbc_domain *dom, bool engine)
 			tnbc_container_of(it, struct tnbc_ep, dom_entry),
 			engine);
 	pthread_rwlock_unlock(&dom->ep_lock);
+	/* A long call (large single-copy reads) counts as polling too. */
+	if (!engine)
+		dom->xops->app_mark(dom->xdom, true);
 }
 
 /* Whether any endpoint has sends waiting for a peer's queue to drain;
@@ -89,18 +94,28 @@ static int tnbc_engine_pass(struct tnbc_domain *dom)
 
 /* Sleeps until a peer rings the bell; returns whether an application
  * thread was polling, in which case the nap was bounded. */
-static bool tnbc_engine_nap(struct tnbc_domain *dom)
+static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns)
 {
 	const struct tnbc_xport_ops *xops = dom->xops;
 	struct tnbc_engine *e = &dom->engine;
+	uint64_t window = tnbc_env.app_window_us * 1000u;
 	uint64_t timeout = 0;
 	struct tnbc_list *it;
 	unsigned token;
 	bool pending = false;
 	bool app = xops->app_active(dom->xdom);
 
-	if (app)
-		timeout = tnbc_env.app_window_us * 1000u;
+	/* The longer the application keeps polling, the longer the naps
+	 * (up to TNBC_NAP_MAX windows): each wake-up preempts a thread that
+	 * is doing useful work on a busy machine. */
+	if (app) {
+		*nap_ns = *nap_ns ? *nap_ns * 2 : window;
+		if (*nap_ns > window * TNBC_NAP_MAX)
+			*nap_ns = window * TNBC_NAP_MAX;
+		timeout = *nap_ns;
+	} else {
+		*nap_ns = 0;
+	}
 	pthread_rwlock_rdlock(&dom->ep_lock);
 	if (!app && tnbc_domain_tx_backlog(dom))
 		timeout = TNBC_BACKOFF_NS;
@@ -178,6 +193,7 @@ static void *tnbc_engine_main(void *arg)
 	struct tnbc_engine *e = &dom->engine;
 	uint64_t spin_ns = tnbc_env.spin_us * 1000u;
 	uint64_t last = tnbc_now_ns();
+	uint64_t nap_ns = 0;
 	bool app = false;
 
 	tnbc_engine_place();
@@ -196,7 +212,7 @@ static void *tnbc_engine_main(void *arg)
 				continue;
 			}
 		}
-		app = tnbc_engine_nap(dom);
+		app = tnbc_engine_nap(dom, &nap_ns);
 		atomic_store_explicit(&e->cpu, sched_getcpu(),
 				      memory_order_relaxed);
 		last = tnbc_now_ns();

@@ -51,6 +51,7 @@ struct tnbc_shm_bell {
 	 * publishes app_active for senders.  No clock on the hot path. */
 	_Alignas(64) atomic_uint_fast64_t app_polls;
 	atomic_uint app_active;
+	atomic_uint pulls; /* single-copy reads in flight in this domain */
 };
 
 struct tnbc_shm_cell {
@@ -595,7 +596,7 @@ static bool tnbc_shm_pending(struct tnbc_xep *xep)
 	       r->head + 1;
 }
 
-static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer,
+static ssize_t tnbc_shm_pull_iov(struct tnbc_xpeer *peer,
 			     const struct iovec *local, size_t local_count,
 			     const struct iovec *remote, size_t remote_count)
 {
@@ -603,8 +604,6 @@ static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer,
 	size_t want = tnbc_iov_len(local, local_count);
 	size_t done = 0;
 
-	if (!tnbc_env.cma)
-		return -FI_ENOSYS;
 	while (done < want) {
 		size_t lc = tnbc_iov_slice(local, local_count, done,
 					   want - done, l, TNBC_IOV_LIMIT);
@@ -626,6 +625,24 @@ static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer,
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
+}
+
+static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer,
+			     const struct iovec *local, size_t local_count,
+			     const struct iovec *remote, size_t remote_count)
+{
+	atomic_uint *pulls = &peer->xdom->bell->pulls;
+	ssize_t ret;
+
+	if (!tnbc_env.cma)
+		return -FI_ENOSYS;
+	/* A thread inside a long read is progressing, not idle: the engine
+	 * must not mistake it for an application that stopped polling. */
+	atomic_fetch_add_explicit(pulls, 1, memory_order_relaxed);
+	ret = tnbc_shm_pull_iov(peer, local, local_count, remote,
+				remote_count);
+	atomic_fetch_sub_explicit(pulls, 1, memory_order_relaxed);
+	return ret;
 }
 
 static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
@@ -652,7 +669,8 @@ static bool tnbc_shm_app_active(struct tnbc_xdom *xdom)
 	struct tnbc_shm_bell *bell = xdom->bell;
 	uint64_t polls = atomic_load_explicit(&bell->app_polls,
 					      memory_order_relaxed);
-	bool active = polls != xdom->seen_polls;
+	bool active = polls != xdom->seen_polls ||
+		      atomic_load_explicit(&bell->pulls, memory_order_relaxed);
 
 	xdom->seen_polls = polls;
 	atomic_store_explicit(&bell->app_active, active, memory_order_relaxed);
