@@ -7,7 +7,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 
 "$top/scripts/deps.sh"
 "$top/scripts/build.sh" "$top/build"
-make -C "$top/build" install >/dev/null
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+"${sudo_cmd[@]}" make -C "$top/build" install >/dev/null
 make -C "$top/build" tests/mpi/bin/tnbc_main_job >/dev/null
 
 echo "== FI_PROVIDER=tnbc fi_info (installed provider, no extra environment)"

@@ -23,7 +23,9 @@ show_logs() {
 
 step "build and install"
 "$top/scripts/build.sh" "$top/build" || exit 1
-make -C "$top/build" install >/dev/null || exit 1
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+"${sudo_cmd[@]}" make -C "$top/build" install >/dev/null || exit 1
 FI_PROVIDER=tnbc fi_info -l | grep -q tnbc ||
 	{ echo "installed provider not found by fi_info"; status=1; }
 
@@ -44,8 +46,7 @@ if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 fi
 
 step "make distcheck"
-if ! make -C "$top/build" distcheck DISTCHECK_CONFIGURE_FLAGS=--without-mpi \
-	>"$top/build/distcheck.out" 2>&1; then
+if ! make -C "$top/build" distcheck >"$top/build/distcheck.out" 2>&1; then
 	tail -60 "$top/build/distcheck.out"
 	status=1
 else
