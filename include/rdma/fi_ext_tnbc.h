@@ -17,8 +17,8 @@ extern "C" {
 #endif
 
 #define FI_TNBC_PROV_NAME "tnbc"
-#define FI_TNBC_MAJOR 0
-#define FI_TNBC_MINOR 1
+#define FI_TNBC_MAJOR	  0
+#define FI_TNBC_MINOR	  1
 
 /* Provider-specific error codes and options. */
 #define FI_PROV_SPECIFIC_TNBC (0x7bc << 16)

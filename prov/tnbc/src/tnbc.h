@@ -63,32 +63,31 @@
 #include "tnbc_proto.h"
 #include "tnbc_xport.h"
 
-#define TNBC_PROV_NAME FI_TNBC_PROV_NAME
-#define TNBC_FI_VERSION FI_VERSION(1, 17)
+#define TNBC_PROV_NAME	  FI_TNBC_PROV_NAME
+#define TNBC_FI_VERSION	  FI_VERSION(1, 17)
 #define TNBC_PROV_VERSION FI_VERSION(FI_TNBC_MAJOR, FI_TNBC_MINOR)
-#define TNBC_FABRIC_NAME "tnbc"
-#define TNBC_DOMAIN_NAME "shm"
+#define TNBC_FABRIC_NAME  "tnbc"
+#define TNBC_DOMAIN_NAME  "shm"
 
-#define TNBC_IOV_LIMIT 8
-#define TNBC_MAX_MSG_SIZE ((size_t)1 << 40)
-#define TNBC_CQ_DATA_SIZE 8
-#define TNBC_DEF_CQ_SIZE 1024
+#define TNBC_IOV_LIMIT	    8
+#define TNBC_MAX_MSG_SIZE   ((size_t)1 << 40)
+#define TNBC_CQ_DATA_SIZE   8
+#define TNBC_DEF_CQ_SIZE    1024
 #define TNBC_DEF_QUEUE_SIZE 65536
 
-#define TNBC_EP_CAPS                                                          \
-	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |         \
-	 FI_SOURCE)
+#define TNBC_EP_CAPS                                                           \
+	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE)
 #define TNBC_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
-#define TNBC_RX_CAPS                                                          \
+#define TNBC_RX_CAPS                                                           \
 	(FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE)
 #define TNBC_DOM_CAPS (FI_LOCAL_COMM)
-#define TNBC_CAPS (TNBC_EP_CAPS | TNBC_DOM_CAPS)
+#define TNBC_CAPS     (TNBC_EP_CAPS | TNBC_DOM_CAPS)
 /* Accepted in hints, returned only when asked for: multi-host MPI stacks
  * request it.  The shm transport reaches this host only; a peer elsewhere
  * fails with -FI_EHOSTUNREACH (fi_tnbc(7), LIMITATIONS). */
 #define TNBC_HINT_CAPS (TNBC_CAPS | FI_REMOTE_COMM)
-#define TNBC_TX_OP_FLAGS                                                      \
-	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                     \
+#define TNBC_TX_OP_FLAGS                                                       \
+	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                      \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)
 #define TNBC_RX_OP_FLAGS (FI_COMPLETION)
 
@@ -142,11 +141,11 @@ static inline void tnbc_list_remove(struct tnbc_list *item)
 	item->next = item->prev = item;
 }
 
-#define tnbc_container_of(ptr, type, field)                                   \
-	((type *)((char *)(ptr) - offsetof(type, field)))
+#define tnbc_container_of(ptr, type, field)                                    \
+	((type *)((char *)(ptr)-offsetof(type, field)))
 
-#define tnbc_list_foreach_safe(head, it, tmp)                                 \
-	for ((it) = (head)->next, (tmp) = (it)->next; (it) != (head);         \
+#define tnbc_list_foreach_safe(head, it, tmp)                                  \
+	for ((it) = (head)->next, (tmp) = (it)->next; (it) != (head);          \
 	     (it) = (tmp), (tmp) = (it)->next)
 
 /* ------------------------------------------------------------------ */
@@ -193,7 +192,7 @@ struct tnbc_av_entry {
 	atomic_bool valid;
 };
 
-#define TNBC_AV_CHUNK 1024
+#define TNBC_AV_CHUNK	   1024
 #define TNBC_AV_MAX_CHUNKS 4096
 
 struct tnbc_av {
@@ -407,13 +406,11 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints);
 /* av */
 struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr);
 fi_addr_t tnbc_av_reverse(struct tnbc_av *av, const struct tnbc_name *name);
-int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr,
-		 struct tnbc_xpeer **peer);
+int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer);
 
 /* cq / cntr: called with the owning ep lock held (leaf locks inside) */
-int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags,
-		  size_t len, void *buf, uint64_t data, uint64_t tag,
-		  fi_addr_t src);
+int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
+		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
 int tnbc_cq_write_err(struct tnbc_cq *cq, void *context, uint64_t flags,
 		      size_t len, void *buf, uint64_t data, uint64_t tag,
 		      size_t olen, int err, int prov_errno, fi_addr_t src);
@@ -429,8 +426,7 @@ void tnbc_engine_stop(struct tnbc_domain *domain);
 void tnbc_engine_kick(struct tnbc_domain *domain);
 
 /* msg protocol, ep lock held */
-void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr,
-		    const void *payload);
+void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload);
 int tnbc_tx_queue_progress(struct tnbc_ep *ep);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
 void tnbc_ep_flush_queues(struct tnbc_ep *ep);

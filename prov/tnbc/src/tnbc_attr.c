@@ -51,8 +51,8 @@ static int tnbc_check_tx_rx(const struct fi_tx_attr *tx,
 			return -FI_ENODATA;
 		if (rx->op_flags & ~TNBC_RX_OP_FLAGS)
 			return -FI_ENODATA;
-		if (rx->total_buffered_recv > 0 && rx->total_buffered_recv >
-							   ((size_t)1 << 30))
+		if (rx->total_buffered_recv > 0 &&
+		    rx->total_buffered_recv > ((size_t)1 << 30))
 			return -FI_ENODATA;
 	}
 	return 0;
@@ -337,9 +337,9 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 		fi->domain_attr->mr_mode =
 			hints && hints->domain_attr &&
 					hints->domain_attr->mr_mode ==
-						FI_MR_BASIC ?
-				FI_MR_BASIC :
-				FI_MR_SCALABLE;
+						FI_MR_BASIC
+				? FI_MR_BASIC
+				: FI_MR_SCALABLE;
 
 	/* A service without FI_SOURCE names the peer to reach; our own
 	 * endpoint then gets a fresh name when it opens. */
@@ -364,9 +364,8 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 			goto err;
 	}
 	if (hints && hints->dest_addr) {
-		ret = tnbc_copy_hint_name(hints->dest_addr,
-					  hints->dest_addrlen, &fi->dest_addr,
-					  &fi->dest_addrlen);
+		ret = tnbc_copy_hint_name(hints->dest_addr, hints->dest_addrlen,
+					  &fi->dest_addr, &fi->dest_addrlen);
 		if (ret)
 			goto err;
 	}

@@ -14,8 +14,8 @@
 
 static size_t tnbc_name_hash(const struct tnbc_name *n)
 {
-	uint64_t h = ((uint64_t)n->kind << 56) ^ ((uint64_t)n->pid << 24) ^
-		     n->uid;
+	uint64_t h =
+		((uint64_t)n->kind << 56) ^ ((uint64_t)n->pid << 24) ^ n->uid;
 
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdull;
@@ -36,8 +36,7 @@ struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr)
 	if (addr >= atomic_load_explicit(&av->count, memory_order_acquire))
 		return NULL;
 	e = &av->chunks[addr / TNBC_AV_CHUNK][addr % TNBC_AV_CHUNK];
-	return atomic_load_explicit(&e->valid, memory_order_acquire) ? e :
-								     NULL;
+	return atomic_load_explicit(&e->valid, memory_order_acquire) ? e : NULL;
 }
 
 int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
@@ -133,8 +132,7 @@ out:
 
 static bool tnbc_name_valid(const struct tnbc_name *n)
 {
-	return n->version == TNBC_PROTO_VERSION &&
-	       n->xport == TNBC_XPORT_SHM &&
+	return n->version == TNBC_PROTO_VERSION && n->xport == TNBC_XPORT_SHM &&
 	       (n->kind == TNBC_NAME_PID || n->kind == TNBC_NAME_SVC);
 }
 
@@ -221,9 +219,8 @@ static int tnbc_av_insertsvc(struct fid_av *fid, const char *node,
 }
 
 static int tnbc_av_insertsym(struct fid_av *fid, const char *node,
-			     size_t nodecnt, const char *service,
-			     size_t svccnt, fi_addr_t *fi_addr, uint64_t flags,
-			     void *context)
+			     size_t nodecnt, const char *service, size_t svccnt,
+			     fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
 	char buf[32];
 	long base;
@@ -238,8 +235,8 @@ static int tnbc_av_insertsym(struct fid_av *fid, const char *node,
 
 			snprintf(buf, sizeof(buf), "%ld", base + (long)s);
 			ret = tnbc_av_insertsvc(fid, node, buf,
-						fi_addr ? &fi_addr[total] :
-							  NULL,
+						fi_addr ? &fi_addr[total]
+							: NULL,
 						flags, context);
 			if (ret < 0)
 				return ret;

@@ -88,8 +88,7 @@ static int tnbc_cntr_seterr(struct fid_cntr *fid, uint64_t value)
 	return 0;
 }
 
-static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold,
-			  int timeout)
+static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 {
 	struct tnbc_cntr *cntr =
 		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);

@@ -50,14 +50,14 @@ static void tnbc_cq_unnotify(struct tnbc_cq *cq)
 	    tnbc_list_empty(&cq->err_list)) {
 		uint64_t v;
 
-		if (read(cq->efd, &v, sizeof(v)) == sizeof(v) || errno == EAGAIN)
+		if (read(cq->efd, &v, sizeof(v)) == sizeof(v) ||
+		    errno == EAGAIN)
 			atomic_store(&cq->signaled, false);
 	}
 }
 
-int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags,
-		  size_t len, void *buf, uint64_t data, uint64_t tag,
-		  fi_addr_t src)
+int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
+		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	struct tnbc_cq_slot *s;
 
@@ -264,7 +264,8 @@ static ssize_t tnbc_cq_sreadfrom(struct fid_cq *fid, void *buf, size_t count,
 			/* The engine signals the condition when it writes a
 			 * completion; the slice bounds the wait so a caller
 			 * also progresses when the engine is disabled. */
-			slice = cq->domain->engine.running ? 10000000u : 100000u;
+			slice = cq->domain->engine.running ? 10000000u
+							   : 100000u;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += (long)slice;
 			if (ts.tv_nsec >= 1000000000) {

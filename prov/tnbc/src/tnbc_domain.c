@@ -187,8 +187,8 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	if (!dom)
 		return -FI_ENOMEM;
 	dom->fabric = fab;
-	dom->threading = info->domain_attr ? info->domain_attr->threading :
-					     FI_THREAD_SAFE;
+	dom->threading = info->domain_attr ? info->domain_attr->threading
+					   : FI_THREAD_SAFE;
 	dom->mr_mode = info->domain_attr ? info->domain_attr->mr_mode : 0;
 	dom->xops = &tnbc_shm_ops;
 	tnbc_list_init(&dom->ep_list);

@@ -51,8 +51,8 @@ static int tnbc_ep_close(struct fid *fid)
 static int tnbc_ep_bind_cq(struct tnbc_ep *ep, struct tnbc_cq *cq,
 			   uint64_t flags)
 {
-	if (flags & ~(uint64_t)(FI_TRANSMIT | FI_RECV |
-				FI_SELECTIVE_COMPLETION))
+	if (flags &
+	    ~(uint64_t)(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION))
 		return -FI_EBADFLAGS;
 	if (!(flags & (FI_TRANSMIT | FI_RECV)))
 		return -FI_EINVAL;
@@ -125,17 +125,16 @@ static int tnbc_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		struct tnbc_cq *cq =
 			tnbc_container_of(bfid, struct tnbc_cq, cq_fid.fid);
 
-		ret = cq->domain != ep->domain ?
-			      -FI_EINVAL :
-			      tnbc_ep_bind_cq(ep, cq, flags);
+		ret = cq->domain != ep->domain ? -FI_EINVAL
+					       : tnbc_ep_bind_cq(ep, cq, flags);
 		break;
 	}
 	case FI_CLASS_CNTR: {
-		struct tnbc_cntr *c = tnbc_container_of(bfid, struct tnbc_cntr,
-							cntr_fid.fid);
+		struct tnbc_cntr *c =
+			tnbc_container_of(bfid, struct tnbc_cntr, cntr_fid.fid);
 
-		ret = c->domain != ep->domain ? -FI_EINVAL :
-						tnbc_ep_bind_cntr(ep, c, flags);
+		ret = c->domain != ep->domain ? -FI_EINVAL
+					      : tnbc_ep_bind_cntr(ep, c, flags);
 		break;
 	}
 	case FI_CLASS_EQ:
@@ -247,8 +246,8 @@ static int tnbc_ep_getopt(fid_t fid, int level, int optname, void *optval,
 	}
 }
 
-static int tnbc_ep_setopt(fid_t fid, int level, int optname,
-			  const void *optval, size_t optlen)
+static int tnbc_ep_setopt(fid_t fid, int level, int optname, const void *optval,
+			  size_t optlen)
 {
 	(void)fid;
 	(void)optval;
@@ -349,8 +348,7 @@ static int tnbc_cm_listen(struct fid_pep *pep)
 	return -FI_ENOSYS;
 }
 
-static int tnbc_cm_accept(struct fid_ep *ep, const void *param,
-			  size_t paramlen)
+static int tnbc_cm_accept(struct fid_ep *ep, const void *param, size_t paramlen)
 {
 	(void)ep;
 	(void)param;

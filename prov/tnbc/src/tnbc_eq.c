@@ -32,11 +32,11 @@ static ssize_t tnbc_eq_read_common(struct tnbc_eq *eq, uint32_t *event,
 			}
 		}
 		while (tnbc_list_empty(&eq->items)) {
-			int rc = timeout < 0 ?
-					 pthread_cond_wait(&eq->cond,
-							   &eq->lock) :
-					 pthread_cond_timedwait(
-						 &eq->cond, &eq->lock, &ts);
+			int rc = timeout < 0 ? pthread_cond_wait(&eq->cond,
+								 &eq->lock)
+					     : pthread_cond_timedwait(&eq->cond,
+								      &eq->lock,
+								      &ts);
 			if (rc == ETIMEDOUT)
 				break;
 		}

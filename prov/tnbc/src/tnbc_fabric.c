@@ -25,8 +25,7 @@ static struct fi_ops tnbc_fabric_fi_ops = {
 	.ops_open = tnbc_no_ops_open,
 };
 
-static int tnbc_trywait(struct fid_fabric *fabric, struct fid **fids,
-			int count)
+static int tnbc_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 {
 	(void)fabric;
 	if (count < 0 || (count && !fids))

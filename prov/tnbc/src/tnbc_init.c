@@ -49,12 +49,13 @@ static void tnbc_init_env(void)
 			"Largest message sent eagerly; larger ones use "
 			"rendezvous. Capped by the slot payload (default: %zu)",
 			tnbc_env.eager_size);
-	fi_param_define(&tnbc_prov, "cma", FI_PARAM_BOOL,
-			"Use single-copy cross-memory attach "
-			"(process_vm_readv) for rendezvous; when off or denied, "
-			"large messages stream through the receive queue "
-			"(default: %s)",
-			tnbc_env.cma ? "true" : "false");
+	fi_param_define(
+		&tnbc_prov, "cma", FI_PARAM_BOOL,
+		"Use single-copy cross-memory attach "
+		"(process_vm_readv) for rendezvous; when off or denied, "
+		"large messages stream through the receive queue "
+		"(default: %s)",
+		tnbc_env.cma ? "true" : "false");
 	fi_param_define(&tnbc_prov, "spin_us", FI_PARAM_SIZE_T,
 			"Microseconds the progress engine busy-polls after the "
 			"last activity before it sleeps (default: %zu)",
@@ -70,11 +71,12 @@ static void tnbc_init_env(void)
 			"(default: %s)",
 			tnbc_env.engine ? "true" : "false");
 
-	fi_param_define(&tnbc_prov, "engine_cpus", FI_PARAM_STRING,
-			"CPUs the progress engine thread may run on, as an hwloc "
-			"list (e.g. \"3\" or \"2,6\"). Default: an idle "
-			"hyperthread sibling of the CPUs the process is bound "
-			"to, else the process's own binding");
+	fi_param_define(
+		&tnbc_prov, "engine_cpus", FI_PARAM_STRING,
+		"CPUs the progress engine thread may run on, as an hwloc "
+		"list (e.g. \"3\" or \"2,6\"). Default: an idle "
+		"hyperthread sibling of the CPUs the process is bound "
+		"to, else the process's own binding");
 
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
@@ -88,8 +90,7 @@ static void tnbc_init_env(void)
 	if (fi_param_get_bool(&tnbc_prov, "cma", &b) == FI_SUCCESS)
 		tnbc_env.cma = !!b;
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
-	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1,
-			1000000);
+	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);
 	if (fi_param_get_bool(&tnbc_prov, "engine", &b) == FI_SUCCESS)
 		tnbc_env.engine = !!b;
 	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);

@@ -8,8 +8,8 @@
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
 
-#define TNBC_MR_ACCESS                                                        \
-	(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |            \
+#define TNBC_MR_ACCESS                                                         \
+	(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |             \
 	 FI_REMOTE_WRITE)
 
 static int tnbc_mr_close(struct fid *fid)
@@ -60,9 +60,9 @@ int tnbc_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	mr->mr_fid.fid.context = attr->context;
 	mr->mr_fid.fid.ops = &tnbc_mr_fi_ops;
 	mr->mr_fid.mem_desc = mr;
-	mr->mr_fid.key = attr->requested_key ?
-				 attr->requested_key :
-				 atomic_fetch_add(&dom->next_mr_key, 1);
+	mr->mr_fid.key = attr->requested_key
+				 ? attr->requested_key
+				 : atomic_fetch_add(&dom->next_mr_key, 1);
 	atomic_fetch_add(&dom->ref, 1);
 	*mr_out = &mr->mr_fid;
 	return 0;
@@ -91,6 +91,6 @@ int tnbc_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
-	return tnbc_mr_regv(fid, &iov, 1, access, offset, requested_key,
-			    flags, mr, context);
+	return tnbc_mr_regv(fid, &iov, 1, access, offset, requested_key, flags,
+			    mr, context);
 }

@@ -21,10 +21,10 @@
 /* Internal op flag: the call (fi_inject*) generates no completion. */
 #define TNBC_NO_COMPLETION (1ULL << 61)
 
-#define TNBC_SEND_FLAGS                                                       \
-	(FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | \
+#define TNBC_SEND_FLAGS                                                        \
+	(FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |  \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE)
-#define TNBC_RECV_FLAGS (FI_COMPLETION | FI_MORE)
+#define TNBC_RECV_FLAGS	 (FI_COMPLETION | FI_MORE)
 #define TNBC_TRECV_FLAGS (TNBC_RECV_FLAGS | FI_PEEK | FI_CLAIM | FI_DISCARD)
 
 static inline uint64_t tnbc_kind(bool tagged)
@@ -289,8 +289,7 @@ static void tnbc_discard(struct tnbc_ep *ep, struct tnbc_unexp *ux)
 	struct tnbc_xpeer *peer;
 
 	if (ux->hdr.type == TNBC_PKT_RTS &&
-	    !ep->domain->xops->peer_get(ep->domain->xdom, &ux->hdr.src,
-					&peer))
+	    !ep->domain->xops->peer_get(ep->domain->xdom, &ux->hdr.src, &peer))
 		tnbc_send_ctrl(ep, peer, TNBC_PKT_ACK, ux->hdr.msg_id, 0, 0);
 }
 
@@ -308,7 +307,8 @@ static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 			"dropping eager packet with bad length\n");
 		return;
 	}
-	tnbc_list_foreach_safe(list, it, tmp) {
+	tnbc_list_foreach_safe(list, it, tmp)
+	{
 		struct tnbc_xfer *rx =
 			tnbc_container_of(it, struct tnbc_xfer, entry);
 
@@ -370,7 +370,8 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 {
 	struct tnbc_list *it, *tmp;
 
-	tnbc_list_foreach_safe(&ep->stream_rx, it, tmp) {
+	tnbc_list_foreach_safe(&ep->stream_rx, it, tmp)
+	{
 		struct tnbc_xfer *rx =
 			tnbc_container_of(it, struct tnbc_xfer, entry);
 		struct tnbc_hdr mh;
@@ -378,12 +379,11 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		if (rx->hdr.token != hdr->token)
 			continue;
 		if (hdr->offset < rx->stream_len)
-			tnbc_copy_to_iov(rx->iov, rx->iov_count, hdr->offset,
-					 payload,
-					 rx->stream_len - hdr->offset <
-							 hdr->payload_len ?
-						 rx->stream_len - hdr->offset :
-						 hdr->payload_len);
+			tnbc_copy_to_iov(
+				rx->iov, rx->iov_count, hdr->offset, payload,
+				rx->stream_len - hdr->offset < hdr->payload_len
+					? rx->stream_len - hdr->offset
+					: hdr->payload_len);
 		rx->recv_bytes += hdr->payload_len;
 		if (rx->recv_bytes < rx->stream_len)
 			return;
@@ -487,7 +487,8 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 	struct tnbc_list *it, *tmp;
 	int n = 0;
 
-	tnbc_list_foreach_safe(&ep->ctrl_queue, it, tmp) {
+	tnbc_list_foreach_safe(&ep->ctrl_queue, it, tmp)
+	{
 		struct tnbc_ctrl *c =
 			tnbc_container_of(it, struct tnbc_ctrl, entry);
 
@@ -497,7 +498,8 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 		free(c);
 		n++;
 	}
-	tnbc_list_foreach_safe(&ep->tx_queue, it, tmp) {
+	tnbc_list_foreach_safe(&ep->tx_queue, it, tmp)
+	{
 		struct tnbc_xfer *tx =
 			tnbc_container_of(it, struct tnbc_xfer, entry);
 		int ret = tnbc_tx_one(ep, tx);
@@ -545,14 +547,15 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 /* Drops every queued operation of a closing endpoint. */
 void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 {
-	struct tnbc_list *lists[] = {&ep->rx_msg,   &ep->rx_tagged,
-				     &ep->tx_queue, &ep->stream_rx,
+	struct tnbc_list *lists[] = {&ep->rx_msg,    &ep->rx_tagged,
+				     &ep->tx_queue,  &ep->stream_rx,
 				     &ep->unexp_msg, &ep->unexp_tagged,
 				     &ep->ctrl_queue};
 	struct tnbc_list *it, *tmp;
 
 	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++) {
-		tnbc_list_foreach_safe(lists[l], it, tmp) {
+		tnbc_list_foreach_safe(lists[l], it, tmp)
+		{
 			tnbc_list_remove(it);
 			if (lists[l] == &ep->tx_queue) {
 				struct tnbc_xfer *tx = tnbc_container_of(
@@ -713,7 +716,8 @@ static struct tnbc_unexp *tnbc_find_unexp(struct tnbc_ep *ep, bool tagged,
 	struct tnbc_list *list = tagged ? &ep->unexp_tagged : &ep->unexp_msg;
 	struct tnbc_list *it, *tmp;
 
-	tnbc_list_foreach_safe(list, it, tmp) {
+	tnbc_list_foreach_safe(list, it, tmp)
+	{
 		struct tnbc_unexp *ux =
 			tnbc_container_of(it, struct tnbc_unexp, entry);
 
@@ -731,8 +735,8 @@ static void tnbc_report_peek(struct tnbc_ep *ep, void *context,
 			     const struct tnbc_unexp *ux)
 {
 	uint64_t flags = FI_RECV | FI_TAGGED;
-	fi_addr_t src = (ep->info->caps & FI_SOURCE) ? ux->src_addr :
-						       FI_ADDR_NOTAVAIL;
+	fi_addr_t src =
+		(ep->info->caps & FI_SOURCE) ? ux->src_addr : FI_ADDR_NOTAVAIL;
 
 	if (ux->hdr.flags & TNBC_HDR_CQ_DATA)
 		flags |= FI_REMOTE_CQ_DATA;
@@ -754,8 +758,7 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 				tnbc_cq_write_err(ep->rx_cq, rx->context,
 						  FI_RECV | FI_TAGGED, 0, NULL,
 						  0, 0, 0, FI_ENOMSG,
-						  -FI_ENOMSG,
-						  FI_ADDR_NOTAVAIL);
+						  -FI_ENOMSG, FI_ADDR_NOTAVAIL);
 			free(rx);
 			return 0;
 		}
@@ -782,8 +785,8 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 	if (rx->flags & FI_DISCARD) {
 		tnbc_discard(ep, ux);
 		/* a discarded message completes with no data */
-		if (ep->rx_cq && (!ep->rx_selective ||
-				  (rx->flags & FI_COMPLETION)))
+		if (ep->rx_cq &&
+		    (!ep->rx_selective || (rx->flags & FI_COMPLETION)))
 			tnbc_cq_write(ep->rx_cq, rx->context,
 				      FI_RECV | FI_TAGGED, 0, NULL, 0,
 				      ux->hdr.tag, FI_ADDR_NOTAVAIL);
@@ -868,7 +871,8 @@ int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context)
 	for (size_t l = 0; l < 2; l++) {
 		struct tnbc_list *it, *tmp;
 
-		tnbc_list_foreach_safe(lists[l], it, tmp) {
+		tnbc_list_foreach_safe(lists[l], it, tmp)
+		{
 			struct tnbc_xfer *rx =
 				tnbc_container_of(it, struct tnbc_xfer, entry);
 
@@ -979,10 +983,9 @@ static ssize_t tnbc_senddata(struct fid_ep *fid, const void *buf, size_t len,
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
 	(void)desc;
-	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, data, context,
-				 tnbc_tx_flags(TNBC_EP(fid)) |
-					 FI_REMOTE_CQ_DATA,
-				 false);
+	return tnbc_ep_post_send(
+		TNBC_EP(fid), &iov, 1, dest, 0, data, context,
+		tnbc_tx_flags(TNBC_EP(fid)) | FI_REMOTE_CQ_DATA, false);
 }
 
 static ssize_t tnbc_injectdata(struct fid_ep *fid, const void *buf, size_t len,
@@ -990,10 +993,9 @@ static ssize_t tnbc_injectdata(struct fid_ep *fid, const void *buf, size_t len,
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
-	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, data, NULL,
-				 FI_INJECT | FI_REMOTE_CQ_DATA |
-					 TNBC_NO_COMPLETION,
-				 false);
+	return tnbc_ep_post_send(
+		TNBC_EP(fid), &iov, 1, dest, 0, data, NULL,
+		FI_INJECT | FI_REMOTE_CQ_DATA | TNBC_NO_COMPLETION, false);
 }
 
 const struct fi_ops_msg tnbc_msg_ops = {
@@ -1009,9 +1011,9 @@ const struct fi_ops_msg tnbc_msg_ops = {
 	.injectdata = tnbc_injectdata,
 };
 
-static ssize_t tnbc_trecv(struct fid_ep *fid, void *buf, size_t len,
-			  void *desc, fi_addr_t src, uint64_t tag,
-			  uint64_t ignore, void *context)
+static ssize_t tnbc_trecv(struct fid_ep *fid, void *buf, size_t len, void *desc,
+			  fi_addr_t src, uint64_t tag, uint64_t ignore,
+			  void *context)
 {
 	struct iovec iov = {.iov_base = buf, .iov_len = len};
 
@@ -1035,8 +1037,8 @@ static ssize_t tnbc_trecvmsg(struct fid_ep *fid,
 	if (!msg)
 		return -FI_EINVAL;
 	return tnbc_ep_post_recv(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
-				 msg->addr, msg->tag, msg->ignore,
-				 msg->context, flags, true);
+				 msg->addr, msg->tag, msg->ignore, msg->context,
+				 flags, true);
 }
 
 static ssize_t tnbc_tsend(struct fid_ep *fid, const void *buf, size_t len,
@@ -1085,23 +1087,19 @@ static ssize_t tnbc_tsenddata(struct fid_ep *fid, const void *buf, size_t len,
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
 	(void)desc;
-	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, tag, data,
-				 context,
-				 tnbc_tx_flags(TNBC_EP(fid)) |
-					 FI_REMOTE_CQ_DATA,
-				 true);
+	return tnbc_ep_post_send(
+		TNBC_EP(fid), &iov, 1, dest, tag, data, context,
+		tnbc_tx_flags(TNBC_EP(fid)) | FI_REMOTE_CQ_DATA, true);
 }
 
-static ssize_t tnbc_tinjectdata(struct fid_ep *fid, const void *buf,
-				size_t len, uint64_t data, fi_addr_t dest,
-				uint64_t tag)
+static ssize_t tnbc_tinjectdata(struct fid_ep *fid, const void *buf, size_t len,
+				uint64_t data, fi_addr_t dest, uint64_t tag)
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
-	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, tag, data, NULL,
-				 FI_INJECT | FI_REMOTE_CQ_DATA |
-					 TNBC_NO_COMPLETION,
-				 true);
+	return tnbc_ep_post_send(
+		TNBC_EP(fid), &iov, 1, dest, tag, data, NULL,
+		FI_INJECT | FI_REMOTE_CQ_DATA | TNBC_NO_COMPLETION, true);
 }
 
 const struct fi_ops_tagged tnbc_tagged_ops = {

@@ -36,10 +36,10 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 		n += tnbc_tx_queue_progress(ep);
 	pthread_mutex_unlock(&ep->lock);
 	if (n)
-		atomic_fetch_add_explicit(engine ? &ep->domain->engine
-							   .engine_pkts :
-						   &ep->domain->engine.app_pkts,
-					  (uint64_t)n, memory_order_relaxed);
+		atomic_fetch_add_explicit(
+			engine ? &ep->domain->engine.engine_pkts
+			       : &ep->domain->engine.app_pkts,
+			(uint64_t)n, memory_order_relaxed);
 	return n;
 }
 
@@ -86,8 +86,7 @@ static int tnbc_engine_pass(struct tnbc_domain *dom)
 	pthread_rwlock_rdlock(&dom->ep_lock);
 	for (it = dom->ep_list.next; it != &dom->ep_list; it = it->next)
 		n += tnbc_ep_progress(
-			tnbc_container_of(it, struct tnbc_ep, dom_entry),
-			true);
+			tnbc_container_of(it, struct tnbc_ep, dom_entry), true);
 	pthread_rwlock_unlock(&dom->ep_lock);
 	return n;
 }

@@ -50,7 +50,7 @@ enum tnbc_pkt_type {
 };
 
 /* hdr.flags */
-#define TNBC_HDR_TAGGED (1u << 0)
+#define TNBC_HDR_TAGGED	 (1u << 0)
 #define TNBC_HDR_CQ_DATA (1u << 1)
 
 struct tnbc_hdr {

@@ -37,9 +37,9 @@
 
 #include "tnbc.h"
 
-#define TNBC_SHM_MAGIC 0x74626e63u /* "tnbc" */
-#define TNBC_SHM_CELL_HDR 16
-#define TNBC_SHM_NAME_MAX 64
+#define TNBC_SHM_MAGIC	   0x74626e63u /* "tnbc" */
+#define TNBC_SHM_CELL_HDR  16
+#define TNBC_SHM_NAME_MAX  64
 #define TNBC_SHM_PEER_HASH 1024
 
 struct tnbc_shm_bell {
@@ -182,8 +182,8 @@ static void *tnbc_shm_create(const char *name, size_t len)
 		return NULL;
 	}
 	if (ftruncate(fd, (off_t)len)) {
-		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL, "ftruncate %s: %s\n",
-			name, strerror(errno));
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL, "ftruncate %s: %s\n", name,
+			strerror(errno));
 		close(fd);
 		shm_unlink(name);
 		return NULL;
@@ -210,8 +210,8 @@ static void *tnbc_shm_map(const char *name, size_t *len)
 		close(fd);
 		return NULL;
 	}
-	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
-		 MAP_SHARED, fd, 0);
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fd, 0);
 	close(fd);
 	if (p == MAP_FAILED)
 		return NULL;
@@ -380,8 +380,7 @@ static int tnbc_shm_peer_map(struct tnbc_xdom *xdom,
 	if (!peer->region || peer->region_len < sizeof(*peer->region) ||
 	    peer->region->magic != TNBC_SHM_MAGIC ||
 	    peer->region->version != TNBC_PROTO_VERSION ||
-	    !atomic_load_explicit(&peer->region->ready,
-				  memory_order_acquire)) {
+	    !atomic_load_explicit(&peer->region->ready, memory_order_acquire)) {
 		FI_WARN(&tnbc_prov, FI_LOG_AV, "cannot map peer region %s\n",
 			rname);
 		goto err;
@@ -522,8 +521,7 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 		if (seq == pos) {
 			if (atomic_compare_exchange_weak_explicit(
 				    &r->tail, &pos, pos + 1,
-				    memory_order_relaxed,
-				    memory_order_relaxed))
+				    memory_order_relaxed, memory_order_relaxed))
 				break;
 		} else if ((int64_t)(seq - pos) < 0) {
 			return -FI_EAGAIN;
@@ -560,8 +558,9 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 
 	while (n < budget) {
 		struct tnbc_shm_cell *cell =
-			(struct tnbc_shm_cell *)(r->cells + (r->head & mask) *
-								    r->slot_size);
+			(struct tnbc_shm_cell *)(r->cells +
+						 (r->head & mask) *
+							 r->slot_size);
 		const struct tnbc_hdr *hdr = (const void *)(cell + 1);
 
 		if (atomic_load_explicit(&cell->seq, memory_order_acquire) !=
@@ -588,17 +587,19 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 static bool tnbc_shm_pending(struct tnbc_xep *xep)
 {
 	struct tnbc_shm_region *r = xep->region;
-	struct tnbc_shm_cell *cell = (struct tnbc_shm_cell
-					      *)(r->cells + (r->head & (r->nslots - 1)) *
-								    r->slot_size);
+	struct tnbc_shm_cell *cell =
+		(struct tnbc_shm_cell *)(r->cells +
+					 (r->head & (r->nslots - 1)) *
+						 r->slot_size);
 
 	return atomic_load_explicit(&cell->seq, memory_order_acquire) ==
 	       r->head + 1;
 }
 
 static ssize_t tnbc_shm_pull_iov(struct tnbc_xpeer *peer,
-			     const struct iovec *local, size_t local_count,
-			     const struct iovec *remote, size_t remote_count)
+				 const struct iovec *local, size_t local_count,
+				 const struct iovec *remote,
+				 size_t remote_count)
 {
 	struct iovec l[TNBC_IOV_LIMIT], rm[TNBC_IOV_LIMIT];
 	size_t want = tnbc_iov_len(local, local_count);
@@ -627,9 +628,9 @@ static ssize_t tnbc_shm_pull_iov(struct tnbc_xpeer *peer,
 	return (ssize_t)done;
 }
 
-static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer,
-			     const struct iovec *local, size_t local_count,
-			     const struct iovec *remote, size_t remote_count)
+static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer, const struct iovec *local,
+			     size_t local_count, const struct iovec *remote,
+			     size_t remote_count)
 {
 	atomic_uint *pulls = &peer->xdom->bell->pulls;
 	ssize_t ret;
@@ -639,8 +640,7 @@ static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer,
 	/* A thread inside a long read is progressing, not idle: the engine
 	 * must not mistake it for an application that stopped polling. */
 	atomic_fetch_add_explicit(pulls, 1, memory_order_relaxed);
-	ret = tnbc_shm_pull_iov(peer, local, local_count, remote,
-				remote_count);
+	ret = tnbc_shm_pull_iov(peer, local, local_count, remote, remote_count);
 	atomic_fetch_sub_explicit(pulls, 1, memory_order_relaxed);
 	return ret;
 }
@@ -655,7 +655,8 @@ static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 		atomic_store_explicit(
 			&bell->app_polls,
 			atomic_load_explicit(&bell->app_polls,
-					     memory_order_relaxed) + 1,
+					     memory_order_relaxed) +
+				1,
 			memory_order_relaxed);
 	} else {
 		atomic_store_explicit(&bell->app_active, 0,
@@ -667,8 +668,8 @@ static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 static bool tnbc_shm_app_active(struct tnbc_xdom *xdom)
 {
 	struct tnbc_shm_bell *bell = xdom->bell;
-	uint64_t polls = atomic_load_explicit(&bell->app_polls,
-					      memory_order_relaxed);
+	uint64_t polls =
+		atomic_load_explicit(&bell->app_polls, memory_order_relaxed);
 	bool active = polls != xdom->seen_polls ||
 		      atomic_load_explicit(&bell->pulls, memory_order_relaxed);
 

@@ -58,8 +58,7 @@ struct tnbc_xport_ops {
 	int (*send)(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 		    const struct iovec *iov, size_t iov_count);
 	/* Delivers up to budget packets; returns how many. */
-	int (*poll)(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
-		    int budget);
+	int (*poll)(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg, int budget);
 	bool (*pending)(struct tnbc_xep *xep);
 
 	/* Single-copy read from the peer's memory.  Returns bytes read or a
