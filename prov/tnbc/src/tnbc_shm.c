@@ -166,13 +166,15 @@ static bool tnbc_shm_stale(const char *name)
 	return stale;
 }
 
-static void *tnbc_shm_create(const char *name, size_t len)
+/* own_name: the name embeds our pid and a number this process never
+ * used, so an existing file was left by an earlier process with our pid. */
+static void *tnbc_shm_create(const char *name, size_t len, bool own_name)
 {
 	void *p;
 	int fd;
 
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 && errno == EEXIST && tnbc_shm_stale(name)) {
+	if (fd < 0 && errno == EEXIST && (own_name || tnbc_shm_stale(name))) {
 		shm_unlink(name);
 		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
 	}
@@ -230,7 +232,8 @@ static int tnbc_shm_dom_open(struct tnbc_xdom **out)
 	xdom->host = tnbc_shm_host_id();
 	snprintf(xdom->bell_name, sizeof(xdom->bell_name), "/tnbc-%d-b%u",
 		 (int)getpid(), atomic_fetch_add(&tnbc_shm_next_uid, 1));
-	xdom->bell = tnbc_shm_create(xdom->bell_name, sizeof(*xdom->bell));
+	xdom->bell =
+		tnbc_shm_create(xdom->bell_name, sizeof(*xdom->bell), true);
 	if (!xdom->bell)
 		goto err_free;
 	xdom->bell->magic = TNBC_SHM_MAGIC;
@@ -303,7 +306,7 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 	tnbc_shm_region_name(name, xep->name, sizeof(xep->name));
 
 	xep->region_len = sizeof(*r) + nslots * slot;
-	r = tnbc_shm_create(xep->name, xep->region_len);
+	r = tnbc_shm_create(xep->name, xep->region_len, svc < 0);
 	if (!r) {
 		free(xep);
 		return svc >= 0 ? -FI_EADDRINUSE : -FI_ENOMEM;
