@@ -16,4 +16,15 @@ echo "== FI_PROVIDER=tnbc fi_info (installed provider, no extra environment)"
 FI_PROVIDER=tnbc fi_info | head -6
 echo "== mpirun -np 4 over Open MPI's OFI MTL, provider tnbc"
 unset FI_PROVIDER_PATH
-"$top/scripts/mpirun-tnbc.sh" -np 4 "$top/build/tests/mpi/bin/tnbc_main_job" --require-tnbc
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+# opal_common_ofi_verbose makes each rank's OFI MTL name the provider it
+# selected ("mtl:ofi:prov: tnbc"); the job's own report follows.
+status=0
+"$top/scripts/mpirun-tnbc.sh" --mca opal_common_ofi_verbose 1 -np 4 \
+	"$top/build/tests/mpi/bin/tnbc_main_job" --require-tnbc >"$out" 2>&1 ||
+	status=$?
+grep -v 'mtl:ofi:' "$out"
+echo "OFI MTL provider selected, per rank: $(grep -o 'mtl:ofi:prov: [^ ]*' "$out" |
+	sed 's/mtl:ofi:prov: //' | sort | uniq -c | sed 's/^ *//' | tr '\n' ' ')"
+exit $status
