@@ -25,29 +25,25 @@ struct ctx {
 
 static const int small_counts[] = {1, 7, 1000};
 
-static int
-ival(int rank, int i)
+static int ival(int rank, int i)
 {
 	return (rank + 1) * (i % 1000 + 1) + i % 17;
 }
 
-static double
-dval(int rank, int i)
+static double dval(int rank, int i)
 {
-	return (double) ((rank + 1) * (i % 97)) + 0.5;
+	return (double)((rank + 1) * (i % 97)) + 0.5;
 }
 
 /* Distinct, deterministic, with ties across ranks. */
-static int
-mval(int rank, int i)
+static int mval(int rank, int i)
 {
 	return (rank * 37 + i * 11) % 23;
 }
 
 #define CK(c, ...) MT_CHECK(c, "%s: %s", x->label, mt_fmt(__VA_ARGS__))
 
-static void
-t_barrier(struct ctx *x)
+static void t_barrier(struct ctx *x)
 {
 	MPI_Request req;
 	int i;
@@ -59,8 +55,7 @@ t_barrier(struct ctx *x)
 	MT_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
 }
 
-static void
-t_bcast(struct ctx *x)
+static void t_bcast(struct ctx *x)
 {
 	static const size_t lens[] = {0, 1, 33, 4097, 65537, (1u << 20) + 5};
 	uint8_t *buf = mt_malloc((1u << 20) + 5);
@@ -75,12 +70,12 @@ t_bcast(struct ctx *x)
 			mt_phase("%s: bcast root %d %zu B", x->label, root,
 				 lens[k]);
 			if (x->rank == root)
-				mt_fill(buf, lens[k], (uint32_t) (root + k));
+				mt_fill(buf, lens[k], (uint32_t)(root + k));
 			else
 				memset(buf, 0, lens[k]);
-			MT_MPI(MPI_Bcast(buf, (int) lens[k], MPI_BYTE, root,
+			MT_MPI(MPI_Bcast(buf, (int)lens[k], MPI_BYTE, root,
 					 x->comm));
-			MT_VERIFY(buf, lens[k], (uint32_t) (root + k),
+			MT_VERIFY(buf, lens[k], (uint32_t)(root + k),
 				  "%s: bcast root %d %zu B", x->label, root,
 				  lens[k]);
 		}
@@ -88,13 +83,12 @@ t_bcast(struct ctx *x)
 	free(buf);
 }
 
-static void
-reduce_ops(struct ctx *x, int count, int root)
+static void reduce_ops(struct ctx *x, int count, int root)
 {
-	int *in = mt_malloc(sizeof(int) * (size_t) count);
-	int *out = mt_malloc(sizeof(int) * (size_t) count);
-	double *din = mt_malloc(sizeof(double) * (size_t) count);
-	double *dout = mt_malloc(sizeof(double) * (size_t) count);
+	int *in = mt_malloc(sizeof(int) * (size_t)count);
+	int *out = mt_malloc(sizeof(int) * (size_t)count);
+	double *din = mt_malloc(sizeof(double) * (size_t)count);
+	double *dout = mt_malloc(sizeof(double) * (size_t)count);
 	int i, r, e, emax, emin, all = root < 0;
 	double de;
 
@@ -105,7 +99,7 @@ reduce_ops(struct ctx *x, int count, int root)
 		din[i] = dval(x->rank, i);
 	}
 	/* int sum */
-	memset(out, 0, sizeof(int) * (size_t) count);
+	memset(out, 0, sizeof(int) * (size_t)count);
 	if (all)
 		MT_MPI(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM,
 				     x->comm));
@@ -163,7 +157,7 @@ reduce_ops(struct ctx *x, int count, int root)
 	}
 	/* double max / min */
 	for (i = 0; i < count; i++)
-		din[i] = (double) mval(x->rank, i) - 0.25;
+		din[i] = (double)mval(x->rank, i) - 0.25;
 	for (int op = 0; op < 2; op++) {
 		MPI_Op mop = op ? MPI_MIN : MPI_MAX;
 
@@ -178,7 +172,7 @@ reduce_ops(struct ctx *x, int count, int root)
 		for (i = 0; i < count; i++) {
 			de = op ? 1e30 : -1e30;
 			for (r = 0; r < x->size; r++) {
-				double v = (double) mval(r, i) - 0.25;
+				double v = (double)mval(r, i) - 0.25;
 
 				de = op ? (v < de ? v : de) : (v > de ? v : de);
 			}
@@ -192,21 +186,20 @@ reduce_ops(struct ctx *x, int count, int root)
 	free(dout);
 }
 
-static void
-t_loc(struct ctx *x, int count)
+static void t_loc(struct ctx *x, int count)
 {
 	struct {
 		double v;
 		int loc;
-	} *din = mt_malloc(sizeof(*din) * (size_t) count),
-	  *dout = mt_malloc(sizeof(*dout) * (size_t) count);
-	int(*iin)[2] = mt_malloc(sizeof(*iin) * (size_t) count);
-	int(*iout)[2] = mt_malloc(sizeof(*iout) * (size_t) count);
+	} *din = mt_malloc(sizeof(*din) * (size_t)count),
+	  *dout = mt_malloc(sizeof(*dout) * (size_t)count);
+	int(*iin)[2] = mt_malloc(sizeof(*iin) * (size_t)count);
+	int(*iout)[2] = mt_malloc(sizeof(*iout) * (size_t)count);
 	int i, r, bestr, bestv;
 
 	mt_phase("%s: maxloc/minloc count %d", x->label, count);
 	for (i = 0; i < count; i++) {
-		din[i].v = (double) mval(x->rank, i);
+		din[i].v = (double)mval(x->rank, i);
 		din[i].loc = x->rank;
 		iin[i][0] = mval(x->rank, i);
 		iin[i][1] = x->rank;
@@ -219,7 +212,7 @@ t_loc(struct ctx *x, int count)
 		for (bestr = 0, r = 1; r < x->size; r++)
 			if (mval(r, i) > mval(bestr, i))
 				bestr = r;
-		CK(dout[i].v == (double) mval(bestr, i) && dout[i].loc == bestr,
+		CK(dout[i].v == (double)mval(bestr, i) && dout[i].loc == bestr,
 		   "MAXLOC [%d] = (%f, %d), expected (%d, %d)", i, dout[i].v,
 		   dout[i].loc, mval(bestr, i), bestr);
 		for (bestr = 0, r = 1; r < x->size; r++)
@@ -236,8 +229,7 @@ t_loc(struct ctx *x, int count)
 	free(iout);
 }
 
-static void
-t_iallreduce(struct ctx *x)
+static void t_iallreduce(struct ctx *x)
 {
 	MPI_Request req;
 	int in[3] = {x->rank, 1, x->rank * x->rank}, out[3], e = 0;
@@ -254,23 +246,21 @@ t_iallreduce(struct ctx *x)
 }
 
 /* Element i of the block that rank src contributes for rank dst. */
-static int
-blk(int src, int dst, int i)
+static int blk(int src, int dst, int i)
 {
 	return src * 1000000 + dst * 10000 + i % 10000;
 }
 
-static void
-t_gather_family(struct ctx *x, int n)
+static void t_gather_family(struct ctx *x, int n)
 {
-	int *sb = mt_malloc(sizeof(int) * (size_t) n * (size_t) x->size);
-	int *rb = mt_malloc(sizeof(int) * (size_t) n * (size_t) x->size);
+	int *sb = mt_malloc(sizeof(int) * (size_t)n * (size_t)x->size);
+	int *rb = mt_malloc(sizeof(int) * (size_t)n * (size_t)x->size);
 	int root = 1 % x->size, r, i;
 
 	mt_phase("%s: allgather %d", x->label, n);
 	for (i = 0; i < n; i++)
 		sb[i] = blk(x->rank, 0, i);
-	memset(rb, 0xff, sizeof(int) * (size_t) n * (size_t) x->size);
+	memset(rb, 0xff, sizeof(int) * (size_t)n * (size_t)x->size);
 	MT_MPI(MPI_Allgather(sb, n, MPI_INT, rb, n, MPI_INT, x->comm));
 	for (r = 0; r < x->size; r++)
 		for (i = 0; i < n; i++)
@@ -278,7 +268,7 @@ t_gather_family(struct ctx *x, int n)
 			   "allgather block %d [%d] = %d", r, i, rb[r * n + i]);
 
 	mt_phase("%s: gather %d root %d", x->label, n, root);
-	memset(rb, 0xff, sizeof(int) * (size_t) n * (size_t) x->size);
+	memset(rb, 0xff, sizeof(int) * (size_t)n * (size_t)x->size);
 	MT_MPI(MPI_Gather(sb, n, MPI_INT, rb, n, MPI_INT, root, x->comm));
 	if (x->rank == root)
 		for (r = 0; r < x->size; r++)
@@ -292,7 +282,7 @@ t_gather_family(struct ctx *x, int n)
 		for (r = 0; r < x->size; r++)
 			for (i = 0; i < n; i++)
 				rb[r * n + i] = blk(root, r, i);
-	memset(sb, 0xff, sizeof(int) * (size_t) n);
+	memset(sb, 0xff, sizeof(int) * (size_t)n);
 	MT_MPI(MPI_Scatter(rb, n, MPI_INT, sb, n, MPI_INT, root, x->comm));
 	for (i = 0; i < n; i++)
 		CK(sb[i] == blk(root, x->rank, i), "scatter [%d] = %d", i,
@@ -302,7 +292,7 @@ t_gather_family(struct ctx *x, int n)
 	for (r = 0; r < x->size; r++)
 		for (i = 0; i < n; i++)
 			sb[r * n + i] = blk(x->rank, r, i);
-	memset(rb, 0xff, sizeof(int) * (size_t) n * (size_t) x->size);
+	memset(rb, 0xff, sizeof(int) * (size_t)n * (size_t)x->size);
 	MT_MPI(MPI_Alltoall(sb, n, MPI_INT, rb, n, MPI_INT, x->comm));
 	for (r = 0; r < x->size; r++)
 		for (i = 0; i < n; i++)
@@ -314,20 +304,18 @@ t_gather_family(struct ctx *x, int n)
 }
 
 /* Count that rank src sends to rank dst in the v-variants. */
-static int
-vcount(int src, int dst, int scale)
+static int vcount(int src, int dst, int scale)
 {
 	return ((src * 3 + dst * 5) % 7) * scale + (src + dst) % 2;
 }
 
-static void
-t_vfamily(struct ctx *x, int scale)
+static void t_vfamily(struct ctx *x, int scale)
 {
 	int n = x->size, r, i, tot_s = 0, tot_r = 0, root = n - 1;
-	int *scnt = mt_malloc(sizeof(int) * (size_t) n);
-	int *sdsp = mt_malloc(sizeof(int) * (size_t) n);
-	int *rcnt = mt_malloc(sizeof(int) * (size_t) n);
-	int *rdsp = mt_malloc(sizeof(int) * (size_t) n);
+	int *scnt = mt_malloc(sizeof(int) * (size_t)n);
+	int *sdsp = mt_malloc(sizeof(int) * (size_t)n);
+	int *rcnt = mt_malloc(sizeof(int) * (size_t)n);
+	int *rdsp = mt_malloc(sizeof(int) * (size_t)n);
 	int *sb, *rb;
 
 	/* Displacements leave a 3-element gap between blocks. */
@@ -339,14 +327,14 @@ t_vfamily(struct ctx *x, int scale)
 		rdsp[r] = tot_r;
 		tot_r += rcnt[r] + 3;
 	}
-	sb = mt_malloc(sizeof(int) * (size_t) (tot_s + 1));
-	rb = mt_malloc(sizeof(int) * (size_t) (tot_r + 1));
+	sb = mt_malloc(sizeof(int) * (size_t)(tot_s + 1));
+	rb = mt_malloc(sizeof(int) * (size_t)(tot_r + 1));
 
 	mt_phase("%s: alltoallv scale %d", x->label, scale);
 	for (r = 0; r < n; r++)
 		for (i = 0; i < scnt[r]; i++)
 			sb[sdsp[r] + i] = blk(x->rank, r, i);
-	memset(rb, 0xff, sizeof(int) * (size_t) (tot_r + 1));
+	memset(rb, 0xff, sizeof(int) * (size_t)(tot_r + 1));
 	MT_MPI(MPI_Alltoallv(sb, scnt, sdsp, MPI_INT, rb, rcnt, rdsp, MPI_INT,
 			     x->comm));
 	for (r = 0; r < n; r++) {
@@ -367,11 +355,11 @@ t_vfamily(struct ctx *x, int scale)
 		tot_r += rcnt[r] + 3;
 	}
 	free(rb);
-	rb = mt_malloc(sizeof(int) * (size_t) (tot_r + 1));
+	rb = mt_malloc(sizeof(int) * (size_t)(tot_r + 1));
 	for (i = 0; i < rcnt[x->rank]; i++)
 		sb[i] = blk(x->rank, 0, i);
 	for (int g = 0; g < 2; g++) {
-		memset(rb, 0xff, sizeof(int) * (size_t) (tot_r + 1));
+		memset(rb, 0xff, sizeof(int) * (size_t)(tot_r + 1));
 		if (g)
 			MT_MPI(MPI_Gatherv(sb, rcnt[x->rank], MPI_INT, rb, rcnt,
 					   rdsp, MPI_INT, root, x->comm));
@@ -396,12 +384,12 @@ t_vfamily(struct ctx *x, int scale)
 		tot_s += scnt[r] + 3;
 	}
 	free(sb);
-	sb = mt_malloc(sizeof(int) * (size_t) (tot_s + 1));
+	sb = mt_malloc(sizeof(int) * (size_t)(tot_s + 1));
 	if (x->rank == root)
 		for (r = 0; r < n; r++)
 			for (i = 0; i < scnt[r]; i++)
 				sb[sdsp[r] + i] = blk(root, r, i);
-	memset(rb, 0xff, sizeof(int) * (size_t) (scnt[x->rank] + 1));
+	memset(rb, 0xff, sizeof(int) * (size_t)(scnt[x->rank] + 1));
 	MT_MPI(MPI_Scatterv(sb, scnt, sdsp, MPI_INT, rb, scnt[x->rank], MPI_INT,
 			    root, x->comm));
 	for (i = 0; i < scnt[x->rank]; i++)
@@ -415,11 +403,10 @@ t_vfamily(struct ctx *x, int scale)
 	free(rb);
 }
 
-static void
-t_reduce_scatter(struct ctx *x, int scale)
+static void t_reduce_scatter(struct ctx *x, int scale)
 {
 	int n = x->size, r, i, tot = 0, off = 0, e;
-	int *cnt = mt_malloc(sizeof(int) * (size_t) n);
+	int *cnt = mt_malloc(sizeof(int) * (size_t)n);
 	int *sb, *rb;
 
 	mt_phase("%s: reduce_scatter scale %d", x->label, scale);
@@ -429,8 +416,8 @@ t_reduce_scatter(struct ctx *x, int scale)
 	}
 	for (r = 0; r < x->rank; r++)
 		off += cnt[r];
-	sb = mt_malloc(sizeof(int) * (size_t) tot);
-	rb = mt_malloc(sizeof(int) * (size_t) tot);
+	sb = mt_malloc(sizeof(int) * (size_t)tot);
+	rb = mt_malloc(sizeof(int) * (size_t)tot);
 	for (i = 0; i < tot; i++)
 		sb[i] = ival(x->rank, i);
 	MT_MPI(MPI_Reduce_scatter(sb, rb, cnt, MPI_INT, MPI_SUM, x->comm));
@@ -456,11 +443,10 @@ t_reduce_scatter(struct ctx *x, int scale)
 	free(rb);
 }
 
-static void
-t_scan(struct ctx *x, int count)
+static void t_scan(struct ctx *x, int count)
 {
-	int *in = mt_malloc(sizeof(int) * (size_t) count);
-	int *out = mt_malloc(sizeof(int) * (size_t) count);
+	int *in = mt_malloc(sizeof(int) * (size_t)count);
+	int *out = mt_malloc(sizeof(int) * (size_t)count);
 	int i, r, e;
 
 	mt_phase("%s: scan/exscan count %d", x->label, count);
@@ -486,8 +472,7 @@ t_scan(struct ctx *x, int count)
 }
 
 /* large: also run the large counts (slow to verify with many ranks). */
-static void
-run_suite(MPI_Comm comm, const char *label, int large)
+static void run_suite(MPI_Comm comm, const char *label, int large)
 {
 	struct ctx x = {.comm = comm, .label = label, .wrank = mt_rank};
 	int k, c;
@@ -519,8 +504,7 @@ run_suite(MPI_Comm comm, const char *label, int large)
 	t_barrier(&x);
 }
 
-int
-main(int argc, char **argv)
+int main(int argc, char **argv)
 {
 	MPI_Comm dup, split, odd;
 	int srank, ssize, color, exp_rank, exp_size, r;

@@ -27,23 +27,20 @@ static uint8_t **sbufs, **rbufs;
 static MPI_Request *sreqs, *rreqs;
 static int *done;
 
-static size_t
-msg_len(int src, int dst, int k)
+static size_t msg_len(int src, int dst, int k)
 {
 	if (k % 16 == 15)
-		return 100000 + (size_t) (src * 10 + dst);
-	return (size_t) ((k * 97 + src * 13 + dst * 5) % 2048);
+		return 100000 + (size_t)(src * 10 + dst);
+	return (size_t)((k * 97 + src * 13 + dst * 5) % 2048);
 }
 
-static uint32_t
-seed_of(int src, int dst, int k, int phase)
+static uint32_t seed_of(int src, int dst, int k, int phase)
 {
-	return (uint32_t) (phase * 100003 + src * 1777 + dst * 313 + k);
+	return (uint32_t)(phase * 100003 + src * 1777 + dst * 313 + k);
 }
 
 /* Deterministic shuffle of 0..n-1. */
-static void
-shuffle(int *v, int n, uint32_t seed)
+static void shuffle(int *v, int n, uint32_t seed)
 {
 	int i, j, t;
 
@@ -51,20 +48,19 @@ shuffle(int *v, int n, uint32_t seed)
 		v[i] = i;
 	for (i = n - 1; i > 0; i--) {
 		seed = seed * 1664525u + 1013904223u;
-		j = (int) ((seed >> 8) % (uint32_t) (i + 1));
+		j = (int)((seed >> 8) % (uint32_t)(i + 1));
 		t = v[i];
 		v[i] = v[j];
 		v[j] = t;
 	}
 }
 
-static void
-alloc_bufs(void)
+static void alloc_bufs(void)
 {
 	int p, k;
 
-	sbufs = mt_malloc(sizeof(*sbufs) * (size_t) nreq);
-	rbufs = mt_malloc(sizeof(*rbufs) * (size_t) nreq);
+	sbufs = mt_malloc(sizeof(*sbufs) * (size_t)nreq);
+	rbufs = mt_malloc(sizeof(*rbufs) * (size_t)nreq);
 	for (p = 0; p < mt_size; p++) {
 		for (k = 0; k < nmsg; k++) {
 			sbufs[p * nmsg + k] = mt_malloc(msg_len(mt_rank, p, k));
@@ -73,8 +69,7 @@ alloc_bufs(void)
 	}
 }
 
-static void
-free_bufs(void)
+static void free_bufs(void)
 {
 	int i;
 
@@ -87,8 +82,8 @@ free_bufs(void)
 }
 
 /* Receive index i = src * nmsg + k completed with status st. */
-static void
-check_recv(int i, const MPI_Status *st, int phase, int tag_base, int any_src)
+static void check_recv(int i, const MPI_Status *st, int phase, int tag_base,
+		       int any_src)
 {
 	int src = i / nmsg, k = i % nmsg, n;
 	size_t len = msg_len(src, mt_rank, k);
@@ -103,27 +98,25 @@ check_recv(int i, const MPI_Status *st, int phase, int tag_base, int any_src)
 		 "phase %c: message %d: tag %d, expected %d", 'A' + phase, i,
 		 st->MPI_TAG, tag_base + (any_src ? i : k));
 	MT_MPI(MPI_Get_count(st, MPI_BYTE, &n));
-	MT_CHECK(n == (int) len, "phase %c: message %d: count %d, expected %zu",
+	MT_CHECK(n == (int)len, "phase %c: message %d: count %d, expected %zu",
 		 'A' + phase, i, n, len);
 	MT_VERIFY(rbufs[i], len, seed_of(src, mt_rank, k, phase),
 		  "phase %c: message %d from %d", 'A' + phase, i, src);
 }
 
-static void
-post_recv(int i, int tag_base, int any_src)
+static void post_recv(int i, int tag_base, int any_src)
 {
 	int src = i / nmsg, k = i % nmsg;
 
 	memset(rbufs[i], 0, msg_len(src, mt_rank, k));
-	MT_MPI(MPI_Irecv(rbufs[i], (int) msg_len(src, mt_rank, k), MPI_BYTE,
+	MT_MPI(MPI_Irecv(rbufs[i], (int)msg_len(src, mt_rank, k), MPI_BYTE,
 			 any_src ? MPI_ANY_SOURCE : src,
 			 tag_base + (any_src ? i : k), MPI_COMM_WORLD,
 			 &rreqs[i]));
 }
 
 /* Send all messages, peers in rotated order, k ascending. */
-static void
-post_sends(int phase, int tag_base, int any_src)
+static void post_sends(int phase, int tag_base, int any_src)
 {
 	int j, p, k, i, tag;
 
@@ -134,23 +127,22 @@ post_sends(int phase, int tag_base, int any_src)
 			tag = tag_base + (any_src ? mt_rank * nmsg + k : k);
 			mt_fill(sbufs[i], msg_len(mt_rank, p, k),
 				seed_of(mt_rank, p, k, phase));
-			MT_MPI(MPI_Isend(sbufs[i], (int) msg_len(mt_rank, p, k),
+			MT_MPI(MPI_Isend(sbufs[i], (int)msg_len(mt_rank, p, k),
 					 MPI_BYTE, p, tag, MPI_COMM_WORLD,
 					 &sreqs[i]));
 		}
 	}
 }
 
-static void
-phase_a(void)
+static void phase_a(void)
 {
-	int *order = mt_malloc(sizeof(int) * (size_t) nreq);
+	int *order = mt_malloc(sizeof(int) * (size_t)nreq);
 	MPI_Status st;
 	int i, idx;
 
 	mt_phase("A: post %d receives", nreq);
-	memset(done, 0, sizeof(int) * (size_t) nreq);
-	shuffle(order, nreq, (uint32_t) mt_rank + 1);
+	memset(done, 0, sizeof(int) * (size_t)nreq);
+	shuffle(order, nreq, (uint32_t)mt_rank + 1);
 	for (i = 0; i < nreq; i++)
 		post_recv(order[i], 1000, 0);
 	MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -171,23 +163,22 @@ phase_a(void)
 	free(order);
 }
 
-static void
-phase_b(void)
+static void phase_b(void)
 {
-	MPI_Request *all = mt_malloc(sizeof(*all) * 2 * (size_t) nreq);
-	MPI_Status *sts = mt_malloc(sizeof(*sts) * 2 * (size_t) nreq);
-	int *idx = mt_malloc(sizeof(int) * 2 * (size_t) nreq);
+	MPI_Request *all = mt_malloc(sizeof(*all) * 2 * (size_t)nreq);
+	MPI_Status *sts = mt_malloc(sizeof(*sts) * 2 * (size_t)nreq);
+	int *idx = mt_malloc(sizeof(int) * 2 * (size_t)nreq);
 	int i, n, left = 2 * nreq, calls = 0;
 
 	mt_phase("B: unexpected sends");
-	memset(done, 0, sizeof(int) * (size_t) nreq);
+	memset(done, 0, sizeof(int) * (size_t)nreq);
 	post_sends(1, 2000, 0);
 	MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
 	mt_phase("B: receives in reverse order + Testsome");
 	for (i = nreq - 1; i >= 0; i--)
 		post_recv(i, 2000, 0);
-	memcpy(all, rreqs, sizeof(*all) * (size_t) nreq);
-	memcpy(all + nreq, sreqs, sizeof(*all) * (size_t) nreq);
+	memcpy(all, rreqs, sizeof(*all) * (size_t)nreq);
+	memcpy(all + nreq, sreqs, sizeof(*all) * (size_t)nreq);
 	while (left > 0) {
 		MT_MPI(MPI_Testsome(2 * nreq, all, &n, idx, sts));
 		calls++;
@@ -209,15 +200,14 @@ phase_b(void)
 	free(idx);
 }
 
-static void
-phase_c(void)
+static void phase_c(void)
 {
-	MPI_Status *sts = mt_malloc(sizeof(*sts) * (size_t) nreq);
-	int *idx = mt_malloc(sizeof(int) * (size_t) nreq);
+	MPI_Status *sts = mt_malloc(sizeof(*sts) * (size_t)nreq);
+	int *idx = mt_malloc(sizeof(int) * (size_t)nreq);
 	int i, n, left = nreq;
 
 	mt_phase("C: ANY_SOURCE receives, first half");
-	memset(done, 0, sizeof(int) * (size_t) nreq);
+	memset(done, 0, sizeof(int) * (size_t)nreq);
 	for (i = 0; i < nreq; i += 2)
 		post_recv(i, 3000, 1);
 	MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -241,11 +231,10 @@ phase_c(void)
 }
 
 /* Fan-in with full wildcards: order per sender must be preserved. */
-static void
-phase_d(void)
+static void phase_d(void)
 {
 	int nrecv = (mt_size - 1) * FANIN, i, src, n;
-	int *next = mt_malloc(sizeof(int) * (size_t) mt_size);
+	int *next = mt_malloc(sizeof(int) * (size_t)mt_size);
 	int(*data)[8];
 	MPI_Request *reqs;
 	MPI_Status *sts;
@@ -268,14 +257,14 @@ phase_d(void)
 		free(next);
 		return;
 	}
-	data = mt_malloc(sizeof(*data) * (size_t) nrecv);
-	reqs = mt_malloc(sizeof(*reqs) * (size_t) nrecv);
-	sts = mt_malloc(sizeof(*sts) * (size_t) nrecv);
+	data = mt_malloc(sizeof(*data) * (size_t)nrecv);
+	reqs = mt_malloc(sizeof(*reqs) * (size_t)nrecv);
+	sts = mt_malloc(sizeof(*sts) * (size_t)nrecv);
 	for (i = 0; i < nrecv; i++)
 		MT_MPI(MPI_Irecv(data[i], 8, MPI_INT, MPI_ANY_SOURCE,
 				 MPI_ANY_TAG, MPI_COMM_WORLD, &reqs[i]));
 	MT_MPI(MPI_Waitall(nrecv, reqs, sts));
-	memset(next, 0, sizeof(int) * (size_t) mt_size);
+	memset(next, 0, sizeof(int) * (size_t)mt_size);
 	/* Receives match in posting order, so scan in that order. */
 	for (i = 0; i < nrecv; i++) {
 		src = sts[i].MPI_SOURCE;
@@ -302,8 +291,7 @@ phase_d(void)
 	free(next);
 }
 
-static void
-phase_e(void)
+static void phase_e(void)
 {
 	int right = (mt_rank + 1) % mt_size;
 	int left = (mt_rank + mt_size - 1) % mt_size;
@@ -329,15 +317,14 @@ phase_e(void)
 		 left);
 }
 
-int
-main(int argc, char **argv)
+int main(int argc, char **argv)
 {
 	mt_init(&argc, &argv, "mpi_nonblocking");
 	nmsg = 320 / mt_size > 32 ? (320 + mt_size - 1) / mt_size : 32;
 	nreq = mt_size * nmsg;
-	sreqs = mt_malloc(sizeof(*sreqs) * (size_t) nreq);
-	rreqs = mt_malloc(sizeof(*rreqs) * (size_t) nreq);
-	done = mt_malloc(sizeof(int) * (size_t) nreq);
+	sreqs = mt_malloc(sizeof(*sreqs) * (size_t)nreq);
+	rreqs = mt_malloc(sizeof(*rreqs) * (size_t)nreq);
+	done = mt_malloc(sizeof(int) * (size_t)nreq);
 	alloc_bufs();
 
 	phase_a();

@@ -31,15 +31,13 @@ static const size_t sizes[] = {
 
 static uint8_t *sbuf, *rbuf;
 
-static uint32_t
-seed_of(int src, int dst, int k)
+static uint32_t seed_of(int src, int dst, int k)
 {
-	return (uint32_t) (src * 7919 + dst * 104729 + k * 31);
+	return (uint32_t)(src * 7919 + dst * 104729 + k * 31);
 }
 
-static void
-check_status(const MPI_Status *st, int src, int tag, size_t count,
-	     const char *what)
+static void check_status(const MPI_Status *st, int src, int tag, size_t count,
+			 const char *what)
 {
 	int n;
 
@@ -48,12 +46,11 @@ check_status(const MPI_Status *st, int src, int tag, size_t count,
 	MT_CHECK(st->MPI_TAG == tag, "%s: status.MPI_TAG %d, expected %d", what,
 		 st->MPI_TAG, tag);
 	MT_MPI(MPI_Get_count(st, MPI_BYTE, &n));
-	MT_CHECK(n == (int) count, "%s: MPI_Get_count %d, expected %zu", what,
-		 n, count);
+	MT_CHECK(n == (int)count, "%s: MPI_Get_count %d, expected %zu", what, n,
+		 count);
 }
 
-static void
-check_guard(size_t len, const char *what)
+static void check_guard(size_t len, const char *what)
 {
 	size_t i;
 
@@ -71,16 +68,14 @@ check_guard(size_t len, const char *what)
  */
 #define BIG_LIMIT (128u << 10)
 
-static int
-full_pair(int src, int dst)
+static int full_pair(int src, int dst)
 {
 	return src == 0 || dst == 0 || (src + 1) % mt_size == dst ||
 	       (dst + 1) % mt_size == src;
 }
 
 /* Every ordered pair, one pair at a time. */
-static void
-test_all_pairs(void)
+static void test_all_pairs(void)
 {
 	MPI_Status st;
 	size_t k, sz;
@@ -97,20 +92,20 @@ test_all_pairs(void)
 				mt_phase("pairs %d->%d size %zu", src, dst, sz);
 				if (mt_rank == src) {
 					mt_fill(sbuf, sz,
-						seed_of(src, dst, (int) k));
-					MT_MPI(MPI_Send(sbuf, (int) sz,
-							MPI_BYTE, dst, (int) k,
+						seed_of(src, dst, (int)k));
+					MT_MPI(MPI_Send(sbuf, (int)sz, MPI_BYTE,
+							dst, (int)k,
 							MPI_COMM_WORLD));
 					continue;
 				}
 				memset(rbuf, GUARD_CH, sz + GUARD);
-				MT_MPI(MPI_Recv(rbuf, (int) (sz + GUARD),
-						MPI_BYTE, src, (int) k,
+				MT_MPI(MPI_Recv(rbuf, (int)(sz + GUARD),
+						MPI_BYTE, src, (int)k,
 						MPI_COMM_WORLD, &st));
-				check_status(&st, src, (int) k, sz,
+				check_status(&st, src, (int)k, sz,
 					     mt_fmt("%d->%d size %zu", src, dst,
 						    sz));
-				MT_VERIFY(rbuf, sz, seed_of(src, dst, (int) k),
+				MT_VERIFY(rbuf, sz, seed_of(src, dst, (int)k),
 					  "%d->%d size %zu", src, dst, sz);
 				check_guard(sz, "pairs");
 			}
@@ -118,8 +113,7 @@ test_all_pairs(void)
 	}
 }
 
-static void
-test_self(void)
+static void test_self(void)
 {
 	MPI_Request req;
 	MPI_Status st;
@@ -128,28 +122,26 @@ test_self(void)
 	for (k = 0; k < NSIZES; k += 3) {
 		sz = sizes[k];
 		mt_phase("self size %zu", sz);
-		mt_fill(sbuf, sz, seed_of(mt_rank, mt_rank, (int) k));
+		mt_fill(sbuf, sz, seed_of(mt_rank, mt_rank, (int)k));
 		memset(rbuf, GUARD_CH, sz + GUARD);
-		MT_MPI(MPI_Isend(sbuf, (int) sz, MPI_BYTE, mt_rank, 77,
+		MT_MPI(MPI_Isend(sbuf, (int)sz, MPI_BYTE, mt_rank, 77,
 				 MPI_COMM_WORLD, &req));
-		MT_MPI(MPI_Recv(rbuf, (int) (sz + GUARD), MPI_BYTE, mt_rank, 77,
+		MT_MPI(MPI_Recv(rbuf, (int)(sz + GUARD), MPI_BYTE, mt_rank, 77,
 				MPI_COMM_WORLD, &st));
 		MT_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
 		check_status(&st, mt_rank, 77, sz, "self");
-		MT_VERIFY(rbuf, sz, seed_of(mt_rank, mt_rank, (int) k),
+		MT_VERIFY(rbuf, sz, seed_of(mt_rank, mt_rank, (int)k),
 			  "self size %zu", sz);
 		check_guard(sz, "self");
 	}
 }
 
-static size_t
-wild_size(int r)
+static size_t wild_size(int r)
 {
-	return (size_t) r * 1000 + 3 + (r % 2 ? 70000 : 0);
+	return (size_t)r * 1000 + 3 + (r % 2 ? 70000 : 0);
 }
 
-static void
-test_wildcards(void)
+static void test_wildcards(void)
 {
 	int right = (mt_rank + 1) % mt_size;
 	int left = (mt_rank + mt_size - 1) % mt_size;
@@ -165,7 +157,7 @@ test_wildcards(void)
 	if (mt_rank == 0) {
 		memset(seen, 0, sizeof(seen));
 		for (i = 1; i < mt_size; i++) {
-			MT_MPI(MPI_Recv(rbuf, (int) MAX_SIZE, MPI_BYTE,
+			MT_MPI(MPI_Recv(rbuf, (int)MAX_SIZE, MPI_BYTE,
 					MPI_ANY_SOURCE, MPI_ANY_TAG,
 					MPI_COMM_WORLD, &st));
 			src = st.MPI_SOURCE;
@@ -181,7 +173,7 @@ test_wildcards(void)
 		}
 	} else {
 		mt_fill(sbuf, wild_size(mt_rank), seed_of(mt_rank, 0, 1000));
-		MT_MPI(MPI_Send(sbuf, (int) wild_size(mt_rank), MPI_BYTE, 0,
+		MT_MPI(MPI_Send(sbuf, (int)wild_size(mt_rank), MPI_BYTE, 0,
 				1000 + mt_rank, MPI_COMM_WORLD));
 	}
 	/* Keep the wildcard receive above from matching later messages. */
@@ -198,13 +190,13 @@ test_wildcards(void)
 			for (i = 0; i < 3; i++) {
 				mt_fill(sbuf, ring_sizes[i],
 					seed_of(mt_rank, right, ring_tags[i]));
-				MT_MPI(MPI_Send(sbuf, (int) ring_sizes[i],
+				MT_MPI(MPI_Send(sbuf, (int)ring_sizes[i],
 						MPI_BYTE, right, ring_tags[i],
 						MPI_COMM_WORLD));
 			}
 		} else {
 			for (i = 0; i < 3; i++) {
-				MT_MPI(MPI_Recv(rbuf, (int) MAX_SIZE, MPI_BYTE,
+				MT_MPI(MPI_Recv(rbuf, (int)MAX_SIZE, MPI_BYTE,
 						left, MPI_ANY_TAG,
 						MPI_COMM_WORLD, &st));
 				check_status(&st, left, ring_tags[i],
@@ -228,7 +220,7 @@ test_wildcards(void)
 		for (int tag = 42; tag >= 41; tag--) {
 			memset(seen, 0, sizeof(seen));
 			for (i = 1; i < mt_size; i++) {
-				MT_MPI(MPI_Recv(rbuf, (int) MAX_SIZE, MPI_BYTE,
+				MT_MPI(MPI_Recv(rbuf, (int)MAX_SIZE, MPI_BYTE,
 						MPI_ANY_SOURCE, tag,
 						MPI_COMM_WORLD, &st));
 				src = st.MPI_SOURCE;
@@ -236,9 +228,9 @@ test_wildcards(void)
 					 "bogus or duplicate source %d", src);
 				seen[src] = 1;
 				check_status(&st, src, tag,
-					     wild_size(src) + (size_t) tag,
+					     wild_size(src) + (size_t)tag,
 					     "any_source specific tag");
-				MT_VERIFY(rbuf, wild_size(src) + (size_t) tag,
+				MT_VERIFY(rbuf, wild_size(src) + (size_t)tag,
 					  seed_of(src, 0, tag),
 					  "tag %d from %d", tag, src);
 			}
@@ -248,9 +240,9 @@ test_wildcards(void)
 
 		mt_fill(sbuf, wild_size(mt_rank) + 41, seed_of(mt_rank, 0, 41));
 		mt_fill(b2, wild_size(mt_rank) + 42, seed_of(mt_rank, 0, 42));
-		MT_MPI(MPI_Isend(sbuf, (int) wild_size(mt_rank) + 41, MPI_BYTE,
+		MT_MPI(MPI_Isend(sbuf, (int)wild_size(mt_rank) + 41, MPI_BYTE,
 				 0, 41, MPI_COMM_WORLD, &reqs[0]));
-		MT_MPI(MPI_Isend(b2, (int) wild_size(mt_rank) + 42, MPI_BYTE, 0,
+		MT_MPI(MPI_Isend(b2, (int)wild_size(mt_rank) + 42, MPI_BYTE, 0,
 				 42, MPI_COMM_WORLD, &reqs[1]));
 		MT_MPI(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
 	}
@@ -258,8 +250,7 @@ test_wildcards(void)
 }
 
 /* Non-overtaking: many messages with one tag must arrive in order. */
-static void
-test_ordering(void)
+static void test_ordering(void)
 {
 	enum { NMSG = 32, SMALL = 64, BIG = 70000 };
 	int right = (mt_rank + 1) % mt_size;
@@ -272,20 +263,20 @@ test_ordering(void)
 
 	mt_phase("ordering");
 	for (i = 0; i < NMSG; i++) {
-		sz = i % 8 == 7 ? BIG : SMALL + (size_t) i;
+		sz = i % 8 == 7 ? BIG : SMALL + (size_t)i;
 		p = sbuf + off;
 		mt_fill(p, sz, seed_of(mt_rank, right, 500 + i));
-		p[0] = (uint8_t) i;
-		MT_MPI(MPI_Isend(p, (int) sz, MPI_BYTE, right, 9,
-				 MPI_COMM_WORLD, &reqs[i]));
+		p[0] = (uint8_t)i;
+		MT_MPI(MPI_Isend(p, (int)sz, MPI_BYTE, right, 9, MPI_COMM_WORLD,
+				 &reqs[i]));
 		off += sz;
 	}
 	for (i = 0; i < NMSG; i++) {
-		sz = i % 8 == 7 ? BIG : SMALL + (size_t) i;
+		sz = i % 8 == 7 ? BIG : SMALL + (size_t)i;
 		MT_MPI(MPI_Recv(rbuf, BIG, MPI_BYTE,
 				i % 2 ? left : MPI_ANY_SOURCE,
 				i % 3 ? 9 : MPI_ANY_TAG, MPI_COMM_WORLD, &st));
-		MT_CHECK(rbuf[0] == (uint8_t) i,
+		MT_CHECK(rbuf[0] == (uint8_t)i,
 			 "message %d overtaken: received sequence number %d", i,
 			 rbuf[0]);
 		check_status(&st, left, 9, sz,
@@ -298,8 +289,7 @@ test_ordering(void)
 }
 
 /* MPI_Get_count / MPI_Get_elements on typed data. */
-static void
-test_typed_counts(void)
+static void test_typed_counts(void)
 {
 	int right = (mt_rank + 1) % mt_size;
 	int left = (mt_rank + mt_size - 1) % mt_size;
@@ -318,7 +308,7 @@ test_typed_counts(void)
 	MT_MPI(MPI_Get_elements(&st, MPI_INT, &n));
 	MT_CHECK(n == 11, "MPI_Get_elements(MPI_INT) = %d, expected 11", n);
 	MT_MPI(MPI_Get_count(&st, MPI_BYTE, &n));
-	MT_CHECK(n == (int) (11 * sizeof(int)),
+	MT_CHECK(n == (int)(11 * sizeof(int)),
 		 "MPI_Get_count(MPI_BYTE) = %d, expected %zu", n,
 		 11 * sizeof(int));
 	MT_MPI(MPI_Get_count(&st, MPI_DOUBLE, &n));
@@ -333,8 +323,7 @@ test_typed_counts(void)
 }
 
 /* A message longer than the receive buffer must give MPI_ERR_TRUNCATE. */
-static void
-test_truncate(void)
+static void test_truncate(void)
 {
 	int right = (mt_rank + 1) % mt_size;
 	int left = (mt_rank + mt_size - 1) % mt_size;
@@ -346,7 +335,7 @@ test_truncate(void)
 	for (i = 0; i < 2; i++) {
 		mt_phase("truncate %zu", lens[i]);
 		mt_fill(sbuf, lens[i], seed_of(mt_rank, right, 900 + i));
-		MT_MPI(MPI_Isend(sbuf, (int) lens[i], MPI_BYTE, right, 900 + i,
+		MT_MPI(MPI_Isend(sbuf, (int)lens[i], MPI_BYTE, right, 900 + i,
 				 MPI_COMM_WORLD, &req));
 		memset(rbuf, GUARD_CH, 100 + GUARD);
 		rc = MPI_Recv(rbuf, 100, MPI_BYTE, left, 900 + i,
@@ -375,8 +364,7 @@ test_truncate(void)
 	MT_VERIFY(rbuf, 4097, seed_of(left, mt_rank, 950), "after truncate");
 }
 
-int
-main(int argc, char **argv)
+int main(int argc, char **argv)
 {
 	mt_init(&argc, &argv, "mpi_p2p");
 	sbuf = mt_malloc(MAX_SIZE + GUARD);

@@ -19,34 +19,30 @@
 static int left, right;
 static uint8_t *sbuf[2], *rbuf;
 
-static size_t
-msg_size(int which, int rank)
+static size_t msg_size(int which, int rank)
 {
 	/* Vary sizes by rank so a wrong match shows up in the count. */
-	return which ? LARGE + (size_t) rank : SMALL + (size_t) rank;
+	return which ? LARGE + (size_t)rank : SMALL + (size_t)rank;
 }
 
-static uint32_t
-seed_of(int src, int tag)
+static uint32_t seed_of(int src, int tag)
 {
-	return (uint32_t) (src * 1009 + tag * 17);
+	return (uint32_t)(src * 1009 + tag * 17);
 }
 
 /* Start the small (tag_s) and large (tag_l) message to the right. */
-static void
-send_pair(int tag_s, int tag_l, MPI_Request reqs[2])
+static void send_pair(int tag_s, int tag_l, MPI_Request reqs[2])
 {
 	mt_fill(sbuf[0], msg_size(0, mt_rank), seed_of(mt_rank, tag_s));
 	mt_fill(sbuf[1], msg_size(1, mt_rank), seed_of(mt_rank, tag_l));
-	MT_MPI(MPI_Isend(sbuf[0], (int) msg_size(0, mt_rank), MPI_BYTE, right,
+	MT_MPI(MPI_Isend(sbuf[0], (int)msg_size(0, mt_rank), MPI_BYTE, right,
 			 tag_s, MPI_COMM_WORLD, &reqs[0]));
-	MT_MPI(MPI_Isend(sbuf[1], (int) msg_size(1, mt_rank), MPI_BYTE, right,
+	MT_MPI(MPI_Isend(sbuf[1], (int)msg_size(1, mt_rank), MPI_BYTE, right,
 			 tag_l, MPI_COMM_WORLD, &reqs[1]));
 }
 
-static void
-check_probe_status(const MPI_Status *st, int src, int tag, size_t count,
-		   const char *what)
+static void check_probe_status(const MPI_Status *st, int src, int tag,
+			       size_t count, const char *what)
 {
 	int n;
 
@@ -55,26 +51,24 @@ check_probe_status(const MPI_Status *st, int src, int tag, size_t count,
 	MT_CHECK(st->MPI_TAG == tag, "%s: MPI_TAG %d, expected %d", what,
 		 st->MPI_TAG, tag);
 	MT_MPI(MPI_Get_count(st, MPI_BYTE, &n));
-	MT_CHECK(n == (int) count, "%s: MPI_Get_count %d, expected %zu", what,
-		 n, count);
+	MT_CHECK(n == (int)count, "%s: MPI_Get_count %d, expected %zu", what, n,
+		 count);
 }
 
-static void
-recv_check(int which, int tag, const char *what)
+static void recv_check(int which, int tag, const char *what)
 {
 	MPI_Status st;
 	size_t len = msg_size(which, left);
 
 	memset(rbuf, 0, len);
-	MT_MPI(MPI_Recv(rbuf, (int) LARGE + mt_size, MPI_BYTE, left, tag,
+	MT_MPI(MPI_Recv(rbuf, (int)LARGE + mt_size, MPI_BYTE, left, tag,
 			MPI_COMM_WORLD, &st));
 	check_probe_status(&st, left, tag, len, what);
 	MT_VERIFY(rbuf, len, seed_of(left, tag), "%s", what);
 }
 
 /* Wait until a probe for (src, tag) would find nothing. */
-static void
-check_absent(int src, int tag, const char *what)
+static void check_absent(int src, int tag, const char *what)
 {
 	int flag;
 
@@ -86,8 +80,7 @@ check_absent(int src, int tag, const char *what)
 }
 
 /* MPI_Probe followed by MPI_Recv, probing the large message first. */
-static void
-test_probe(void)
+static void test_probe(void)
 {
 	MPI_Request reqs[2];
 	MPI_Status st;
@@ -112,8 +105,7 @@ test_probe(void)
 }
 
 /* MPI_Iprobe polling; nothing must be found for an unused tag. */
-static void
-test_iprobe(void)
+static void test_iprobe(void)
 {
 	MPI_Request reqs[2];
 	MPI_Status st;
@@ -137,8 +129,8 @@ test_iprobe(void)
 		check_probe_status(&st, left, 3 + which, msg_size(which, left),
 				   which ? "iprobe large" : "iprobe small");
 		recv_check(which, 3 + which,
-			   which ? "recv after iprobe (large)" :
-				   "recv after iprobe (small)");
+			   which ? "recv after iprobe (large)"
+				 : "recv after iprobe (small)");
 	}
 	check_absent(left, 3, "iprobe");
 	check_absent(left, 4, "iprobe");
@@ -146,9 +138,8 @@ test_iprobe(void)
 	MT_CHECK(spins > 0, "iprobe loop did not run");
 }
 
-static void
-mrecv_check(MPI_Message *msg, int which, int tag, int nonblocking,
-	    const char *what)
+static void mrecv_check(MPI_Message *msg, int which, int tag, int nonblocking,
+			const char *what)
 {
 	MPI_Request req;
 	MPI_Status st;
@@ -156,14 +147,14 @@ mrecv_check(MPI_Message *msg, int which, int tag, int nonblocking,
 
 	memset(rbuf, 0, len);
 	if (nonblocking) {
-		MT_MPI(MPI_Imrecv(rbuf, (int) LARGE + mt_size, MPI_BYTE, msg,
+		MT_MPI(MPI_Imrecv(rbuf, (int)LARGE + mt_size, MPI_BYTE, msg,
 				  &req));
 		MT_CHECK(*msg == MPI_MESSAGE_NULL,
 			 "%s: MPI_Imrecv did not reset the message handle",
 			 what);
 		MT_MPI(MPI_Wait(&req, &st));
 	} else {
-		MT_MPI(MPI_Mrecv(rbuf, (int) LARGE + mt_size, MPI_BYTE, msg,
+		MT_MPI(MPI_Mrecv(rbuf, (int)LARGE + mt_size, MPI_BYTE, msg,
 				 &st));
 		MT_CHECK(*msg == MPI_MESSAGE_NULL,
 			 "%s: MPI_Mrecv did not reset the message handle",
@@ -178,8 +169,7 @@ mrecv_check(MPI_Message *msg, int which, int tag, int nonblocking,
  * see the small one (the large one is no longer matchable); receive them
  * in the opposite order of claiming.
  */
-static void
-test_mprobe(void)
+static void test_mprobe(void)
 {
 	MPI_Message msg_l, msg_s;
 	MPI_Request reqs[2];
@@ -200,8 +190,7 @@ test_mprobe(void)
 }
 
 /* MPI_Improbe polling + MPI_Imrecv, small message first this time. */
-static void
-test_improbe(void)
+static void test_improbe(void)
 {
 	MPI_Message msg[2];
 	MPI_Request reqs[2];
@@ -226,8 +215,7 @@ test_improbe(void)
 }
 
 /* Zero-byte messages through every probe flavour. */
-static void
-test_zero(void)
+static void test_zero(void)
 {
 	MPI_Request req;
 	MPI_Message msg;
@@ -246,10 +234,9 @@ test_zero(void)
 	MT_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
 }
 
-static size_t
-hub_size(int rank)
+static size_t hub_size(int rank)
 {
-	return rank % 2 ? LARGE - (size_t) rank : (size_t) rank * 4099;
+	return rank % 2 ? LARGE - (size_t)rank : (size_t)rank * 4099;
 }
 
 /*
@@ -257,8 +244,7 @@ hub_size(int rank)
  * probes (alternating Probe+Recv and Mprobe+Mrecv) and sizes its buffer
  * from MPI_Get_count.
  */
-static void
-test_hub(void)
+static void test_hub(void)
 {
 	MPI_Request req;
 	MPI_Message msg;
@@ -272,7 +258,7 @@ test_hub(void)
 	if (mt_rank != 0) {
 		len = hub_size(mt_rank);
 		mt_fill(sbuf[0], len, seed_of(mt_rank, 20));
-		MT_MPI(MPI_Isend(sbuf[0], (int) len, MPI_BYTE, 0, 20,
+		MT_MPI(MPI_Isend(sbuf[0], (int)len, MPI_BYTE, 0, 20,
 				 MPI_COMM_WORLD, &req));
 		MT_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
 		return;
@@ -293,9 +279,9 @@ test_hub(void)
 		seen[src] = 1;
 		len = hub_size(src);
 		MT_MPI(MPI_Get_count(&st, MPI_BYTE, &n));
-		MT_CHECK(n == (int) len, "hub: count %d from %d, expected %zu",
+		MT_CHECK(n == (int)len, "hub: count %d from %d, expected %zu",
 			 n, src, len);
-		buf = mt_malloc((size_t) n);
+		buf = mt_malloc((size_t)n);
 		mt_phase("hub: message %d of %d: receive %d B from %d", i,
 			 mt_size - 1, n, src);
 		if (i % 2)
@@ -310,17 +296,16 @@ test_hub(void)
 	}
 }
 
-int
-main(int argc, char **argv)
+int main(int argc, char **argv)
 {
 	int iter;
 
 	mt_init(&argc, &argv, "mpi_probe");
 	left = (mt_rank + mt_size - 1) % mt_size;
 	right = (mt_rank + 1) % mt_size;
-	sbuf[0] = mt_malloc(LARGE + (size_t) mt_size);
-	sbuf[1] = mt_malloc(LARGE + (size_t) mt_size);
-	rbuf = mt_malloc(LARGE + (size_t) mt_size);
+	sbuf[0] = mt_malloc(LARGE + (size_t)mt_size);
+	sbuf[1] = mt_malloc(LARGE + (size_t)mt_size);
+	rbuf = mt_malloc(LARGE + (size_t)mt_size);
 
 	for (iter = 0; iter < 2; iter++) {
 		test_probe();

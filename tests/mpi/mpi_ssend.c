@@ -26,32 +26,30 @@ static uint8_t *sbuf, *rbuf;
 static double min_ratio = 1e9;
 static int timed_runs;
 
-static uint32_t
-seed_of(int src, int dst, int k)
+static uint32_t seed_of(int src, int dst, int k)
 {
-	return (uint32_t) (src * 131 + dst * 1031 + k * 7);
+	return (uint32_t)(src * 131 + dst * 1031 + k * 7);
 }
 
-static void
-recv_check(int src, int tag, size_t len, uint32_t seed, const char *what)
+static void recv_check(int src, int tag, size_t len, uint32_t seed,
+		       const char *what)
 {
 	MPI_Status st;
 	int n;
 
 	memset(rbuf, 0x5a, len);
-	MT_MPI(MPI_Recv(rbuf, (int) MAX_SIZE, MPI_BYTE, src, tag,
-			MPI_COMM_WORLD, &st));
+	MT_MPI(MPI_Recv(rbuf, (int)MAX_SIZE, MPI_BYTE, src, tag, MPI_COMM_WORLD,
+			&st));
 	MT_CHECK(st.MPI_SOURCE == src && st.MPI_TAG == tag,
 		 "%s: status source/tag %d/%d, expected %d/%d", what,
 		 st.MPI_SOURCE, st.MPI_TAG, src, tag);
 	MT_MPI(MPI_Get_count(&st, MPI_BYTE, &n));
-	MT_CHECK(n == (int) len, "%s: count %d, expected %zu", what, n, len);
+	MT_CHECK(n == (int)len, "%s: count %d, expected %zu", what, n, len);
 	MT_VERIFY(rbuf, len, seed, "%s", what);
 }
 
 /* Poll req for POLL_MS; it must not complete. */
-static void
-poll_incomplete(MPI_Request *req, const char *what)
+static void poll_incomplete(MPI_Request *req, const char *what)
 {
 	double end = mt_now() + POLL_MS * 1e-3;
 	long polls = 0;
@@ -67,8 +65,7 @@ poll_incomplete(MPI_Request *req, const char *what)
 	}
 }
 
-static void
-test_issend_deterministic(void)
+static void test_issend_deterministic(void)
 {
 	static const size_t lens[] = {0, 8, 70001, 1u << 20};
 	MPI_Request sreq, greq;
@@ -82,7 +79,7 @@ test_issend_deterministic(void)
 			mt_phase("issend deterministic %d->%d size %zu",
 				 mt_rank, dst, lens[k]);
 			mt_fill(sbuf, lens[k], seed_of(mt_rank, dst, k));
-			MT_MPI(MPI_Issend(sbuf, (int) lens[k], MPI_BYTE, dst,
+			MT_MPI(MPI_Issend(sbuf, (int)lens[k], MPI_BYTE, dst,
 					  10 + k, MPI_COMM_WORLD, &sreq));
 			poll_incomplete(&sreq, mt_fmt("%d->%d %zu B", mt_rank,
 						      dst, lens[k]));
@@ -101,8 +98,7 @@ test_issend_deterministic(void)
 }
 
 /* One timed MPI_Ssend from sender to receiver (others do nothing). */
-static void
-timed_ssend(int sender, int receiver, size_t len)
+static void timed_ssend(int sender, int receiver, size_t len)
 {
 	MPI_Request greq;
 	double t0, el;
@@ -114,7 +110,7 @@ timed_ssend(int sender, int receiver, size_t len)
 		t0 = mt_now();
 		MT_MPI(MPI_Isend(&go, 1, MPI_CHAR, receiver, 2, MPI_COMM_WORLD,
 				 &greq));
-		MT_MPI(MPI_Ssend(sbuf, (int) len, MPI_BYTE, receiver, 3,
+		MT_MPI(MPI_Ssend(sbuf, (int)len, MPI_BYTE, receiver, 3,
 				 MPI_COMM_WORLD));
 		el = mt_now() - t0;
 		MT_MPI(MPI_Wait(&greq, MPI_STATUS_IGNORE));
@@ -135,8 +131,7 @@ timed_ssend(int sender, int receiver, size_t len)
 	}
 }
 
-static void
-test_ssend_timed(void)
+static void test_ssend_timed(void)
 {
 	static const size_t lens[] = {16, 1u << 20};
 	int k, r, odd = mt_size % 2;
@@ -157,8 +152,7 @@ test_ssend_timed(void)
 }
 
 /* MPI_Ssend around the ring; even ranks send first, odd receive first. */
-static void
-test_ssend_data(void)
+static void test_ssend_data(void)
 {
 	static const size_t lens[] = {0,     1,	    7,	    4096,     4097,
 				      65536, 65537, 262143, 1u << 20, MAX_SIZE};
@@ -166,13 +160,13 @@ test_ssend_data(void)
 	int left = (mt_rank + mt_size - 1) % mt_size;
 	int k, step;
 
-	for (k = 0; k < (int) (sizeof(lens) / sizeof(lens[0])); k++) {
+	for (k = 0; k < (int)(sizeof(lens) / sizeof(lens[0])); k++) {
 		mt_phase("ssend ring %zu B", lens[k]);
 		for (step = 0; step < 2; step++) {
 			if ((step == 0) == (mt_rank % 2 == 0)) {
 				mt_fill(sbuf, lens[k],
 					seed_of(mt_rank, right, 200 + k));
-				MT_MPI(MPI_Ssend(sbuf, (int) lens[k], MPI_BYTE,
+				MT_MPI(MPI_Ssend(sbuf, (int)lens[k], MPI_BYTE,
 						 right, 200 + k,
 						 MPI_COMM_WORLD));
 			} else {
@@ -185,13 +179,12 @@ test_ssend_data(void)
 }
 
 /* MPI_Issend to every rank (self included) with MPI_Irecv, Waitall. */
-static void
-test_issend_all(void)
+static void test_issend_all(void)
 {
 	static const size_t lens[] = {0, 3, 8193, 300001};
-	MPI_Request *reqs = mt_malloc(sizeof(*reqs) * 2 * (size_t) mt_size);
-	uint8_t **sb = mt_malloc(sizeof(*sb) * (size_t) mt_size);
-	uint8_t **rb = mt_malloc(sizeof(*rb) * (size_t) mt_size);
+	MPI_Request *reqs = mt_malloc(sizeof(*reqs) * 2 * (size_t)mt_size);
+	uint8_t **sb = mt_malloc(sizeof(*sb) * (size_t)mt_size);
+	uint8_t **rb = mt_malloc(sizeof(*rb) * (size_t)mt_size);
 	int k, p;
 
 	for (k = 0; k < 4; k++) {
@@ -199,13 +192,13 @@ test_issend_all(void)
 		for (p = 0; p < mt_size; p++) {
 			sb[p] = mt_malloc(lens[k]);
 			rb[p] = mt_malloc(lens[k]);
-			MT_MPI(MPI_Irecv(rb[p], (int) lens[k], MPI_BYTE, p,
+			MT_MPI(MPI_Irecv(rb[p], (int)lens[k], MPI_BYTE, p,
 					 300 + k, MPI_COMM_WORLD,
 					 &reqs[mt_size + p]));
 		}
 		for (p = 0; p < mt_size; p++) {
 			mt_fill(sb[p], lens[k], seed_of(mt_rank, p, 300 + k));
-			MT_MPI(MPI_Issend(sb[p], (int) lens[k], MPI_BYTE, p,
+			MT_MPI(MPI_Issend(sb[p], (int)lens[k], MPI_BYTE, p,
 					  300 + k, MPI_COMM_WORLD, &reqs[p]));
 		}
 		MT_MPI(MPI_Waitall(2 * mt_size, reqs, MPI_STATUSES_IGNORE));
@@ -221,8 +214,7 @@ test_issend_all(void)
 	free(rb);
 }
 
-int
-main(int argc, char **argv)
+int main(int argc, char **argv)
 {
 	mt_init(&argc, &argv, "mpi_ssend");
 	sbuf = mt_malloc(MAX_SIZE);

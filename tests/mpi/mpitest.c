@@ -23,8 +23,7 @@ static char mt_fmt_buf[1024];
 static int mt_verbose;
 static double mt_t0;
 
-const char *
-mt_fmt(const char *fmt, ...)
+const char *mt_fmt(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -34,8 +33,7 @@ mt_fmt(const char *fmt, ...)
 	return mt_fmt_buf;
 }
 
-void
-mt_phase(const char *fmt, ...)
+void mt_phase(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -49,8 +47,7 @@ mt_phase(const char *fmt, ...)
 	}
 }
 
-void
-mt_fail(const char *file, int line, const char *fmt, ...)
+void mt_fail(const char *file, int line, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -66,8 +63,7 @@ mt_fail(const char *file, int line, const char *fmt, ...)
 	_exit(2);
 }
 
-void
-mt_mpi_fail(const char *file, int line, const char *call, int rc)
+void mt_mpi_fail(const char *file, int line, const char *call, int rc)
 {
 	char err[MPI_MAX_ERROR_STRING];
 	int len = 0;
@@ -77,25 +73,23 @@ mt_mpi_fail(const char *file, int line, const char *call, int rc)
 	mt_fail(file, line, "%s returned %d (%s)", call, rc, err);
 }
 
-static void
-mt_watchdog(int sig)
+static void mt_watchdog(int sig)
 {
 	char msg[512];
 	int n;
 
-	(void) sig;
+	(void)sig;
 	/* snprintf is not async-signal-safe, but we exit right after. */
 	n = snprintf(msg, sizeof(msg),
 		     "%s: FAIL: rank %d/%d: watchdog timeout [phase: %s]\n",
 		     mt_name, mt_rank, mt_size, mt_phase_buf);
 	if (n > 0)
-		(void) !write(STDERR_FILENO, msg, (size_t) n);
+		(void)!write(STDERR_FILENO, msg, (size_t)n);
 	_exit(3);
 }
 
 /* See MPITEST_REQUIRE_LIB in mpitest.h. */
-static void
-mt_check_required(const char *req)
+static void mt_check_required(const char *req)
 {
 	char path[PATH_MAX], real_have[PATH_MAX], real_want[PATH_MAX];
 	const char *base = strrchr(req, '/');
@@ -112,8 +106,7 @@ mt_check_required(const char *req)
 		 "%s is loaded from %s, not from %s", base + 1, path, req);
 }
 
-void
-mt_init(int *argc, char ***argv, const char *name)
+void mt_init(int *argc, char ***argv, const char *name)
 {
 	const char *req, *tmo;
 
@@ -123,7 +116,7 @@ mt_init(int *argc, char ***argv, const char *name)
 	tmo = getenv("MPITEST_TIMEOUT");
 	if (tmo && atoi(tmo) > 0) {
 		signal(SIGALRM, mt_watchdog);
-		alarm((unsigned int) atoi(tmo));
+		alarm((unsigned int)atoi(tmo));
 	}
 
 	MT_MPI(MPI_Init(argc, argv));
@@ -138,8 +131,7 @@ mt_init(int *argc, char ***argv, const char *name)
 	MT_CHECK(mt_size >= 2, "needs at least 2 ranks, got %d", mt_size);
 }
 
-void
-mt_finish(const char *fmt, ...)
+void mt_finish(const char *fmt, ...)
 {
 	const char *req;
 	char details[512];
@@ -165,15 +157,13 @@ mt_finish(const char *fmt, ...)
 	alarm(0);
 }
 
-uint8_t
-mt_pattern_byte(size_t i, uint32_t seed)
+uint8_t mt_pattern_byte(size_t i, uint32_t seed)
 {
-	return (uint8_t) (i + (i >> 8) * 7 + (i >> 16) * 13 + seed * 31 +
-			  (seed >> 8) * 101);
+	return (uint8_t)(i + (i >> 8) * 7 + (i >> 16) * 13 + seed * 31 +
+			 (seed >> 8) * 101);
 }
 
-void
-mt_fill(void *buf, size_t len, uint32_t seed)
+void mt_fill(void *buf, size_t len, uint32_t seed)
 {
 	uint8_t *p = buf;
 	size_t i;
@@ -182,8 +172,7 @@ mt_fill(void *buf, size_t len, uint32_t seed)
 		p[i] = mt_pattern_byte(i, seed);
 }
 
-size_t
-mt_check_pattern(const void *buf, size_t len, uint32_t seed)
+size_t mt_check_pattern(const void *buf, size_t len, uint32_t seed)
 {
 	const uint8_t *p = buf;
 	size_t i;
@@ -195,8 +184,7 @@ mt_check_pattern(const void *buf, size_t len, uint32_t seed)
 	return len;
 }
 
-void *
-mt_malloc(size_t len)
+void *mt_malloc(size_t len)
 {
 	void *p = malloc(len ? len : 1);
 
@@ -204,19 +192,17 @@ mt_malloc(size_t len)
 	return p;
 }
 
-double
-mt_now(void)
+double mt_now(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void
-mt_sleep_ms(unsigned int ms)
+void mt_sleep_ms(unsigned int ms)
 {
-	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) != 0)
 		;
@@ -230,14 +216,13 @@ struct mt_dl_search {
 	int list;
 };
 
-static int
-mt_dl_cb(struct dl_phdr_info *info, size_t size, void *arg)
+static int mt_dl_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct mt_dl_search *s = arg;
 	const char *base;
 	size_t used;
 
-	(void) size;
+	(void)size;
 	if (!info->dlpi_name || !*info->dlpi_name)
 		return 0;
 	base = strrchr(info->dlpi_name, '/');
@@ -253,14 +238,13 @@ mt_dl_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	used = strlen(s->out);
 	snprintf(s->out + used, s->len - used, "%s%.*s", used ? "," : "",
-		 strstr(base, ".so") ? (int) (strstr(base, ".so") - base) :
-				       (int) strlen(base),
+		 strstr(base, ".so") ? (int)(strstr(base, ".so") - base)
+				     : (int)strlen(base),
 		 base);
 	return 0;
 }
 
-int
-mt_find_loaded(const char *prefix, char *path, size_t len)
+int mt_find_loaded(const char *prefix, char *path, size_t len)
 {
 	struct mt_dl_search s = {prefix, path, len, 0, 0};
 
@@ -270,8 +254,7 @@ mt_find_loaded(const char *prefix, char *path, size_t len)
 	return s.found > 0;
 }
 
-void
-mt_list_loaded(const char *prefix, char *out, size_t len)
+void mt_list_loaded(const char *prefix, char *out, size_t len)
 {
 	struct mt_dl_search s = {prefix, out, len, 0, 1};
 

@@ -35,17 +35,17 @@ void mt_fail(const char *file, int line, const char *fmt, ...)
 void mt_mpi_fail(const char *file, int line, const char *call, int rc)
 	__attribute__((noreturn));
 
-#define MT_CHECK(cond, ...)                                       \
-	do {                                                      \
-		if (!(cond))                                      \
-			mt_fail(__FILE__, __LINE__, __VA_ARGS__); \
+#define MT_CHECK(cond, ...)                                                    \
+	do {                                                                   \
+		if (!(cond))                                                   \
+			mt_fail(__FILE__, __LINE__, __VA_ARGS__);              \
 	} while (0)
 
-#define MT_MPI(call)                                                    \
-	do {                                                            \
-		int mt_rc_ = (call);                                    \
-		if (mt_rc_ != MPI_SUCCESS)                              \
-			mt_mpi_fail(__FILE__, __LINE__, #call, mt_rc_); \
+#define MT_MPI(call)                                                           \
+	do {                                                                   \
+		int mt_rc_ = (call);                                           \
+		if (mt_rc_ != MPI_SUCCESS)                                     \
+			mt_mpi_fail(__FILE__, __LINE__, #call, mt_rc_);        \
 	} while (0)
 
 /* Deterministic, position dependent byte pattern identified by seed. */
@@ -54,17 +54,17 @@ void mt_fill(void *buf, size_t len, uint32_t seed);
 size_t mt_check_pattern(const void *buf, size_t len, uint32_t seed);
 uint8_t mt_pattern_byte(size_t i, uint32_t seed);
 
-#define MT_VERIFY(buf, len, seed, ...)                                   \
-	do {                                                             \
-		size_t mt_off_ = mt_check_pattern((buf), (len), (seed)); \
-		if (mt_off_ != (size_t) (len))                           \
-			mt_fail(__FILE__, __LINE__,                      \
-				"data mismatch at byte %zu of %zu "      \
-				"(got 0x%02x, expected 0x%02x): %s",     \
-				mt_off_, (size_t) (len),                 \
-				((const uint8_t *) (buf))[mt_off_],      \
-				mt_pattern_byte(mt_off_, (seed)),        \
-				mt_fmt(__VA_ARGS__));                    \
+#define MT_VERIFY(buf, len, seed, ...)                                         \
+	do {                                                                   \
+		size_t mt_off_ = mt_check_pattern((buf), (len), (seed));       \
+		if (mt_off_ != (size_t)(len))                                  \
+			mt_fail(__FILE__, __LINE__,                            \
+				"data mismatch at byte %zu of %zu "            \
+				"(got 0x%02x, expected 0x%02x): %s",           \
+				mt_off_, (size_t)(len),                        \
+				((const uint8_t *)(buf))[mt_off_],             \
+				mt_pattern_byte(mt_off_, (seed)),              \
+				mt_fmt(__VA_ARGS__));                          \
 	} while (0)
 
 /* printf into a static buffer (for composing failure messages). */

@@ -30,8 +30,7 @@
 #define PATH_LEN 512
 
 /* Value of MPI_T control variable name, or "(unset)". */
-static void
-cvar_value(const char *name, char *out, int len)
+static void cvar_value(const char *name, char *out, int len)
 {
 	char cname[256], desc[256], *buf;
 	int i, n, nlen, dlen, verb, bind, scope, count;
@@ -39,7 +38,7 @@ cvar_value(const char *name, char *out, int len)
 	MPI_T_enum en;
 	MPI_T_cvar_handle h;
 
-	snprintf(out, (size_t) len, "(unset)");
+	snprintf(out, (size_t)len, "(unset)");
 	if (MPI_T_init_thread(MPI_THREAD_SINGLE, &i) != MPI_SUCCESS)
 		return;
 	if (MPI_T_cvar_get_num(&n) != MPI_SUCCESS)
@@ -55,12 +54,12 @@ cvar_value(const char *name, char *out, int len)
 		if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS)
 			break;
 		/* count is the capacity of the string, often 2048. */
-		buf = mt_malloc((size_t) count + 1);
+		buf = mt_malloc((size_t)count + 1);
 		buf[0] = '\0';
 		if (MPI_T_cvar_read(h, buf) != MPI_SUCCESS)
-			snprintf(out, (size_t) len, "(unreadable)");
+			snprintf(out, (size_t)len, "(unreadable)");
 		else
-			snprintf(out, (size_t) len, "%s",
+			snprintf(out, (size_t)len, "%s",
 				 buf[0] ? buf : "(empty)");
 		free(buf);
 		MPI_T_cvar_handle_free(&h);
@@ -69,8 +68,7 @@ cvar_value(const char *name, char *out, int len)
 	MPI_T_finalize();
 }
 
-static int
-ring_exchange(void)
+static int ring_exchange(void)
 {
 	int right = (mt_rank + 1) % mt_size;
 	int left = (mt_rank + mt_size - 1) % mt_size;
@@ -97,23 +95,22 @@ ring_exchange(void)
 
 	/* Everybody shifts a 256 KiB block to the right at once. */
 	mt_phase("ring shift");
-	mt_fill(sb, RING_LEN, (uint32_t) mt_rank + 100);
+	mt_fill(sb, RING_LEN, (uint32_t)mt_rank + 100);
 	memset(rb, 0, RING_LEN);
 	MT_MPI(MPI_Sendrecv(sb, RING_LEN, MPI_BYTE, right, 2, rb, RING_LEN,
 			    MPI_BYTE, left, 2, MPI_COMM_WORLD, &st));
 	MT_MPI(MPI_Get_count(&st, MPI_BYTE, &n));
-	MT_CHECK(st.MPI_SOURCE == left && n == (int) RING_LEN,
+	MT_CHECK(st.MPI_SOURCE == left && n == (int)RING_LEN,
 		 "ring shift: got %d B from %d, expected %u B from %d", n,
 		 st.MPI_SOURCE, RING_LEN, left);
-	MT_VERIFY(rb, RING_LEN, (uint32_t) left + 100,
+	MT_VERIFY(rb, RING_LEN, (uint32_t)left + 100,
 		  "ring shift block from rank %d", left);
 	free(sb);
 	free(rb);
 	return token;
 }
 
-static void
-allreduce_check(void)
+static void allreduce_check(void)
 {
 	double v[VEC_LEN], r[VEC_LEN], e;
 	int i, sum = 0, one = mt_rank + 1;
@@ -124,23 +121,22 @@ allreduce_check(void)
 		 "allreduce sum of rank+1 = %d, expected %d", sum,
 		 mt_size * (mt_size + 1) / 2);
 	for (i = 0; i < VEC_LEN; i++)
-		v[i] = (double) (mt_rank * VEC_LEN + i);
+		v[i] = (double)(mt_rank * VEC_LEN + i);
 	MT_MPI(MPI_Allreduce(v, r, VEC_LEN, MPI_DOUBLE, MPI_SUM,
 			     MPI_COMM_WORLD));
 	for (i = 0; i < VEC_LEN; i++) {
 		/* sum over ranks of (rank * VEC_LEN + i) */
-		e = (double) VEC_LEN * mt_size * (mt_size - 1) / 2 +
-		    (double) i * mt_size;
+		e = (double)VEC_LEN * mt_size * (mt_size - 1) / 2 +
+		    (double)i * mt_size;
 		MT_CHECK(r[i] == e, "allreduce vector [%d] = %f, expected %f",
 			 i, r[i], e);
 	}
 }
 
-static void
-alltoall_check(void)
+static void alltoall_check(void)
 {
-	int *sb = mt_malloc(sizeof(int) * 2 * (size_t) mt_size);
-	int *rb = mt_malloc(sizeof(int) * 2 * (size_t) mt_size);
+	int *sb = mt_malloc(sizeof(int) * 2 * (size_t)mt_size);
+	int *rb = mt_malloc(sizeof(int) * 2 * (size_t)mt_size);
 	int r;
 
 	mt_phase("alltoall");
@@ -160,8 +156,7 @@ alltoall_check(void)
 	free(rb);
 }
 
-static void
-report(int token)
+static void report(int token)
 {
 	char pml[128], mtl[128], btl[128], libfab[PATH_LEN], tnbc[PATH_LEN];
 	char c_pml[256], c_mtl[256], c_btl[256], c_inc[256];
@@ -172,7 +167,7 @@ report(int token)
 
 	loaded = mt_find_loaded(TNBC_LIB, tnbc, sizeof(tnbc));
 	if (mt_rank == 0)
-		all = mt_malloc(PATH_LEN * (size_t) mt_size);
+		all = mt_malloc(PATH_LEN * (size_t)mt_size);
 	MT_MPI(MPI_Gather(tnbc, PATH_LEN, MPI_CHAR, all, PATH_LEN, MPI_CHAR, 0,
 			  MPI_COMM_WORLD));
 	MT_MPI(MPI_Reduce(&loaded, &nloaded, 1, MPI_INT, MPI_SUM, 0,
@@ -180,12 +175,12 @@ report(int token)
 	if (mt_rank != 0)
 		return;
 	for (r = 0; r < mt_size; r++) {
-		if (!all[(size_t) r * PATH_LEN])
+		if (!all[(size_t)r * PATH_LEN])
 			continue;
 		if (!*all_path)
 			snprintf(all_path, sizeof(all_path), "%s",
-				 all + (size_t) r * PATH_LEN);
-		same &= strcmp(all + (size_t) r * PATH_LEN, all_path) == 0;
+				 all + (size_t)r * PATH_LEN);
+		same &= strcmp(all + (size_t)r * PATH_LEN, all_path) == 0;
 	}
 	free(all);
 
@@ -222,11 +217,10 @@ report(int token)
 		printf("transport      : PML cm -> OFI MTL -> libfabric, "
 		       "provider restricted to \"%s\"%s\n",
 		       c_inc,
-		       strcmp(c_inc, "tnbc") != 0 ?
-			       "" :
-		       nloaded == mt_size ?
-			       " = tnbc, loaded in every rank" :
-			       " but tnbc is NOT loaded everywhere");
+		       strcmp(c_inc, "tnbc") != 0 ? ""
+		       : nloaded == mt_size
+			       ? " = tnbc, loaded in every rank"
+			       : " but tnbc is NOT loaded everywhere");
 	else if (strstr(pml, "mca_pml_ob1"))
 		printf("transport      : PML ob1 over BTLs %s (libfabric "
 		       "provider tnbc is not used)\n",
@@ -241,8 +235,7 @@ report(int token)
 	fflush(stdout);
 }
 
-int
-main(int argc, char **argv)
+int main(int argc, char **argv)
 {
 	char path[PATH_LEN];
 	double t0;

@@ -39,8 +39,7 @@ static int getinfo_ret(const struct fi_info *hints)
 START_TEST(attr_defaults)
 {
 	struct fi_info *info = getinfo_ok(FI_VERSION(1, 17), NULL, 0, NULL);
-	const uint64_t need =
-		FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE;
+	const uint64_t need = FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE;
 
 	ck_assert_ptr_null(info->next);
 	ck_assert_int_eq(info->ep_attr->type, FI_EP_RDM);
@@ -58,8 +57,7 @@ START_TEST(attr_defaults)
 	ck_assert_uint_eq(info->domain_attr->cq_data_size, 8);
 	ck_assert_uint_eq(info->ep_attr->mem_tag_format, ~0ULL);
 	ck_assert_int_eq(info->domain_attr->threading, FI_THREAD_SAFE);
-	ck_assert_int_eq(info->domain_attr->control_progress,
-			 FI_PROGRESS_AUTO);
+	ck_assert_int_eq(info->domain_attr->control_progress, FI_PROGRESS_AUTO);
 	ck_assert_int_eq(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
 	ck_assert_int_eq(info->domain_attr->mr_mode, 0);
 	ck_assert_uint_eq(info->tx_attr->msg_order & FI_ORDER_SAS,
@@ -93,15 +91,15 @@ START_TEST(attr_version_range)
 	struct fi_info *info = NULL;
 
 	tu_prov_init();
-	ck_assert_int_eq(tnbc_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, NULL,
-				      &info),
-			 -FI_ENODATA);
-	ck_assert_int_eq(tnbc_getinfo(FI_VERSION(2, 0), NULL, NULL, 0, NULL,
-				      &info),
-			 -FI_ENODATA);
-	ck_assert_int_eq(tnbc_getinfo(FI_VERSION(0, 9), NULL, NULL, 0, NULL,
-				      &info),
-			 -FI_ENODATA);
+	ck_assert_int_eq(
+		tnbc_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, NULL, &info),
+		-FI_ENODATA);
+	ck_assert_int_eq(
+		tnbc_getinfo(FI_VERSION(2, 0), NULL, NULL, 0, NULL, &info),
+		-FI_ENODATA);
+	ck_assert_int_eq(
+		tnbc_getinfo(FI_VERSION(0, 9), NULL, NULL, 0, NULL, &info),
+		-FI_ENODATA);
 	info = getinfo_ok(FI_VERSION(1, 5), NULL, 0, NULL);
 	ck_assert_int_eq(info->domain_attr->mr_mode, 0);
 	fi_freeinfo(info);
@@ -215,8 +213,7 @@ START_TEST(attr_hints_at_limits)
 	ck_assert_uint_eq(info->caps & (FI_DIRECTED_RECV | FI_SOURCE), 0);
 	ck_assert_uint_eq(info->caps & (FI_SEND | FI_RECV), FI_SEND | FI_RECV);
 	ck_assert_int_eq(info->domain_attr->av_type, FI_AV_MAP);
-	ck_assert_uint_eq(info->ep_attr->mem_tag_format,
-			  0x0000ffffffffffffULL);
+	ck_assert_uint_eq(info->ep_attr->mem_tag_format, 0x0000ffffffffffffULL);
 	ck_assert_uint_eq(info->tx_attr->inject_size, slot_payload());
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
@@ -379,8 +376,7 @@ START_TEST(attr_v10_mr_basic)
 	ck_assert_msg(info->domain_attr->mr_mode == FI_MR_BASIC ||
 			      info->domain_attr->mr_mode == FI_MR_SCALABLE,
 		      "mr_mode %d", info->domain_attr->mr_mode);
-	ck_assert_int_eq(tnbc_fabric_open(info->fabric_attr, &fabric, NULL),
-			 0);
+	ck_assert_int_eq(tnbc_fabric_open(info->fabric_attr, &fabric, NULL), 0);
 	ck_assert_int_eq(fi_domain(fabric, info, &domain, NULL), 0);
 	ck_assert_int_eq(fi_close(&domain->fid), 0);
 	ck_assert_int_eq(fi_close(&fabric->fid), 0);
@@ -484,8 +480,8 @@ START_TEST(attr_env_params)
 	tu_dom_close(&d);
 
 	/* bad values leave the defaults in place */
-	setenv("FI_TNBC_RX_SLOTS", "100", 1);   /* not a power of two */
-	setenv("FI_TNBC_SLOT_SIZE", "100", 1);  /* below 1024 */
+	setenv("FI_TNBC_RX_SLOTS", "100", 1); /* not a power of two */
+	setenv("FI_TNBC_SLOT_SIZE", "100", 1); /* below 1024 */
 	setenv("FI_TNBC_EAGER_SIZE", "99999999", 1); /* above 1 MiB */
 	unsetenv("FI_TNBC_CMA");
 	unsetenv("FI_TNBC_ENGINE");

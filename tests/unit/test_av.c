@@ -263,10 +263,11 @@ START_TEST(av_reverse_many)
 	ck_assert_ptr_nonnull(names);
 	ck_assert_ptr_nonnull(addr);
 	for (size_t i = 0; i < N; i++)
-		names[i] = (i % 3 == 2) ?
-				   mkname(TNBC_NAME_SVC, 0, (uint32_t)(9000 + i)) :
-				   mkname(TNBC_NAME_PID, (uint32_t)(1000 + i % 7),
-					  (uint32_t)i);
+		names[i] =
+			(i % 3 == 2)
+				? mkname(TNBC_NAME_SVC, 0, (uint32_t)(9000 + i))
+				: mkname(TNBC_NAME_PID,
+					 (uint32_t)(1000 + i % 7), (uint32_t)i);
 	tu_dom_open(&d, NULL);
 	av = av_open(&d, loop_type(_i));
 	/* uneven batches, as an application bootstrapping in steps would */

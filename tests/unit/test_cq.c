@@ -52,9 +52,9 @@ START_TEST(cq_formats)
 	/* three entries: a multi-entry read must lay them out with the
 	 * format's own stride */
 	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(tnbc_cq_write(tcq(cq), &ctx[i], flags,
-					       100 + i, buf + i, data + i,
-					       tag + i, FI_ADDR_NOTAVAIL),
+		ck_assert_int_eq(tnbc_cq_write(tcq(cq), &ctx[i], flags, 100 + i,
+					       buf + i, data + i, tag + i,
+					       FI_ADDR_NOTAVAIL),
 				 0);
 	memset(&u, 0, sizeof(u));
 	ck_assert_int_eq(fi_cq_read(cq, &u, 4), 3);
@@ -182,11 +182,10 @@ START_TEST(cq_errors)
 
 	tnbc_cq_write(tcq(cq), &ctx[0], FI_SEND | FI_TAGGED, 0, NULL, 0, 0,
 		      FI_ADDR_NOTAVAIL);
-	ck_assert_int_eq(tnbc_cq_write_err(tcq(cq), &ctx[1],
-					   FI_RECV | FI_TAGGED, 8, buf, 0x77,
-					   0x99, 1234, FI_ETRUNC, -FI_ETRUNC,
-					   5),
-			 0);
+	ck_assert_int_eq(
+		tnbc_cq_write_err(tcq(cq), &ctx[1], FI_RECV | FI_TAGGED, 8, buf,
+				  0x77, 0x99, 1234, FI_ETRUNC, -FI_ETRUNC, 5),
+		0);
 	/* a pending error is reported before anything else */
 	ck_assert_int_eq(fi_cq_read(cq, &e, 1), -FI_EAVAIL);
 	ck_assert_int_eq(fi_cq_read(cq, &e, 1), -FI_EAVAIL);
@@ -207,8 +206,8 @@ START_TEST(cq_errors)
 	/* the caller's error-data buffer is left in place (API >= 1.5) */
 	ck_assert_ptr_eq(err.err_data, edata);
 	ck_assert_uint_eq(err.err_data_size, 0);
-	ck_assert_ptr_nonnull(fi_cq_strerror(cq, err.prov_errno, NULL, NULL,
-					     0));
+	ck_assert_ptr_nonnull(
+		fi_cq_strerror(cq, err.prov_errno, NULL, NULL, 0));
 
 	/* the good entry is still there */
 	ck_assert_int_eq(fi_cq_read(cq, &e, 1), 1);
@@ -218,8 +217,8 @@ START_TEST(cq_errors)
 
 	/* several errors come out in order */
 	for (int i = 0; i < 3; i++)
-		tnbc_cq_write_err(tcq(cq), &ctx[10 + i], FI_RECV, 0, NULL, 0,
-				  0, 0, FI_ECANCELED, -FI_ECANCELED,
+		tnbc_cq_write_err(tcq(cq), &ctx[10 + i], FI_RECV, 0, NULL, 0, 0,
+				  0, FI_ECANCELED, -FI_ECANCELED,
 				  FI_ADDR_NOTAVAIL);
 	for (int i = 0; i < 3; i++) {
 		ck_assert_int_eq(fi_cq_read(cq, &e, 1), -FI_EAVAIL);
@@ -230,8 +229,8 @@ START_TEST(cq_errors)
 	ck_assert_int_eq(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
 
 	/* an unread error is freed by close (ASan/LSan would tell) */
-	tnbc_cq_write_err(tcq(cq), &ctx[20], FI_RECV, 0, NULL, 0, 0, 0,
-			  FI_EIO, -FI_EIO, FI_ADDR_NOTAVAIL);
+	tnbc_cq_write_err(tcq(cq), &ctx[20], FI_RECV, 0, NULL, 0, 0, 0, FI_EIO,
+			  -FI_EIO, FI_ADDR_NOTAVAIL);
 	ck_assert_int_eq(fi_close(&cq->fid), 0);
 	tu_dom_close(&d);
 }
@@ -365,8 +364,7 @@ START_TEST(cq_sread_threshold)
 		      FI_ADDR_NOTAVAIL);
 	tnbc_cq_write(tcq(cq), &ctx[2], FI_RECV, 0, NULL, 0, 0,
 		      FI_ADDR_NOTAVAIL);
-	ck_assert_int_eq(fi_cq_sread(cq, e, 4, (void *)(uintptr_t)3, 1000),
-			 3);
+	ck_assert_int_eq(fi_cq_sread(cq, e, 4, (void *)(uintptr_t)3, 1000), 3);
 	ck_assert_ptr_eq(e[2].op_context, &ctx[2]);
 	ck_assert_int_eq(fi_close(&cq->fid), 0);
 	tu_dom_close(&d);

@@ -17,7 +17,7 @@
 #define B 2
 
 #define EAGER_LEN 100
-#define RNDV_LEN (64 * 1024)
+#define RNDV_LEN  (64 * 1024)
 
 static size_t inject_size(struct tu_world *w)
 {
@@ -28,8 +28,8 @@ static size_t inject_size(struct tu_world *w)
 static void tsend(struct tu_world *w, int from, int to, const void *buf,
 		  size_t len, uint64_t tag, void *ctx)
 {
-	ssize_t ret = fi_tsend(w->ep[from].ep, buf, len, NULL, w->addr[to], tag,
-			       ctx);
+	ssize_t ret =
+		fi_tsend(w->ep[from].ep, buf, len, NULL, w->addr[to], tag, ctx);
 
 	ck_assert_msg(ret == 0, "fi_tsend: %zd (%s)", ret,
 		      fi_strerror((int)-ret));
@@ -38,8 +38,8 @@ static void tsend(struct tu_world *w, int from, int to, const void *buf,
 static void trecv(struct tu_world *w, int at, void *buf, size_t len,
 		  fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx)
 {
-	ssize_t ret = fi_trecv(w->ep[at].ep, buf, len, NULL, src, tag, ignore,
-			       ctx);
+	ssize_t ret =
+		fi_trecv(w->ep[at].ep, buf, len, NULL, src, tag, ignore, ctx);
 
 	ck_assert_msg(ret == 0, "fi_trecv: %zd (%s)", ret,
 		      fi_strerror((int)-ret));
@@ -138,9 +138,9 @@ START_TEST(match_tagged_untagged)
 	tsend(&w, A, R, t, sizeof(t), 0, &ctx[10]);
 	expect_tx(&w, A, &ctx[10]);
 	ck_assert(tu_cq_quiet(w.ep[R].rx_cq, TU_QUIET_MS));
-	ck_assert_int_eq(fi_send(w.ep[A].ep, m, sizeof(m), NULL, w.addr[R],
-				 &ctx[11]),
-			 0);
+	ck_assert_int_eq(
+		fi_send(w.ep[A].ep, m, sizeof(m), NULL, w.addr[R], &ctx[11]),
+		0);
 	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
 	ck_assert_ptr_eq(e.op_context, &ctx[11]);
 	ck_assert_uint_eq(e.flags, FI_SEND | FI_MSG);
@@ -157,9 +157,9 @@ START_TEST(match_tagged_untagged)
 	/* an untagged message waits for an untagged receive */
 	memset(rb1, 0, sizeof(rb1));
 	trecv(&w, R, rb2, sizeof(rb2), FI_ADDR_UNSPEC, 0, ~0ULL, &ctx[3]);
-	ck_assert_int_eq(fi_send(w.ep[A].ep, m, sizeof(m), NULL, w.addr[R],
-				 &ctx[12]),
-			 0);
+	ck_assert_int_eq(
+		fi_send(w.ep[A].ep, m, sizeof(m), NULL, w.addr[R], &ctx[12]),
+		0);
 	expect_tx(&w, A, &ctx[12]);
 	ck_assert(tu_cq_quiet(w.ep[R].rx_cq, TU_QUIET_MS));
 	ck_assert_int_eq(fi_recv(w.ep[R].ep, rb1, sizeof(rb1), NULL,
@@ -210,15 +210,15 @@ START_TEST(match_directed_recv)
 	ck_assert_str_eq(r3, "from B");
 
 	/* untagged directed receive */
-	ck_assert_int_eq(fi_recv(w.ep[R].ep, r1, sizeof(r1), NULL, w.addr[B],
-				 &ctx[5]),
-			 0);
-	ck_assert_int_eq(fi_send(w.ep[A].ep, fa, sizeof(fa), NULL, w.addr[R],
-				 &ctx[14]),
-			 0);
-	ck_assert_int_eq(fi_send(w.ep[B].ep, fb, sizeof(fb), NULL, w.addr[R],
-				 &ctx[15]),
-			 0);
+	ck_assert_int_eq(
+		fi_recv(w.ep[R].ep, r1, sizeof(r1), NULL, w.addr[B], &ctx[5]),
+		0);
+	ck_assert_int_eq(
+		fi_send(w.ep[A].ep, fa, sizeof(fa), NULL, w.addr[R], &ctx[14]),
+		0);
+	ck_assert_int_eq(
+		fi_send(w.ep[B].ep, fb, sizeof(fb), NULL, w.addr[R], &ctx[15]),
+		0);
 	tu_cq_expect(w.ep[R].rx_cq, &e, &src);
 	ck_assert_ptr_eq(e.op_context, &ctx[5]);
 	ck_assert_uint_eq(src, w.addr[B]);
@@ -458,8 +458,8 @@ static void trecvmsg(struct tu_world *w, void *buf, size_t len, uint64_t tag,
 		      (unsigned long long)flags, ret);
 }
 
-static void expect_peek(struct tu_world *w, struct fi_context *fctx,
-			size_t len, uint64_t tag)
+static void expect_peek(struct tu_world *w, struct fi_context *fctx, size_t len,
+			uint64_t tag)
 {
 	struct fi_cq_tagged_entry e;
 
@@ -645,9 +645,9 @@ START_TEST(match_remote_cq_data)
 				     w.addr[R], &ctx[12]),
 			 0);
 	ck_assert(tu_cq_quiet(w.ep[R].rx_cq, 5));
-	ck_assert_int_eq(fi_recv(w.ep[R].ep, rbuf, len, NULL, FI_ADDR_UNSPEC,
-				 &ctx[3]),
-			 0);
+	ck_assert_int_eq(
+		fi_recv(w.ep[R].ep, rbuf, len, NULL, FI_ADDR_UNSPEC, &ctx[3]),
+		0);
 	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
 	ck_assert_ptr_eq(e.op_context, &ctx[3]);
 	ck_assert_uint_eq(e.flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
@@ -701,12 +701,12 @@ START_TEST(match_selective_completion)
 
 		/* odd ones ask for a completion */
 		if (i % 2)
-			ck_assert_int_eq(fi_trecvmsg(w.ep[R].ep, &msg,
-						     FI_COMPLETION),
-					 0);
+			ck_assert_int_eq(
+				fi_trecvmsg(w.ep[R].ep, &msg, FI_COMPLETION),
+				0);
 		else
-			trecv(&w, R, r[i], lens[i], FI_ADDR_UNSPEC,
-			      (uint64_t)i, 0, &ctx[i]);
+			trecv(&w, R, r[i], lens[i], FI_ADDR_UNSPEC, (uint64_t)i,
+			      0, &ctx[i]);
 	}
 	for (int i = 0; i < 4; i++) {
 		struct iovec iov = {.iov_base = s[i], .iov_len = lens[i]};
@@ -717,9 +717,9 @@ START_TEST(match_selective_completion)
 					    .context = &ctx[10 + i]};
 
 		if (i % 2)
-			ck_assert_int_eq(fi_tsendmsg(w.ep[A].ep, &msg,
-						     FI_COMPLETION),
-					 0);
+			ck_assert_int_eq(
+				fi_tsendmsg(w.ep[A].ep, &msg, FI_COMPLETION),
+				0);
 		else
 			tsend(&w, A, R, s[i], lens[i], (uint64_t)i,
 			      &ctx[10 + i]);
@@ -814,9 +814,8 @@ START_TEST(match_inject)
 	}
 
 	/* zero-length messages */
-	ck_assert_int_eq(fi_tsend(w.ep[A].ep, NULL, 0, NULL, w.addr[R], 3,
-				  &ctx[13]),
-			 0);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[A].ep, NULL, 0, NULL, w.addr[R], 3, &ctx[13]), 0);
 	expect_tx(&w, A, &ctx[13]);
 	trecv(&w, R, NULL, 0, FI_ADDR_UNSPEC, 3, 0, &ctx[3]);
 	expect_rx(&w, R, &ctx[3], 0, 3, A);
@@ -842,31 +841,30 @@ START_TEST(match_bad_input)
 		iov[i].iov_len = 1;
 	}
 	/* NULL buffer with a length */
-	ck_assert_int_eq(fi_tsend(w.ep[A].ep, NULL, 10, NULL, w.addr[R], 1,
-				  &ctx[0]),
+	ck_assert_int_eq(
+		fi_tsend(w.ep[A].ep, NULL, 10, NULL, w.addr[R], 1, &ctx[0]),
+		-FI_EINVAL);
+	ck_assert_int_eq(
+		fi_send(w.ep[A].ep, NULL, 10, NULL, w.addr[R], &ctx[0]),
+		-FI_EINVAL);
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, NULL, 10, NULL, FI_ADDR_UNSPEC, 1,
+				  0, &ctx[0]),
 			 -FI_EINVAL);
-	ck_assert_int_eq(fi_send(w.ep[A].ep, NULL, 10, NULL, w.addr[R],
-				 &ctx[0]),
-			 -FI_EINVAL);
-	ck_assert_int_eq(fi_trecv(w.ep[R].ep, NULL, 10, NULL, FI_ADDR_UNSPEC,
-				  1, 0, &ctx[0]),
-			 -FI_EINVAL);
-	ck_assert_int_eq(fi_recv(w.ep[R].ep, NULL, 10, NULL, FI_ADDR_UNSPEC,
-				 &ctx[0]),
-			 -FI_EINVAL);
+	ck_assert_int_eq(
+		fi_recv(w.ep[R].ep, NULL, 10, NULL, FI_ADDR_UNSPEC, &ctx[0]),
+		-FI_EINVAL);
 	/* more than 8 iovecs */
-	ck_assert_int_eq(fi_tsendv(w.ep[A].ep, iov, NULL, 9, w.addr[R], 1,
-				   &ctx[0]),
+	ck_assert_int_eq(
+		fi_tsendv(w.ep[A].ep, iov, NULL, 9, w.addr[R], 1, &ctx[0]),
+		-FI_EINVAL);
+	ck_assert_int_eq(fi_trecvv(w.ep[R].ep, iov, NULL, 9, FI_ADDR_UNSPEC, 1,
+				   0, &ctx[0]),
 			 -FI_EINVAL);
-	ck_assert_int_eq(fi_trecvv(w.ep[R].ep, iov, NULL, 9, FI_ADDR_UNSPEC,
-				   1, 0, &ctx[0]),
+	ck_assert_int_eq(fi_sendv(w.ep[A].ep, iov, NULL, 9, w.addr[R], &ctx[0]),
 			 -FI_EINVAL);
-	ck_assert_int_eq(fi_sendv(w.ep[A].ep, iov, NULL, 9, w.addr[R],
-				  &ctx[0]),
-			 -FI_EINVAL);
-	ck_assert_int_eq(fi_recvv(w.ep[R].ep, iov, NULL, 9, FI_ADDR_UNSPEC,
-				  &ctx[0]),
-			 -FI_EINVAL);
+	ck_assert_int_eq(
+		fi_recvv(w.ep[R].ep, iov, NULL, 9, FI_ADDR_UNSPEC, &ctx[0]),
+		-FI_EINVAL);
 	/* unknown flags */
 	{
 		struct fi_msg_tagged tm = {.msg_iov = iov,
@@ -893,14 +891,14 @@ START_TEST(match_bad_input)
 	/* addresses that are not in the AV */
 	ck_assert_int_eq(fi_tsend(w.ep[A].ep, buf, 4, NULL, 1000, 1, &ctx[0]),
 			 -FI_EADDRNOTAVAIL);
-	ck_assert_int_eq(fi_tsend(w.ep[A].ep, buf, 4, NULL, FI_ADDR_NOTAVAIL,
-				  1, &ctx[0]),
+	ck_assert_int_eq(fi_tsend(w.ep[A].ep, buf, 4, NULL, FI_ADDR_NOTAVAIL, 1,
+				  &ctx[0]),
 			 -FI_EADDRNOTAVAIL);
 	ck_assert_int_eq(fi_tinject(w.ep[A].ep, buf, 4, 1000, 1),
 			 -FI_EADDRNOTAVAIL);
-	ck_assert_int_eq(fi_trecv(w.ep[R].ep, buf, 4, NULL, 1000, 1, 0,
-				  &ctx[0]),
-			 -FI_EADDRNOTAVAIL);
+	ck_assert_int_eq(
+		fi_trecv(w.ep[R].ep, buf, 4, NULL, 1000, 1, 0, &ctx[0]),
+		-FI_EADDRNOTAVAIL);
 	gone = w.addr[R];
 	ck_assert_int_eq(fi_av_remove(w.av, &gone, 1, 0), 0);
 	ck_assert_int_eq(fi_tsend(w.ep[A].ep, buf, 4, NULL, gone, 1, &ctx[0]),
@@ -923,8 +921,7 @@ START_TEST(match_not_enabled)
 	ck_assert_int_eq(fi_endpoint(d.domain, d.info, &ep, NULL), 0);
 	ck_assert_int_eq(fi_tsend(ep, buf, 4, NULL, 0, 1, NULL),
 			 -FI_EOPBADSTATE);
-	ck_assert_int_eq(fi_trecv(ep, buf, 4, NULL, FI_ADDR_UNSPEC, 1, 0,
-				  NULL),
+	ck_assert_int_eq(fi_trecv(ep, buf, 4, NULL, FI_ADDR_UNSPEC, 1, 0, NULL),
 			 -FI_EOPBADSTATE);
 	ck_assert_int_eq(fi_enable(ep), -FI_ENOAV);
 	ck_assert_int_eq(fi_close(&ep->fid), 0);
@@ -975,9 +972,9 @@ START_TEST(match_iov)
 	ck_assert_int_eq(fi_trecvv(w.ep[R].ep, riov, NULL, nr, FI_ADDR_UNSPEC,
 				   11, 0, &ctx[1]),
 			 0);
-	ck_assert_int_eq(fi_tsendv(w.ep[A].ep, siov, NULL, ns, w.addr[R], 11,
-				   &ctx[10]),
-			 0);
+	ck_assert_int_eq(
+		fi_tsendv(w.ep[A].ep, siov, NULL, ns, w.addr[R], 11, &ctx[10]),
+		0);
 	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
 	ck_assert_ptr_eq(e.op_context, &ctx[1]);
 	ck_assert_uint_eq(e.len, total);
@@ -1260,23 +1257,20 @@ START_TEST(match_unknown_sender)
 	ck_assert_int_eq(fi_trecv(er.ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 1,
 				  0, &ctx[1]),
 			 0);
-	ck_assert_int_eq(fi_tsend(ea.ep, s1, sizeof(s1), NULL, to_r, 1,
-				  &ctx[10]),
-			 0);
+	ck_assert_int_eq(
+		fi_tsend(ea.ep, s1, sizeof(s1), NULL, to_r, 1, &ctx[10]), 0);
 	tu_cq_expect(er.rx_cq, &e, &src);
 	ck_assert_ptr_eq(e.op_context, &ctx[1]);
 	ck_assert_uint_eq(src, FI_ADDR_NOTAVAIL);
 	ck_assert_str_eq(r, "one");
 
 	/* unexpected from an unknown sender, then the sender is inserted */
-	ck_assert_int_eq(fi_tsend(ea.ep, s2, sizeof(s2), NULL, to_r, 2,
-				  &ctx[11]),
-			 0);
+	ck_assert_int_eq(
+		fi_tsend(ea.ep, s2, sizeof(s2), NULL, to_r, 2, &ctx[11]), 0);
 	ck_assert(tu_cq_quiet(er.rx_cq, 10));
 	ck_assert_int_eq(fi_av_insert(av_r, &ea.name, 1, &a_in_r, 0, NULL), 1);
-	ck_assert_int_eq(fi_trecv(er.ep, r, sizeof(r), NULL, a_in_r, 2, 0,
-				  &ctx[2]),
-			 0);
+	ck_assert_int_eq(
+		fi_trecv(er.ep, r, sizeof(r), NULL, a_in_r, 2, 0, &ctx[2]), 0);
 	tu_cq_expect(er.rx_cq, &e, &src);
 	ck_assert_ptr_eq(e.op_context, &ctx[2]);
 	ck_assert_uint_eq(src, a_in_r);
@@ -1414,12 +1408,13 @@ START_TEST(match_threads)
 		}
 	/* threads 0..2 share endpoint A, thread 3 uses B */
 	for (int t = 0; t < ST_THREADS; t++) {
-		args[t] = (struct stress_arg){
-			.w = &w, .from = t < ST_THREADS - 1 ? A : B,
-			.tag = 100 + (uint64_t)t};
-		ck_assert_int_eq(pthread_create(&th[t], NULL, stress_sender,
-						&args[t]),
-				 0);
+		args[t] =
+			(struct stress_arg){.w = &w,
+					    .from = t < ST_THREADS - 1 ? A : B,
+					    .tag = 100 + (uint64_t)t};
+		ck_assert_int_eq(
+			pthread_create(&th[t], NULL, stress_sender, &args[t]),
+			0);
 	}
 	deadline = tu_now_ms() + TU_WAIT_MS;
 	while (got < ST_THREADS * ST_MSGS && tu_now_ms() < deadline) {
@@ -1433,12 +1428,13 @@ START_TEST(match_threads)
 
 			ck_assert_uint_eq(e[i].tag, 100 + (uint64_t)t);
 			ck_assert_uint_eq(e[i].len, stress_len(k));
-			ck_assert_msg(tu_check(rb[t][k], stress_len(k),
-					       (uint32_t)(e[i].tag * 100000 + k),
-					       0) == (size_t)-1,
-				      "thread %d message %d out of order or "
-				      "corrupted",
-				      t, k);
+			ck_assert_msg(
+				tu_check(rb[t][k], stress_len(k),
+					 (uint32_t)(e[i].tag * 100000 + k),
+					 0) == (size_t)-1,
+				"thread %d message %d out of order or "
+				"corrupted",
+				t, k);
 		}
 		if (n > 0)
 			got += (int)n;
@@ -1517,12 +1513,10 @@ START_TEST(match_auto_progress)
 
 	tnbc_env.cma = _i == 2 ? 0 : 1;
 	tu_world_open(&w, 2, &o);
-	ck_assert_int_eq(fi_control(&w.ep[R].rx_cq->fid, FI_GETWAIT,
-				    &pfd[0].fd),
-			 0);
-	ck_assert_int_eq(fi_control(&w.ep[A].tx_cq->fid, FI_GETWAIT,
-				    &pfd[1].fd),
-			 0);
+	ck_assert_int_eq(
+		fi_control(&w.ep[R].rx_cq->fid, FI_GETWAIT, &pfd[0].fd), 0);
+	ck_assert_int_eq(
+		fi_control(&w.ep[A].tx_cq->fid, FI_GETWAIT, &pfd[1].fd), 0);
 	tu_fill(sbuf, len, 71);
 	trecv(&w, R, rbuf, len, FI_ADDR_UNSPEC, 1, 0, &ctx[1]);
 	tsend(&w, A, R, sbuf, len, 1, &ctx[10]);
@@ -1577,14 +1571,13 @@ START_TEST(match_caps_subset)
 
 	hints->caps = FI_TAGGED;
 	tu_world_open(&w, 3, &(struct tu_world_opts){.hints = hints});
-	ck_assert_uint_eq(w.d.info->caps & (FI_MSG | FI_DIRECTED_RECV |
-					    FI_SOURCE),
-			  0);
-	ck_assert_int_eq(fi_send(w.ep[A].ep, s, sizeof(s), NULL, w.addr[R],
+	ck_assert_uint_eq(
+		w.d.info->caps & (FI_MSG | FI_DIRECTED_RECV | FI_SOURCE), 0);
+	ck_assert_int_eq(
+		fi_send(w.ep[A].ep, s, sizeof(s), NULL, w.addr[R], &ctx[0]),
+		-FI_EOPNOTSUPP);
+	ck_assert_int_eq(fi_recv(w.ep[R].ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC,
 				 &ctx[0]),
-			 -FI_EOPNOTSUPP);
-	ck_assert_int_eq(fi_recv(w.ep[R].ep, r, sizeof(r), NULL,
-				 FI_ADDR_UNSPEC, &ctx[0]),
 			 -FI_EOPNOTSUPP);
 	/* a receive "from A" takes B's message: the address is ignored */
 	trecv(&w, R, r, sizeof(r), w.addr[A], 1, 0, &ctx[1]);
@@ -1598,9 +1591,9 @@ START_TEST(match_caps_subset)
 	/* untagged only */
 	hints->caps = FI_MSG;
 	tu_world_open(&w, 2, &(struct tu_world_opts){.hints = hints});
-	ck_assert_int_eq(fi_tsend(w.ep[A].ep, s, sizeof(s), NULL, w.addr[R], 1,
-				  &ctx[0]),
-			 -FI_EOPNOTSUPP);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[A].ep, s, sizeof(s), NULL, w.addr[R], 1, &ctx[0]),
+		-FI_EOPNOTSUPP);
 	ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, sizeof(r), NULL,
 				  FI_ADDR_UNSPEC, 1, 0, &ctx[0]),
 			 -FI_EOPNOTSUPP);

@@ -7,8 +7,8 @@
 
 #include "tnbc_unit.h"
 
-#define R 0
-#define A 1
+#define R	   0
+#define A	   1
 #define RNDV_LEN_P (64 * 1024)
 
 static int ctx[8];
@@ -314,10 +314,10 @@ START_TEST(proto_ring_burst)
 	for (uint32_t i = 0; i < n1; i++)
 		burst_send(&w, s[i], lens[i], i, &rctx[i]);
 	if (_i) {
-		struct tnbc_ep *ea = tnbc_container_of(w.ep[A].ep,
-						       struct tnbc_ep, ep_fid);
-		struct tnbc_ep *er = tnbc_container_of(w.ep[R].ep,
-						       struct tnbc_ep, ep_fid);
+		struct tnbc_ep *ea =
+			tnbc_container_of(w.ep[A].ep, struct tnbc_ep, ep_fid);
+		struct tnbc_ep *er =
+			tnbc_container_of(w.ep[R].ep, struct tnbc_ep, ep_fid);
 
 		/* nobody progressed: the queue is full and the rest waits */
 		pthread_mutex_lock(&ea->lock);
@@ -377,17 +377,15 @@ static void raw_send(struct tu_world *w, int to, const struct tnbc_hdr *h,
 			    .iov_len = h->payload_len};
 
 	ck_assert_ptr_eq(dom->xops, &tnbc_shm_ops);
-	ck_assert_int_eq(tnbc_shm_ops.peer_get(dom->xdom, &w->ep[to].name,
-					       &peer),
-			 0);
+	ck_assert_int_eq(
+		tnbc_shm_ops.peer_get(dom->xdom, &w->ep[to].name, &peer), 0);
 	ck_assert_ptr_nonnull(peer);
 	ck_assert_int_eq(tnbc_shm_ops.send(peer, h, payload ? &iov : NULL,
 					   payload ? 1 : 0),
 			 0);
 }
 
-static struct tnbc_hdr eager_hdr(struct tu_world *w, uint64_t tag,
-				 uint32_t len)
+static struct tnbc_hdr eager_hdr(struct tu_world *w, uint64_t tag, uint32_t len)
 {
 	struct tnbc_hdr h;
 
@@ -459,9 +457,9 @@ START_TEST(proto_bad_packets)
 	ck_assert_str_eq(r, "good"); /* the buffer was never written */
 
 	/* the endpoint still works, both ways */
-	ck_assert_int_eq(fi_tsend(w.ep[A].ep, "fine", 5, NULL, w.addr[R], 0x77,
-				  &ctx[2]),
-			 0);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[A].ep, "fine", 5, NULL, w.addr[R], 0x77, &ctx[2]),
+		0);
 	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
 	ck_assert_ptr_eq(e.op_context, &ctx[1]);
 	ck_assert_str_eq(r, "fine");
@@ -469,9 +467,9 @@ START_TEST(proto_bad_packets)
 	ck_assert_int_eq(fi_trecv(w.ep[A].ep, r, sizeof(r), NULL,
 				  FI_ADDR_UNSPEC, 0x79, 0, &ctx[3]),
 			 0);
-	ck_assert_int_eq(fi_tsend(w.ep[R].ep, "back", 5, NULL, w.addr[A], 0x79,
-				  &ctx[4]),
-			 0);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[R].ep, "back", 5, NULL, w.addr[A], 0x79, &ctx[4]),
+		0);
 	tu_cq_expect(w.ep[A].rx_cq, &e, NULL);
 	ck_assert_str_eq(r, "back");
 	tu_world_close(&w);
@@ -519,9 +517,9 @@ START_TEST(proto_bad_rts)
 	ck_assert_int_eq(fi_trecv(w.ep[A].ep, r + 50000, 50000, NULL,
 				  FI_ADDR_UNSPEC, 0x83, 0, &ctx[3]),
 			 0);
-	ck_assert_int_eq(fi_tsend(w.ep[R].ep, r, 50000, NULL, w.addr[A], 0x83,
-				  &ctx[4]),
-			 0);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[R].ep, r, 50000, NULL, w.addr[A], 0x83, &ctx[4]),
+		0);
 	tu_cq_expect(w.ep[A].rx_cq, &e, NULL);
 	ck_assert_ptr_eq(e.op_context, &ctx[3]);
 	tu_cq_expect(w.ep[R].tx_cq, &e, NULL);
@@ -632,9 +630,8 @@ START_TEST(proto_svc_reopen)
 	ck_assert_int_eq(fi_trecv(srv.ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 2,
 				  0, &ctx[2]),
 			 0);
-	ck_assert_int_eq(fi_tsend(cli.ep, "second", 7, NULL, to_srv, 2,
-				  &ctx[3]),
-			 0);
+	ck_assert_int_eq(
+		fi_tsend(cli.ep, "second", 7, NULL, to_srv, 2, &ctx[3]), 0);
 	ck_assert_msg(tu_cq_wait(srv.rx_cq, &e, NULL, NULL, 2000) == 1,
 		      "the restarted service endpoint never received the "
 		      "client's message");
@@ -669,13 +666,10 @@ static void xdom_open(struct tu_dom *d, struct xdom_side *x)
 	ck_assert_int_eq(fi_av_open(x->domain, &av_attr, &x->av, NULL), 0);
 	ck_assert_int_eq(fi_endpoint(x->domain, d->info, &x->e.ep, NULL), 0);
 	ck_assert_int_eq(fi_getname(&x->e.ep->fid, &x->e.name, &len), 0);
-	ck_assert_int_eq(fi_cq_open(x->domain, &cq_attr, &x->e.tx_cq, NULL),
-			 0);
-	ck_assert_int_eq(fi_cq_open(x->domain, &cq_attr, &x->e.rx_cq, NULL),
-			 0);
+	ck_assert_int_eq(fi_cq_open(x->domain, &cq_attr, &x->e.tx_cq, NULL), 0);
+	ck_assert_int_eq(fi_cq_open(x->domain, &cq_attr, &x->e.rx_cq, NULL), 0);
 	ck_assert_int_eq(fi_ep_bind(x->e.ep, &x->av->fid, 0), 0);
-	ck_assert_int_eq(fi_ep_bind(x->e.ep, &x->e.tx_cq->fid, FI_TRANSMIT),
-			 0);
+	ck_assert_int_eq(fi_ep_bind(x->e.ep, &x->e.tx_cq->fid, FI_TRANSMIT), 0);
 	ck_assert_int_eq(fi_ep_bind(x->e.ep, &x->e.rx_cq->fid, FI_RECV), 0);
 	ck_assert_int_eq(fi_enable(x->e.ep), 0);
 	ck_assert_int_eq(fi_control(&x->e.rx_cq->fid, FI_GETWAIT, &x->rx_fd),
@@ -700,8 +694,7 @@ static void xdom_wait(struct fid_cq *cq, int fd, void *ctx_want,
 	struct fi_cq_tagged_entry e;
 	int r = poll(&p, 1, 3000);
 
-	ck_assert_msg(r == 1, "iteration %d: %s: no wakeup in 3 s", iter,
-		      what);
+	ck_assert_msg(r == 1, "iteration %d: %s: no wakeup in 3 s", iter, what);
 	ck_assert_int_eq(fi_cq_read(cq, &e, 1), 1);
 	ck_assert_ptr_eq(e.op_context, ctx_want);
 }

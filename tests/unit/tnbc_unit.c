@@ -37,8 +37,10 @@ void tu_prov_init(void)
 		tu_env_defaults = tnbc_env;
 		prov = fi_prov_ini();
 		if (prov != &tnbc_prov) {
-			fprintf(stderr, "fi_prov_ini() returned %p, not "
-					"&tnbc_prov\n", (void *)prov);
+			fprintf(stderr,
+				"fi_prov_ini() returned %p, not "
+				"&tnbc_prov\n",
+				(void *)prov);
 			abort();
 		}
 		tnbc_env = tu_env_defaults;
@@ -61,8 +63,8 @@ void tu_sleep_ms(unsigned ms)
 
 static inline uint8_t tu_pattern(uint32_t seed, size_t i)
 {
-	uint32_t x = seed * 2654435761u + (uint32_t)i * 40503u +
-		     (uint32_t)(i >> 16);
+	uint32_t x =
+		seed * 2654435761u + (uint32_t)i * 40503u + (uint32_t)(i >> 16);
 
 	return (uint8_t)(x ^ (x >> 8) ^ (x >> 19));
 }
@@ -148,15 +150,13 @@ void tu_world_open(struct tu_world *w, size_t n,
 		struct tu_ep *e = &w->ep[i];
 		struct fi_cq_attr cq_attr = {
 			.format = FI_CQ_FORMAT_TAGGED,
-			.wait_obj = opts && opts->cq_wait ? opts->cq_wait :
-							    FI_WAIT_UNSPEC};
+			.wait_obj = opts && opts->cq_wait ? opts->cq_wait
+							  : FI_WAIT_UNSPEC};
 
-		ck_assert_int_eq(fi_cq_open(w->d.domain, &cq_attr, &e->tx_cq,
-					    NULL),
-				 0);
-		ck_assert_int_eq(fi_cq_open(w->d.domain, &cq_attr, &e->rx_cq,
-					    NULL),
-				 0);
+		ck_assert_int_eq(
+			fi_cq_open(w->d.domain, &cq_attr, &e->tx_cq, NULL), 0);
+		ck_assert_int_eq(
+			fi_cq_open(w->d.domain, &cq_attr, &e->rx_cq, NULL), 0);
 		ck_assert_int_eq(fi_ep_bind(e->ep, &w->av->fid, 0), 0);
 		ck_assert_int_eq(
 			fi_ep_bind(e->ep, &e->tx_cq->fid, FI_TRANSMIT | sel),
@@ -164,9 +164,8 @@ void tu_world_open(struct tu_world *w, size_t n,
 		ck_assert_int_eq(
 			fi_ep_bind(e->ep, &e->rx_cq->fid, FI_RECV | sel), 0);
 		if (opts && opts->cntrs) {
-			struct fi_cntr_attr ca = {
-				.events = FI_CNTR_EVENTS_COMP,
-				.wait_obj = FI_WAIT_UNSPEC};
+			struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP,
+						  .wait_obj = FI_WAIT_UNSPEC};
 
 			ck_assert_int_eq(fi_cntr_open(w->d.domain, &ca,
 						      &e->tx_cntr, NULL),
@@ -273,14 +272,13 @@ bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value, unsigned timeout_ms)
 	return true;
 }
 
-void tu_engine_stats(struct fid_domain *domain,
-		     struct fi_tnbc_engine_stats *st)
+void tu_engine_stats(struct fid_domain *domain, struct fi_tnbc_engine_stats *st)
 {
 	struct fi_tnbc_ops_domain *ops = NULL;
 	int ret;
 
-	ret = fi_open_ops(&domain->fid, FI_TNBC_DOMAIN_OPS_1, 0,
-			  (void **)&ops, NULL);
+	ret = fi_open_ops(&domain->fid, FI_TNBC_DOMAIN_OPS_1, 0, (void **)&ops,
+			  NULL);
 	ck_assert_int_eq(ret, 0);
 	ck_assert_ptr_nonnull(ops);
 	ck_assert_uint_ge(ops->size, sizeof(*ops));

@@ -113,8 +113,7 @@ void tu_cq_expect_err(struct fid_cq *cq, struct fi_cq_err_entry *err);
  * arrived.  Progresses the domain all the while. */
 bool tu_cq_quiet(struct fid_cq *cq, unsigned ms);
 /* Waits until the counter reaches value; false on timeout. */
-bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value,
-		   unsigned timeout_ms);
+bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value, unsigned timeout_ms);
 
 /* Engine statistics through the FI_TNBC_DOMAIN_OPS_1 extension. */
 void tu_engine_stats(struct fid_domain *domain,
