@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tnbc_unit.h"
 
@@ -1494,6 +1496,68 @@ START_TEST(match_tx_error)
 END_TEST
 
 /*
+ * A receiver process dies holding an RTS it never read.  The sender's
+ * rendezvous send must fail with FI_EHOSTUNREACH instead of waiting
+ * forever, both while the dead process is an unreaped zombie (_i 0) and
+ * after it was reaped (_i 1).
+ */
+START_TEST(match_rndv_dead_receiver)
+{
+	int to_parent[2], to_child[2];
+	struct fi_cq_err_entry err;
+	struct tnbc_name peer_name;
+	char region[64], go = 0;
+	struct tu_world w;
+	fi_addr_t peer;
+	uint8_t *sb;
+	pid_t child;
+
+	ck_assert_int_eq(pipe(to_parent), 0);
+	ck_assert_int_eq(pipe(to_child), 0);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		struct tu_world cw;
+
+		tu_world_open(&cw, 1, NULL);
+		if (write(to_parent[1], &cw.ep[0].name,
+			  sizeof(cw.ep[0].name)) != sizeof(cw.ep[0].name))
+			_exit(2);
+		/* die without reading anything or closing */
+		if (read(to_child[0], &go, 1) != 1)
+			_exit(3);
+		_exit(0);
+	}
+	ck_assert_int_eq(read(to_parent[0], &peer_name, sizeof(peer_name)),
+			 (ssize_t)sizeof(peer_name));
+	tu_world_open(&w, 1, NULL);
+	ck_assert_int_eq(fi_av_insert(w.av, &peer_name, 1, &peer, 0, NULL), 1);
+	sb = malloc(RNDV_LEN);
+	tu_fill(sb, RNDV_LEN, 3);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[0].ep, sb, RNDV_LEN, NULL, peer, 9, &ctx[0]), 0);
+	ck_assert_int_eq(write(to_child[1], &go, 1), 1);
+	if (_i == 1)
+		ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	else
+		tu_sleep_ms(100); /* let it become a zombie */
+
+	tu_cq_expect_err(w.ep[0].tx_cq, &err);
+	ck_assert_ptr_eq(err.op_context, &ctx[0]);
+	ck_assert_int_eq(err.err, FI_EHOSTUNREACH);
+	ck_assert_uint_eq(err.flags & FI_SEND, FI_SEND);
+
+	if (_i == 0)
+		ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	snprintf(region, sizeof(region), "/tnbc-%u-%u", peer_name.pid,
+		 peer_name.uid);
+	shm_unlink(region);
+	tu_world_close(&w);
+	free(sb);
+}
+END_TEST
+
+/*
  * FI_PROGRESS_AUTO: once posted, a transfer completes with no further
  * call into the provider; the application only blocks in poll(2) on the
  * CQs' wait fds.  _i: 0 eager, 1 rendezvous pull, 2 rendezvous streamed.
@@ -1662,6 +1726,7 @@ Suite *tu_match_suite(void)
 	tcase_add_loop_test(tc, match_rndv_into_empty, 0, 2);
 	tcase_add_test(tc, match_threads);
 	tcase_add_test(tc, match_tx_error);
+	tcase_add_loop_test(tc, match_rndv_dead_receiver, 0, 2);
 	tcase_add_test(tc, match_caps_subset);
 	tcase_add_test(tc, match_ops_flags);
 	suite_add_tcase(s, tc);

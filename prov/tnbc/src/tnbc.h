@@ -363,7 +363,7 @@ struct tnbc_ep {
 	struct tnbc_list stream_rx; /* receives fed by DATA packets */
 	struct tnbc_rndv_table rndv;
 	uint64_t next_token;
-	bool in_progress_app; /* who is polling, for the stats */
+	uint64_t peer_check_ns; /* last liveness check of waiting peers */
 };
 
 /* ------------------------------------------------------------------ */
@@ -428,6 +428,7 @@ void tnbc_engine_kick(struct tnbc_domain *domain);
 /* msg protocol, ep lock held */
 void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload);
 int tnbc_tx_queue_progress(struct tnbc_ep *ep);
+void tnbc_ep_check_peers(struct tnbc_ep *ep);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
 void tnbc_ep_flush_queues(struct tnbc_ep *ep);
 int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context);

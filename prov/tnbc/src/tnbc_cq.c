@@ -319,7 +319,7 @@ static int tnbc_cq_close(struct fid *fid)
 
 	if (atomic_load(&cq->ref))
 		return -FI_EBUSY;
-	tnbc_list_foreach_safe(&cq->err_list, it, tmp)
+	tnbc_list_foreach_safe (&cq->err_list, it, tmp)
 		free(tnbc_container_of(it, struct tnbc_cq_err, entry));
 	if (cq->efd >= 0)
 		close(cq->efd);

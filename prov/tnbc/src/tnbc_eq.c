@@ -153,7 +153,7 @@ static int tnbc_eq_close(struct fid *fid)
 
 	if (atomic_load(&eq->ref))
 		return -FI_EBUSY;
-	tnbc_list_foreach_safe(&eq->items, it, tmp)
+	tnbc_list_foreach_safe (&eq->items, it, tmp)
 		free(tnbc_container_of(it, struct tnbc_eq_item, entry));
 	atomic_fetch_sub(&eq->fabric->ref, 1);
 	pthread_cond_destroy(&eq->cond);

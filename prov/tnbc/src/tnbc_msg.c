@@ -307,8 +307,7 @@ static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 			"dropping eager packet with bad length\n");
 		return;
 	}
-	tnbc_list_foreach_safe(list, it, tmp)
-	{
+	tnbc_list_foreach_safe (list, it, tmp) {
 		struct tnbc_xfer *rx =
 			tnbc_container_of(it, struct tnbc_xfer, entry);
 
@@ -370,8 +369,7 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 {
 	struct tnbc_list *it, *tmp;
 
-	tnbc_list_foreach_safe(&ep->stream_rx, it, tmp)
-	{
+	tnbc_list_foreach_safe (&ep->stream_rx, it, tmp) {
 		struct tnbc_xfer *rx =
 			tnbc_container_of(it, struct tnbc_xfer, entry);
 		struct tnbc_hdr mh;
@@ -487,8 +485,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 	struct tnbc_list *it, *tmp;
 	int n = 0;
 
-	tnbc_list_foreach_safe(&ep->ctrl_queue, it, tmp)
-	{
+	tnbc_list_foreach_safe (&ep->ctrl_queue, it, tmp) {
 		struct tnbc_ctrl *c =
 			tnbc_container_of(it, struct tnbc_ctrl, entry);
 
@@ -498,8 +495,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 		free(c);
 		n++;
 	}
-	tnbc_list_foreach_safe(&ep->tx_queue, it, tmp)
-	{
+	tnbc_list_foreach_safe (&ep->tx_queue, it, tmp) {
 		struct tnbc_xfer *tx =
 			tnbc_container_of(it, struct tnbc_xfer, entry);
 		int ret = tnbc_tx_one(ep, tx);
@@ -544,6 +540,59 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 	return n;
 }
 
+/* How often operations waiting on a peer check that it still exists. */
+#define TNBC_PEER_CHECK_NS 100000000u
+
+/*
+ * Rendezvous sends waiting for an ACK, and streamed receives waiting for
+ * DATA, depend on a peer process.  If it died they would never complete:
+ * fail them instead, at most every TNBC_PEER_CHECK_NS.  ep->lock held.
+ */
+void tnbc_ep_check_peers(struct tnbc_ep *ep)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct tnbc_list *it, *tmp;
+	uint64_t now;
+
+	if (!ep->rndv.used && tnbc_list_empty(&ep->stream_rx))
+		return;
+	now = tnbc_now_ns();
+	if (now - ep->peer_check_ns < TNBC_PEER_CHECK_NS)
+		return;
+	ep->peer_check_ns = now;
+	for (size_t i = 0; i < ep->rndv.size; i++) {
+		struct tnbc_xfer *tx = ep->rndv.slot[i];
+
+		if (!tx || xops->peer_alive(tx->peer))
+			continue;
+		/* unlink it if it still waits to send its RTS or DATA */
+		for (it = ep->tx_queue.next; it != &ep->tx_queue;
+		     it = it->next) {
+			if (it == &tx->entry) {
+				tnbc_list_remove(&tx->entry);
+				break;
+			}
+		}
+		tnbc_rndv_del(ep, tx->hdr.msg_id);
+		tnbc_ep_report_tx(ep, tx, -FI_EHOSTUNREACH);
+		free(tx);
+	}
+	tnbc_list_foreach_safe (&ep->stream_rx, it, tmp) {
+		struct tnbc_xfer *rx =
+			tnbc_container_of(it, struct tnbc_xfer, entry);
+		struct tnbc_hdr mh = {.flags = rx->msg_flags,
+				      .tag = rx->msg_tag,
+				      .cq_data = rx->msg_data};
+
+		if (xops->peer_alive(rx->peer))
+			continue;
+		tnbc_list_remove(&rx->entry);
+		tnbc_report_rx(ep, rx, &mh, rx->msg_src, rx->msg_size,
+			       FI_EHOSTUNREACH);
+		free(rx);
+	}
+}
+
 /* Drops every queued operation of a closing endpoint. */
 void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 {
@@ -554,8 +603,7 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 	struct tnbc_list *it, *tmp;
 
 	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++) {
-		tnbc_list_foreach_safe(lists[l], it, tmp)
-		{
+		tnbc_list_foreach_safe (lists[l], it, tmp) {
 			tnbc_list_remove(it);
 			if (lists[l] == &ep->tx_queue) {
 				struct tnbc_xfer *tx = tnbc_container_of(
@@ -716,8 +764,7 @@ static struct tnbc_unexp *tnbc_find_unexp(struct tnbc_ep *ep, bool tagged,
 	struct tnbc_list *list = tagged ? &ep->unexp_tagged : &ep->unexp_msg;
 	struct tnbc_list *it, *tmp;
 
-	tnbc_list_foreach_safe(list, it, tmp)
-	{
+	tnbc_list_foreach_safe (list, it, tmp) {
 		struct tnbc_unexp *ux =
 			tnbc_container_of(it, struct tnbc_unexp, entry);
 
@@ -871,8 +918,7 @@ int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context)
 	for (size_t l = 0; l < 2; l++) {
 		struct tnbc_list *it, *tmp;
 
-		tnbc_list_foreach_safe(lists[l], it, tmp)
-		{
+		tnbc_list_foreach_safe (lists[l], it, tmp) {
 			struct tnbc_xfer *rx =
 				tnbc_container_of(it, struct tnbc_xfer, entry);
 

@@ -438,7 +438,25 @@ static int tnbc_shm_peer_get(struct tnbc_xdom *xdom,
 
 static bool tnbc_shm_peer_alive(struct tnbc_xpeer *peer)
 {
-	return !(kill(peer->pid, 0) && errno == ESRCH);
+	char path[64], buf[256], *p;
+	bool alive = true;
+	FILE *f;
+
+	if (kill(peer->pid, 0) && errno == ESRCH)
+		return false;
+	/* A killed process that nobody reaped yet is a zombie: it exists
+	 * for kill(2) but will never answer. */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)peer->pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	if (fgets(buf, sizeof(buf), f)) {
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+			alive = false;
+	}
+	fclose(f);
+	return alive;
 }
 
 static void tnbc_shm_ring(struct tnbc_shm_bell *bell)
