@@ -48,6 +48,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -463,5 +464,7 @@ size_t tnbc_iov_slice(const struct iovec *iov, size_t count, size_t off,
 		      size_t len, struct iovec *out, size_t out_max);
 
 uint64_t tnbc_now_ns(void);
+/* CLOCK_REALTIME deadline ns from now, for pthread_cond_timedwait. */
+void tnbc_abstime(struct timespec *ts, uint64_t ns);
 
 #endif /* TNBC_H */

@@ -119,12 +119,7 @@ static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 		/* The engine signals the condition; the bounded slice keeps
 		 * a waiter progressing when the engine is disabled. */
 		slice = cntr->domain->engine.running ? 10000000u : 100000u;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)slice;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		tnbc_abstime(&ts, slice);
 		pthread_mutex_lock(&cntr->lock);
 		if (atomic_load(&cntr->cnt) < threshold &&
 		    atomic_load(&cntr->err) == err0)
@@ -151,17 +146,10 @@ static int tnbc_cntr_close(struct fid *fid)
 
 static int tnbc_cntr_control(struct fid *fid, int command, void *arg)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid.fid);
-
-	switch (command) {
-	case FI_GETWAIT:
-		(void)arg;
-		(void)cntr;
-		return -FI_ENODATA; /* no fd; waiting uses fi_cntr_wait */
-	default:
-		return -FI_ENOSYS;
-	}
+	(void)fid;
+	(void)arg;
+	/* There is no wait fd: waiting uses fi_cntr_wait. */
+	return command == FI_GETWAIT ? -FI_ENODATA : -FI_ENOSYS;
 }
 
 static struct fi_ops tnbc_cntr_fi_ops = {

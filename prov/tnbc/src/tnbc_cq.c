@@ -198,7 +198,6 @@ static ssize_t tnbc_cq_readerr(struct fid_cq *fid, struct fi_cq_err_entry *buf,
 {
 	struct tnbc_cq *cq = tnbc_container_of(fid, struct tnbc_cq, cq_fid);
 	struct tnbc_cq_err *e;
-	size_t user_err_size;
 	void *user_err_data;
 
 	if (!buf || flags)
@@ -216,11 +215,9 @@ static ssize_t tnbc_cq_readerr(struct fid_cq *fid, struct fi_cq_err_entry *buf,
 	/* tnbc attaches no provider error data; keep the caller's buffer
 	 * fields intact as fi_cq_readerr(3) asks for API >= 1.5. */
 	user_err_data = buf->err_data;
-	user_err_size = buf->err_data_size;
 	*buf = e->err;
 	buf->err_data = user_err_data;
 	buf->err_data_size = 0;
-	(void)user_err_size;
 	free(e);
 	return 1;
 }
@@ -266,12 +263,7 @@ static ssize_t tnbc_cq_sreadfrom(struct fid_cq *fid, void *buf, size_t count,
 			 * also progresses when the engine is disabled. */
 			slice = cq->domain->engine.running ? 10000000u
 							   : 100000u;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (long)slice;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
+			tnbc_abstime(&ts, slice);
 			pthread_cond_timedwait(&cq->cond, &cq->lock, &ts);
 		}
 		pthread_mutex_unlock(&cq->lock);

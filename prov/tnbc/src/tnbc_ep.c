@@ -238,12 +238,9 @@ static int tnbc_ep_getopt(fid_t fid, int level, int optname, void *optval,
 	(void)fid;
 	(void)optval;
 	(void)optlen;
-	if (level != FI_OPT_ENDPOINT)
-		return -FI_ENOPROTOOPT;
-	switch (optname) {
-	default:
-		return -FI_ENOPROTOOPT;
-	}
+	(void)level;
+	(void)optname;
+	return -FI_ENOPROTOOPT; /* tnbc has no endpoint options yet */
 }
 
 static int tnbc_ep_setopt(fid_t fid, int level, int optname, const void *optval,
@@ -252,12 +249,9 @@ static int tnbc_ep_setopt(fid_t fid, int level, int optname, const void *optval,
 	(void)fid;
 	(void)optval;
 	(void)optlen;
-	if (level != FI_OPT_ENDPOINT)
-		return -FI_ENOPROTOOPT;
-	switch (optname) {
-	default:
-		return -FI_ENOPROTOOPT;
-	}
+	(void)level;
+	(void)optname;
+	return -FI_ENOPROTOOPT; /* tnbc has no endpoint options yet */
 }
 
 static int tnbc_ep_no_ctx(struct fid_ep *sep, int index,

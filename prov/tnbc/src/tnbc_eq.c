@@ -22,15 +22,8 @@ static ssize_t tnbc_eq_read_common(struct tnbc_eq *eq, uint32_t *event,
 		return -FI_EINVAL;
 	pthread_mutex_lock(&eq->lock);
 	if (timeout != 0) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		if (timeout > 0) {
-			ts.tv_sec += timeout / 1000;
-			ts.tv_nsec += (long)(timeout % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-		}
+		if (timeout > 0)
+			tnbc_abstime(&ts, (uint64_t)timeout * 1000000u);
 		while (tnbc_list_empty(&eq->items)) {
 			int rc = timeout < 0 ? pthread_cond_wait(&eq->cond,
 								 &eq->lock)

@@ -199,11 +199,28 @@ static bool tnbc_match(const struct tnbc_xfer *rx, bool tagged, uint64_t tag,
 	return !tagged || !((rx->tag ^ tag) & ~rx->ignore);
 }
 
-static fi_addr_t tnbc_src_addr(struct tnbc_ep *ep, const struct tnbc_name *n)
+/* A source address not looked up yet.  The reverse AV lookup (a lock
+ * and a hash probe) is done only when a directed receive or FI_SOURCE
+ * needs it, not for every arriving message. */
+#define TNBC_ADDR_UNRESOLVED (FI_ADDR_NOTAVAIL - 1)
+
+/* Resolves *src for sender n.  FI_ADDR_NOTAVAIL is retried too: the
+ * sender may have been inserted into the AV since the message arrived. */
+static fi_addr_t tnbc_src_addr(struct tnbc_ep *ep, fi_addr_t *src,
+			       const struct tnbc_name *n)
 {
-	if (!(ep->info->caps & (FI_SOURCE | FI_DIRECTED_RECV)))
-		return FI_ADDR_NOTAVAIL;
-	return tnbc_av_reverse(ep->av, n);
+	if (*src == TNBC_ADDR_UNRESOLVED || *src == FI_ADDR_NOTAVAIL)
+		*src = tnbc_av_reverse(ep->av, n);
+	return *src;
+}
+
+static bool tnbc_match_from(struct tnbc_ep *ep, const struct tnbc_xfer *rx,
+			    bool tagged, uint64_t tag, fi_addr_t *src,
+			    const struct tnbc_name *n)
+{
+	if (rx->addr != FI_ADDR_UNSPEC && rx->addr != tnbc_src_addr(ep, src, n))
+		return false;
+	return tnbc_match(rx, tagged, tag, *src);
 }
 
 /* Starts the data movement of a matched rendezvous message. */
@@ -273,6 +290,10 @@ static void tnbc_deliver(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 			 const struct tnbc_hdr *hdr, const void *payload,
 			 fi_addr_t src)
 {
+	if (ep->info->caps & FI_SOURCE)
+		tnbc_src_addr(ep, &src, &hdr->src);
+	else
+		src = FI_ADDR_NOTAVAIL;
 	if (hdr->type == TNBC_PKT_RTS) {
 		tnbc_rndv_recv(ep, rx, hdr, payload, src);
 		return;
@@ -298,7 +319,7 @@ static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 {
 	bool tagged = hdr->flags & TNBC_HDR_TAGGED;
 	struct tnbc_list *list = tagged ? &ep->rx_tagged : &ep->rx_msg;
-	fi_addr_t src = tnbc_src_addr(ep, &hdr->src);
+	fi_addr_t src = TNBC_ADDR_UNRESOLVED;
 	struct tnbc_list *it, *tmp;
 	struct tnbc_unexp *ux;
 
@@ -311,7 +332,8 @@ static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		struct tnbc_xfer *rx =
 			tnbc_container_of(it, struct tnbc_xfer, entry);
 
-		if (tnbc_match(rx, tagged, hdr->tag, src)) {
+		if (tnbc_match_from(ep, rx, tagged, hdr->tag, &src,
+				    &hdr->src)) {
 			tnbc_list_remove(&rx->entry);
 			tnbc_deliver(ep, rx, hdr, payload, src);
 			return;
@@ -768,22 +790,21 @@ static struct tnbc_unexp *tnbc_find_unexp(struct tnbc_ep *ep, bool tagged,
 		struct tnbc_unexp *ux =
 			tnbc_container_of(it, struct tnbc_unexp, entry);
 
-		/* The message may have arrived before its sender was in
-		 * our AV: resolve again now that a receive asks. */
-		if (ux->src_addr == FI_ADDR_NOTAVAIL)
-			ux->src_addr = tnbc_src_addr(ep, &ux->hdr.src);
-		if (tnbc_match(rx, tagged, ux->hdr.tag, ux->src_addr))
+		if (tnbc_match_from(ep, rx, tagged, ux->hdr.tag, &ux->src_addr,
+				    &ux->hdr.src))
 			return ux;
 	}
 	return NULL;
 }
 
 static void tnbc_report_peek(struct tnbc_ep *ep, void *context,
-			     const struct tnbc_unexp *ux)
+			     struct tnbc_unexp *ux)
 {
 	uint64_t flags = FI_RECV | FI_TAGGED;
-	fi_addr_t src =
-		(ep->info->caps & FI_SOURCE) ? ux->src_addr : FI_ADDR_NOTAVAIL;
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
+
+	if (ep->info->caps & FI_SOURCE)
+		src = tnbc_src_addr(ep, &ux->src_addr, &ux->hdr.src);
 
 	if (ux->hdr.flags & TNBC_HDR_CQ_DATA)
 		flags |= FI_REMOTE_CQ_DATA;

@@ -16,6 +16,14 @@ uint64_t tnbc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void tnbc_abstime(struct timespec *ts, uint64_t ns)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ns += (uint64_t)ts->tv_nsec;
+	ts->tv_sec += (time_t)(ns / 1000000000u);
+	ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
 size_t tnbc_copy_to_iov(const struct iovec *iov, size_t count, size_t off,
 			const void *src, size_t len)
 {
