@@ -41,12 +41,46 @@ struct fi_tnbc_engine_stats {
 	uint64_t rndv_stream; /* rendezvous moved through bounce buffers */
 	int32_t engine_cpu; /* CPU the engine last ran on, -1 if none */
 	int32_t engine_running; /* 1 while the engine thread exists */
+	/* triggered operations and deferred work (fi_trigger(3)) */
+	uint64_t trig_queued; /* requests accepted */
+	uint64_t trig_fired; /* requests whose threshold was met */
+	uint64_t trig_canceled; /* removed by cancel or flush */
+	uint64_t trig_pending; /* queued now, not fired yet */
+	/* heap levels walked by all trigger queue insertions and removals:
+	 * divided by trig_queued + trig_fired it shows the O(log n) cost */
+	uint64_t trig_heap_steps;
+	uint64_t trig_fired_by_engine; /* fired by the engine thread */
 };
 
 struct fi_tnbc_ops_domain {
 	size_t size; /* sizeof(struct fi_tnbc_ops_domain) */
 	int (*engine_stats)(struct fid_domain *domain,
 			    struct fi_tnbc_engine_stats *stats);
+};
+
+/*
+ * Transmit priority (T-NBC, seed 000 section 5.2).
+ *
+ * fi_open_ops(&ep->fid, FI_TNBC_EP_OPS_1, 0, &ops, NULL) gives an
+ * endpoint's extension operations.  set_priority() sets the priority of
+ * the operations the endpoint posts afterwards (sends, RMA, atomics,
+ * and triggered or deferred ones, which keep the priority in force when
+ * they were queued, not when they fire).  Among transfers waiting to
+ * leave the node, a higher priority goes first; equal priorities keep
+ * their posting order.  Messages of different priorities between the
+ * same two endpoints may therefore be delivered out of order:
+ * FI_ORDER_SAS holds within one priority.
+ */
+#define FI_TNBC_EP_OPS_1 "tnbc_ep_ops_1"
+
+#define FI_TNBC_PRIO_DEFAULT 0
+#define FI_TNBC_PRIO_MAX     255
+
+struct fi_tnbc_ops_ep {
+	size_t size; /* sizeof(struct fi_tnbc_ops_ep) */
+	/* -FI_EINVAL when prio > FI_TNBC_PRIO_MAX */
+	int (*set_priority)(struct fid_ep *ep, unsigned int prio);
+	int (*get_priority)(struct fid_ep *ep, unsigned int *prio);
 };
 
 #ifdef __cplusplus

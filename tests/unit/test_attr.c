@@ -45,15 +45,18 @@ START_TEST(attr_defaults)
 	ck_assert_int_eq(info->ep_attr->type, FI_EP_RDM);
 	ck_assert_uint_eq(info->caps & need, need);
 	ck_assert_uint_eq(info->caps & (FI_SEND | FI_RECV), FI_SEND | FI_RECV);
-	ck_assert_uint_eq(info->caps & (FI_RMA | FI_ATOMIC | FI_TRIGGER |
-					FI_MULTI_RECV | FI_REMOTE_COMM),
+	ck_assert_uint_eq(
+		info->caps & (FI_RMA | FI_ATOMIC | FI_TRIGGER | FI_RMA_EVENT),
+		FI_RMA | FI_ATOMIC | FI_TRIGGER | FI_RMA_EVENT);
+	ck_assert_uint_eq(info->caps & (FI_MULTI_RECV | FI_COLLECTIVE |
+					FI_MULTICAST | FI_REMOTE_COMM),
 			  0);
+	ck_assert_uint_eq(info->tx_attr->rma_iov_limit, TNBC_IOV_LIMIT);
 	ck_assert_uint_eq(info->tx_attr->inject_size, slot_payload());
 	ck_assert_uint_eq(info->tx_attr->inject_size,
 			  8192 - 16 - sizeof(struct tnbc_hdr));
 	ck_assert_uint_eq(info->tx_attr->iov_limit, 8);
 	ck_assert_uint_eq(info->rx_attr->iov_limit, 8);
-	ck_assert_uint_eq(info->tx_attr->rma_iov_limit, 0);
 	ck_assert_uint_eq(info->domain_attr->cq_data_size, 8);
 	ck_assert_uint_eq(info->ep_attr->mem_tag_format, ~0ULL);
 	ck_assert_int_eq(info->domain_attr->threading, FI_THREAD_SAFE);
@@ -111,15 +114,15 @@ END_TEST
 enum {
 	BAD_EP_MSG,
 	BAD_EP_DGRAM,
-	BAD_RMA,
-	BAD_ATOMIC,
-	BAD_TRIGGER,
+	BAD_COLLECTIVE,
+	BAD_MULTICAST,
+	BAD_HMEM,
 	BAD_MULTI_RECV,
 	BAD_INJECT,
 	BAD_TX_IOV,
 	BAD_RX_IOV,
 	BAD_SOCKADDR_IN,
-	BAD_TX_CAPS_RMA,
+	BAD_TX_CAPS_COLL,
 	BAD_DOMAIN_NAME,
 	BAD_FABRIC_NAME,
 	BAD_CQ_DATA,
@@ -140,14 +143,14 @@ START_TEST(attr_hints_rejected)
 	case BAD_EP_DGRAM:
 		hints->ep_attr->type = FI_EP_DGRAM;
 		break;
-	case BAD_RMA:
-		hints->caps = FI_TAGGED | FI_RMA;
+	case BAD_COLLECTIVE:
+		hints->caps = FI_TAGGED | FI_COLLECTIVE;
 		break;
-	case BAD_ATOMIC:
-		hints->caps = FI_TAGGED | FI_ATOMIC;
+	case BAD_MULTICAST:
+		hints->caps = FI_TAGGED | FI_MULTICAST;
 		break;
-	case BAD_TRIGGER:
-		hints->caps = FI_TAGGED | FI_TRIGGER;
+	case BAD_HMEM:
+		hints->caps = FI_TAGGED | FI_HMEM;
 		break;
 	case BAD_MULTI_RECV:
 		hints->caps = FI_MSG | FI_MULTI_RECV;
@@ -164,8 +167,8 @@ START_TEST(attr_hints_rejected)
 	case BAD_SOCKADDR_IN:
 		hints->addr_format = FI_SOCKADDR_IN;
 		break;
-	case BAD_TX_CAPS_RMA:
-		hints->tx_attr->caps = FI_RMA;
+	case BAD_TX_CAPS_COLL:
+		hints->tx_attr->caps = FI_COLLECTIVE;
 		break;
 	case BAD_DOMAIN_NAME:
 		hints->domain_attr->name = strdup("mlx5_0");

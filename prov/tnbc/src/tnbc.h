@@ -29,15 +29,27 @@
  * into another endpoint or out of the provider:
  *
  *   domain->ep_lock (rwlock; read to progress, write to add/remove an ep)
- *     > ep->lock   (mutex; matching lists, tx queues, rendezvous tables,
- *                   and the right to consume the endpoint's receive queue)
- *       > cq->lock, cntr->lock, eq->lock  (leaf locks)
+ *     > ep->lock   (mutex; matching lists, tx queues, rendezvous and RMA
+ *                   tables, and the right to consume the endpoint's
+ *                   receive queue)
+ *       > domain->mr_lock (rwlock; read while an RMA request uses a
+ *                          region, write to add or remove one)
+ *         > domain->atomic_lock (target-side atomics of the domain)
+ *       > domain->cntr_lock (the domain's counter list)
+ *         > cntr->lock (waiters, and the heap of triggered work)
+ *           > domain->trig_lock (the ready list of triggered work)
+ *       > cq->lock, eq->lock  (leaf locks)
  *
  * av->lock is a leaf taken only by AV insert/remove; the send path reads
  * AV entries without it (entries live in fixed chunks that never move, and
  * the count is published with release semantics).
  * Progress uses trylock on ep->lock: whichever thread gets there first does
  * the work, and nobody waits for another thread to finish polling.
+ *
+ * Triggered operations (tnbc_trigger.c) are released under these locks
+ * but always run with none held: counters change inside progress, and a
+ * released send needs ep->lock again.  Every path that may change a
+ * counter runs the released work once it has let go of its locks.
  */
 #ifndef TNBC_H
 #define TNBC_H
@@ -56,7 +68,10 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+#include <rdma/fi_trigger.h>
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
@@ -77,10 +92,16 @@
 #define TNBC_DEF_QUEUE_SIZE 65536
 
 #define TNBC_EP_CAPS                                                           \
-	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE)
-#define TNBC_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
+	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV |         \
+	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |               \
+	 FI_DIRECTED_RECV | FI_SOURCE | FI_TRIGGER | FI_RMA_EVENT)
+#define TNBC_TX_CAPS                                                           \
+	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ |         \
+	 FI_WRITE | FI_TRIGGER)
 #define TNBC_RX_CAPS                                                           \
-	(FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE)
+	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |  \
+	 FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_TRIGGER |         \
+	 FI_RMA_EVENT)
 #define TNBC_DOM_CAPS (FI_LOCAL_COMM)
 #define TNBC_CAPS     (TNBC_EP_CAPS | TNBC_DOM_CAPS)
 /* Accepted in hints, returned only when asked for: multi-host MPI stacks
@@ -91,6 +112,13 @@
 	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                      \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)
 #define TNBC_RX_OP_FLAGS (FI_COMPLETION)
+
+/* Internal op flags, above every FI_* op flag. */
+/* The call (fi_inject*) generates no completion. */
+#define TNBC_NO_COMPLETION (1ULL << 61)
+/* Deferred work (fi_trigger(3)): no EP completion or EP counter update
+ * unless FI_COMPLETION is set; the completion counter is bumped. */
+#define TNBC_DEFERRED (1ULL << 62)
 
 extern struct fi_provider tnbc_prov;
 
@@ -167,7 +195,18 @@ struct tnbc_engine {
 	atomic_uint_fast64_t rndv_pull;
 	atomic_uint_fast64_t rndv_stream;
 	atomic_int cpu;
+	atomic_uint_fast64_t trig_queued;
+	atomic_uint_fast64_t trig_fired;
+	atomic_uint_fast64_t trig_canceled;
+	atomic_uint_fast64_t trig_heap_steps;
+	atomic_uint_fast64_t trig_fired_by_engine;
+	atomic_uint_fast64_t trig_pending;
+	/* application threads blocked in fi_cq_sread / fi_cntr_wait: they
+	 * do not poll, so the engine must not leave progress to them */
+	atomic_int app_waiting;
 };
+
+#define TNBC_MR_HASH 1024
 
 struct tnbc_domain {
 	struct fid_domain domain_fid;
@@ -185,6 +224,21 @@ struct tnbc_domain {
 
 	atomic_uint_fast64_t next_mr_key;
 	struct tnbc_engine engine;
+	struct tnbc_list prov_entry; /* tnbc_prov_track */
+
+	/* memory regions by key, for incoming RMA and atomics */
+	pthread_rwlock_t mr_lock;
+	struct tnbc_mr *mr_hash[TNBC_MR_HASH];
+	/* serialises target-side atomics of all endpoints of the domain */
+	pthread_mutex_t atomic_lock;
+
+	/* triggered work (tnbc_trigger.c): see the lock order above */
+	pthread_mutex_t cntr_lock; /* cntr_list */
+	struct tnbc_list cntr_list;
+	pthread_mutex_t trig_lock; /* trig_ready */
+	struct tnbc_list trig_ready; /* threshold met, waiting to run */
+	atomic_size_t trig_nready;
+	atomic_flag trig_draining; /* one thread runs ready work at a time */
 };
 
 struct tnbc_av_entry {
@@ -241,6 +295,8 @@ struct tnbc_cq {
 	bool kicked; /* fi_cq_signal: release one sread */
 };
 
+struct tnbc_trig;
+
 struct tnbc_cntr {
 	struct fid_cntr cntr_fid;
 	struct tnbc_domain *domain;
@@ -248,9 +304,18 @@ struct tnbc_cntr {
 	enum fi_wait_obj wait_obj;
 	atomic_uint_fast64_t cnt;
 	atomic_uint_fast64_t err;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock; /* heap, and the waiters' condition */
 	pthread_cond_t cond;
 	atomic_int waiters;
+	struct tnbc_list dom_entry;
+	/* Triggered work waiting on this counter: a binary min-heap by
+	 * (threshold, submission order).  heap_len is atomic so that an
+	 * increment can skip the lock when nothing waits (see
+	 * tnbc_trig_check for why that cannot miss a request). */
+	struct tnbc_trig **heap;
+	size_t heap_cap;
+	atomic_size_t heap_len;
+	uint64_t trig_seq; /* submission order, under lock */
 };
 
 struct tnbc_eq_item {
@@ -278,9 +343,49 @@ struct tnbc_eq {
 struct tnbc_mr {
 	struct fid_mr mr_fid;
 	struct tnbc_domain *domain;
+	struct tnbc_mr *hnext; /* domain->mr_hash chain */
 	struct iovec iov[TNBC_IOV_LIMIT];
 	size_t iov_count;
+	size_t len;
 	uint64_t access;
+	/* remote address of byte 0: the virtual address with
+	 * FI_MR_VIRT_ADDR, else the registration's offset */
+	uint64_t base;
+	struct tnbc_cntr *rma_cntr; /* fi_mr_bind(FI_REMOTE_READ|WRITE) */
+	uint64_t cntr_flags;
+};
+
+/* fi_atomic, fi_fetch_atomic, fi_compare_atomic */
+enum tnbc_atomic_kind {
+	TNBC_ATOMIC_PLAIN,
+	TNBC_ATOMIC_FETCH,
+	TNBC_ATOMIC_COMPARE,
+};
+
+/* What an RMA or atomic operation does, taken from any of the entry
+ * points (and kept by a triggered one until it fires). */
+struct tnbc_rma_args {
+	uint8_t kind; /* enum tnbc_pkt_rma_kind */
+	enum fi_op op;
+	enum fi_datatype dt;
+	struct iovec iov[TNBC_IOV_LIMIT]; /* local source / sink */
+	size_t iov_count;
+	struct iovec res[TNBC_IOV_LIMIT]; /* fetch: old values */
+	size_t res_count;
+	struct iovec cmp[TNBC_IOV_LIMIT]; /* compare operands */
+	size_t cmp_count;
+	struct fi_rma_iov rma[TNBC_IOV_LIMIT];
+	size_t rma_count;
+	fi_addr_t addr;
+	uint64_t data;
+	void *context;
+	uint64_t flags;
+};
+
+/* Per-operation options that are not fi_* arguments. */
+struct tnbc_opx {
+	struct tnbc_cntr *comp_cntr; /* deferred work's completion_cntr */
+	uint8_t prio;
 };
 
 /* A posted receive, or a send that cannot complete at post time. */
@@ -310,6 +415,16 @@ struct tnbc_xfer {
 	uint16_t msg_flags;
 	fi_addr_t msg_src;
 	bool done;
+	uint8_t prio; /* transmit priority, FI_TNBC_PRIO_* */
+	struct tnbc_cntr *comp_cntr;
+	/* RMA and atomics (initiator) */
+	struct tnbc_rma_args *rma;
+	size_t rma_seg, rma_seg_off; /* next chunk: remote segment, offset */
+	size_t rma_loc_off; /* bytes of the local buffers covered so far */
+	size_t rma_inflight; /* chunks sent, response not yet back */
+	size_t rma_done; /* bytes acknowledged */
+	int rma_err;
+	bool rma_queued; /* on tx_queue */
 };
 
 /* An arrived message with no matching receive yet. */
@@ -323,8 +438,9 @@ struct tnbc_unexp {
 	uint8_t data[]; /* eager payload or RTS iovecs */
 };
 
-/* Rendezvous sends waiting for their ACK, looked up by msg_id. */
-struct tnbc_rndv_table {
+/* Operations waiting for a peer's answer, looked up by the id carried
+ * in hdr.msg_id: generation << 32 | slot. */
+struct tnbc_id_table {
 	struct tnbc_xfer **slot;
 	uint32_t *gen;
 	size_t size;
@@ -336,10 +452,31 @@ struct tnbc_ctrl {
 	struct tnbc_list entry;
 	struct tnbc_xpeer *peer;
 	struct tnbc_hdr hdr;
+	size_t len; /* payload (RMA responses) */
+	uint8_t data[];
 };
 
-struct tnbc_ep {
+/* The first members of an endpoint and of each alias of it
+ * (fi_ep_alias): entry points reach the endpoint and the op flags in
+ * force through them, whichever fid they were called on. */
+struct tnbc_ep_handle {
 	struct fid_ep ep_fid;
+	struct tnbc_ep *ep;
+	uint64_t tx_op_flags, rx_op_flags;
+};
+
+#define TNBC_EP(fid)	 (((struct tnbc_ep_handle *)(fid))->ep)
+#define TNBC_HANDLE(fid) ((struct tnbc_ep_handle *)(fid))
+
+struct tnbc_ep {
+	union {
+		struct tnbc_ep_handle h;
+		struct { /* the same members, by their own names */
+			struct fid_ep ep_fid;
+			struct tnbc_ep *self;
+			uint64_t tx_op_flags, rx_op_flags;
+		};
+	};
 	struct tnbc_domain *domain;
 	atomic_int ref;
 	struct fi_info *info;
@@ -351,7 +488,8 @@ struct tnbc_ep {
 	struct tnbc_av *av;
 	struct tnbc_cq *tx_cq, *rx_cq;
 	struct tnbc_cntr *tx_cntr, *rx_cntr;
-	uint64_t tx_op_flags, rx_op_flags;
+	struct tnbc_cntr *rd_cntr, *wr_cntr; /* FI_READ, FI_WRITE */
+	struct tnbc_cntr *rrd_cntr, *rwr_cntr; /* FI_REMOTE_READ/WRITE */
 	bool tx_selective, rx_selective;
 
 	struct tnbc_xep *xep;
@@ -362,7 +500,9 @@ struct tnbc_ep {
 	struct tnbc_list tx_queue; /* sends waiting for queue space */
 	struct tnbc_list ctrl_queue; /* ACK/CTS waiting for queue space */
 	struct tnbc_list stream_rx; /* receives fed by DATA packets */
-	struct tnbc_rndv_table rndv;
+	struct tnbc_id_table rndv;
+	struct tnbc_id_table rma_ids; /* RMA/atomics awaiting responses */
+	atomic_uint prio; /* for operations posted from now on */
 	uint64_t next_token;
 	uint64_t peer_check_ns; /* last liveness check of waiting peers */
 };
@@ -400,8 +540,15 @@ extern const struct fi_info tnbc_info_template;
 extern const struct fi_ops_msg tnbc_msg_ops;
 extern const struct fi_ops_tagged tnbc_tagged_ops;
 
+/* init: domains the provider stops at fi_fini */
+void tnbc_prov_track(struct tnbc_domain *dom, bool add);
+
 /* attr */
 int tnbc_check_hints(const struct fi_info *hints);
+/* Largest payload one queue slot carries with the current parameters. */
+size_t tnbc_slot_payload(void);
+/* The capabilities an endpoint gets for the ones requested. */
+uint64_t tnbc_caps_from(uint64_t req);
 struct fi_info *tnbc_info_build(const struct fi_info *hints);
 
 /* av */
@@ -418,6 +565,9 @@ int tnbc_cq_write_err(struct tnbc_cq *cq, void *context, uint64_t flags,
 bool tnbc_cq_has_entries(struct tnbc_cq *cq);
 void tnbc_cntr_inc(struct tnbc_cntr *cntr);
 void tnbc_cntr_inc_err(struct tnbc_cntr *cntr);
+/* After any change of a counter's value: wakes waiters and releases
+ * triggered work (which runs later, outside the caller's locks). */
+void tnbc_cntr_changed(struct tnbc_cntr *cntr);
 
 /* progress */
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
@@ -425,6 +575,8 @@ void tnbc_domain_progress(struct tnbc_domain *domain, bool engine);
 int tnbc_engine_start(struct tnbc_domain *domain);
 void tnbc_engine_stop(struct tnbc_domain *domain);
 void tnbc_engine_kick(struct tnbc_domain *domain);
+/* Around a blocking wait of an application thread. */
+void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
 
 /* msg protocol, ep lock held */
 void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload);
@@ -436,11 +588,91 @@ int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context);
 ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 			  size_t count, fi_addr_t src, uint64_t tag,
 			  uint64_t ignore, void *context, uint64_t flags,
-			  bool tagged);
+			  bool tagged, const struct tnbc_opx *x);
 ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 			  size_t count, fi_addr_t dest, uint64_t tag,
 			  uint64_t data, void *context, uint64_t flags,
-			  bool tagged);
+			  bool tagged, const struct tnbc_opx *x);
+int tnbc_ep_check_recv(struct tnbc_ep *ep, const struct iovec *iov,
+		       size_t count, fi_addr_t src, uint64_t flags,
+		       bool tagged);
+int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
+		       size_t count, fi_addr_t dest, uint64_t flags,
+		       bool tagged);
+int tnbc_check_iov(const struct iovec *iov, size_t count);
+void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+		    const struct tnbc_hdr *hdr, const void *data, size_t len);
+void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
+bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio);
+int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer, uint64_t *id);
+struct tnbc_xfer *tnbc_id_find(struct tnbc_id_table *t, uint64_t id);
+void tnbc_id_del(struct tnbc_id_table *t, uint64_t id);
+/* Counts a completion of an operation carrying these op flags: the
+ * endpoint counter, unless deferred; the deferred completion counter. */
+void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
+			   struct tnbc_cntr *comp_cntr, bool err);
+/* Whether a successful completion goes to the CQ. */
+bool tnbc_cq_wanted(bool selective, uint64_t flags);
+
+/* rma + atomics (tnbc_rma.c) */
+extern const struct fi_ops_rma tnbc_rma_ops;
+extern const struct fi_ops_atomic tnbc_atomic_ops;
+ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
+		      const struct tnbc_opx *x);
+int tnbc_rma_check(struct tnbc_ep *ep, const struct tnbc_rma_args *a);
+int tnbc_rma_args_msg(struct tnbc_rma_args *a, const struct fi_msg_rma *msg,
+		      uint8_t kind, uint64_t flags);
+int tnbc_rma_args_atomic(struct tnbc_rma_args *a,
+			 const struct fi_msg_atomic *msg,
+			 const struct fi_ioc *res, size_t res_count,
+			 const struct fi_ioc *cmp, size_t cmp_count,
+			 uint8_t kind, uint64_t flags);
+void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+		     const void *payload);
+void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+		      const void *payload);
+/* Issues an RMA operation's next chunks; -FI_EAGAIN when the peer's
+ * queue is full.  ep->lock held. */
+int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx);
+void tnbc_rma_fail(struct tnbc_ep *ep, struct tnbc_xfer *tx, int err);
+int tnbc_query_atomic(struct fid_domain *domain, enum fi_datatype dt,
+		      enum fi_op op, struct fi_atomic_attr *attr,
+		      uint64_t flags);
+struct tnbc_mr *tnbc_mr_find(struct tnbc_domain *dom, uint64_t key);
+void tnbc_mr_hash_remove(struct tnbc_mr *mr);
+
+/* alu (tnbc_alu.c) */
+size_t tnbc_alu_size(enum fi_datatype dt);
+bool tnbc_alu_valid(enum tnbc_atomic_kind kind, enum fi_op op,
+		    enum fi_datatype dt);
+/* dst = dst op src (compare ops: with cmp); the previous values go to
+ * old when it is not NULL. */
+int tnbc_alu_apply(enum fi_op op, enum fi_datatype dt, void *dst,
+		   const void *src, const void *cmp, void *old, size_t count);
+
+/* triggered work (tnbc_trigger.c) */
+int tnbc_trig_domain_init(struct tnbc_domain *dom);
+void tnbc_trig_domain_fini(struct tnbc_domain *dom);
+int tnbc_trig_control(struct tnbc_domain *dom, int command, void *arg);
+/* A counter changed: moves the requests it releases to the ready list.
+ * Callable with any lock held; does not run them. */
+void tnbc_trig_check(struct tnbc_cntr *cntr);
+/* The same from an application call that holds no provider lock: runs
+ * the released work at once instead of waking the engine for it. */
+void tnbc_trig_check_app(struct tnbc_cntr *cntr);
+/* Runs ready requests.  Must be called with no provider lock held. */
+void tnbc_trig_run(struct tnbc_domain *dom, bool engine);
+static inline bool tnbc_trig_has_ready(struct tnbc_domain *dom)
+{
+	return atomic_load_explicit(&dom->trig_nready, memory_order_acquire);
+}
+ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
+			   const struct iovec *iov, size_t count,
+			   fi_addr_t addr, uint64_t tag, uint64_t ignore,
+			   uint64_t data, void *context, uint64_t flags);
+ssize_t tnbc_trig_post_rma(struct tnbc_ep *ep, enum fi_op_type op,
+			   const struct tnbc_rma_args *a);
+int tnbc_trig_cancel_ctx(struct tnbc_ep *ep, void *context);
 
 /* ------------------------------------------------------------------ */
 

@@ -12,8 +12,7 @@
 
 #include "tnbc.h"
 
-/* Largest payload one queue slot carries with the current parameters. */
-static size_t tnbc_slot_payload(void)
+size_t tnbc_slot_payload(void)
 {
 	return tnbc_env.slot_size - 16 - sizeof(struct tnbc_hdr);
 }
@@ -37,7 +36,8 @@ static int tnbc_check_tx_rx(const struct fi_tx_attr *tx,
 		if (tx->msg_order & ~(uint64_t)FI_ORDER_SAS)
 			return -FI_ENODATA;
 		if (tx->inject_size > tnbc_slot_payload() ||
-		    tx->iov_limit > TNBC_IOV_LIMIT || tx->rma_iov_limit)
+		    tx->iov_limit > TNBC_IOV_LIMIT ||
+		    tx->rma_iov_limit > TNBC_IOV_LIMIT)
 			return -FI_ENODATA;
 		if (tx->op_flags & ~TNBC_TX_OP_FLAGS)
 			return -FI_ENODATA;
@@ -107,15 +107,29 @@ int tnbc_check_hints(const struct fi_info *hints)
 	return tnbc_check_tx_rx(hints->tx_attr, hints->rx_attr);
 }
 
-static uint64_t tnbc_caps_from(uint64_t req)
+#define TNBC_DIR_CAPS                                                          \
+	(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |             \
+	 FI_REMOTE_WRITE)
+
+uint64_t tnbc_caps_from(uint64_t req)
 {
 	uint64_t caps;
 
 	if (!req)
 		return TNBC_CAPS;
 	caps = req;
+	/* Both message interfaces share one matching engine: offering the
+	 * other one costs nothing (fi_getinfo(3) allows it). */
+	if (caps & (FI_MSG | FI_TAGGED))
+		caps |= FI_MSG | FI_TAGGED;
+	/* No direction named means every direction (fi_getinfo(3)), for
+	 * messages and for RMA separately, as libfabric's own providers
+	 * read it: FI_WRITE alone does not take sends away. */
 	if (!(caps & (FI_SEND | FI_RECV)))
 		caps |= FI_SEND | FI_RECV;
+	if ((caps & (FI_RMA | FI_ATOMIC)) &&
+	    !(caps & (TNBC_DIR_CAPS & ~(uint64_t)(FI_SEND | FI_RECV))))
+		caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	return caps;
 }
 
@@ -139,7 +153,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	info->tx_attr->inject_size = tnbc_slot_payload();
 	info->tx_attr->size = TNBC_DEF_QUEUE_SIZE;
 	info->tx_attr->iov_limit = TNBC_IOV_LIMIT;
-	info->tx_attr->rma_iov_limit = 0;
+	info->tx_attr->rma_iov_limit = TNBC_IOV_LIMIT;
 
 	info->rx_attr->caps = caps & TNBC_RX_CAPS;
 	info->rx_attr->mode = 0;

@@ -1,8 +1,11 @@
 /*
  * Counters.  Values are atomics so that the engine can bump them without
- * a lock; the mutex and condition variable only serve fi_cntr_wait.
+ * a lock; the mutex guards the condition variable of fi_cntr_wait and
+ * the heap of triggered work (tnbc_trigger.c).  Every change goes
+ * through tnbc_cntr_changed(), which releases the work it satisfies.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -18,16 +21,31 @@ static void tnbc_cntr_signal(struct tnbc_cntr *cntr)
 	}
 }
 
+void tnbc_cntr_changed(struct tnbc_cntr *cntr)
+{
+	tnbc_cntr_signal(cntr);
+	tnbc_trig_check(cntr);
+}
+
 void tnbc_cntr_inc(struct tnbc_cntr *cntr)
 {
 	atomic_fetch_add(&cntr->cnt, 1);
-	tnbc_cntr_signal(cntr);
+	tnbc_cntr_changed(cntr);
 }
 
 void tnbc_cntr_inc_err(struct tnbc_cntr *cntr)
 {
 	atomic_fetch_add(&cntr->err, 1);
+	tnbc_cntr_changed(cntr);
+}
+
+/* An application call changed the counter: it holds no provider lock,
+ * so it starts the released work itself, without waiting for the
+ * engine to wake up. */
+static void tnbc_cntr_app_changed(struct tnbc_cntr *cntr)
+{
 	tnbc_cntr_signal(cntr);
+	tnbc_trig_check_app(cntr);
 }
 
 static uint64_t tnbc_cntr_read(struct fid_cntr *fid)
@@ -54,7 +72,7 @@ static int tnbc_cntr_add(struct fid_cntr *fid, uint64_t value)
 		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
 
 	atomic_fetch_add(&cntr->cnt, value);
-	tnbc_cntr_signal(cntr);
+	tnbc_cntr_app_changed(cntr);
 	return 0;
 }
 
@@ -64,7 +82,7 @@ static int tnbc_cntr_set(struct fid_cntr *fid, uint64_t value)
 		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
 
 	atomic_store(&cntr->cnt, value);
-	tnbc_cntr_signal(cntr);
+	tnbc_cntr_app_changed(cntr);
 	return 0;
 }
 
@@ -74,7 +92,7 @@ static int tnbc_cntr_adderr(struct fid_cntr *fid, uint64_t value)
 		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
 
 	atomic_fetch_add(&cntr->err, value);
-	tnbc_cntr_signal(cntr);
+	tnbc_cntr_app_changed(cntr);
 	return 0;
 }
 
@@ -84,7 +102,7 @@ static int tnbc_cntr_seterr(struct fid_cntr *fid, uint64_t value)
 		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
 
 	atomic_store(&cntr->err, value);
-	tnbc_cntr_signal(cntr);
+	tnbc_cntr_app_changed(cntr);
 	return 0;
 }
 
@@ -96,8 +114,6 @@ static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 	uint64_t deadline = 0;
 	int ret = 0;
 
-	if (cntr->wait_obj == FI_WAIT_NONE)
-		return -FI_EINVAL;
 	if (timeout >= 0)
 		deadline = tnbc_now_ns() + (uint64_t)timeout * 1000000u;
 	atomic_fetch_add(&cntr->waiters, 1);
@@ -119,12 +135,19 @@ static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 		/* The engine signals the condition; the bounded slice keeps
 		 * a waiter progressing when the engine is disabled. */
 		slice = cntr->domain->engine.running ? 10000000u : 100000u;
+		if (cntr->wait_obj == FI_WAIT_NONE) {
+			/* no wait object was asked for: poll */
+			sched_yield();
+			continue;
+		}
 		tnbc_abstime(&ts, slice);
+		tnbc_app_wait(cntr->domain, true);
 		pthread_mutex_lock(&cntr->lock);
 		if (atomic_load(&cntr->cnt) < threshold &&
 		    atomic_load(&cntr->err) == err0)
 			pthread_cond_timedwait(&cntr->cond, &cntr->lock, &ts);
 		pthread_mutex_unlock(&cntr->lock);
+		tnbc_app_wait(cntr->domain, false);
 	}
 	atomic_fetch_sub(&cntr->waiters, 1);
 	return ret;
@@ -135,8 +158,13 @@ static int tnbc_cntr_close(struct fid *fid)
 	struct tnbc_cntr *cntr =
 		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid.fid);
 
+	/* bound endpoints and MRs, and queued triggered work, hold refs */
 	if (atomic_load(&cntr->ref))
 		return -FI_EBUSY;
+	pthread_mutex_lock(&cntr->domain->cntr_lock);
+	tnbc_list_remove(&cntr->dom_entry);
+	pthread_mutex_unlock(&cntr->domain->cntr_lock);
+	free(cntr->heap);
 	atomic_fetch_sub(&cntr->domain->ref, 1);
 	pthread_cond_destroy(&cntr->cond);
 	pthread_mutex_destroy(&cntr->lock);
@@ -206,6 +234,9 @@ int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	cntr->cntr_fid.fid.context = context;
 	cntr->cntr_fid.fid.ops = &tnbc_cntr_fi_ops;
 	cntr->cntr_fid.ops = &tnbc_cntr_ops;
+	pthread_mutex_lock(&dom->cntr_lock);
+	tnbc_list_insert_tail(&cntr->dom_entry, &dom->cntr_list);
+	pthread_mutex_unlock(&dom->cntr_lock);
 	atomic_fetch_add(&dom->ref, 1);
 	*cntr_out = &cntr->cntr_fid;
 	return 0;

@@ -264,7 +264,16 @@ static ssize_t tnbc_cq_sreadfrom(struct fid_cq *fid, void *buf, size_t count,
 			slice = cq->domain->engine.running ? 10000000u
 							   : 100000u;
 			tnbc_abstime(&ts, slice);
-			pthread_cond_timedwait(&cq->cond, &cq->lock, &ts);
+			pthread_mutex_unlock(&cq->lock);
+			tnbc_app_wait(cq->domain, true);
+			pthread_mutex_lock(&cq->lock);
+			if (cq->count < threshold &&
+			    tnbc_list_empty(&cq->err_list) && !cq->kicked)
+				pthread_cond_timedwait(&cq->cond, &cq->lock,
+						       &ts);
+			pthread_mutex_unlock(&cq->lock);
+			tnbc_app_wait(cq->domain, false);
+			continue;
 		}
 		pthread_mutex_unlock(&cq->lock);
 		if (!ready)

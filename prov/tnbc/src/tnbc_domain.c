@@ -17,8 +17,12 @@ static int tnbc_domain_close(struct fid *fid)
 			atomic_load(&dom->ref));
 		return -FI_EBUSY;
 	}
+	tnbc_prov_track(dom, false);
 	tnbc_engine_stop(dom);
 	dom->xops->dom_close(dom->xdom);
+	tnbc_trig_domain_fini(dom);
+	pthread_mutex_destroy(&dom->atomic_lock);
+	pthread_rwlock_destroy(&dom->mr_lock);
 	pthread_rwlock_destroy(&dom->ep_lock);
 	atomic_fetch_sub(&dom->fabric->ref, 1);
 	free(dom);
@@ -43,6 +47,12 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	st->rndv_stream = atomic_load(&e->rndv_stream);
 	st->engine_cpu = atomic_load(&e->cpu);
 	st->engine_running = e->running;
+	st->trig_queued = atomic_load(&e->trig_queued);
+	st->trig_fired = atomic_load(&e->trig_fired);
+	st->trig_canceled = atomic_load(&e->trig_canceled);
+	st->trig_pending = atomic_load(&e->trig_pending);
+	st->trig_heap_steps = atomic_load(&e->trig_heap_steps);
+	st->trig_fired_by_engine = atomic_load(&e->trig_fired_by_engine);
 	return 0;
 }
 
@@ -64,11 +74,20 @@ static int tnbc_domain_ops_open(struct fid *fid, const char *name,
 	return 0;
 }
 
+/* Deferred work queues (fi_trigger(3)) are the domain's. */
+static int tnbc_domain_control(struct fid *fid, int command, void *arg)
+{
+	struct tnbc_domain *dom =
+		tnbc_container_of(fid, struct tnbc_domain, domain_fid.fid);
+
+	return tnbc_trig_control(dom, command, arg);
+}
+
 static struct fi_ops tnbc_domain_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = tnbc_domain_close,
 	.bind = tnbc_no_bind,
-	.control = tnbc_no_control,
+	.control = tnbc_domain_control,
 	.ops_open = tnbc_domain_ops_open,
 };
 
@@ -109,18 +128,6 @@ static int tnbc_no_srx(struct fid_domain *d, struct fi_rx_attr *a,
 	(void)s;
 	(void)c;
 	return -FI_ENOSYS;
-}
-
-static int tnbc_query_atomic(struct fid_domain *d, enum fi_datatype dt,
-			     enum fi_op op, struct fi_atomic_attr *attr,
-			     uint64_t flags)
-{
-	(void)d;
-	(void)dt;
-	(void)op;
-	(void)attr;
-	(void)flags;
-	return -FI_EOPNOTSUPP;
 }
 
 static int tnbc_query_collective(struct fid_domain *d,
@@ -199,9 +206,20 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		ret = -FI_ENOMEM;
 		goto err_free;
 	}
+	if (pthread_rwlock_init(&dom->mr_lock, NULL)) {
+		ret = -FI_ENOMEM;
+		goto err_lock;
+	}
+	if (pthread_mutex_init(&dom->atomic_lock, NULL)) {
+		ret = -FI_ENOMEM;
+		goto err_mr_lock;
+	}
+	ret = tnbc_trig_domain_init(dom);
+	if (ret)
+		goto err_atomic_lock;
 	ret = dom->xops->dom_open(&dom->xdom);
 	if (ret)
-		goto err_lock;
+		goto err_trig;
 	if (tnbc_env.engine) {
 		ret = tnbc_engine_start(dom);
 		if (ret)
@@ -212,12 +230,19 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->domain_fid.fid.ops = &tnbc_domain_fi_ops;
 	dom->domain_fid.ops = &tnbc_domain_ops;
 	dom->domain_fid.mr = &tnbc_mr_ops;
+	tnbc_prov_track(dom, true);
 	atomic_fetch_add(&fab->ref, 1);
 	*domain = &dom->domain_fid;
 	return 0;
 
 err_xdom:
 	dom->xops->dom_close(dom->xdom);
+err_trig:
+	tnbc_trig_domain_fini(dom);
+err_atomic_lock:
+	pthread_mutex_destroy(&dom->atomic_lock);
+err_mr_lock:
+	pthread_rwlock_destroy(&dom->mr_lock);
 err_lock:
 	pthread_rwlock_destroy(&dom->ep_lock);
 err_free:

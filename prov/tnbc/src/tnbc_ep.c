@@ -15,10 +15,12 @@ static void tnbc_ep_unbind_all(struct tnbc_ep *ep)
 		atomic_fetch_sub(&ep->tx_cq->ref, 1);
 	if (ep->rx_cq)
 		atomic_fetch_sub(&ep->rx_cq->ref, 1);
-	if (ep->tx_cntr)
-		atomic_fetch_sub(&ep->tx_cntr->ref, 1);
-	if (ep->rx_cntr)
-		atomic_fetch_sub(&ep->rx_cntr->ref, 1);
+	struct tnbc_cntr *cntrs[] = {ep->tx_cntr, ep->rx_cntr,	ep->rd_cntr,
+				     ep->wr_cntr, ep->rrd_cntr, ep->rwr_cntr};
+
+	for (size_t i = 0; i < sizeof(cntrs) / sizeof(cntrs[0]); i++)
+		if (cntrs[i])
+			atomic_fetch_sub(&cntrs[i]->ref, 1);
 }
 
 static int tnbc_ep_close(struct fid *fid)
@@ -26,6 +28,15 @@ static int tnbc_ep_close(struct fid *fid)
 	struct tnbc_ep *ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
 	struct tnbc_domain *dom = ep->domain;
 
+	/* Queued triggered work and aliases name this endpoint
+	 * (fi_tnbc(7)). */
+	if (atomic_load(&ep->ref)) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"endpoint still has %d aliases or queued triggered "
+			"operations\n",
+			atomic_load(&ep->ref));
+		return -FI_EBUSY;
+	}
 	/* Unlink first so neither the engine nor an application thread in
 	 * fi_cq_read can start progressing this endpoint again. */
 	pthread_rwlock_wrlock(&dom->ep_lock);
@@ -41,6 +52,8 @@ static int tnbc_ep_close(struct fid *fid)
 	tnbc_ep_unbind_all(ep);
 	free(ep->rndv.slot);
 	free(ep->rndv.gen);
+	free(ep->rma_ids.slot);
+	free(ep->rma_ids.gen);
 	fi_freeinfo(ep->info);
 	pthread_mutex_destroy(&ep->lock);
 	atomic_fetch_sub(&dom->ref, 1);
@@ -75,19 +88,26 @@ static int tnbc_ep_bind_cq(struct tnbc_ep *ep, struct tnbc_cq *cq,
 static int tnbc_ep_bind_cntr(struct tnbc_ep *ep, struct tnbc_cntr *cntr,
 			     uint64_t flags)
 {
-	if (flags & ~(uint64_t)(FI_SEND | FI_RECV))
+	static const uint64_t kinds[] = {FI_SEND,	 FI_RECV,
+					 FI_READ,	 FI_WRITE,
+					 FI_REMOTE_READ, FI_REMOTE_WRITE};
+	struct tnbc_cntr **slots[] = {&ep->tx_cntr,  &ep->rx_cntr,
+				      &ep->rd_cntr,  &ep->wr_cntr,
+				      &ep->rrd_cntr, &ep->rwr_cntr};
+	size_t n = sizeof(kinds) / sizeof(kinds[0]);
+
+	if (flags & ~(uint64_t)(FI_SEND | FI_RECV | FI_READ | FI_WRITE |
+				FI_REMOTE_READ | FI_REMOTE_WRITE))
 		return -FI_EBADFLAGS;
 	if (!flags)
 		return -FI_EINVAL;
-	if (((flags & FI_SEND) && ep->tx_cntr) ||
-	    ((flags & FI_RECV) && ep->rx_cntr))
-		return -FI_EINVAL;
-	if (flags & FI_SEND) {
-		ep->tx_cntr = cntr;
-		atomic_fetch_add(&cntr->ref, 1);
-	}
-	if (flags & FI_RECV) {
-		ep->rx_cntr = cntr;
+	for (size_t i = 0; i < n; i++)
+		if ((flags & kinds[i]) && *slots[i])
+			return -FI_EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!(flags & kinds[i]))
+			continue;
+		*slots[i] = cntr;
 		atomic_fetch_add(&cntr->ref, 1);
 	}
 	return 0;
@@ -157,7 +177,8 @@ static int tnbc_ep_enable(struct tnbc_ep *ep)
 		return 0;
 	if (!ep->av)
 		return -FI_ENOAV;
-	if ((ep->info->caps & FI_SEND) && !ep->tx_cq && !ep->tx_cntr)
+	if ((ep->info->caps & FI_SEND) && !ep->tx_cq && !ep->tx_cntr &&
+	    !ep->rd_cntr && !ep->wr_cntr)
 		return -FI_ENOCQ;
 	if ((ep->info->caps & FI_RECV) && !ep->rx_cq && !ep->rx_cntr)
 		return -FI_ENOCQ;
@@ -169,6 +190,58 @@ static int tnbc_ep_enable(struct tnbc_ep *ep)
 	return 0;
 }
 
+static int tnbc_alias_close(struct fid *fid)
+{
+	struct tnbc_ep_handle *h = TNBC_HANDLE(fid);
+
+	atomic_fetch_sub(&h->ep->ref, 1);
+	free(h);
+	return 0;
+}
+
+static int tnbc_alias_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	(void)fid;
+	(void)bfid;
+	(void)flags;
+	return -FI_EINVAL; /* bind to the endpoint itself */
+}
+
+static int tnbc_alias_control(struct fid *fid, int command, void *arg);
+
+static struct fi_ops tnbc_alias_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = tnbc_alias_close,
+	.bind = tnbc_alias_bind,
+	.control = tnbc_alias_control,
+	.ops_open = tnbc_no_ops_open,
+};
+
+/* fi_ep_alias(3): the same endpoint with other default op flags. */
+static int tnbc_ep_alias(struct tnbc_ep *ep, struct fi_alias *al)
+{
+	struct tnbc_ep_handle *h;
+	uint64_t dir, opf;
+
+	if (!al || !al->fid)
+		return -FI_EINVAL;
+	dir = al->flags & (FI_TRANSMIT | FI_RECV);
+	opf = al->flags & ~dir;
+	if (!dir || (opf & ~(TNBC_TX_OP_FLAGS | FI_TRIGGER)))
+		return -FI_EINVAL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -FI_ENOMEM;
+	h->ep_fid = ep->ep_fid;
+	h->ep_fid.fid.ops = &tnbc_alias_fi_ops;
+	h->ep = ep;
+	h->tx_op_flags = (dir & FI_TRANSMIT) ? opf : ep->tx_op_flags;
+	h->rx_op_flags = (dir & FI_RECV) ? opf : ep->rx_op_flags;
+	atomic_fetch_add(&ep->ref, 1);
+	*al->fid = &h->ep_fid.fid;
+	return 0;
+}
+
 static int tnbc_ep_control(struct fid *fid, int command, void *arg)
 {
 	struct tnbc_ep *ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
@@ -177,6 +250,8 @@ static int tnbc_ep_control(struct fid *fid, int command, void *arg)
 	switch (command) {
 	case FI_ENABLE:
 		return tnbc_ep_enable(ep);
+	case FI_ALIAS:
+		return tnbc_ep_alias(ep, arg);
 	case FI_GETOPSFLAG:
 		if (!flags)
 			return -FI_EINVAL;
@@ -210,12 +285,76 @@ static int tnbc_ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
+static int tnbc_ep_set_priority(struct fid_ep *fid, unsigned int prio)
+{
+	struct tnbc_ep *ep;
+
+	if (!fid || fid->fid.fclass != FI_CLASS_EP || prio > FI_TNBC_PRIO_MAX)
+		return -FI_EINVAL;
+	ep = TNBC_EP(fid);
+	atomic_store(&ep->prio, prio);
+	return 0;
+}
+
+static int tnbc_ep_get_priority(struct fid_ep *fid, unsigned int *prio)
+{
+	struct tnbc_ep *ep;
+
+	if (!fid || fid->fid.fclass != FI_CLASS_EP || !prio)
+		return -FI_EINVAL;
+	ep = TNBC_EP(fid);
+	*prio = atomic_load(&ep->prio);
+	return 0;
+}
+
+static int tnbc_alias_control(struct fid *fid, int command, void *arg)
+{
+	struct tnbc_ep_handle *h = TNBC_HANDLE(fid);
+	uint64_t *flags = arg;
+
+	switch (command) {
+	case FI_GETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if ((*flags & (FI_TRANSMIT | FI_RECV)) == FI_TRANSMIT)
+			*flags = h->tx_op_flags;
+		else if ((*flags & (FI_TRANSMIT | FI_RECV)) == FI_RECV)
+			*flags = h->rx_op_flags;
+		else
+			return -FI_EINVAL;
+		return 0;
+	case FI_ALIAS:
+		return tnbc_ep_alias(h->ep, arg);
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_tnbc_ops_ep tnbc_ext_ep_ops = {
+	.size = sizeof(struct fi_tnbc_ops_ep),
+	.set_priority = tnbc_ep_set_priority,
+	.get_priority = tnbc_ep_get_priority,
+};
+
+static int tnbc_ep_ops_open(struct fid *fid, const char *name, uint64_t flags,
+			    void **ops, void *context)
+{
+	(void)fid;
+	(void)context;
+	if (!name || !ops || flags)
+		return -FI_EINVAL;
+	if (strcmp(name, FI_TNBC_EP_OPS_1))
+		return -FI_ENOSYS;
+	*ops = &tnbc_ext_ep_ops;
+	return 0;
+}
+
 static struct fi_ops tnbc_ep_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = tnbc_ep_close,
 	.bind = tnbc_ep_bind,
 	.control = tnbc_ep_control,
-	.ops_open = tnbc_no_ops_open,
+	.ops_open = tnbc_ep_ops_open,
 };
 
 static ssize_t tnbc_ep_cancel(fid_t fid, void *context)
@@ -225,10 +364,12 @@ static ssize_t tnbc_ep_cancel(fid_t fid, void *context)
 
 	if (!fid || fid->fclass != FI_CLASS_EP)
 		return -FI_EINVAL;
-	ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
+	ep = TNBC_EP(fid); /* an alias cancels on its endpoint */
 	pthread_mutex_lock(&ep->lock);
 	ret = tnbc_ep_cancel_rx(ep, context);
 	pthread_mutex_unlock(&ep->lock);
+	if (ret == -FI_ENOENT && context)
+		ret = tnbc_trig_cancel_ctx(ep, context);
 	return ret;
 }
 
@@ -297,7 +438,7 @@ static struct fi_ops_ep tnbc_ep_ops = {
 
 static int tnbc_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
-	struct tnbc_ep *ep = tnbc_container_of(fid, struct tnbc_ep, ep_fid.fid);
+	struct tnbc_ep *ep = TNBC_EP(fid);
 	size_t n;
 
 	if (!addrlen || (!addr && *addrlen))
@@ -415,11 +556,9 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 		ret = -FI_ENOMEM;
 		goto err_free;
 	}
-	if (!ep->info->caps)
-		ep->info->caps = TNBC_CAPS;
-	if (!(ep->info->caps & (FI_SEND | FI_RECV)))
-		ep->info->caps |= FI_SEND | FI_RECV;
+	ep->info->caps = tnbc_caps_from(ep->info->caps);
 	ep->domain = dom;
+	ep->self = ep;
 	ep->svc = -1;
 	if (info->src_addr && info->src_addrlen == sizeof(struct tnbc_name)) {
 		const struct tnbc_name *n = info->src_addr;
@@ -450,8 +589,8 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep_fid.cm = &tnbc_cm_ops;
 	ep->ep_fid.msg = (struct fi_ops_msg *)&tnbc_msg_ops;
 	ep->ep_fid.tagged = (struct fi_ops_tagged *)&tnbc_tagged_ops;
-	ep->ep_fid.rma = &tnbc_no_rma_ops;
-	ep->ep_fid.atomic = &tnbc_no_atomic_ops;
+	ep->ep_fid.rma = (struct fi_ops_rma *)&tnbc_rma_ops;
+	ep->ep_fid.atomic = (struct fi_ops_atomic *)&tnbc_atomic_ops;
 	ep->ep_fid.collective = &tnbc_no_coll_ops;
 	atomic_fetch_add(&dom->ref, 1);
 	*ep_out = &ep->ep_fid;

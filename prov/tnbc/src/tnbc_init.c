@@ -96,8 +96,40 @@ static void tnbc_init_env(void)
 	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);
 }
 
+/*
+ * Provider state: the domains whose engine threads run.  libfabric
+ * unloads the provider at fi_fini (process exit included); a domain
+ * the application never closed must not leave a thread running code
+ * that is about to be unmapped.
+ */
+static struct {
+	pthread_mutex_t lock;
+	struct tnbc_list domains;
+} tnbc_state = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.domains = {&tnbc_state.domains, &tnbc_state.domains},
+};
+
+void tnbc_prov_track(struct tnbc_domain *dom, bool add)
+{
+	pthread_mutex_lock(&tnbc_state.lock);
+	if (add)
+		tnbc_list_insert_tail(&dom->prov_entry, &tnbc_state.domains);
+	else
+		tnbc_list_remove(&dom->prov_entry);
+	pthread_mutex_unlock(&tnbc_state.lock);
+}
+
 static void tnbc_cleanup(void)
 {
+	struct tnbc_list *it;
+
+	pthread_mutex_lock(&tnbc_state.lock);
+	for (it = tnbc_state.domains.next; it != &tnbc_state.domains;
+	     it = it->next)
+		tnbc_engine_stop(
+			tnbc_container_of(it, struct tnbc_domain, prov_entry));
+	pthread_mutex_unlock(&tnbc_state.lock);
 }
 
 struct fi_provider tnbc_prov = {

@@ -18,12 +18,9 @@
 
 #include "tnbc.h"
 
-/* Internal op flag: the call (fi_inject*) generates no completion. */
-#define TNBC_NO_COMPLETION (1ULL << 61)
-
 #define TNBC_SEND_FLAGS                                                        \
 	(FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |  \
-	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE)
+	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE)
 #define TNBC_RECV_FLAGS	 (FI_COMPLETION | FI_MORE)
 #define TNBC_TRECV_FLAGS (TNBC_RECV_FLAGS | FI_PEEK | FI_CLAIM | FI_DISCARD)
 
@@ -42,6 +39,25 @@ static size_t tnbc_eager_limit(struct tnbc_ep *ep, struct tnbc_xpeer *peer)
 /* ------------------------------------------------------------------ */
 /* Completions                                                          */
 
+bool tnbc_cq_wanted(bool selective, uint64_t flags)
+{
+	if (flags & TNBC_NO_COMPLETION)
+		return false;
+	/* deferred work reports only when asked to (fi_trigger(3)) */
+	if ((selective || (flags & TNBC_DEFERRED)))
+		return flags & FI_COMPLETION;
+	return true;
+}
+
+void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
+			   struct tnbc_cntr *comp_cntr, bool err)
+{
+	if (ep_cntr && !(flags & TNBC_DEFERRED))
+		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(ep_cntr);
+	if (comp_cntr)
+		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(comp_cntr);
+}
+
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err)
 {
 	uint64_t kind = tnbc_kind(xfer->hdr.flags & TNBC_HDR_TAGGED);
@@ -54,16 +70,14 @@ void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err)
 			tnbc_cq_write_err(ep->tx_cq, xfer->context,
 					  FI_SEND | kind, 0, NULL, 0, 0, 0, err,
 					  err, FI_ADDR_NOTAVAIL);
-		if (ep->tx_cntr)
-			tnbc_cntr_inc_err(ep->tx_cntr);
+		tnbc_count_completion(ep->tx_cntr, xfer->flags, xfer->comp_cntr,
+				      true);
 		return;
 	}
-	if (ep->tx_cq && !(xfer->flags & TNBC_NO_COMPLETION) &&
-	    (!ep->tx_selective || (xfer->flags & FI_COMPLETION)))
+	if (ep->tx_cq && tnbc_cq_wanted(ep->tx_selective, xfer->flags))
 		tnbc_cq_write(ep->tx_cq, xfer->context, FI_SEND | kind, 0, NULL,
 			      0, 0, FI_ADDR_NOTAVAIL);
-	if (ep->tx_cntr)
-		tnbc_cntr_inc(ep->tx_cntr);
+	tnbc_count_completion(ep->tx_cntr, xfer->flags, xfer->comp_cntr, false);
 }
 
 static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
@@ -90,25 +104,50 @@ static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 					  buf, data, tagged ? hdr->tag : 0,
 					  err == FI_ETRUNC ? msg_size - len : 0,
 					  err, err, src);
-		if (ep->rx_cntr)
-			tnbc_cntr_inc_err(ep->rx_cntr);
+		tnbc_count_completion(ep->rx_cntr, rx->flags, rx->comp_cntr,
+				      true);
 		return;
 	}
-	if (ep->rx_cq && (!ep->rx_selective || (rx->flags & FI_COMPLETION)))
+	if (ep->rx_cq && tnbc_cq_wanted(ep->rx_selective, rx->flags))
 		tnbc_cq_write(ep->rx_cq, rx->context, flags, len, buf, data,
 			      tagged ? hdr->tag : 0, src);
-	if (ep->rx_cntr)
-		tnbc_cntr_inc(ep->rx_cntr);
+	tnbc_count_completion(ep->rx_cntr, rx->flags, rx->comp_cntr, false);
 }
 
 /* ------------------------------------------------------------------ */
 /* Control packets                                                      */
 
-static void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
-			   uint8_t type, uint64_t msg_id, uint64_t token,
-			   uint64_t value)
+/* Sends an answer (ACK, CTS, RMA response), or queues a copy of it when
+ * the peer's queue is full: answers are never dropped. */
+void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+		    const struct tnbc_hdr *hdr, const void *data, size_t len)
 {
+	struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
 	struct tnbc_ctrl *c;
+
+	if (tnbc_list_empty(&ep->ctrl_queue) &&
+	    !ep->domain->xops->send(peer, hdr, &iov, len ? 1 : 0))
+		return;
+	c = calloc(1, sizeof(*c) + len);
+	if (!c) {
+		/* The peer's operation would never complete; say so. */
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"out of memory queuing a control packet\n");
+		return;
+	}
+	c->peer = peer;
+	c->hdr = *hdr;
+	c->len = len;
+	if (len)
+		memcpy(c->data, data, len);
+	tnbc_list_insert_tail(&c->entry, &ep->ctrl_queue);
+	tnbc_engine_kick(ep->domain);
+}
+
+static void tnbc_send_answer(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+			     uint8_t type, uint64_t msg_id, uint64_t token,
+			     uint64_t value)
+{
 	struct tnbc_hdr hdr = {
 		.version = TNBC_PROTO_VERSION,
 		.type = type,
@@ -118,29 +157,15 @@ static void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 		.src = ep->name,
 	};
 
-	if (tnbc_list_empty(&ep->ctrl_queue) &&
-	    !ep->domain->xops->send(peer, &hdr, NULL, 0))
-		return;
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		/* The peer's send would never complete; say so loudly. */
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-			"out of memory queuing a control packet\n");
-		return;
-	}
-	c->peer = peer;
-	c->hdr = hdr;
-	tnbc_list_insert_tail(&c->entry, &ep->ctrl_queue);
-	tnbc_engine_kick(ep->domain);
+	tnbc_send_ctrl(ep, peer, &hdr, NULL, 0);
 }
 
 /* ------------------------------------------------------------------ */
-/* Rendezvous table (sender side)                                       */
+/* Id tables: rendezvous sends, RMA operations                          */
 
-static int tnbc_rndv_add(struct tnbc_ep *ep, struct tnbc_xfer *xfer,
-			 uint64_t *msg_id)
+int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer,
+		uint64_t *msg_id)
 {
-	struct tnbc_rndv_table *t = &ep->rndv;
 	size_t i;
 
 	if (t->used == t->size) {
@@ -170,9 +195,8 @@ static int tnbc_rndv_add(struct tnbc_ep *ep, struct tnbc_xfer *xfer,
 	return 0;
 }
 
-static struct tnbc_xfer *tnbc_rndv_find(struct tnbc_ep *ep, uint64_t msg_id)
+struct tnbc_xfer *tnbc_id_find(struct tnbc_id_table *t, uint64_t msg_id)
 {
-	struct tnbc_rndv_table *t = &ep->rndv;
 	size_t i = (uint32_t)msg_id;
 
 	if (i >= t->size || !t->slot[i] || t->gen[i] != (msg_id >> 32))
@@ -180,10 +204,8 @@ static struct tnbc_xfer *tnbc_rndv_find(struct tnbc_ep *ep, uint64_t msg_id)
 	return t->slot[i];
 }
 
-static void tnbc_rndv_del(struct tnbc_ep *ep, uint64_t msg_id)
+void tnbc_id_del(struct tnbc_id_table *t, uint64_t msg_id)
 {
-	struct tnbc_rndv_table *t = &ep->rndv;
-
 	t->slot[(uint32_t)msg_id] = NULL;
 	t->used--;
 }
@@ -255,7 +277,7 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	n = want ? xops->pull(peer, local, lcount, remote, rcount) : 0;
 	if (n == (ssize_t)want) {
 		atomic_fetch_add(&ep->domain->engine.rndv_pull, 1);
-		tnbc_send_ctrl(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, 0);
+		tnbc_send_answer(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, 0);
 		tnbc_report_rx(ep, rx, hdr, src, hdr->size, 0);
 		free(rx);
 		return;
@@ -274,13 +296,13 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 		rx->hdr.msg_id = hdr->msg_id;
 		tnbc_list_insert_tail(&rx->entry, &ep->stream_rx);
 		atomic_fetch_add(&ep->domain->engine.rndv_stream, 1);
-		tnbc_send_ctrl(ep, peer, TNBC_PKT_CTS, hdr->msg_id,
-			       rx->hdr.token, want);
+		tnbc_send_answer(ep, peer, TNBC_PKT_CTS, hdr->msg_id,
+				 rx->hdr.token, want);
 		return;
 	}
 	FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "rendezvous read failed: %s\n",
 		fi_strerror((int)-n));
-	tnbc_send_ctrl(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, FI_EIO);
+	tnbc_send_answer(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, FI_EIO);
 	tnbc_report_rx(ep, rx, hdr, src, hdr->size, FI_EIO);
 	free(rx);
 }
@@ -311,7 +333,7 @@ static void tnbc_discard(struct tnbc_ep *ep, struct tnbc_unexp *ux)
 
 	if (ux->hdr.type == TNBC_PKT_RTS &&
 	    !ep->domain->xops->peer_get(ep->domain->xdom, &ux->hdr.src, &peer))
-		tnbc_send_ctrl(ep, peer, TNBC_PKT_ACK, ux->hdr.msg_id, 0, 0);
+		tnbc_send_answer(ep, peer, TNBC_PKT_ACK, ux->hdr.msg_id, 0, 0);
 }
 
 static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
@@ -358,7 +380,7 @@ static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 
 static void tnbc_rx_ack(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 {
-	struct tnbc_xfer *tx = tnbc_rndv_find(ep, hdr->msg_id);
+	struct tnbc_xfer *tx = tnbc_id_find(&ep->rndv, hdr->msg_id);
 
 	if (!tx) {
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "ACK for unknown send\n");
@@ -366,14 +388,14 @@ static void tnbc_rx_ack(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 	}
 	if (tx->stream_off < tx->stream_len)
 		tnbc_list_remove(&tx->entry); /* stop streaming */
-	tnbc_rndv_del(ep, hdr->msg_id);
+	tnbc_id_del(&ep->rndv, hdr->msg_id);
 	tnbc_ep_report_tx(ep, tx, hdr->size ? -(int)hdr->size : 0);
 	free(tx);
 }
 
 static void tnbc_rx_cts(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 {
-	struct tnbc_xfer *tx = tnbc_rndv_find(ep, hdr->msg_id);
+	struct tnbc_xfer *tx = tnbc_id_find(&ep->rndv, hdr->msg_id);
 
 	if (!tx || tx->stream_len) {
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "stray CTS\n");
@@ -383,7 +405,7 @@ static void tnbc_rx_cts(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 	tx->stream_off = 0;
 	tx->hdr.token = hdr->token;
 	if (tx->stream_len)
-		tnbc_list_insert_tail(&tx->entry, &ep->tx_queue);
+		tnbc_tx_enqueue(ep, tx);
 }
 
 static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
@@ -408,8 +430,8 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		if (rx->recv_bytes < rx->stream_len)
 			return;
 		tnbc_list_remove(&rx->entry);
-		tnbc_send_ctrl(ep, rx->peer, TNBC_PKT_ACK, rx->hdr.msg_id, 0,
-			       0);
+		tnbc_send_answer(ep, rx->peer, TNBC_PKT_ACK, rx->hdr.msg_id, 0,
+				 0);
 		memset(&mh, 0, sizeof(mh));
 		mh.flags = rx->msg_flags;
 		mh.tag = rx->msg_tag;
@@ -439,6 +461,12 @@ void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload)
 	case TNBC_PKT_DATA:
 		tnbc_rx_data(ep, hdr, payload);
 		break;
+	case TNBC_PKT_RMA_REQ:
+		tnbc_rma_rx_req(ep, hdr, payload);
+		break;
+	case TNBC_PKT_RMA_RESP:
+		tnbc_rma_rx_resp(ep, hdr, payload);
+		break;
 	default:
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
 			"dropping packet of unknown type %u\n", hdr->type);
@@ -448,7 +476,28 @@ void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload)
 
 /* ------------------------------------------------------------------ */
 /* Transmit queue: sends and control packets that found a full queue,   */
-/* and streamed rendezvous data.                                        */
+/* streamed rendezvous data, and RMA chunks.  It is ordered by priority */
+/* (highest first), FIFO within one priority.                           */
+
+void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+{
+	struct tnbc_list *it = ep->tx_queue.prev;
+
+	/* usually all one priority: the walk stops at once */
+	while (it != &ep->tx_queue &&
+	       tnbc_container_of(it, struct tnbc_xfer, entry)->prio < tx->prio)
+		it = it->prev;
+	tnbc_list_insert_tail(&tx->entry, it->next);
+}
+
+/* Whether an operation of this priority may go out ahead of the queue:
+ * only when nothing queued has the same or a higher priority. */
+bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio)
+{
+	return tnbc_list_empty(&ep->tx_queue) ||
+	       tnbc_container_of(ep->tx_queue.next, struct tnbc_xfer, entry)
+			       ->prio < prio;
+}
 
 static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
@@ -458,6 +507,8 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	size_t chunk, n;
 	int ret;
 
+	if (tx->rma)
+		return tnbc_rma_tx(ep, tx);
 	if (!tx->stream_len) {
 		struct iovec one;
 		const struct iovec *src = tx->iov;
@@ -510,8 +561,9 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 	tnbc_list_foreach_safe (&ep->ctrl_queue, it, tmp) {
 		struct tnbc_ctrl *c =
 			tnbc_container_of(it, struct tnbc_ctrl, entry);
+		struct iovec iov = {.iov_base = c->data, .iov_len = c->len};
 
-		if (xops->send(c->peer, &c->hdr, NULL, 0))
+		if (xops->send(c->peer, &c->hdr, &iov, c->len ? 1 : 0))
 			break;
 		tnbc_list_remove(&c->entry);
 		free(c);
@@ -538,10 +590,19 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 		}
 		n++;
 		tx->stall_ns = 0;
+		if (tx->rma) {
+			/* all chunks out, or the window is full: responses
+			 * complete it or queue it again */
+			tnbc_list_remove(&tx->entry);
+			tx->rma_queued = false;
+			if (ret)
+				tnbc_rma_fail(ep, tx, ret);
+			continue;
+		}
 		if (tx->stream_len) {
 			if (ret) {
 				tnbc_list_remove(&tx->entry);
-				tnbc_rndv_del(ep, tx->hdr.msg_id);
+				tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 				tnbc_ep_report_tx(ep, tx, ret);
 				free(tx);
 			} else {
@@ -554,7 +615,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 		if (tx->hdr.type == TNBC_PKT_RTS && !ret)
 			continue; /* waits in the rendezvous table */
 		if (tx->hdr.type == TNBC_PKT_RTS)
-			tnbc_rndv_del(ep, tx->hdr.msg_id);
+			tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 		tnbc_ep_report_tx(ep, tx, ret);
 		free(tx->inject_buf);
 		free(tx);
@@ -570,22 +631,39 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
  * DATA, depend on a peer process.  If it died they would never complete:
  * fail them instead, at most every TNBC_PEER_CHECK_NS.  ep->lock held.
  */
+/* Liveness of one peer per check pass: operations mostly wait on few
+ * peers, and asking the kernel costs a /proc read. */
+struct tnbc_alive_memo {
+	struct tnbc_xpeer *peer;
+	bool alive;
+};
+
+static bool tnbc_peer_alive_memo(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+				 struct tnbc_alive_memo *m)
+{
+	if (m->peer != peer) {
+		m->peer = peer;
+		m->alive = ep->domain->xops->peer_alive(peer);
+	}
+	return m->alive;
+}
+
 void tnbc_ep_check_peers(struct tnbc_ep *ep)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct tnbc_alive_memo memo = {0};
 	struct tnbc_list *it, *tmp;
 	uint64_t now;
 
-	if (!ep->rndv.used && tnbc_list_empty(&ep->stream_rx))
+	if (!ep->rndv.used && !ep->rma_ids.used &&
+	    tnbc_list_empty(&ep->stream_rx))
 		return;
 	now = tnbc_now_ns();
 	if (now - ep->peer_check_ns < TNBC_PEER_CHECK_NS)
 		return;
-	ep->peer_check_ns = now;
 	for (size_t i = 0; i < ep->rndv.size; i++) {
 		struct tnbc_xfer *tx = ep->rndv.slot[i];
 
-		if (!tx || xops->peer_alive(tx->peer))
+		if (!tx || tnbc_peer_alive_memo(ep, tx->peer, &memo))
 			continue;
 		/* unlink it if it still waits to send its RTS or DATA */
 		for (it = ep->tx_queue.next; it != &ep->tx_queue;
@@ -595,7 +673,7 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 				break;
 			}
 		}
-		tnbc_rndv_del(ep, tx->hdr.msg_id);
+		tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 		tnbc_ep_report_tx(ep, tx, -FI_EHOSTUNREACH);
 		free(tx);
 	}
@@ -606,13 +684,21 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 				      .tag = rx->msg_tag,
 				      .cq_data = rx->msg_data};
 
-		if (xops->peer_alive(rx->peer))
+		if (tnbc_peer_alive_memo(ep, rx->peer, &memo))
 			continue;
 		tnbc_list_remove(&rx->entry);
 		tnbc_report_rx(ep, rx, &mh, rx->msg_src, rx->msg_size,
 			       FI_EHOSTUNREACH);
 		free(rx);
 	}
+	for (size_t i = 0; i < ep->rma_ids.size; i++) {
+		struct tnbc_xfer *tx = ep->rma_ids.slot[i];
+
+		if (tx && !tnbc_peer_alive_memo(ep, tx->peer, &memo))
+			tnbc_rma_fail(ep, tx, -FI_EHOSTUNREACH);
+	}
+	/* from the end of the pass: a long pass must not start the next */
+	ep->peer_check_ns = tnbc_now_ns();
 }
 
 /* Drops every queued operation of a closing endpoint. */
@@ -631,8 +717,8 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 				struct tnbc_xfer *tx = tnbc_container_of(
 					it, struct tnbc_xfer, entry);
 
-				/* rendezvous sends are freed below */
-				if (tx->hdr.type == TNBC_PKT_RTS)
+				/* rendezvous and RMA are freed below */
+				if (tx->hdr.type == TNBC_PKT_RTS || tx->rma)
 					continue;
 				free(tx->inject_buf);
 			}
@@ -644,12 +730,20 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 		ep->rndv.slot[i] = NULL;
 	}
 	ep->rndv.used = 0;
+	for (size_t i = 0; i < ep->rma_ids.size; i++) {
+		if (ep->rma_ids.slot[i]) {
+			free(ep->rma_ids.slot[i]->rma);
+			free(ep->rma_ids.slot[i]);
+		}
+		ep->rma_ids.slot[i] = NULL;
+	}
+	ep->rma_ids.used = 0;
 }
 
 /* ------------------------------------------------------------------ */
 /* Posting                                                              */
 
-static int tnbc_check_iov(const struct iovec *iov, size_t count)
+int tnbc_check_iov(const struct iovec *iov, size_t count)
 {
 	if (count > TNBC_IOV_LIMIT)
 		return -FI_EINVAL;
@@ -661,22 +755,16 @@ static int tnbc_check_iov(const struct iovec *iov, size_t count)
 	return 0;
 }
 
-ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
-			  size_t count, fi_addr_t dest, uint64_t tag,
-			  uint64_t data, void *context, uint64_t flags,
-			  bool tagged)
+int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
+		       size_t count, fi_addr_t dest, uint64_t flags,
+		       bool tagged)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	struct tnbc_xpeer *peer;
-	struct tnbc_xfer *tx;
-	struct tnbc_hdr hdr;
-	size_t len;
-	bool rndv;
 	int ret;
 
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
-	if (flags & ~(TNBC_SEND_FLAGS | TNBC_NO_COMPLETION))
+	if (flags & ~(TNBC_SEND_FLAGS | TNBC_NO_COMPLETION | TNBC_DEFERRED))
 		return -FI_EBADFLAGS;
 	ret = tnbc_check_iov(iov, count);
 	if (ret)
@@ -684,14 +772,41 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG)) ||
 	    !(ep->info->caps & FI_SEND))
 		return -FI_EOPNOTSUPP;
-	len = tnbc_iov_len(iov, count);
-	if (len > TNBC_MAX_MSG_SIZE)
+	if (tnbc_iov_len(iov, count) > TNBC_MAX_MSG_SIZE)
 		return -FI_EMSGSIZE;
 	ret = tnbc_av_peer(ep->av, dest, &peer);
 	if (ret)
 		return ret == -FI_EINVAL ? -FI_EADDRNOTAVAIL : ret;
-	if ((flags & FI_INJECT) && len > xops->max_payload(peer))
+	if ((flags & FI_INJECT) &&
+	    tnbc_iov_len(iov, count) > ep->domain->xops->max_payload(peer))
 		return -FI_EMSGSIZE;
+	return 0;
+}
+
+ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
+			  size_t count, fi_addr_t dest, uint64_t tag,
+			  uint64_t data, void *context, uint64_t flags,
+			  bool tagged, const struct tnbc_opx *x)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct tnbc_cntr *comp_cntr = x ? x->comp_cntr : NULL;
+	uint8_t prio = x ? x->prio : (uint8_t)atomic_load(&ep->prio);
+	struct tnbc_xpeer *peer;
+	struct tnbc_xfer *tx;
+	struct tnbc_hdr hdr;
+	size_t len;
+	bool rndv;
+	int ret;
+
+	if (flags & FI_TRIGGER)
+		return tnbc_trig_post_msg(ep, tagged ? FI_OP_TSEND : FI_OP_SEND,
+					  iov, count, dest, tag, 0, data,
+					  context, flags);
+	ret = tnbc_ep_check_send(ep, iov, count, dest, flags, tagged);
+	if (ret)
+		return ret;
+	len = tnbc_iov_len(iov, count);
+	tnbc_av_peer(ep->av, dest, &peer);
 
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.version = TNBC_PROTO_VERSION;
@@ -712,13 +827,14 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	if (!rndv) {
 		hdr.type = TNBC_PKT_EAGER;
 		hdr.payload_len = (uint32_t)len;
-		if (tnbc_list_empty(&ep->tx_queue)) {
+		if (tnbc_tx_may_bypass(ep, prio)) {
 			ret = xops->send(peer, &hdr, iov, count);
 			if (!ret) {
 				struct tnbc_xfer done = {
 					.context = context,
 					.flags = flags,
 					.hdr = hdr,
+					.comp_cntr = comp_cntr,
 				};
 
 				tnbc_ep_report_tx(ep, &done, 0);
@@ -737,6 +853,8 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	tx->flags = flags;
 	tx->peer = peer;
 	tx->len = len;
+	tx->prio = prio;
+	tx->comp_cntr = comp_cntr;
 	tx->iov_count = count;
 	if (count)
 		memcpy(tx->iov, iov, count * sizeof(*iov));
@@ -755,28 +873,30 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 		tx->hdr.type = TNBC_PKT_RTS;
 		tx->hdr.payload_len =
 			(uint32_t)(count * sizeof(struct tnbc_rts_iov));
-		ret = tnbc_rndv_add(ep, tx, &tx->hdr.msg_id);
+		ret = tnbc_id_add(&ep->rndv, tx, &tx->hdr.msg_id);
 		if (ret) {
 			free(tx);
 			ret = -FI_EAGAIN;
 			goto out;
 		}
-		if (tnbc_list_empty(&ep->tx_queue)) {
+		if (tnbc_tx_may_bypass(ep, prio)) {
 			ret = tnbc_tx_one(ep, tx);
 			if (!ret)
 				goto out; /* waits for its ACK */
 			if (ret != -FI_EAGAIN) {
-				tnbc_rndv_del(ep, tx->hdr.msg_id);
+				tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 				free(tx);
 				goto out;
 			}
 		}
 	}
-	tnbc_list_insert_tail(&tx->entry, &ep->tx_queue);
+	tnbc_tx_enqueue(ep, tx);
 	tnbc_engine_kick(ep->domain);
 	ret = 0;
 out:
 	pthread_mutex_unlock(&ep->lock);
+	/* the completion may have released triggered work */
+	tnbc_trig_run(ep->domain, false);
 	return ret;
 }
 
@@ -868,21 +988,16 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 	return 0;
 }
 
-ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
-			  size_t count, fi_addr_t src, uint64_t tag,
-			  uint64_t ignore, void *context, uint64_t flags,
-			  bool tagged)
+int tnbc_ep_check_recv(struct tnbc_ep *ep, const struct iovec *iov,
+		       size_t count, fi_addr_t src, uint64_t flags, bool tagged)
 {
-	struct tnbc_unexp *ux;
-	struct tnbc_xfer *rx;
-	ssize_t ret;
+	int ret;
 
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
-	if (flags & ~(tagged ? TNBC_TRECV_FLAGS : TNBC_RECV_FLAGS))
+	if (flags &
+	    ~((tagged ? TNBC_TRECV_FLAGS : TNBC_RECV_FLAGS) | TNBC_DEFERRED))
 		return -FI_EBADFLAGS;
-	if ((flags & (FI_CLAIM | FI_PEEK)) && !context)
-		return -FI_EINVAL;
 	if ((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM)))
 		return -FI_EINVAL;
 	ret = tnbc_check_iov(iov, count);
@@ -891,16 +1006,39 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG)) ||
 	    !(ep->info->caps & FI_RECV))
 		return -FI_EOPNOTSUPP;
+	if ((ep->info->caps & FI_DIRECTED_RECV) && src != FI_ADDR_UNSPEC &&
+	    !tnbc_av_get(ep->av, src))
+		return -FI_EADDRNOTAVAIL;
+	return 0;
+}
+
+ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
+			  size_t count, fi_addr_t src, uint64_t tag,
+			  uint64_t ignore, void *context, uint64_t flags,
+			  bool tagged, const struct tnbc_opx *x)
+{
+	struct tnbc_unexp *ux;
+	struct tnbc_xfer *rx;
+	ssize_t ret;
+
+	if (flags & FI_TRIGGER)
+		return tnbc_trig_post_msg(ep, tagged ? FI_OP_TRECV : FI_OP_RECV,
+					  iov, count, src, tag, ignore, 0,
+					  context, flags);
+	if ((flags & (FI_CLAIM | FI_PEEK)) && !context)
+		return -FI_EINVAL;
+	ret = tnbc_ep_check_recv(ep, iov, count, src, flags, tagged);
+	if (ret)
+		return ret;
 	if (!(ep->info->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
-	if (src != FI_ADDR_UNSPEC && !tnbc_av_get(ep->av, src))
-		return -FI_EADDRNOTAVAIL;
 
 	rx = calloc(1, sizeof(*rx));
 	if (!rx)
 		return -FI_EAGAIN;
 	rx->context = context;
 	rx->flags = flags;
+	rx->comp_cntr = x ? x->comp_cntr : NULL;
 	rx->tag = tag;
 	rx->ignore = ignore;
 	rx->addr = src;
@@ -929,6 +1067,7 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	}
 out:
 	pthread_mutex_unlock(&ep->lock);
+	tnbc_trig_run(ep->domain, false);
 	return ret;
 }
 
@@ -965,16 +1104,15 @@ int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context)
 /* ------------------------------------------------------------------ */
 /* Entry points                                                         */
 
-#define TNBC_EP(fid) tnbc_container_of(fid, struct tnbc_ep, ep_fid)
-
-static uint64_t tnbc_tx_flags(struct tnbc_ep *ep)
+/* The op flags of the endpoint or alias the call came through. */
+static uint64_t tnbc_tx_flags(struct fid_ep *fid)
 {
-	return ep->tx_op_flags & TNBC_SEND_FLAGS;
+	return TNBC_HANDLE(fid)->tx_op_flags & (TNBC_SEND_FLAGS | FI_TRIGGER);
 }
 
-static uint64_t tnbc_rx_flags(struct tnbc_ep *ep)
+static uint64_t tnbc_rx_flags(struct fid_ep *fid)
 {
-	return ep->rx_op_flags & TNBC_RECV_FLAGS;
+	return TNBC_HANDLE(fid)->rx_op_flags & (TNBC_RECV_FLAGS | FI_TRIGGER);
 }
 
 static ssize_t tnbc_recv(struct fid_ep *fid, void *buf, size_t len, void *desc,
@@ -984,7 +1122,7 @@ static ssize_t tnbc_recv(struct fid_ep *fid, void *buf, size_t len, void *desc,
 
 	(void)desc;
 	return tnbc_ep_post_recv(TNBC_EP(fid), &iov, 1, src, 0, 0, context,
-				 tnbc_rx_flags(TNBC_EP(fid)), false);
+				 tnbc_rx_flags(fid), false, NULL);
 }
 
 static ssize_t tnbc_recvv(struct fid_ep *fid, const struct iovec *iov,
@@ -993,7 +1131,7 @@ static ssize_t tnbc_recvv(struct fid_ep *fid, const struct iovec *iov,
 {
 	(void)desc;
 	return tnbc_ep_post_recv(TNBC_EP(fid), iov, count, src, 0, 0, context,
-				 tnbc_rx_flags(TNBC_EP(fid)), false);
+				 tnbc_rx_flags(fid), false, NULL);
 }
 
 static ssize_t tnbc_recvmsg(struct fid_ep *fid, const struct fi_msg *msg,
@@ -1002,7 +1140,8 @@ static ssize_t tnbc_recvmsg(struct fid_ep *fid, const struct fi_msg *msg,
 	if (!msg)
 		return -FI_EINVAL;
 	return tnbc_ep_post_recv(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
-				 msg->addr, 0, 0, msg->context, flags, false);
+				 msg->addr, 0, 0, msg->context, flags, false,
+				 NULL);
 }
 
 static ssize_t tnbc_send(struct fid_ep *fid, const void *buf, size_t len,
@@ -1012,7 +1151,7 @@ static ssize_t tnbc_send(struct fid_ep *fid, const void *buf, size_t len,
 
 	(void)desc;
 	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, 0, context,
-				 tnbc_tx_flags(TNBC_EP(fid)), false);
+				 tnbc_tx_flags(fid), false, NULL);
 }
 
 static ssize_t tnbc_sendv(struct fid_ep *fid, const struct iovec *iov,
@@ -1021,7 +1160,7 @@ static ssize_t tnbc_sendv(struct fid_ep *fid, const struct iovec *iov,
 {
 	(void)desc;
 	return tnbc_ep_post_send(TNBC_EP(fid), iov, count, dest, 0, 0, context,
-				 tnbc_tx_flags(TNBC_EP(fid)), false);
+				 tnbc_tx_flags(fid), false, NULL);
 }
 
 static ssize_t tnbc_sendmsg(struct fid_ep *fid, const struct fi_msg *msg,
@@ -1031,7 +1170,7 @@ static ssize_t tnbc_sendmsg(struct fid_ep *fid, const struct fi_msg *msg,
 		return -FI_EINVAL;
 	return tnbc_ep_post_send(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
 				 msg->addr, 0, msg->data, msg->context, flags,
-				 false);
+				 false, NULL);
 }
 
 static ssize_t tnbc_inject(struct fid_ep *fid, const void *buf, size_t len,
@@ -1040,7 +1179,7 @@ static ssize_t tnbc_inject(struct fid_ep *fid, const void *buf, size_t len,
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
 	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, 0, NULL,
-				 FI_INJECT | TNBC_NO_COMPLETION, false);
+				 FI_INJECT | TNBC_NO_COMPLETION, false, NULL);
 }
 
 static ssize_t tnbc_senddata(struct fid_ep *fid, const void *buf, size_t len,
@@ -1050,9 +1189,9 @@ static ssize_t tnbc_senddata(struct fid_ep *fid, const void *buf, size_t len,
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
 	(void)desc;
-	return tnbc_ep_post_send(
-		TNBC_EP(fid), &iov, 1, dest, 0, data, context,
-		tnbc_tx_flags(TNBC_EP(fid)) | FI_REMOTE_CQ_DATA, false);
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, data, context,
+				 tnbc_tx_flags(fid) | FI_REMOTE_CQ_DATA, false,
+				 NULL);
 }
 
 static ssize_t tnbc_injectdata(struct fid_ep *fid, const void *buf, size_t len,
@@ -1060,9 +1199,10 @@ static ssize_t tnbc_injectdata(struct fid_ep *fid, const void *buf, size_t len,
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
-	return tnbc_ep_post_send(
-		TNBC_EP(fid), &iov, 1, dest, 0, data, NULL,
-		FI_INJECT | FI_REMOTE_CQ_DATA | TNBC_NO_COMPLETION, false);
+	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, 0, data, NULL,
+				 FI_INJECT | FI_REMOTE_CQ_DATA |
+					 TNBC_NO_COMPLETION,
+				 false, NULL);
 }
 
 const struct fi_ops_msg tnbc_msg_ops = {
@@ -1086,7 +1226,7 @@ static ssize_t tnbc_trecv(struct fid_ep *fid, void *buf, size_t len, void *desc,
 
 	(void)desc;
 	return tnbc_ep_post_recv(TNBC_EP(fid), &iov, 1, src, tag, ignore,
-				 context, tnbc_rx_flags(TNBC_EP(fid)), true);
+				 context, tnbc_rx_flags(fid), true, NULL);
 }
 
 static ssize_t tnbc_trecvv(struct fid_ep *fid, const struct iovec *iov,
@@ -1095,7 +1235,7 @@ static ssize_t tnbc_trecvv(struct fid_ep *fid, const struct iovec *iov,
 {
 	(void)desc;
 	return tnbc_ep_post_recv(TNBC_EP(fid), iov, count, src, tag, ignore,
-				 context, tnbc_rx_flags(TNBC_EP(fid)), true);
+				 context, tnbc_rx_flags(fid), true, NULL);
 }
 
 static ssize_t tnbc_trecvmsg(struct fid_ep *fid,
@@ -1105,7 +1245,7 @@ static ssize_t tnbc_trecvmsg(struct fid_ep *fid,
 		return -FI_EINVAL;
 	return tnbc_ep_post_recv(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
 				 msg->addr, msg->tag, msg->ignore, msg->context,
-				 flags, true);
+				 flags, true, NULL);
 }
 
 static ssize_t tnbc_tsend(struct fid_ep *fid, const void *buf, size_t len,
@@ -1116,7 +1256,7 @@ static ssize_t tnbc_tsend(struct fid_ep *fid, const void *buf, size_t len,
 
 	(void)desc;
 	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, tag, 0, context,
-				 tnbc_tx_flags(TNBC_EP(fid)), true);
+				 tnbc_tx_flags(fid), true, NULL);
 }
 
 static ssize_t tnbc_tsendv(struct fid_ep *fid, const struct iovec *iov,
@@ -1125,7 +1265,7 @@ static ssize_t tnbc_tsendv(struct fid_ep *fid, const struct iovec *iov,
 {
 	(void)desc;
 	return tnbc_ep_post_send(TNBC_EP(fid), iov, count, dest, tag, 0,
-				 context, tnbc_tx_flags(TNBC_EP(fid)), true);
+				 context, tnbc_tx_flags(fid), true, NULL);
 }
 
 static ssize_t tnbc_tsendmsg(struct fid_ep *fid,
@@ -1135,7 +1275,7 @@ static ssize_t tnbc_tsendmsg(struct fid_ep *fid,
 		return -FI_EINVAL;
 	return tnbc_ep_post_send(TNBC_EP(fid), msg->msg_iov, msg->iov_count,
 				 msg->addr, msg->tag, msg->data, msg->context,
-				 flags, true);
+				 flags, true, NULL);
 }
 
 static ssize_t tnbc_tinject(struct fid_ep *fid, const void *buf, size_t len,
@@ -1144,7 +1284,7 @@ static ssize_t tnbc_tinject(struct fid_ep *fid, const void *buf, size_t len,
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
 	return tnbc_ep_post_send(TNBC_EP(fid), &iov, 1, dest, tag, 0, NULL,
-				 FI_INJECT | TNBC_NO_COMPLETION, true);
+				 FI_INJECT | TNBC_NO_COMPLETION, true, NULL);
 }
 
 static ssize_t tnbc_tsenddata(struct fid_ep *fid, const void *buf, size_t len,
@@ -1156,7 +1296,7 @@ static ssize_t tnbc_tsenddata(struct fid_ep *fid, const void *buf, size_t len,
 	(void)desc;
 	return tnbc_ep_post_send(
 		TNBC_EP(fid), &iov, 1, dest, tag, data, context,
-		tnbc_tx_flags(TNBC_EP(fid)) | FI_REMOTE_CQ_DATA, true);
+		tnbc_tx_flags(fid) | FI_REMOTE_CQ_DATA, true, NULL);
 }
 
 static ssize_t tnbc_tinjectdata(struct fid_ep *fid, const void *buf, size_t len,
@@ -1166,7 +1306,7 @@ static ssize_t tnbc_tinjectdata(struct fid_ep *fid, const void *buf, size_t len,
 
 	return tnbc_ep_post_send(
 		TNBC_EP(fid), &iov, 1, dest, tag, data, NULL,
-		FI_INJECT | FI_REMOTE_CQ_DATA | TNBC_NO_COMPLETION, true);
+		FI_INJECT | FI_REMOTE_CQ_DATA | TNBC_NO_COMPLETION, true, NULL);
 }
 
 const struct fi_ops_tagged tnbc_tagged_ops = {

@@ -50,13 +50,16 @@ void tnbc_domain_progress(struct tnbc_domain *dom, bool engine)
 
 	if (!engine)
 		dom->xops->app_mark(dom->xdom, true);
-	if (pthread_rwlock_tryrdlock(&dom->ep_lock))
+	if (pthread_rwlock_tryrdlock(&dom->ep_lock)) {
+		tnbc_trig_run(dom, engine);
 		return;
+	}
 	for (it = dom->ep_list.next; it != &dom->ep_list; it = it->next)
 		tnbc_ep_progress(
 			tnbc_container_of(it, struct tnbc_ep, dom_entry),
 			engine);
 	pthread_rwlock_unlock(&dom->ep_lock);
+	tnbc_trig_run(dom, engine);
 	/* A long call (large single-copy reads) counts as polling too. */
 	if (!engine)
 		dom->xops->app_mark(dom->xdom, true);
@@ -89,12 +92,33 @@ static int tnbc_engine_pass(struct tnbc_domain *dom)
 		n += tnbc_ep_progress(
 			tnbc_container_of(it, struct tnbc_ep, dom_entry), true);
 	pthread_rwlock_unlock(&dom->ep_lock);
+	if (tnbc_trig_has_ready(dom)) {
+		tnbc_trig_run(dom, true);
+		n++;
+	}
 	return n;
 }
 
 /* Sleeps until a peer rings the bell; returns whether an application
  * thread was polling, in which case the nap was bounded. */
-static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns)
+/* Whether an application thread polled since the last call, in which
+ * case progress is its own (see tnbc.h).  Engine only. */
+static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
+{
+	const struct tnbc_xport_ops *xops = dom->xops;
+	bool app = xops->app_active(dom->xdom);
+
+	/* Polls made by a thread that now blocks in a wait say nothing:
+	 * progress is the engine's, and peers must ring again. */
+	if (app && atomic_load_explicit(&dom->engine.app_waiting,
+					memory_order_relaxed)) {
+		app = false;
+		xops->app_mark(dom->xdom, false);
+	}
+	return app;
+}
+
+static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 {
 	const struct tnbc_xport_ops *xops = dom->xops;
 	struct tnbc_engine *e = &dom->engine;
@@ -103,7 +127,6 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns)
 	struct tnbc_list *it;
 	unsigned token;
 	bool pending = false;
-	bool app = xops->app_active(dom->xdom);
 
 	/* The longer the application keeps polling, the longer the naps
 	 * (up to TNBC_NAP_MAX windows): each wake-up preempts a thread that
@@ -127,7 +150,9 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns)
 		pending = xops->pending(
 			tnbc_container_of(it, struct tnbc_ep, dom_entry)->xep);
 	pthread_rwlock_unlock(&dom->ep_lock);
-	if (pending || atomic_load(&e->stop)) {
+	/* Released triggered work is the engine's to run even while the
+	 * application polls: it may never call in again. */
+	if (pending || atomic_load(&e->stop) || tnbc_trig_has_ready(dom)) {
 		xops->sleep_cancel(dom->xdom);
 		return app;
 	}
@@ -192,7 +217,8 @@ static void *tnbc_engine_main(void *arg)
 	struct tnbc_domain *dom = arg;
 	struct tnbc_engine *e = &dom->engine;
 	uint64_t spin_ns = tnbc_env.spin_us * 1000u;
-	uint64_t last = tnbc_now_ns();
+	uint64_t window = tnbc_env.app_window_us * 1000u;
+	uint64_t last = tnbc_now_ns(), check = last;
 	uint64_t nap_ns = 0;
 	bool app = false;
 
@@ -202,20 +228,33 @@ static void *tnbc_engine_main(void *arg)
 		/* While an application thread polls, it moves the data
 		 * itself: working or spinning here would only take the core
 		 * it needs.  The engine steps in once the polls stop. */
-		if (!app) {
-			if (tnbc_engine_pass(dom)) {
-				last = tnbc_now_ns();
+		if (!app || tnbc_trig_has_ready(dom)) {
+			int n = tnbc_engine_pass(dom);
+			uint64_t now = tnbc_now_ns();
+
+			/* Under steady traffic the engine never runs out of
+			 * work: look once a window for a polling thread. */
+			if (now - check >= window) {
+				check = now;
+				app = tnbc_engine_app_polls(dom);
+				if (app)
+					goto nap;
+			}
+			if (n) {
+				last = now;
 				continue;
 			}
-			if (tnbc_now_ns() - last < spin_ns) {
+			if (now - last < spin_ns) {
 				tnbc_cpu_relax();
 				continue;
 			}
 		}
-		app = tnbc_engine_nap(dom, &nap_ns);
+		app = tnbc_engine_app_polls(dom);
+	nap:
+		app = tnbc_engine_nap(dom, &nap_ns, app);
 		atomic_store_explicit(&e->cpu, sched_getcpu(),
 				      memory_order_relaxed);
-		last = tnbc_now_ns();
+		last = check = tnbc_now_ns();
 	}
 	return NULL;
 }
@@ -244,6 +283,18 @@ void tnbc_engine_stop(struct tnbc_domain *dom)
 	dom->xops->wake(dom->xdom);
 	pthread_join(dom->engine.thread, NULL);
 	dom->engine.running = false;
+}
+
+void tnbc_app_wait(struct tnbc_domain *dom, bool begin)
+{
+	if (!begin) {
+		atomic_fetch_sub(&dom->engine.app_waiting, 1);
+		return;
+	}
+	atomic_fetch_add(&dom->engine.app_waiting, 1);
+	dom->xops->app_mark(dom->xdom, false);
+	/* end a nap the engine took because this thread was polling */
+	tnbc_engine_kick(dom);
 }
 
 void tnbc_engine_kick(struct tnbc_domain *dom)

@@ -1,5 +1,5 @@
 /*
- * tnbc wire format, version 1.
+ * tnbc wire format, version 2 (2 added RMA and atomics).
  *
  * Every packet that crosses a transport starts with struct tnbc_hdr.  The
  * header is the same on every transport so that the protocol engine never
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define TNBC_PROTO_VERSION 1
+#define TNBC_PROTO_VERSION 2
 
 /* Endpoint names are fixed-size so they can be hashed and compared as
  * bytes; 32 bytes leave room for an IPv6 address and port later. */
@@ -46,6 +46,8 @@ enum tnbc_pkt_type {
 	TNBC_PKT_ACK, /* rendezvous done: receiver has the data */
 	TNBC_PKT_CTS, /* receiver cannot read sender memory: stream it */
 	TNBC_PKT_DATA, /* one chunk of a streamed (pipelined) message */
+	TNBC_PKT_RMA_REQ, /* RMA or atomic request: struct tnbc_rma_req */
+	TNBC_PKT_RMA_RESP, /* its answer: status, read or fetched data */
 	TNBC_PKT_MAX
 };
 
@@ -78,5 +80,38 @@ struct tnbc_rts_iov {
 
 /* ACK and CTS carry a status in hdr.size: 0, or a positive fi_errno when
  * the receiver failed the transfer (the sender reports it). */
+
+/*
+ * RMA and atomics.  An operation travels as chunks, each one request
+ * that fits a packet and one response, so the target never buffers
+ * more than a packet and the initiator bounds what is in flight.
+ *   RMA_REQ:  hdr.msg_id = initiator's operation id,
+ *             hdr.token  = the chunk's byte offset in the local buffers,
+ *             hdr.tag    = MR key, hdr.offset = remote address,
+ *             hdr.size   = bytes of target memory the chunk covers,
+ *             hdr.cq_data with TNBC_HDR_CQ_DATA (writedata, last chunk);
+ *             payload = struct tnbc_rma_req, then the write data or
+ *             atomic operands (compare operands follow the operands).
+ *   RMA_RESP: hdr.msg_id, hdr.token echoed; hdr.size = 0 or a positive
+ *             fi_errno; payload = the read data or the old values.
+ */
+enum tnbc_pkt_rma_kind {
+	TNBC_RMA_WRITE = 1,
+	TNBC_RMA_READ,
+	TNBC_RMA_ATOMIC,
+	TNBC_RMA_FETCH,
+	TNBC_RMA_COMPARE,
+};
+
+/* hdr.flags of an RMA_REQ: the last chunk of its operation (remote
+ * completions and RMA events are counted once per operation) */
+#define TNBC_HDR_RMA_LAST (1u << 2)
+
+struct tnbc_rma_req {
+	uint8_t kind; /* enum tnbc_pkt_rma_kind */
+	uint8_t op; /* enum fi_op */
+	uint8_t datatype; /* enum fi_datatype */
+	uint8_t pad[5];
+};
 
 #endif /* TNBC_PROTO_H */

@@ -15,8 +15,6 @@ int tnbc_no_control(struct fid *fid, int command, void *arg);
 int tnbc_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
 		     void **ops, void *context);
 
-extern struct fi_ops_rma tnbc_no_rma_ops;
-extern struct fi_ops_atomic tnbc_no_atomic_ops;
 extern struct fi_ops_collective tnbc_no_coll_ops;
 
 #endif /* TNBC_UNSUPP_H */

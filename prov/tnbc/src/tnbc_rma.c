@@ -1,0 +1,1066 @@
+/*
+ * FI_RMA and FI_ATOMIC: one-sided operations executed by the target's
+ * engine.
+ *
+ * An operation is cut into chunks that each fit one packet (wire format
+ * in tnbc_proto.h).  The initiator keeps at most TNBC_RMA_WINDOW chunks
+ * of an operation in flight and completes it when every chunk has been
+ * answered, so a completion always means the target memory was updated
+ * (delivery complete), which is what MPI's flush semantics need.  The
+ * target checks the key, the access rights and the range of every
+ * chunk before it touches memory, and answers each one; all atomics of
+ * a domain are applied under one lock, so atomic operations on the same
+ * location from any number of peers serialise (fi_atomic(3) promises
+ * atomicity only among fabric atomics).
+ */
+#include <stdlib.h>
+
+#include "tnbc.h"
+
+#define TNBC_RMA_WINDOW 16
+/* Operations an endpoint keeps in flight before posting answers
+ * -FI_EAGAIN: injected writes complete for the caller at once, and
+ * without a bound a loop of them would only grow memory. */
+#define TNBC_RMA_MAX_OPS 4096
+
+#define TNBC_RMA_FLAGS                                                         \
+	(FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE |  \
+	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_FENCE | FI_MORE |    \
+	 FI_TRIGGER | TNBC_NO_COMPLETION | TNBC_DEFERRED)
+
+static bool tnbc_rma_is_atomic(uint8_t kind)
+{
+	return kind >= TNBC_RMA_ATOMIC;
+}
+
+static enum tnbc_atomic_kind tnbc_rma_akind(uint8_t kind)
+{
+	return kind == TNBC_RMA_ATOMIC	? TNBC_ATOMIC_PLAIN
+	       : kind == TNBC_RMA_FETCH ? TNBC_ATOMIC_FETCH
+					: TNBC_ATOMIC_COMPARE;
+}
+
+/* Whether the initiator reads target memory back (FI_READ counters). */
+static bool tnbc_rma_reads(uint8_t kind)
+{
+	return kind == TNBC_RMA_READ || kind == TNBC_RMA_FETCH ||
+	       kind == TNBC_RMA_COMPARE;
+}
+
+/* ------------------------------------------------------------------ */
+/* Arguments                                                            */
+
+int tnbc_rma_args_msg(struct tnbc_rma_args *a, const struct fi_msg_rma *msg,
+		      uint8_t kind, uint64_t flags)
+{
+	if (!msg || msg->iov_count > TNBC_IOV_LIMIT ||
+	    msg->rma_iov_count > TNBC_IOV_LIMIT ||
+	    (msg->iov_count && !msg->msg_iov) ||
+	    (msg->rma_iov_count && !msg->rma_iov))
+		return -FI_EINVAL;
+	memset(a, 0, sizeof(*a));
+	a->kind = kind;
+	a->iov_count = msg->iov_count;
+	if (msg->iov_count)
+		memcpy(a->iov, msg->msg_iov,
+		       msg->iov_count * sizeof(*msg->msg_iov));
+	a->rma_count = msg->rma_iov_count;
+	if (msg->rma_iov_count)
+		memcpy(a->rma, msg->rma_iov,
+		       msg->rma_iov_count * sizeof(*msg->rma_iov));
+	a->addr = msg->addr;
+	a->data = msg->data;
+	a->context = msg->context;
+	a->flags = flags;
+	return 0;
+}
+
+static int tnbc_ioc_to_iov(struct iovec *out, size_t *out_count,
+			   const struct fi_ioc *ioc, size_t count, size_t es)
+{
+	if (count > TNBC_IOV_LIMIT || (count && !ioc))
+		return -FI_EINVAL;
+	for (size_t i = 0; i < count; i++) {
+		out[i].iov_base = ioc[i].addr;
+		out[i].iov_len = ioc[i].count * es;
+	}
+	*out_count = count;
+	return 0;
+}
+
+int tnbc_rma_args_atomic(struct tnbc_rma_args *a,
+			 const struct fi_msg_atomic *msg,
+			 const struct fi_ioc *res, size_t res_count,
+			 const struct fi_ioc *cmp, size_t cmp_count,
+			 uint8_t kind, uint64_t flags)
+{
+	size_t es;
+	int ret;
+
+	if (!msg || msg->rma_iov_count > TNBC_IOV_LIMIT ||
+	    (msg->rma_iov_count && !msg->rma_iov))
+		return -FI_EINVAL;
+	es = tnbc_alu_size(msg->datatype);
+	if (!es ||
+	    !tnbc_alu_valid(tnbc_rma_akind(kind), msg->op, msg->datatype))
+		return -FI_EOPNOTSUPP;
+	memset(a, 0, sizeof(*a));
+	a->kind = kind;
+	a->op = msg->op;
+	a->dt = msg->datatype;
+	ret = tnbc_ioc_to_iov(a->iov, &a->iov_count, msg->msg_iov,
+			      msg->iov_count, es);
+	if (!ret)
+		ret = tnbc_ioc_to_iov(a->res, &a->res_count, res, res_count,
+				      es);
+	if (!ret)
+		ret = tnbc_ioc_to_iov(a->cmp, &a->cmp_count, cmp, cmp_count,
+				      es);
+	if (ret)
+		return ret;
+	a->rma_count = msg->rma_iov_count;
+	for (size_t i = 0; i < msg->rma_iov_count; i++) {
+		a->rma[i].addr = msg->rma_iov[i].addr;
+		a->rma[i].len = msg->rma_iov[i].count * es;
+		a->rma[i].key = msg->rma_iov[i].key;
+	}
+	a->addr = msg->addr;
+	a->data = msg->data;
+	a->context = msg->context;
+	a->flags = flags;
+	return 0;
+}
+
+static size_t tnbc_rma_total(const struct tnbc_rma_args *a)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < a->rma_count; i++)
+		len += a->rma[i].len;
+	return len;
+}
+
+/* Largest chunk of target memory one request/response pair can cover. */
+static size_t tnbc_rma_chunk_max(const struct tnbc_rma_args *a, size_t pay)
+{
+	size_t room = pay - sizeof(struct tnbc_rma_req);
+	size_t es;
+
+	switch (a->kind) {
+	case TNBC_RMA_WRITE:
+		return room;
+	case TNBC_RMA_READ:
+		return pay;
+	default:
+		es = tnbc_alu_size(a->dt);
+		if (a->kind == TNBC_RMA_COMPARE)
+			room /= 2;
+		return room / es * es;
+	}
+}
+
+int tnbc_rma_check(struct tnbc_ep *ep, const struct tnbc_rma_args *a)
+{
+	uint64_t need = tnbc_rma_is_atomic(a->kind) ? FI_ATOMIC : FI_RMA;
+	struct tnbc_xpeer *peer;
+	size_t total;
+	int ret;
+
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (a->flags & ~(uint64_t)TNBC_RMA_FLAGS)
+		return -FI_EBADFLAGS;
+	need |= tnbc_rma_reads(a->kind) ? FI_READ : FI_WRITE;
+	if ((ep->info->caps & need) != need)
+		return -FI_EOPNOTSUPP;
+	ret = tnbc_check_iov(a->iov, a->iov_count);
+	if (!ret)
+		ret = tnbc_check_iov(a->res, a->res_count);
+	if (!ret)
+		ret = tnbc_check_iov(a->cmp, a->cmp_count);
+	if (ret)
+		return ret;
+	total = tnbc_rma_total(a);
+	/* a fetching read has no operand */
+	if (!(a->kind == TNBC_RMA_FETCH && a->op == FI_ATOMIC_READ) &&
+	    tnbc_iov_len(a->iov, a->iov_count) != total)
+		return -FI_EINVAL;
+	if ((a->kind == TNBC_RMA_FETCH || a->kind == TNBC_RMA_COMPARE) &&
+	    tnbc_iov_len(a->res, a->res_count) != total)
+		return -FI_EINVAL;
+	if (a->kind == TNBC_RMA_COMPARE &&
+	    tnbc_iov_len(a->cmp, a->cmp_count) != total)
+		return -FI_EINVAL;
+	if ((a->flags & FI_REMOTE_CQ_DATA) && a->kind != TNBC_RMA_WRITE)
+		return -FI_EINVAL;
+	ret = tnbc_av_peer(ep->av, a->addr, &peer);
+	if (ret)
+		return ret == -FI_EINVAL ? -FI_EADDRNOTAVAIL : ret;
+	if ((a->flags & FI_INJECT) &&
+	    (a->kind != TNBC_RMA_WRITE && a->kind != TNBC_RMA_ATOMIC))
+		return -FI_EINVAL;
+	if ((a->flags & FI_INJECT) &&
+	    total > tnbc_rma_chunk_max(a, ep->domain->xops->max_payload(peer)))
+		return -FI_EMSGSIZE;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Initiator                                                            */
+
+static void tnbc_rma_report(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+{
+	const struct tnbc_rma_args *a = tx->rma;
+	bool reads = tnbc_rma_reads(a->kind);
+	struct tnbc_cntr *cntr = reads ? ep->rd_cntr : ep->wr_cntr;
+	uint64_t flags = (tnbc_rma_is_atomic(a->kind) ? FI_ATOMIC : FI_RMA) |
+			 (reads ? FI_READ : FI_WRITE);
+	int err = tx->rma_err;
+
+	if (err) {
+		if (ep->tx_cq)
+			tnbc_cq_write_err(ep->tx_cq, tx->context, flags, 0,
+					  NULL, 0, 0, 0, err, err,
+					  FI_ADDR_NOTAVAIL);
+		tnbc_count_completion(cntr, tx->flags, tx->comp_cntr, true);
+		return;
+	}
+	if (ep->tx_cq && tnbc_cq_wanted(ep->tx_selective, tx->flags))
+		tnbc_cq_write(ep->tx_cq, tx->context, flags, 0, NULL, 0, 0,
+			      FI_ADDR_NOTAVAIL);
+	tnbc_count_completion(cntr, tx->flags, tx->comp_cntr, false);
+}
+
+static bool tnbc_rma_issued(const struct tnbc_xfer *tx)
+{
+	return tx->rma_seg >= tx->rma->rma_count;
+}
+
+static void tnbc_rma_finish(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+{
+	if (tx->rma_queued) {
+		tnbc_list_remove(&tx->entry);
+		tx->rma_queued = false;
+	}
+	tnbc_id_del(&ep->rma_ids, tx->hdr.msg_id);
+	tnbc_rma_report(ep, tx);
+	free(tx->inject_buf);
+	free(tx->rma);
+	free(tx);
+}
+
+void tnbc_rma_fail(struct tnbc_ep *ep, struct tnbc_xfer *tx, int err)
+{
+	if (err < 0)
+		err = -err;
+	if (!tx->rma_err)
+		tx->rma_err = err;
+	/* stop issuing; answers still on their way find no operation */
+	tx->rma_seg = tx->rma->rma_count;
+	tnbc_rma_finish(ep, tx);
+}
+
+int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct tnbc_rma_args *a = tx->rma;
+	size_t max = tnbc_rma_chunk_max(a, xops->max_payload(tx->peer));
+	size_t total = tnbc_rma_total(a);
+
+	while (!tnbc_rma_issued(tx) && tx->rma_inflight < TNBC_RMA_WINDOW) {
+		const struct fi_rma_iov *seg = &a->rma[tx->rma_seg];
+		struct iovec iov[1 + 2 * TNBC_IOV_LIMIT];
+		struct tnbc_rma_req req = {
+			.kind = a->kind,
+			.op = (uint8_t)a->op,
+			.datatype = (uint8_t)a->dt,
+		};
+		struct tnbc_hdr hdr;
+		size_t len = seg->len - tx->rma_seg_off, n = 1, plen;
+		bool last;
+		int ret;
+
+		if (len > max)
+			len = max;
+		last = tx->rma_loc_off + len == total;
+		memset(&hdr, 0, sizeof(hdr));
+		hdr.version = TNBC_PROTO_VERSION;
+		hdr.type = TNBC_PKT_RMA_REQ;
+		hdr.msg_id = tx->hdr.msg_id;
+		hdr.token = tx->rma_loc_off;
+		hdr.tag = seg->key;
+		hdr.offset = seg->addr + tx->rma_seg_off;
+		hdr.size = len;
+		hdr.src = ep->name;
+		if (last)
+			hdr.flags |= TNBC_HDR_RMA_LAST;
+		if (last && (a->flags & FI_REMOTE_CQ_DATA)) {
+			hdr.flags |= TNBC_HDR_CQ_DATA;
+			hdr.cq_data = a->data;
+		}
+		iov[0].iov_base = &req;
+		iov[0].iov_len = sizeof(req);
+		plen = sizeof(req);
+		if (a->kind != TNBC_RMA_READ && a->iov_count) {
+			n += tnbc_iov_slice(a->iov, a->iov_count,
+					    tx->rma_loc_off, len, iov + n,
+					    TNBC_IOV_LIMIT);
+			plen += len;
+		}
+		if (a->kind == TNBC_RMA_COMPARE) {
+			n += tnbc_iov_slice(a->cmp, a->cmp_count,
+					    tx->rma_loc_off, len, iov + n,
+					    TNBC_IOV_LIMIT);
+			plen += len;
+		}
+		hdr.payload_len = (uint32_t)plen;
+		ret = xops->send(tx->peer, &hdr, iov, n);
+		if (ret)
+			return ret;
+		tx->rma_inflight++;
+		tx->rma_loc_off += len;
+		tx->rma_seg_off += len;
+		if (tx->rma_seg_off == seg->len) {
+			tx->rma_seg++;
+			tx->rma_seg_off = 0;
+		}
+		/* zero-length segments cover nothing and send nothing */
+		while (!tnbc_rma_issued(tx) && !a->rma[tx->rma_seg].len)
+			tx->rma_seg++;
+	}
+	return 0;
+}
+
+ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
+		      const struct tnbc_opx *x)
+{
+	struct tnbc_xfer *tx;
+	size_t total;
+	int ret;
+
+	static const enum fi_op_type ops[] = {
+		[TNBC_RMA_WRITE] = FI_OP_WRITE,
+		[TNBC_RMA_READ] = FI_OP_READ,
+		[TNBC_RMA_ATOMIC] = FI_OP_ATOMIC,
+		[TNBC_RMA_FETCH] = FI_OP_FETCH_ATOMIC,
+		[TNBC_RMA_COMPARE] = FI_OP_COMPARE_ATOMIC,
+	};
+
+	if (a->flags & FI_TRIGGER)
+		return tnbc_trig_post_rma(ep, ops[a->kind], a);
+	ret = tnbc_rma_check(ep, a);
+	if (ret)
+		return ret;
+	tx = calloc(1, sizeof(*tx));
+	if (!tx)
+		return -FI_EAGAIN;
+	tx->rma = malloc(sizeof(*tx->rma));
+	if (!tx->rma)
+		goto err_tx;
+	*tx->rma = *a;
+	tx->context = a->context;
+	tx->flags = a->flags;
+	tx->prio = x ? x->prio : (uint8_t)atomic_load(&ep->prio);
+	tx->comp_cntr = x ? x->comp_cntr : NULL;
+	tnbc_av_peer(ep->av, a->addr, &tx->peer);
+	total = tnbc_rma_total(a);
+	if ((a->flags & FI_INJECT) && total) {
+		/* the caller may reuse the buffer at once */
+		tx->inject_buf = malloc(total);
+		if (!tx->inject_buf)
+			goto err_rma;
+		tnbc_copy_from_iov(tx->inject_buf, a->iov, a->iov_count, 0,
+				   total);
+		tx->rma->iov[0].iov_base = tx->inject_buf;
+		tx->rma->iov[0].iov_len = total;
+		tx->rma->iov_count = 1;
+	}
+	while (!tnbc_rma_issued(tx) && !a->rma[tx->rma_seg].len)
+		tx->rma_seg++;
+
+	pthread_mutex_lock(&ep->lock);
+	if (ep->rma_ids.used >= TNBC_RMA_MAX_OPS) {
+		pthread_mutex_unlock(&ep->lock);
+		free(tx->inject_buf);
+		goto err_rma; /* -FI_EAGAIN: progress first */
+	}
+	ret = tnbc_id_add(&ep->rma_ids, tx, &tx->hdr.msg_id);
+	if (ret) {
+		pthread_mutex_unlock(&ep->lock);
+		free(tx->inject_buf);
+		goto err_rma;
+	}
+	if (tnbc_rma_issued(tx)) {
+		/* nothing to move: complete at once */
+		tnbc_rma_finish(ep, tx);
+		goto out;
+	}
+	ret = tnbc_tx_may_bypass(ep, tx->prio) ? tnbc_rma_tx(ep, tx)
+					       : -FI_EAGAIN;
+	if (ret && ret != -FI_EAGAIN) {
+		tnbc_rma_fail(ep, tx, ret);
+		goto out;
+	}
+	if (ret == -FI_EAGAIN) {
+		tnbc_tx_enqueue(ep, tx);
+		tx->rma_queued = true;
+		tnbc_engine_kick(ep->domain);
+	}
+out:
+	pthread_mutex_unlock(&ep->lock);
+	tnbc_trig_run(ep->domain, false);
+	return 0;
+
+err_rma:
+	free(tx->rma);
+err_tx:
+	free(tx);
+	return -FI_EAGAIN;
+}
+
+void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+		      const void *payload)
+{
+	struct tnbc_xfer *tx = tnbc_id_find(&ep->rma_ids, hdr->msg_id);
+	struct tnbc_rma_args *a;
+
+	if (!tx) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"RMA response for unknown operation\n");
+		return;
+	}
+	a = tx->rma;
+	if (hdr->size && !tx->rma_err)
+		tx->rma_err = (int)hdr->size;
+	if (!hdr->size && hdr->payload_len) {
+		if (a->kind == TNBC_RMA_READ)
+			tnbc_copy_to_iov(a->iov, a->iov_count, hdr->token,
+					 payload, hdr->payload_len);
+		else if (a->kind != TNBC_RMA_WRITE)
+			tnbc_copy_to_iov(a->res, a->res_count, hdr->token,
+					 payload, hdr->payload_len);
+	}
+	tx->rma_inflight--;
+	if (tx->rma_err && !tx->rma_inflight) {
+		tnbc_rma_fail(ep, tx, tx->rma_err);
+		return;
+	}
+	if (tnbc_rma_issued(tx)) {
+		if (!tx->rma_inflight)
+			tnbc_rma_finish(ep, tx);
+		return;
+	}
+	if (!tx->rma_queued && !tx->rma_err) {
+		/* the window has room again */
+		tnbc_tx_enqueue(ep, tx);
+		tx->rma_queued = true;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Target                                                               */
+
+static uint64_t tnbc_rma_access(const struct tnbc_rma_req *req)
+{
+	switch (req->kind) {
+	case TNBC_RMA_WRITE:
+	case TNBC_RMA_ATOMIC:
+		return FI_REMOTE_WRITE;
+	case TNBC_RMA_READ:
+		return FI_REMOTE_READ;
+	case TNBC_RMA_FETCH:
+		if (req->op == FI_ATOMIC_READ)
+			return FI_REMOTE_READ;
+		return FI_REMOTE_READ | FI_REMOTE_WRITE;
+	default:
+		return FI_REMOTE_READ | FI_REMOTE_WRITE;
+	}
+}
+
+/* Applies one request to the region; fills out/out_len for the answer.
+ * Returns 0 or a positive fi_errno.  mr_lock held (read). */
+static int tnbc_rma_apply(struct tnbc_ep *ep, struct tnbc_mr *mr,
+			  const struct tnbc_rma_req *req, uint64_t off,
+			  size_t len, const uint8_t *data, size_t data_len,
+			  uint8_t *out, size_t *out_len)
+{
+	struct tnbc_domain *dom = ep->domain;
+	size_t es, count;
+	uint8_t *tmp;
+	int ret;
+
+	*out_len = 0;
+	switch (req->kind) {
+	case TNBC_RMA_WRITE:
+		if (data_len != len)
+			return FI_EINVAL;
+		tnbc_copy_to_iov(mr->iov, mr->iov_count, off, data, len);
+		return 0;
+	case TNBC_RMA_READ:
+		tnbc_copy_from_iov(out, mr->iov, mr->iov_count, off, len);
+		*out_len = len;
+		return 0;
+	default:
+		break;
+	}
+	es = tnbc_alu_size(req->datatype);
+	if (!es || len % es ||
+	    !tnbc_alu_valid(tnbc_rma_akind(req->kind), req->op, req->datatype))
+		return FI_EOPNOTSUPP;
+	count = len / es;
+	if (data_len != (req->kind == TNBC_RMA_COMPARE ? 2 * len : len) &&
+	    !(req->kind == TNBC_RMA_FETCH && req->op == FI_ATOMIC_READ &&
+	      !data_len))
+		return FI_EINVAL;
+	tmp = malloc(len);
+	if (!tmp)
+		return FI_ENOMEM;
+	pthread_mutex_lock(&dom->atomic_lock);
+	tnbc_copy_from_iov(tmp, mr->iov, mr->iov_count, off, len);
+	ret = tnbc_alu_apply(req->op, req->datatype, tmp,
+			     data_len ? data : NULL,
+			     req->kind == TNBC_RMA_COMPARE ? data + len : NULL,
+			     req->kind == TNBC_RMA_ATOMIC ? NULL : out, count);
+	if (!ret)
+		tnbc_copy_to_iov(mr->iov, mr->iov_count, off, tmp, len);
+	pthread_mutex_unlock(&dom->atomic_lock);
+	free(tmp);
+	if (ret)
+		return FI_EOPNOTSUPP;
+	if (req->kind != TNBC_RMA_ATOMIC)
+		*out_len = len;
+	return 0;
+}
+
+/* RMA events of a completed operation (fi_cntr(3), fi_mr(3)). */
+static void tnbc_rma_events(struct tnbc_ep *ep, struct tnbc_mr *mr,
+			    const struct tnbc_hdr *hdr, uint64_t access)
+{
+	bool wr = access & FI_REMOTE_WRITE;
+
+	if (hdr->flags & TNBC_HDR_CQ_DATA && ep->rx_cq)
+		tnbc_cq_write(ep->rx_cq, NULL,
+			      FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, 0,
+			      NULL, hdr->cq_data, 0, FI_ADDR_NOTAVAIL);
+	if (!(ep->info->caps & FI_RMA_EVENT))
+		return;
+	if (wr && ep->rwr_cntr)
+		tnbc_cntr_inc(ep->rwr_cntr);
+	if (!wr && ep->rrd_cntr)
+		tnbc_cntr_inc(ep->rrd_cntr);
+	if (mr->rma_cntr && (mr->cntr_flags & access))
+		tnbc_cntr_inc(mr->rma_cntr);
+}
+
+void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+		     const void *payload)
+{
+	struct tnbc_domain *dom = ep->domain;
+	struct tnbc_rma_req req;
+	struct tnbc_xpeer *peer;
+	struct tnbc_hdr rh;
+	struct tnbc_mr *mr;
+	uint8_t *out = NULL;
+	size_t out_len = 0;
+	uint64_t access, off;
+	int status;
+
+	if (dom->xops->peer_get(dom->xdom, &hdr->src, &peer)) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"RMA request from an unreachable peer dropped\n");
+		return;
+	}
+	memset(&rh, 0, sizeof(rh));
+	rh.version = TNBC_PROTO_VERSION;
+	rh.type = TNBC_PKT_RMA_RESP;
+	rh.msg_id = hdr->msg_id;
+	rh.token = hdr->token;
+	rh.src = ep->name;
+	if (hdr->payload_len < sizeof(req)) {
+		status = FI_EINVAL;
+		goto answer;
+	}
+	memcpy(&req, payload, sizeof(req));
+	access = tnbc_rma_access(&req);
+	if (!(ep->info->caps &
+	      (tnbc_rma_is_atomic(req.kind) ? FI_ATOMIC : FI_RMA)) ||
+	    (ep->info->caps & access) != access) {
+		status = FI_EOPNOTSUPP;
+		goto answer;
+	}
+	if (req.kind != TNBC_RMA_WRITE) {
+		/* the answer must fit one packet (a hostile size must not
+		 * make us queue an answer that can never be sent) */
+		if (hdr->size > dom->xops->max_payload(peer)) {
+			status = FI_EMSGSIZE;
+			goto answer;
+		}
+		out = malloc(hdr->size ? hdr->size : 1);
+		if (!out) {
+			status = FI_ENOMEM;
+			goto answer;
+		}
+	}
+	pthread_rwlock_rdlock(&dom->mr_lock);
+	mr = tnbc_mr_find(dom, hdr->tag);
+	if (!mr) {
+		status = FI_EKEYREJECTED;
+	} else if ((mr->access & access) != access) {
+		status = FI_EACCES;
+	} else {
+		off = hdr->offset - mr->base;
+		if (hdr->offset < mr->base || off > mr->len ||
+		    hdr->size > mr->len - off)
+			status = FI_EINVAL;
+		else
+			status = tnbc_rma_apply(
+				ep, mr, &req, off, hdr->size,
+				(const uint8_t *)payload + sizeof(req),
+				hdr->payload_len - sizeof(req), out, &out_len);
+		if (!status && (hdr->flags & TNBC_HDR_RMA_LAST))
+			tnbc_rma_events(ep, mr, hdr, access);
+	}
+	pthread_rwlock_unlock(&dom->mr_lock);
+answer:
+	if (status) {
+		FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "RMA request failed: %s\n",
+			fi_strerror(status));
+		out_len = 0;
+	}
+	rh.size = (uint64_t)status;
+	rh.payload_len = (uint32_t)out_len;
+	tnbc_send_ctrl(ep, peer, &rh, out, out_len);
+	free(out);
+}
+
+/* ------------------------------------------------------------------ */
+/* Entry points                                                         */
+
+/* The op flags of the endpoint or alias the call came through. */
+static uint64_t tnbc_rma_tx_flags(struct fid_ep *fid)
+{
+	return TNBC_HANDLE(fid)->tx_op_flags & TNBC_RMA_FLAGS;
+}
+
+static ssize_t tnbc_rma_one(struct fid_ep *fid, uint8_t kind, void *buf,
+			    size_t len, fi_addr_t addr, uint64_t raddr,
+			    uint64_t key, uint64_t data, void *context,
+			    uint64_t flags)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct fi_rma_iov riov = {.addr = raddr, .len = len, .key = key};
+	struct fi_msg_rma msg = {
+		.msg_iov = &iov,
+		.iov_count = 1,
+		.addr = addr,
+		.rma_iov = &riov,
+		.rma_iov_count = 1,
+		.context = context,
+		.data = data,
+	};
+	struct tnbc_rma_args a;
+	int ret;
+
+	ret = tnbc_rma_args_msg(&a, &msg, kind, flags);
+	return ret ? ret : tnbc_rma_post(TNBC_EP(fid), &a, NULL);
+}
+
+static ssize_t tnbc_rma_vec(struct fid_ep *fid, uint8_t kind,
+			    const struct iovec *iov, size_t count,
+			    fi_addr_t addr, uint64_t raddr, uint64_t key,
+			    void *context)
+{
+	struct fi_rma_iov riov = {.addr = raddr, .key = key};
+	struct fi_msg_rma msg = {
+		.msg_iov = iov,
+		.iov_count = count,
+		.addr = addr,
+		.rma_iov = &riov,
+		.rma_iov_count = 1,
+		.context = context,
+	};
+	struct tnbc_rma_args a;
+	int ret;
+
+	if (count > TNBC_IOV_LIMIT || (count && !iov))
+		return -FI_EINVAL;
+	riov.len = tnbc_iov_len(iov, count);
+	ret = tnbc_rma_args_msg(&a, &msg, kind, tnbc_rma_tx_flags(fid));
+	return ret ? ret : tnbc_rma_post(TNBC_EP(fid), &a, NULL);
+}
+
+static ssize_t tnbc_read(struct fid_ep *fid, void *buf, size_t len, void *desc,
+			 fi_addr_t src, uint64_t addr, uint64_t key,
+			 void *context)
+{
+	(void)desc;
+	return tnbc_rma_one(fid, TNBC_RMA_READ, buf, len, src, addr, key, 0,
+			    context, tnbc_rma_tx_flags(fid));
+}
+
+static ssize_t tnbc_readv(struct fid_ep *fid, const struct iovec *iov,
+			  void **desc, size_t count, fi_addr_t src,
+			  uint64_t addr, uint64_t key, void *context)
+{
+	(void)desc;
+	return tnbc_rma_vec(fid, TNBC_RMA_READ, iov, count, src, addr, key,
+			    context);
+}
+
+static ssize_t tnbc_readmsg(struct fid_ep *fid, const struct fi_msg_rma *msg,
+			    uint64_t flags)
+{
+	struct tnbc_rma_args a;
+	int ret = tnbc_rma_args_msg(&a, msg, TNBC_RMA_READ, flags);
+
+	return ret ? ret : tnbc_rma_post(TNBC_EP(fid), &a, NULL);
+}
+
+static ssize_t tnbc_write(struct fid_ep *fid, const void *buf, size_t len,
+			  void *desc, fi_addr_t dest, uint64_t addr,
+			  uint64_t key, void *context)
+{
+	(void)desc;
+	return tnbc_rma_one(fid, TNBC_RMA_WRITE, (void *)buf, len, dest, addr,
+			    key, 0, context, tnbc_rma_tx_flags(fid));
+}
+
+static ssize_t tnbc_writev(struct fid_ep *fid, const struct iovec *iov,
+			   void **desc, size_t count, fi_addr_t dest,
+			   uint64_t addr, uint64_t key, void *context)
+{
+	(void)desc;
+	return tnbc_rma_vec(fid, TNBC_RMA_WRITE, iov, count, dest, addr, key,
+			    context);
+}
+
+static ssize_t tnbc_writemsg(struct fid_ep *fid, const struct fi_msg_rma *msg,
+			     uint64_t flags)
+{
+	struct tnbc_rma_args a;
+	int ret = tnbc_rma_args_msg(&a, msg, TNBC_RMA_WRITE, flags);
+
+	return ret ? ret : tnbc_rma_post(TNBC_EP(fid), &a, NULL);
+}
+
+static ssize_t tnbc_inject_write(struct fid_ep *fid, const void *buf,
+				 size_t len, fi_addr_t dest, uint64_t addr,
+				 uint64_t key)
+{
+	return tnbc_rma_one(fid, TNBC_RMA_WRITE, (void *)buf, len, dest, addr,
+			    key, 0, NULL, FI_INJECT | TNBC_NO_COMPLETION);
+}
+
+static ssize_t tnbc_writedata(struct fid_ep *fid, const void *buf, size_t len,
+			      void *desc, uint64_t data, fi_addr_t dest,
+			      uint64_t addr, uint64_t key, void *context)
+{
+	(void)desc;
+	return tnbc_rma_one(fid, TNBC_RMA_WRITE, (void *)buf, len, dest, addr,
+			    key, data, context,
+			    tnbc_rma_tx_flags(fid) | FI_REMOTE_CQ_DATA);
+}
+
+static ssize_t tnbc_inject_writedata(struct fid_ep *fid, const void *buf,
+				     size_t len, uint64_t data, fi_addr_t dest,
+				     uint64_t addr, uint64_t key)
+{
+	return tnbc_rma_one(fid, TNBC_RMA_WRITE, (void *)buf, len, dest, addr,
+			    key, data, NULL,
+			    FI_INJECT | TNBC_NO_COMPLETION | FI_REMOTE_CQ_DATA);
+}
+
+const struct fi_ops_rma tnbc_rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = tnbc_read,
+	.readv = tnbc_readv,
+	.readmsg = tnbc_readmsg,
+	.write = tnbc_write,
+	.writev = tnbc_writev,
+	.writemsg = tnbc_writemsg,
+	.inject = tnbc_inject_write,
+	.writedata = tnbc_writedata,
+	.injectdata = tnbc_inject_writedata,
+};
+
+/* Atomics: every entry point builds an fi_msg_atomic and comes here. */
+static ssize_t tnbc_atomic_submit(struct fid_ep *fid, uint8_t kind,
+				  const struct fi_msg_atomic *msg,
+				  const struct fi_ioc *res, size_t res_count,
+				  const struct fi_ioc *cmp, size_t cmp_count,
+				  uint64_t flags)
+{
+	struct tnbc_rma_args a;
+	int ret;
+
+	ret = tnbc_rma_args_atomic(&a, msg, res, res_count, cmp, cmp_count,
+				   kind, flags);
+	return ret ? ret : tnbc_rma_post(TNBC_EP(fid), &a, NULL);
+}
+
+static ssize_t tnbc_atomic_simple(struct fid_ep *fid, uint8_t kind,
+				  const void *buf, size_t count,
+				  const void *compare, void *result,
+				  fi_addr_t dest, uint64_t addr, uint64_t key,
+				  enum fi_datatype dt, enum fi_op op,
+				  void *context, uint64_t flags)
+{
+	struct fi_ioc ioc = {.addr = (void *)buf, .count = count};
+	struct fi_ioc rioc = {.addr = result, .count = count};
+	struct fi_ioc cioc = {.addr = (void *)compare, .count = count};
+	struct fi_rma_ioc rma = {.addr = addr, .count = count, .key = key};
+	struct fi_msg_atomic msg = {
+		.msg_iov = &ioc,
+		.iov_count = buf ? 1 : 0,
+		.addr = dest,
+		.rma_iov = &rma,
+		.rma_iov_count = 1,
+		.datatype = dt,
+		.op = op,
+		.context = context,
+	};
+
+	return tnbc_atomic_submit(fid, kind, &msg, result ? &rioc : NULL,
+				  result ? 1 : 0, compare ? &cioc : NULL,
+				  compare ? 1 : 0, flags);
+}
+
+static ssize_t tnbc_atomic_vec(struct fid_ep *fid, uint8_t kind,
+			       const struct fi_ioc *iov, size_t count,
+			       const struct fi_ioc *cmp, size_t cmp_count,
+			       struct fi_ioc *res, size_t res_count,
+			       fi_addr_t dest, uint64_t addr, uint64_t key,
+			       enum fi_datatype dt, enum fi_op op,
+			       void *context)
+{
+	struct fi_rma_ioc rma = {.addr = addr, .key = key};
+	struct fi_msg_atomic msg = {
+		.msg_iov = iov,
+		.iov_count = count,
+		.addr = dest,
+		.rma_iov = &rma,
+		.rma_iov_count = 1,
+		.datatype = dt,
+		.op = op,
+		.context = context,
+	};
+	const struct fi_ioc *n = iov ? iov : res;
+	size_t nc = iov ? count : res_count;
+
+	if (nc > TNBC_IOV_LIMIT || (nc && !n))
+		return -FI_EINVAL;
+	for (size_t i = 0; i < nc; i++)
+		rma.count += n[i].count;
+	return tnbc_atomic_submit(fid, kind, &msg, res, res_count, cmp,
+				  cmp_count, tnbc_rma_tx_flags(fid));
+}
+
+static ssize_t tnbc_atomic_write(struct fid_ep *fid, const void *buf,
+				 size_t count, void *desc, fi_addr_t dest,
+				 uint64_t addr, uint64_t key,
+				 enum fi_datatype dt, enum fi_op op,
+				 void *context)
+{
+	(void)desc;
+	return tnbc_atomic_simple(fid, TNBC_RMA_ATOMIC, buf, count, NULL, NULL,
+				  dest, addr, key, dt, op, context,
+				  tnbc_rma_tx_flags(fid));
+}
+
+static ssize_t tnbc_atomic_writev(struct fid_ep *fid, const struct fi_ioc *iov,
+				  void **desc, size_t count, fi_addr_t dest,
+				  uint64_t addr, uint64_t key,
+				  enum fi_datatype dt, enum fi_op op,
+				  void *context)
+{
+	(void)desc;
+	return tnbc_atomic_vec(fid, TNBC_RMA_ATOMIC, iov, count, NULL, 0, NULL,
+			       0, dest, addr, key, dt, op, context);
+}
+
+static ssize_t tnbc_atomic_writemsg(struct fid_ep *fid,
+				    const struct fi_msg_atomic *msg,
+				    uint64_t flags)
+{
+	return tnbc_atomic_submit(fid, TNBC_RMA_ATOMIC, msg, NULL, 0, NULL, 0,
+				  flags);
+}
+
+static ssize_t tnbc_atomic_inject(struct fid_ep *fid, const void *buf,
+				  size_t count, fi_addr_t dest, uint64_t addr,
+				  uint64_t key, enum fi_datatype dt,
+				  enum fi_op op)
+{
+	return tnbc_atomic_simple(fid, TNBC_RMA_ATOMIC, buf, count, NULL, NULL,
+				  dest, addr, key, dt, op, NULL,
+				  FI_INJECT | TNBC_NO_COMPLETION);
+}
+
+static ssize_t tnbc_atomic_readwrite(struct fid_ep *fid, const void *buf,
+				     size_t count, void *desc, void *result,
+				     void *result_desc, fi_addr_t dest,
+				     uint64_t addr, uint64_t key,
+				     enum fi_datatype dt, enum fi_op op,
+				     void *context)
+{
+	(void)desc;
+	(void)result_desc;
+	return tnbc_atomic_simple(fid, TNBC_RMA_FETCH, buf, count, NULL, result,
+				  dest, addr, key, dt, op, context,
+				  tnbc_rma_tx_flags(fid));
+}
+
+static ssize_t tnbc_atomic_readwritev(struct fid_ep *fid,
+				      const struct fi_ioc *iov, void **desc,
+				      size_t count, struct fi_ioc *resultv,
+				      void **result_desc, size_t result_count,
+				      fi_addr_t dest, uint64_t addr,
+				      uint64_t key, enum fi_datatype dt,
+				      enum fi_op op, void *context)
+{
+	(void)desc;
+	(void)result_desc;
+	return tnbc_atomic_vec(fid, TNBC_RMA_FETCH, iov, count, NULL, 0,
+			       resultv, result_count, dest, addr, key, dt, op,
+			       context);
+}
+
+static ssize_t tnbc_atomic_readwritemsg(struct fid_ep *fid,
+					const struct fi_msg_atomic *msg,
+					struct fi_ioc *resultv,
+					void **result_desc, size_t result_count,
+					uint64_t flags)
+{
+	(void)result_desc;
+	return tnbc_atomic_submit(fid, TNBC_RMA_FETCH, msg, resultv,
+				  result_count, NULL, 0, flags);
+}
+
+static ssize_t tnbc_atomic_compwrite(struct fid_ep *fid, const void *buf,
+				     size_t count, void *desc,
+				     const void *compare, void *compare_desc,
+				     void *result, void *result_desc,
+				     fi_addr_t dest, uint64_t addr,
+				     uint64_t key, enum fi_datatype dt,
+				     enum fi_op op, void *context)
+{
+	(void)desc;
+	(void)compare_desc;
+	(void)result_desc;
+	return tnbc_atomic_simple(fid, TNBC_RMA_COMPARE, buf, count, compare,
+				  result, dest, addr, key, dt, op, context,
+				  tnbc_rma_tx_flags(fid));
+}
+
+static ssize_t tnbc_atomic_compwritev(
+	struct fid_ep *fid, const struct fi_ioc *iov, void **desc, size_t count,
+	const struct fi_ioc *comparev, void **compare_desc,
+	size_t compare_count, struct fi_ioc *resultv, void **result_desc,
+	size_t result_count, fi_addr_t dest, uint64_t addr, uint64_t key,
+	enum fi_datatype dt, enum fi_op op, void *context)
+{
+	(void)desc;
+	(void)compare_desc;
+	(void)result_desc;
+	return tnbc_atomic_vec(fid, TNBC_RMA_COMPARE, iov, count, comparev,
+			       compare_count, resultv, result_count, dest, addr,
+			       key, dt, op, context);
+}
+
+static ssize_t
+tnbc_atomic_compwritemsg(struct fid_ep *fid, const struct fi_msg_atomic *msg,
+			 const struct fi_ioc *comparev, void **compare_desc,
+			 size_t compare_count, struct fi_ioc *resultv,
+			 void **result_desc, size_t result_count,
+			 uint64_t flags)
+{
+	(void)compare_desc;
+	(void)result_desc;
+	return tnbc_atomic_submit(fid, TNBC_RMA_COMPARE, msg, resultv,
+				  result_count, comparev, compare_count, flags);
+}
+
+/* Largest count one operation may carry: one packet's worth. */
+static size_t tnbc_atomic_max_count(enum tnbc_atomic_kind kind,
+				    enum fi_datatype dt)
+{
+	size_t room = tnbc_slot_payload() - sizeof(struct tnbc_rma_req);
+
+	if (kind == TNBC_ATOMIC_COMPARE)
+		room /= 2;
+	return room / tnbc_alu_size(dt);
+}
+
+static int tnbc_atomic_valid(enum tnbc_atomic_kind kind, enum fi_op op,
+			     enum fi_datatype dt, size_t *count)
+{
+	if (!tnbc_alu_valid(kind, op, dt))
+		return -FI_EOPNOTSUPP;
+	if (count)
+		*count = tnbc_atomic_max_count(kind, dt);
+	return 0;
+}
+
+static int tnbc_atomic_writevalid(struct fid_ep *fid, enum fi_datatype dt,
+				  enum fi_op op, size_t *count)
+{
+	(void)fid;
+	return tnbc_atomic_valid(TNBC_ATOMIC_PLAIN, op, dt, count);
+}
+
+static int tnbc_atomic_readwritevalid(struct fid_ep *fid, enum fi_datatype dt,
+				      enum fi_op op, size_t *count)
+{
+	(void)fid;
+	return tnbc_atomic_valid(TNBC_ATOMIC_FETCH, op, dt, count);
+}
+
+static int tnbc_atomic_compwritevalid(struct fid_ep *fid, enum fi_datatype dt,
+				      enum fi_op op, size_t *count)
+{
+	(void)fid;
+	return tnbc_atomic_valid(TNBC_ATOMIC_COMPARE, op, dt, count);
+}
+
+int tnbc_query_atomic(struct fid_domain *domain, enum fi_datatype dt,
+		      enum fi_op op, struct fi_atomic_attr *attr,
+		      uint64_t flags)
+{
+	enum tnbc_atomic_kind kind = TNBC_ATOMIC_PLAIN;
+	int ret;
+
+	(void)domain;
+	if (!attr || (flags & ~(uint64_t)(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC |
+					  FI_TAGGED)))
+		return -FI_EINVAL;
+	if ((flags & FI_FETCH_ATOMIC) && (flags & FI_COMPARE_ATOMIC))
+		return -FI_EINVAL;
+	if (flags & FI_TAGGED)
+		return -FI_EOPNOTSUPP; /* no tagged atomics */
+	if (flags & FI_FETCH_ATOMIC)
+		kind = TNBC_ATOMIC_FETCH;
+	else if (flags & FI_COMPARE_ATOMIC)
+		kind = TNBC_ATOMIC_COMPARE;
+	ret = tnbc_atomic_valid(kind, op, dt, &attr->count);
+	if (ret)
+		return ret;
+	attr->size = tnbc_alu_size(dt);
+	return 0;
+}
+
+const struct fi_ops_atomic tnbc_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = tnbc_atomic_write,
+	.writev = tnbc_atomic_writev,
+	.writemsg = tnbc_atomic_writemsg,
+	.inject = tnbc_atomic_inject,
+	.readwrite = tnbc_atomic_readwrite,
+	.readwritev = tnbc_atomic_readwritev,
+	.readwritemsg = tnbc_atomic_readwritemsg,
+	.compwrite = tnbc_atomic_compwrite,
+	.compwritev = tnbc_atomic_compwritev,
+	.compwritemsg = tnbc_atomic_compwritemsg,
+	.writevalid = tnbc_atomic_writevalid,
+	.readwritevalid = tnbc_atomic_readwritevalid,
+	.compwritevalid = tnbc_atomic_compwritevalid,
+};

@@ -1,0 +1,784 @@
+/*
+ * Triggered operations and deferred work (fi_trigger(3)): the soft NIC's
+ * trigger unit.
+ *
+ * A request is built completely when it is posted: its arguments are
+ * validated and copied, and it holds references on every object it
+ * names, so firing it cannot fail for a reason the poster could have
+ * been told about.  It then waits in its triggering counter's min-heap,
+ * ordered by (threshold, submission order).  Whenever the counter
+ * changes, every request whose threshold success + error has reached
+ * moves, in heap order, to the domain's ready list; whoever runs ready
+ * work next (the thread that changed the counter once it holds no lock,
+ * the thread progressing the endpoint, or the engine) starts them in
+ * list order.  One thread at a time runs ready work, so requests start
+ * in exactly the order they were released.
+ *
+ * The post/increment race: a poster inserts under cntr->lock and then
+ * re-reads the counter; an incrementer adds first and then looks at the
+ * heap's length.  Both use sequentially consistent atomics, so at least
+ * one of them sees the other (tnbc_trig_check).
+ *
+ * Cost: O(log n) heap steps per request queued, released or cancelled,
+ * O(1) per counter change that releases nothing.
+ *
+ * Lock order (extends tnbc.h): dom->cntr_lock > cntr->lock >
+ * dom->trig_lock.  No lock is held while a request runs.
+ */
+#include <stdlib.h>
+
+#include "tnbc.h"
+
+struct tnbc_trig {
+	struct tnbc_list entry; /* trig_ready, or a local list */
+	struct tnbc_cntr *cntr; /* triggering counter */
+	uint64_t threshold;
+	uint64_t seq;
+	size_t idx; /* position in cntr->heap */
+	enum fi_op_type op;
+	struct tnbc_ep *ep;
+	struct tnbc_cntr *op_cntr; /* FI_OP_CNTR_SET / ADD */
+	uint64_t value;
+	struct fi_deferred_work *work; /* NULL for an FI_TRIGGER op */
+	void *context; /* what its completion reports */
+	struct tnbc_opx x;
+	/* FI_OP_SEND, TSEND, RECV, TRECV */
+	struct iovec iov[TNBC_IOV_LIMIT];
+	size_t iov_count;
+	fi_addr_t addr;
+	uint64_t tag, ignore, data, flags;
+	/* FI_OP_READ ... COMPARE_ATOMIC */
+	struct tnbc_rma_args rma;
+};
+
+static inline struct tnbc_domain *tnbc_cntr_dom(struct tnbc_cntr *c)
+{
+	return c->domain;
+}
+
+/* ------------------------------------------------------------------ */
+/* The per-counter heap; cntr->lock held.                              */
+
+static bool tnbc_trig_before(const struct tnbc_trig *a,
+			     const struct tnbc_trig *b)
+{
+	return a->threshold < b->threshold ||
+	       (a->threshold == b->threshold && a->seq < b->seq);
+}
+
+static void tnbc_heap_set(struct tnbc_cntr *c, size_t i, struct tnbc_trig *t)
+{
+	c->heap[i] = t;
+	t->idx = i;
+}
+
+static size_t tnbc_heap_up(struct tnbc_cntr *c, size_t i)
+{
+	struct tnbc_trig *t = c->heap[i];
+	size_t steps = 0;
+
+	while (i) {
+		size_t p = (i - 1) / 2;
+
+		if (!tnbc_trig_before(t, c->heap[p]))
+			break;
+		tnbc_heap_set(c, i, c->heap[p]);
+		i = p;
+		steps++;
+	}
+	tnbc_heap_set(c, i, t);
+	return steps;
+}
+
+static size_t tnbc_heap_down(struct tnbc_cntr *c, size_t i, size_t len)
+{
+	struct tnbc_trig *t = c->heap[i];
+	size_t steps = 0;
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		const struct tnbc_trig *best = t;
+
+		if (l < len && tnbc_trig_before(c->heap[l], best)) {
+			m = l;
+			best = c->heap[l];
+		}
+		if (l + 1 < len && tnbc_trig_before(c->heap[l + 1], best))
+			m = l + 1;
+		if (m == i)
+			break;
+		tnbc_heap_set(c, i, c->heap[m]);
+		i = m;
+		steps++;
+	}
+	tnbc_heap_set(c, i, t);
+	return steps;
+}
+
+static int tnbc_heap_push(struct tnbc_cntr *c, struct tnbc_trig *t)
+{
+	size_t len = atomic_load_explicit(&c->heap_len, memory_order_relaxed);
+	size_t steps;
+
+	if (len == c->heap_cap) {
+		size_t ncap = c->heap_cap ? c->heap_cap * 2 : 64;
+		struct tnbc_trig **nh = realloc(c->heap, ncap * sizeof(*nh));
+
+		if (!nh)
+			return -FI_ENOMEM;
+		c->heap = nh;
+		c->heap_cap = ncap;
+	}
+	t->seq = c->trig_seq++;
+	c->heap[len] = t;
+	t->idx = len;
+	steps = tnbc_heap_up(c, len);
+	/* seq_cst: pairs with the incrementer in tnbc_trig_check */
+	atomic_store(&c->heap_len, len + 1);
+	atomic_fetch_add_explicit(&c->domain->engine.trig_heap_steps, steps + 1,
+				  memory_order_relaxed);
+	return 0;
+}
+
+static void tnbc_heap_remove(struct tnbc_cntr *c, size_t i)
+{
+	size_t len = atomic_load_explicit(&c->heap_len, memory_order_relaxed);
+	size_t steps = 0;
+
+	len--;
+	if (i != len) {
+		tnbc_heap_set(c, i, c->heap[len]);
+		steps = tnbc_heap_down(c, i, len);
+		if (!steps)
+			steps = tnbc_heap_up(c, i);
+	}
+	atomic_store(&c->heap_len, len);
+	atomic_fetch_add_explicit(&c->domain->engine.trig_heap_steps, steps + 1,
+				  memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ */
+/* Release and run                                                      */
+
+static void tnbc_trig_release(struct tnbc_cntr *cntr, bool kick)
+{
+	struct tnbc_domain *dom = tnbc_cntr_dom(cntr);
+	struct tnbc_list local;
+	uint64_t val;
+	size_t n = 0;
+
+	/* seq_cst: the caller's counter update comes first (see the top) */
+	if (!atomic_load(&cntr->heap_len))
+		return;
+	tnbc_list_init(&local);
+	pthread_mutex_lock(&cntr->lock);
+	val = atomic_load(&cntr->cnt) + atomic_load(&cntr->err);
+	while (atomic_load_explicit(&cntr->heap_len, memory_order_relaxed)) {
+		struct tnbc_trig *t = cntr->heap[0];
+
+		if (t->threshold > val)
+			break;
+		tnbc_heap_remove(cntr, 0);
+		tnbc_list_insert_tail(&t->entry, &local);
+		n++;
+	}
+	if (!n) {
+		pthread_mutex_unlock(&cntr->lock);
+		return;
+	}
+	/* Still under cntr->lock: a later release of this counter by
+	 * another thread must queue behind this one. */
+	pthread_mutex_lock(&dom->trig_lock);
+	local.next->prev = dom->trig_ready.prev;
+	dom->trig_ready.prev->next = local.next;
+	local.prev->next = &dom->trig_ready;
+	dom->trig_ready.prev = local.prev;
+	atomic_fetch_add_explicit(&dom->trig_nready, n, memory_order_release);
+	pthread_mutex_unlock(&dom->trig_lock);
+	pthread_mutex_unlock(&cntr->lock);
+	atomic_fetch_add_explicit(&dom->engine.trig_fired, n,
+				  memory_order_relaxed);
+	atomic_fetch_sub_explicit(&dom->engine.trig_pending, n,
+				  memory_order_relaxed);
+	/* Whoever changed the counter may be inside a lock, or may be the
+	 * application about to compute: the engine runs the work then. */
+	if (kick)
+		tnbc_engine_kick(dom);
+}
+
+void tnbc_trig_check(struct tnbc_cntr *cntr)
+{
+	tnbc_trig_release(cntr, true);
+}
+
+void tnbc_trig_check_app(struct tnbc_cntr *cntr)
+{
+	tnbc_trig_release(cntr, false);
+	tnbc_trig_run(cntr->domain, false);
+}
+
+static void tnbc_trig_release_refs(struct tnbc_trig *t)
+{
+	atomic_fetch_sub(&t->cntr->ref, 1);
+	if (t->ep)
+		atomic_fetch_sub(&t->ep->ref, 1);
+	if (t->x.comp_cntr)
+		atomic_fetch_sub(&t->x.comp_cntr->ref, 1);
+	if (t->op_cntr)
+		atomic_fetch_sub(&t->op_cntr->ref, 1);
+}
+
+static void tnbc_cntr_apply(struct tnbc_cntr *c, bool set, uint64_t value)
+{
+	if (set)
+		atomic_store(&c->cnt, value);
+	else
+		atomic_fetch_add(&c->cnt, value);
+	tnbc_cntr_changed(c);
+}
+
+static bool tnbc_trig_is_rx(enum fi_op_type op)
+{
+	return op == FI_OP_RECV || op == FI_OP_TRECV;
+}
+
+static uint64_t tnbc_trig_cq_flags(enum fi_op_type op)
+{
+	switch (op) {
+	case FI_OP_RECV:
+		return FI_RECV | FI_MSG;
+	case FI_OP_TRECV:
+		return FI_RECV | FI_TAGGED;
+	case FI_OP_SEND:
+		return FI_SEND | FI_MSG;
+	case FI_OP_TSEND:
+		return FI_SEND | FI_TAGGED;
+	case FI_OP_READ:
+		return FI_RMA | FI_READ;
+	case FI_OP_WRITE:
+		return FI_RMA | FI_WRITE;
+	case FI_OP_ATOMIC:
+		return FI_ATOMIC | FI_WRITE;
+	default:
+		return FI_ATOMIC | FI_READ;
+	}
+}
+
+/* A request that will never run: tell its endpoint and its completion
+ * counter (an error completion is reported even for deferred work). */
+static void tnbc_trig_report(struct tnbc_trig *t, int err)
+{
+	if (t->ep) {
+		struct tnbc_cq *cq =
+			tnbc_trig_is_rx(t->op) ? t->ep->rx_cq : t->ep->tx_cq;
+
+		if (cq)
+			tnbc_cq_write_err(cq, t->context,
+					  tnbc_trig_cq_flags(t->op), 0, NULL, 0,
+					  0, 0, err, -err, FI_ADDR_NOTAVAIL);
+	}
+	if (t->x.comp_cntr)
+		tnbc_cntr_inc_err(t->x.comp_cntr);
+}
+
+static ssize_t tnbc_trig_exec(struct tnbc_trig *t)
+{
+	bool tagged = t->op == FI_OP_TSEND || t->op == FI_OP_TRECV;
+
+	switch (t->op) {
+	case FI_OP_SEND:
+	case FI_OP_TSEND:
+		return tnbc_ep_post_send(t->ep, t->iov, t->iov_count, t->addr,
+					 t->tag, t->data, t->context, t->flags,
+					 tagged, &t->x);
+	case FI_OP_RECV:
+	case FI_OP_TRECV:
+		return tnbc_ep_post_recv(t->ep, t->iov, t->iov_count, t->addr,
+					 t->tag, t->ignore, t->context,
+					 t->flags, tagged, &t->x);
+	case FI_OP_CNTR_SET:
+	case FI_OP_CNTR_ADD:
+		tnbc_cntr_apply(t->op_cntr, t->op == FI_OP_CNTR_SET, t->value);
+		return 0;
+	default:
+		return tnbc_rma_post(t->ep, &t->rma, &t->x);
+	}
+}
+
+void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
+{
+	while (tnbc_trig_has_ready(dom)) {
+		/* One runner at a time keeps the release order; a runner
+		 * that loses the race leaves the work to the winner, which
+		 * looks again after it lets go. */
+		if (atomic_flag_test_and_set(&dom->trig_draining))
+			return;
+		for (;;) {
+			struct tnbc_trig *t = NULL;
+			ssize_t ret;
+
+			pthread_mutex_lock(&dom->trig_lock);
+			if (!tnbc_list_empty(&dom->trig_ready)) {
+				t = tnbc_container_of(dom->trig_ready.next,
+						      struct tnbc_trig, entry);
+				tnbc_list_remove(&t->entry);
+			}
+			pthread_mutex_unlock(&dom->trig_lock);
+			if (!t)
+				break;
+			ret = tnbc_trig_exec(t);
+			if (ret == -FI_EAGAIN) {
+				/* out of memory for now: retry it first */
+				pthread_mutex_lock(&dom->trig_lock);
+				tnbc_list_insert_tail(&t->entry,
+						      dom->trig_ready.next);
+				pthread_mutex_unlock(&dom->trig_lock);
+				atomic_flag_clear(&dom->trig_draining);
+				return;
+			}
+			atomic_fetch_sub_explicit(&dom->trig_nready, 1,
+						  memory_order_release);
+			if (engine)
+				atomic_fetch_add_explicit(
+					&dom->engine.trig_fired_by_engine, 1,
+					memory_order_relaxed);
+			if (ret) {
+				FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+					"triggered operation failed: %s\n",
+					fi_strerror((int)-ret));
+				tnbc_trig_report(t, (int)-ret);
+			}
+			tnbc_trig_release_refs(t);
+			free(t);
+		}
+		atomic_flag_clear(&dom->trig_draining);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Posting                                                              */
+
+static struct tnbc_cntr *tnbc_cntr_of(struct tnbc_domain *dom,
+				      struct fid_cntr *fid)
+{
+	struct tnbc_cntr *c;
+
+	if (!fid || fid->fid.fclass != FI_CLASS_CNTR)
+		return NULL;
+	c = tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	return c->domain == dom ? c : NULL;
+}
+
+static struct tnbc_ep *tnbc_ep_of(struct tnbc_domain *dom, struct fid_ep *fid)
+{
+	struct tnbc_ep *ep;
+
+	if (!fid || fid->fid.fclass != FI_CLASS_EP)
+		return NULL;
+	ep = TNBC_EP(fid); /* the endpoint, or the one an alias names */
+	return ep->domain == dom ? ep : NULL;
+}
+
+/* Queues a fully built request and starts it if its threshold is met. */
+static int tnbc_trig_queue(struct tnbc_domain *dom, struct tnbc_trig *t)
+{
+	struct tnbc_cntr *cntr = t->cntr; /* t may run and go once pushed */
+	int ret;
+
+	atomic_fetch_add(&t->cntr->ref, 1);
+	if (t->ep)
+		atomic_fetch_add(&t->ep->ref, 1);
+	if (t->x.comp_cntr)
+		atomic_fetch_add(&t->x.comp_cntr->ref, 1);
+	if (t->op_cntr)
+		atomic_fetch_add(&t->op_cntr->ref, 1);
+	pthread_mutex_lock(&t->cntr->lock);
+	ret = tnbc_heap_push(t->cntr, t);
+	pthread_mutex_unlock(&t->cntr->lock);
+	if (ret) {
+		tnbc_trig_release_refs(t);
+		free(t);
+		return ret;
+	}
+	atomic_fetch_add_explicit(&dom->engine.trig_queued, 1,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&dom->engine.trig_pending, 1,
+				  memory_order_relaxed);
+	/* The counter may have reached the threshold before the push. */
+	tnbc_trig_check_app(cntr);
+	return 0;
+}
+
+static int tnbc_trig_build_msg(struct tnbc_trig *t, enum fi_op_type op,
+			       const struct iovec *iov, size_t count,
+			       fi_addr_t addr, uint64_t tag, uint64_t ignore,
+			       uint64_t data, uint64_t flags)
+{
+	bool tagged = op == FI_OP_TSEND || op == FI_OP_TRECV;
+	int ret;
+
+	if (count > TNBC_IOV_LIMIT)
+		return -FI_EINVAL;
+	ret = tnbc_trig_is_rx(op) ? tnbc_ep_check_recv(t->ep, iov, count, addr,
+						       flags, tagged)
+				  : tnbc_ep_check_send(t->ep, iov, count, addr,
+						       flags, tagged);
+	if (ret)
+		return ret;
+	t->op = op;
+	t->iov_count = count;
+	if (count)
+		memcpy(t->iov, iov, count * sizeof(*iov));
+	t->addr = addr;
+	t->tag = tag;
+	t->ignore = ignore;
+	t->data = data;
+	t->flags = flags;
+	return 0;
+}
+
+ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
+			   const struct iovec *iov, size_t count,
+			   fi_addr_t addr, uint64_t tag, uint64_t ignore,
+			   uint64_t data, void *context, uint64_t flags)
+{
+	struct fi_triggered_context *tc = context;
+	struct tnbc_trig *t;
+	int ret;
+
+	flags &= ~(uint64_t)FI_TRIGGER;
+	if (!tc || tc->event_type != FI_TRIGGER_THRESHOLD ||
+	    (flags & FI_INJECT))
+		return -FI_EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -FI_EAGAIN;
+	t->cntr = tnbc_cntr_of(ep->domain, tc->trigger.threshold.cntr);
+	t->threshold = tc->trigger.threshold.threshold;
+	t->ep = ep;
+	t->context = context;
+	t->x.prio = (uint8_t)atomic_load(&ep->prio);
+	ret = t->cntr ? tnbc_trig_build_msg(t, op, iov, count, addr, tag,
+					    ignore, data, flags)
+		      : -FI_EINVAL;
+	if (ret) {
+		free(t);
+		return ret;
+	}
+	return tnbc_trig_queue(ep->domain, t);
+}
+
+ssize_t tnbc_trig_post_rma(struct tnbc_ep *ep, enum fi_op_type op,
+			   const struct tnbc_rma_args *a)
+{
+	struct fi_triggered_context *tc = a->context;
+	struct tnbc_trig *t;
+	int ret;
+
+	if (!tc || tc->event_type != FI_TRIGGER_THRESHOLD ||
+	    (a->flags & FI_INJECT))
+		return -FI_EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -FI_EAGAIN;
+	t->cntr = tnbc_cntr_of(ep->domain, tc->trigger.threshold.cntr);
+	t->threshold = tc->trigger.threshold.threshold;
+	t->ep = ep;
+	t->op = op;
+	t->context = a->context;
+	t->rma = *a;
+	t->rma.flags &= ~(uint64_t)FI_TRIGGER;
+	t->x.prio = (uint8_t)atomic_load(&ep->prio);
+	ret = t->cntr ? tnbc_rma_check(ep, &t->rma) : -FI_EINVAL;
+	if (ret) {
+		free(t);
+		return ret;
+	}
+	return tnbc_trig_queue(ep->domain, t);
+}
+
+/* Builds the request of an fi_deferred_work. */
+static int tnbc_trig_build_work(struct tnbc_domain *dom, struct tnbc_trig *t,
+				struct fi_deferred_work *w)
+{
+	const struct fi_msg *m;
+	const struct fi_msg_tagged *tm;
+	uint64_t flags;
+	int ret;
+
+	t->cntr = tnbc_cntr_of(dom, w->triggering_cntr);
+	if (!t->cntr)
+		return -FI_EINVAL;
+	if (w->completion_cntr) {
+		t->x.comp_cntr = tnbc_cntr_of(dom, w->completion_cntr);
+		if (!t->x.comp_cntr)
+			return -FI_EINVAL;
+	}
+	t->threshold = w->threshold;
+	t->work = w;
+	t->context = &w->context;
+	t->op = w->op_type;
+
+	switch (w->op_type) {
+	case FI_OP_CNTR_SET:
+	case FI_OP_CNTR_ADD:
+		if (w->completion_cntr || !w->op.cntr)
+			return -FI_EINVAL;
+		t->op_cntr = tnbc_cntr_of(dom, w->op.cntr->cntr);
+		if (!t->op_cntr)
+			return -FI_EINVAL;
+		t->value = w->op.cntr->value;
+		return 0;
+	case FI_OP_SEND:
+	case FI_OP_RECV:
+		if (!w->op.msg)
+			return -FI_EINVAL;
+		t->ep = tnbc_ep_of(dom, w->op.msg->ep);
+		m = &w->op.msg->msg;
+		flags = w->op.msg->flags;
+		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
+			return -FI_EINVAL;
+		break;
+	case FI_OP_TSEND:
+	case FI_OP_TRECV:
+		if (!w->op.tagged)
+			return -FI_EINVAL;
+		t->ep = tnbc_ep_of(dom, w->op.tagged->ep);
+		tm = &w->op.tagged->msg;
+		flags = w->op.tagged->flags;
+		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
+			return -FI_EINVAL;
+		t->x.prio = (uint8_t)atomic_load(&t->ep->prio);
+		return tnbc_trig_build_msg(
+			t, w->op_type, tm->msg_iov, tm->iov_count, tm->addr,
+			tm->tag, tm->ignore, tm->data, flags | TNBC_DEFERRED);
+	case FI_OP_READ:
+	case FI_OP_WRITE:
+		if (!w->op.rma)
+			return -FI_EINVAL;
+		t->ep = tnbc_ep_of(dom, w->op.rma->ep);
+		flags = w->op.rma->flags;
+		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
+			return -FI_EINVAL;
+		ret = tnbc_rma_args_msg(&t->rma, &w->op.rma->msg,
+					w->op_type == FI_OP_READ
+						? TNBC_RMA_READ
+						: TNBC_RMA_WRITE,
+					flags | TNBC_DEFERRED);
+		goto rma;
+	case FI_OP_ATOMIC:
+		if (!w->op.atomic)
+			return -FI_EINVAL;
+		t->ep = tnbc_ep_of(dom, w->op.atomic->ep);
+		flags = w->op.atomic->flags;
+		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
+			return -FI_EINVAL;
+		ret = tnbc_rma_args_atomic(&t->rma, &w->op.atomic->msg, NULL, 0,
+					   NULL, 0, TNBC_RMA_ATOMIC,
+					   flags | TNBC_DEFERRED);
+		goto rma;
+	case FI_OP_FETCH_ATOMIC:
+		if (!w->op.fetch_atomic)
+			return -FI_EINVAL;
+		t->ep = tnbc_ep_of(dom, w->op.fetch_atomic->ep);
+		flags = w->op.fetch_atomic->flags;
+		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
+			return -FI_EINVAL;
+		ret = tnbc_rma_args_atomic(&t->rma, &w->op.fetch_atomic->msg,
+					   w->op.fetch_atomic->fetch.msg_iov,
+					   w->op.fetch_atomic->fetch.iov_count,
+					   NULL, 0, TNBC_RMA_FETCH,
+					   flags | TNBC_DEFERRED);
+		goto rma;
+	case FI_OP_COMPARE_ATOMIC:
+		if (!w->op.compare_atomic)
+			return -FI_EINVAL;
+		t->ep = tnbc_ep_of(dom, w->op.compare_atomic->ep);
+		flags = w->op.compare_atomic->flags;
+		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
+			return -FI_EINVAL;
+		ret = tnbc_rma_args_atomic(
+			&t->rma, &w->op.compare_atomic->msg,
+			w->op.compare_atomic->fetch.msg_iov,
+			w->op.compare_atomic->fetch.iov_count,
+			w->op.compare_atomic->compare.msg_iov,
+			w->op.compare_atomic->compare.iov_count,
+			TNBC_RMA_COMPARE, flags | TNBC_DEFERRED);
+		goto rma;
+	default:
+		return -FI_ENOSYS;
+	}
+	/* FI_OP_SEND / FI_OP_RECV */
+	t->x.prio = (uint8_t)atomic_load(&t->ep->prio);
+	return tnbc_trig_build_msg(t, w->op_type, m->msg_iov, m->iov_count,
+				   m->addr, 0, 0, m->data,
+				   flags | TNBC_DEFERRED);
+rma:
+	if (ret)
+		return ret;
+	t->x.prio = (uint8_t)atomic_load(&t->ep->prio);
+	t->rma.context = &w->context;
+	return tnbc_rma_check(t->ep, &t->rma);
+}
+
+/* ------------------------------------------------------------------ */
+/* Cancel and flush                                                     */
+
+static void tnbc_trig_cancel_list(struct tnbc_domain *dom,
+				  struct tnbc_list *list)
+{
+	struct tnbc_list *it, *tmp;
+
+	tnbc_list_foreach_safe (list, it, tmp) {
+		struct tnbc_trig *t =
+			tnbc_container_of(it, struct tnbc_trig, entry);
+
+		tnbc_list_remove(&t->entry);
+		tnbc_trig_report(t, FI_ECANCELED);
+		tnbc_trig_release_refs(t);
+		free(t);
+		atomic_fetch_add_explicit(&dom->engine.trig_canceled, 1,
+					  memory_order_relaxed);
+	}
+}
+
+/* Moves the requests of c that match (all when both keys are NULL) to
+ * out; returns how many.  c->lock held. */
+static size_t tnbc_trig_take(struct tnbc_cntr *c, struct tnbc_list *out,
+			     const struct fi_deferred_work *work,
+			     const struct tnbc_ep *ep, const void *context)
+{
+	size_t n = 0, i = 0;
+
+	while (i < atomic_load_explicit(&c->heap_len, memory_order_relaxed)) {
+		struct tnbc_trig *t = c->heap[i];
+
+		if ((work && t->work != work) ||
+		    (ep && (t->work || t->ep != ep || t->context != context))) {
+			i++;
+			continue;
+		}
+		tnbc_heap_remove(c, i);
+		tnbc_list_insert_tail(&t->entry, out);
+		n++;
+		if (work || ep)
+			break;
+		/* removal moved another request to i: look at it again */
+	}
+	return n;
+}
+
+static int tnbc_trig_cancel(struct tnbc_domain *dom,
+			    struct fi_deferred_work *work, struct tnbc_ep *ep,
+			    void *context)
+{
+	struct tnbc_list out;
+	struct tnbc_list *it;
+	size_t n = 0;
+
+	tnbc_list_init(&out);
+	pthread_mutex_lock(&dom->cntr_lock);
+	for (it = dom->cntr_list.next; it != &dom->cntr_list && !n;
+	     it = it->next) {
+		struct tnbc_cntr *c =
+			tnbc_container_of(it, struct tnbc_cntr, dom_entry);
+
+		if (work && &c->cntr_fid != work->triggering_cntr)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		n = tnbc_trig_take(c, &out, work, ep, context);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&dom->cntr_lock);
+	if (!n)
+		return -FI_ENOENT; /* not queued: fired, or never posted */
+	atomic_fetch_sub_explicit(&dom->engine.trig_pending, n,
+				  memory_order_relaxed);
+	tnbc_trig_cancel_list(dom, &out);
+	tnbc_trig_run(dom, false);
+	return 0;
+}
+
+static int tnbc_trig_flush(struct tnbc_domain *dom,
+			   const struct fi_deferred_work *sel)
+{
+	struct tnbc_list out;
+	struct tnbc_list *it;
+	size_t n = 0;
+
+	tnbc_list_init(&out);
+	pthread_mutex_lock(&dom->cntr_lock);
+	for (it = dom->cntr_list.next; it != &dom->cntr_list; it = it->next) {
+		struct tnbc_cntr *c =
+			tnbc_container_of(it, struct tnbc_cntr, dom_entry);
+
+		if (sel && &c->cntr_fid != sel->triggering_cntr)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		n += tnbc_trig_take(c, &out, NULL, NULL, NULL);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&dom->cntr_lock);
+	atomic_fetch_sub_explicit(&dom->engine.trig_pending, n,
+				  memory_order_relaxed);
+	tnbc_trig_cancel_list(dom, &out);
+	tnbc_trig_run(dom, false);
+	return 0;
+}
+
+int tnbc_trig_cancel_ctx(struct tnbc_ep *ep, void *context)
+{
+	return tnbc_trig_cancel(ep->domain, NULL, ep, context);
+}
+
+int tnbc_trig_control(struct tnbc_domain *dom, int command, void *arg)
+{
+	struct fi_deferred_work *w = arg;
+	struct tnbc_trig *t;
+	int ret;
+
+	switch (command) {
+	case FI_QUEUE_WORK:
+		if (!w)
+			return -FI_EINVAL;
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -FI_ENOMEM;
+		ret = tnbc_trig_build_work(dom, t, w);
+		if (ret) {
+			free(t);
+			return ret;
+		}
+		return tnbc_trig_queue(dom, t);
+	case FI_CANCEL_WORK:
+		if (!w || !tnbc_cntr_of(dom, w->triggering_cntr))
+			return -FI_EINVAL;
+		return tnbc_trig_cancel(dom, w, NULL, NULL);
+	case FI_FLUSH_WORK:
+		if (w && !tnbc_cntr_of(dom, w->triggering_cntr))
+			return -FI_EINVAL;
+		return tnbc_trig_flush(dom, w);
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+int tnbc_trig_domain_init(struct tnbc_domain *dom)
+{
+	tnbc_list_init(&dom->cntr_list);
+	tnbc_list_init(&dom->trig_ready);
+	atomic_flag_clear(&dom->trig_draining);
+	if (pthread_mutex_init(&dom->cntr_lock, NULL))
+		return -FI_ENOMEM;
+	if (pthread_mutex_init(&dom->trig_lock, NULL)) {
+		pthread_mutex_destroy(&dom->cntr_lock);
+		return -FI_ENOMEM;
+	}
+	return 0;
+}
+
+void tnbc_trig_domain_fini(struct tnbc_domain *dom)
+{
+	pthread_mutex_destroy(&dom->trig_lock);
+	pthread_mutex_destroy(&dom->cntr_lock);
+}
