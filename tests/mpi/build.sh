@@ -10,7 +10,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/bin}
 mpicc=${MPICC:-mpicc}
 flags=(-std=c11 -O2 -g -Wall -Wextra -Werror)
-progs="tnbc_main_job mpi_p2p mpi_probe mpi_ssend mpi_nonblocking mpi_coll"
+progs="tnbc_main_job mpi_p2p mpi_probe mpi_ssend mpi_nonblocking mpi_coll
+	mpi_osc"
 
 mkdir -p "$out"
 for p in $progs; do

@@ -9,10 +9,19 @@
 #            vader    pml ob1 + btl self,vader (reference, no libfabric)
 #            ofi-tcp  pml cm + OFI MTL on libfabric's tcp;ofi_rxm
 #            ofi-shm  pml cm + OFI MTL on libfabric's shm
+#          one-sided (RMA) modes, all with osc rdma:
+#            tnbc-osc     pml ob1 + btl self,ofi on tnbc (btl_ofi_mode 2:
+#                         the OFI BTL carries point-to-point and RMA)
+#            tnbc-osc-cm  pml cm + OFI MTL on tnbc, RMA over btl self,ofi
+#                         on tnbc (btl_ofi_mode 0: one-sided only)
+#            ofi-shm-osc  like tnbc-osc, on libfabric's shm
+#            vader-osc    pml ob1 + btl self,vader (reference)
 #   -d DIR   directory with the built programs (default: bin/ next to
 #            this script, where build.sh puts them)
 #   -n LIST  rank counts (default "2 3 4 5 8")
-#   -p LIST  programs (default: all six)
+#   -p LIST  programs (default: all six but mpi_osc; in the osc modes
+#            mpi_osc, with the OFI BTL also mpi_osc+noamo: mpi_osc run
+#            with --mca osc_rdma_acc_use_amo 0)
 #   -t SEC   timeout per mpirun (default 120); each rank also arms a
 #            watchdog 15 s earlier that names the phase it was stuck in
 #   -l DIR   keep the per-run logs there (default: a temporary directory,
@@ -28,6 +37,20 @@
 #   - in tnbc mode, every rank found libtnbc-fi.so loaded in its own
 #     process (MPITEST_REQUIRE_LIB, checked by the programs after MPI_Init;
 #     with FI_PROVIDER_PATH it must be the file from that directory).
+# In the OFI BTL modes (tnbc-osc, tnbc-osc-cm, ofi-shm-osc) also only when
+#   - every rank's btl/ofi initialized ("select: init of component ofi
+#     returned success", btl_base_verbose) with its provider include list
+#     set to the expected provider ('btl:ofi:provider_include = "P"',
+#     opal_common_ofi_verbose);
+#   - libfabric opened fabrics of the expected provider only, at least
+#     one per rank ("Opened fabric: P"; FI_LOG_LEVEL=info is set for this
+#     unless FI_LOG_LEVEL is already set: with warn the check is skipped);
+#   - the program found exactly the BTL components self,ofi (vader-osc:
+#     self,vader) and the osc component rdma loaded in its process
+#     (MPITEST_OSC_BTLS / MPITEST_OSC_OSCS, checked after MPI_Init and
+#     after each window creation).  Open MPI unloads components that were
+#     not selected and btl/self has no atomics, so every window was made
+#     by osc/rdma over btl/ofi: there is nothing to fall back to.
 #
 # The last line is "N passed, N failed"; the exit status is non-zero if
 # anything failed (or nothing ran).
@@ -38,12 +61,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 mode=
 dir=$here/bin
 nps="2 3 4 5 8"
-progs="tnbc_main_job mpi_p2p mpi_probe mpi_ssend mpi_nonblocking mpi_coll"
+progs=
 tmo=120
 logdir=
 
 usage() {
-	sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '3,29p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -76,16 +99,20 @@ ofi_args=(--mca pml cm --mca mtl ofi --mca btl self
 expect_prov=
 prog_env=()
 main_job_args=()
+# OFI BTL modes: the provider btl/ofi must use ("" = no BTL checks)
+btl_prov=
+# programs of the one-sided modes
+osc_progs="mpi_osc"
+# btl/ofi for RMA.  btl_base_verbose 10 prints "select: init of component
+# ofi returned success/failure", opal_common_ofi_verbose 1 its include
+# list.
+# shellcheck disable=SC2054 # the comma is part of the value
+btl_ofi_args=(--mca btl self,ofi --mca osc rdma --mca btl_base_verbose 10
+	--mca opal_common_ofi_verbose 1)
 
-case $mode in
-vader)
-	# shellcheck disable=SC2054 # the comma is part of the value
-	mpirun_args+=(--mca pml ob1 --mca btl self,vader)
-	;;
-tnbc)
-	expect_prov=tnbc
-	mpirun_args+=("${ofi_args[@]}" --mca mtl_ofi_provider_include tnbc)
-	lib=libtnbc-fi.so
+# tnbc modes: forward FI_PROVIDER_PATH and require libtnbc-fi.so from it.
+require_tnbc_lib() {
+	local lib=libtnbc-fi.so d
 	if [ -n "${FI_PROVIDER_PATH:-}" ]; then
 		# Require the library from FI_PROVIDER_PATH, not another copy.
 		IFS=: read -r -a pdirs <<<"$FI_PROVIDER_PATH"
@@ -103,7 +130,44 @@ tnbc)
 		mpirun_args+=(-x FI_PROVIDER_PATH)
 	fi
 	prog_env+=(MPITEST_REQUIRE_LIB="$lib")
+}
+
+case $mode in
+vader)
+	# shellcheck disable=SC2054 # the comma is part of the value
+	mpirun_args+=(--mca pml ob1 --mca btl self,vader)
+	;;
+tnbc)
+	expect_prov=tnbc
+	mpirun_args+=("${ofi_args[@]}" --mca mtl_ofi_provider_include tnbc)
+	require_tnbc_lib
 	main_job_args=(--require-tnbc)
+	;;
+vader-osc)
+	# shellcheck disable=SC2054 # the commas are part of the values
+	mpirun_args+=(--mca pml ob1 --mca btl self,vader --mca osc rdma)
+	# shellcheck disable=SC2054
+	prog_env+=(MPITEST_OSC_BTLS=self,vader MPITEST_OSC_OSCS=rdma)
+	;;
+tnbc-osc | ofi-shm-osc)
+	# pml ob1 needs a BTL that sends: btl_ofi_mode 2 makes btl/ofi do
+	# both (then it requires FI_MSG as well as FI_RMA | FI_ATOMIC).
+	btl_prov=tnbc
+	[ "$mode" = ofi-shm-osc ] && btl_prov=shm
+	mpirun_args+=(--mca pml ob1 "${btl_ofi_args[@]}" --mca btl_ofi_mode 2
+		--mca btl_ofi_provider_include "$btl_prov")
+	[ "$btl_prov" = tnbc ] && require_tnbc_lib
+	osc_progs="mpi_osc mpi_osc+noamo"
+	;;
+tnbc-osc-cm)
+	# point-to-point over the OFI MTL, RMA over btl/ofi (one-sided only);
+	# the MTL and the BTL share one provider include list.
+	expect_prov=tnbc
+	btl_prov=tnbc
+	mpirun_args+=(--mca pml cm --mca mtl ofi "${btl_ofi_args[@]}"
+		--mca btl_ofi_mode 0 --mca opal_common_ofi_provider_include tnbc)
+	require_tnbc_lib
+	osc_progs="mpi_osc mpi_osc+noamo"
 	;;
 ofi-tcp)
 	expect_prov=tcp
@@ -121,6 +185,28 @@ ofi-shm)
 *)
 	echo "error: unknown mode '$mode'" >&2
 	usage
+	;;
+esac
+
+case $mode in
+*-osc | *-osc-*)
+	if [ -n "$btl_prov" ]; then
+		# shellcheck disable=SC2054 # the comma is part of the value
+		prog_env+=(MPITEST_OSC_BTLS=ofi,self MPITEST_OSC_OSCS=rdma)
+		# for "Opened fabric: NAME" (libfabric core, info level)
+		if [ -z "${FI_LOG_LEVEL:-}" ]; then
+			prog_env+=(FI_LOG_LEVEL=info)
+		elif [ "${FI_LOG_LEVEL,,}" = warn ]; then
+			echo "note: FI_LOG_LEVEL=warn: the fabrics libfabric opens are not checked"
+		else
+			mpirun_args+=(-x FI_LOG_LEVEL)
+		fi
+	fi
+	[ -n "$progs" ] || progs=$osc_progs
+	;;
+*)
+	[ -n "$progs" ] ||
+		progs="tnbc_main_job mpi_p2p mpi_probe mpi_ssend mpi_nonblocking mpi_coll"
 	;;
 esac
 
@@ -169,22 +255,77 @@ check_provider() {
 	return 0
 }
 
+# Check that btl/ofi really ran on $btl_prov in every rank.
+check_btl() {
+	local log=$1 np=$2 n bad lvl
+	n=$(grep -c "btl:ofi:provider_include = \"$btl_prov\"" "$log")
+	if [ "$n" -ne "$np" ]; then
+		echo "expected $np 'btl:ofi:provider_include = \"$btl_prov\"' lines (one per rank), found $n"
+		return 1
+	fi
+	n=$(grep -c 'select: init of component ofi returned success' "$log")
+	if [ "$n" -ne "$np" ]; then
+		echo "btl/ofi initialized in $n of $np ranks ('select: init of component ofi returned success')"
+		return 1
+	fi
+	lvl=${FI_LOG_LEVEL:-info}
+	[ "${lvl,,}" = warn ] && return 0
+	n=$(grep -c 'Opened fabric: ' "$log")
+	bad=$(grep -o 'Opened fabric: .*' "$log" | sed 's/^Opened fabric: //' |
+		awk -v p="$btl_prov" '$1 != p' | sort -u | paste -sd, -)
+	if [ "$n" -lt "$np" ] || [ -n "$bad" ]; then
+		[ -n "$bad" ] && bad=", also $bad"
+		echo "libfabric opened $n fabric(s) for $np ranks$bad; expected $btl_prov only, at least one per rank"
+		return 1
+	fi
+	return 0
+}
+
+# Hints for a failed run in an OFI BTL mode.
+btl_hints() {
+	local log=$1
+	grep -m 3 -e 'Unknown or unsupported atomic op' \
+		-e 'BTL OFI will now abort' -e 'failed with' -e 'fi_cq_readerr' \
+		-e 'unreachable' -e 'cannot be selected' "$log" |
+		sed 's/^/      | /'
+	if ! grep -q 'Opened fabric: ' "$log" && command -v fi_info >/dev/null; then
+		echo "      no fabric opened? fi_info -p $btl_prov -c 'FI_RMA|FI_ATOMIC' -t FI_EP_RDM:"
+		FI_LOG_LEVEL=warn fi_info -p "$btl_prov" -c 'FI_RMA|FI_ATOMIC' \
+			-t FI_EP_RDM 2>&1 |
+			head -n 4 | sed 's/^/      | /'
+	fi
+}
+
 pass=0
 fail=0
-for prog in $progs; do
+for spec in $progs; do
+	# PROG+VARIANT: the program run with extra MCA parameters
+	prog=${spec%%+*}
+	variant=
+	[ "$prog" != "$spec" ] && variant=${spec#*+}
+	vargs=()
+	case $variant in
+	"") ;;
+	noamo) vargs=(--mca osc_rdma_acc_use_amo 0) ;;
+	*)
+		echo "FAIL  $spec: unknown variant '$variant' (known: noamo)"
+		fail=$((fail + 1))
+		continue
+		;;
+	esac
 	for np in $nps; do
 		exe=$dir/$prog
-		log=$logdir/$prog.np$np.log
+		log=$logdir/$spec.np$np.log
 		args=()
 		[ "$prog" = tnbc_main_job ] && args=("${main_job_args[@]}")
 		if [ ! -x "$exe" ]; then
-			echo "FAIL  $prog np=$np: $exe not found (build it first)"
+			echo "FAIL  $spec np=$np: $exe not found (build it first)"
 			fail=$((fail + 1))
 			continue
 		fi
 		t0=$(date +%s.%N)
-		timeout -k 10 "$tmo" mpirun "${mpirun_args[@]}" -np "$np" \
-			"$exe" "${args[@]}" >"$log" 2>&1
+		timeout -k 10 "$tmo" mpirun "${mpirun_args[@]}" "${vargs[@]}" \
+			-np "$np" "$exe" "${args[@]}" >"$log" 2>&1
 		rc=$?
 		el=$(awk -v a="$t0" -v b="$(date +%s.%N)" \
 			'BEGIN { printf "%.1f", b - a }')
@@ -195,11 +336,13 @@ for prog in $progs; do
 			why="exit status $rc"
 		elif ! grep -q "^$prog: PASS (np=$np)" "$log"; then
 			why="no '$prog: PASS (np=$np)' line"
-		elif [ -n "$expect_prov" ]; then
-			why=$(check_provider "$log" "$np")
+		else
+			[ -n "$expect_prov" ] && why=$(check_provider "$log" "$np")
+			[ -z "$why" ] && [ -n "$btl_prov" ] &&
+				why=$(check_btl "$log" "$np")
 		fi
 		if [ -z "$why" ]; then
-			echo "PASS  $prog np=$np (${el} s)"
+			echo "PASS  $spec np=$np (${el} s)"
 			pass=$((pass + 1))
 			if [ "$prog" = tnbc_main_job ] && [ "$np" -eq 4 ]; then
 				sed -n '/^==== tnbc main job report/,/^=====/p' "$log"
@@ -207,8 +350,9 @@ for prog in $progs; do
 			continue
 		fi
 		fail=$((fail + 1))
-		echo "FAIL  $prog np=$np (${el} s): $why"
+		echo "FAIL  $spec np=$np (${el} s): $why"
 		grep -m 3 ': FAIL' "$log" | sed 's/^/      /'
+		[ -n "$btl_prov" ] && btl_hints "$log"
 		echo "      --- last lines of $log:"
 		tail -n 12 "$log" | sed 's/^/      | /'
 		keep_logs=1

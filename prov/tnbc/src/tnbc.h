@@ -597,8 +597,7 @@ int tnbc_ep_check_recv(struct tnbc_ep *ep, const struct iovec *iov,
 		       size_t count, fi_addr_t src, uint64_t flags,
 		       bool tagged);
 int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
-		       size_t count, fi_addr_t dest, uint64_t flags,
-		       bool tagged);
+		       size_t count, fi_addr_t dest, uint64_t flags);
 int tnbc_check_iov(const struct iovec *iov, size_t count);
 void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 		    const struct tnbc_hdr *hdr, const void *data, size_t len);

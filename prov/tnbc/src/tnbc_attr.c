@@ -118,10 +118,6 @@ uint64_t tnbc_caps_from(uint64_t req)
 	if (!req)
 		return TNBC_CAPS;
 	caps = req;
-	/* Both message interfaces share one matching engine: offering the
-	 * other one costs nothing (fi_getinfo(3) allows it). */
-	if (caps & (FI_MSG | FI_TAGGED))
-		caps |= FI_MSG | FI_TAGGED;
 	/* No direction named means every direction (fi_getinfo(3)), for
 	 * messages and for RMA separately, as libfabric's own providers
 	 * read it: FI_WRITE alone does not take sends away. */

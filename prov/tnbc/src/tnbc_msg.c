@@ -756,8 +756,7 @@ int tnbc_check_iov(const struct iovec *iov, size_t count)
 }
 
 int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
-		       size_t count, fi_addr_t dest, uint64_t flags,
-		       bool tagged)
+		       size_t count, fi_addr_t dest, uint64_t flags)
 {
 	struct tnbc_xpeer *peer;
 	int ret;
@@ -769,7 +768,9 @@ int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
 	ret = tnbc_check_iov(iov, count);
 	if (ret)
 		return ret;
-	if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG)) ||
+	/* One matching engine serves both interfaces: an endpoint opened
+	 * for either takes both (as libfabric's sockets provider does). */
+	if (!(ep->info->caps & (FI_MSG | FI_TAGGED)) ||
 	    !(ep->info->caps & FI_SEND))
 		return -FI_EOPNOTSUPP;
 	if (tnbc_iov_len(iov, count) > TNBC_MAX_MSG_SIZE)
@@ -802,7 +803,7 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 		return tnbc_trig_post_msg(ep, tagged ? FI_OP_TSEND : FI_OP_SEND,
 					  iov, count, dest, tag, 0, data,
 					  context, flags);
-	ret = tnbc_ep_check_send(ep, iov, count, dest, flags, tagged);
+	ret = tnbc_ep_check_send(ep, iov, count, dest, flags);
 	if (ret)
 		return ret;
 	len = tnbc_iov_len(iov, count);
@@ -1003,7 +1004,7 @@ int tnbc_ep_check_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	ret = tnbc_check_iov(iov, count);
 	if (ret)
 		return ret;
-	if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG)) ||
+	if (!(ep->info->caps & (FI_MSG | FI_TAGGED)) ||
 	    !(ep->info->caps & FI_RECV))
 		return -FI_EOPNOTSUPP;
 	if ((ep->info->caps & FI_DIRECTED_RECV) && src != FI_ADDR_UNSPEC &&

@@ -422,7 +422,7 @@ static int tnbc_trig_build_msg(struct tnbc_trig *t, enum fi_op_type op,
 	ret = tnbc_trig_is_rx(op) ? tnbc_ep_check_recv(t->ep, iov, count, addr,
 						       flags, tagged)
 				  : tnbc_ep_check_send(t->ep, iov, count, addr,
-						       flags, tagged);
+						       flags);
 	if (ret)
 		return ret;
 	t->op = op;
