@@ -707,13 +707,19 @@ static ssize_t tnbc_readv(struct fid_ep *fid, const struct iovec *iov,
 			    context);
 }
 
+static ssize_t tnbc_rma_msg(struct fid_ep *fid, const struct fi_msg_rma *msg,
+			    uint8_t kind, uint64_t flags)
+{
+	struct tnbc_rma_args a;
+	int ret = tnbc_rma_args_msg(&a, msg, kind, flags);
+
+	return ret ? ret : tnbc_rma_post(TNBC_EP(fid), &a, NULL);
+}
+
 static ssize_t tnbc_readmsg(struct fid_ep *fid, const struct fi_msg_rma *msg,
 			    uint64_t flags)
 {
-	struct tnbc_rma_args a;
-	int ret = tnbc_rma_args_msg(&a, msg, TNBC_RMA_READ, flags);
-
-	return ret ? ret : tnbc_rma_post(TNBC_EP(fid), &a, NULL);
+	return tnbc_rma_msg(fid, msg, TNBC_RMA_READ, flags);
 }
 
 static ssize_t tnbc_write(struct fid_ep *fid, const void *buf, size_t len,
@@ -737,10 +743,7 @@ static ssize_t tnbc_writev(struct fid_ep *fid, const struct iovec *iov,
 static ssize_t tnbc_writemsg(struct fid_ep *fid, const struct fi_msg_rma *msg,
 			     uint64_t flags)
 {
-	struct tnbc_rma_args a;
-	int ret = tnbc_rma_args_msg(&a, msg, TNBC_RMA_WRITE, flags);
-
-	return ret ? ret : tnbc_rma_post(TNBC_EP(fid), &a, NULL);
+	return tnbc_rma_msg(fid, msg, TNBC_RMA_WRITE, flags);
 }
 
 static ssize_t tnbc_inject_write(struct fid_ep *fid, const void *buf,

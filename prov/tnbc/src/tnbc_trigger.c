@@ -419,10 +419,10 @@ static int tnbc_trig_build_msg(struct tnbc_trig *t, enum fi_op_type op,
 
 	if (count > TNBC_IOV_LIMIT)
 		return -FI_EINVAL;
-	ret = tnbc_trig_is_rx(op) ? tnbc_ep_check_recv(t->ep, iov, count, addr,
-						       flags, tagged)
-				  : tnbc_ep_check_send(t->ep, iov, count, addr,
-						       flags);
+	ret = tnbc_trig_is_rx(op)
+		      ? tnbc_ep_check_recv(t->ep, iov, count, addr, flags,
+					   tagged)
+		      : tnbc_ep_check_send(t->ep, iov, count, addr, flags);
 	if (ret)
 		return ret;
 	t->op = op;
@@ -497,14 +497,24 @@ ssize_t tnbc_trig_post_rma(struct tnbc_ep *ep, enum fi_op_type op,
 	return tnbc_trig_queue(ep->domain, t);
 }
 
+/* The endpoint of a deferred data operation; its flags may not ask for
+ * what a deferred operation cannot do. */
+static int tnbc_work_ep(struct tnbc_domain *dom, struct tnbc_trig *t,
+			struct fid_ep *fid, uint64_t flags)
+{
+	t->ep = tnbc_ep_of(dom, fid);
+	if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
+		return -FI_EINVAL;
+	t->x.prio = (uint8_t)atomic_load(&t->ep->prio);
+	return 0;
+}
+
 /* Builds the request of an fi_deferred_work. */
 static int tnbc_trig_build_work(struct tnbc_domain *dom, struct tnbc_trig *t,
 				struct fi_deferred_work *w)
 {
-	const struct fi_msg *m;
-	const struct fi_msg_tagged *tm;
-	uint64_t flags;
-	int ret;
+	const uint64_t df = TNBC_DEFERRED;
+	int ret = -FI_EINVAL;
 
 	t->cntr = tnbc_cntr_of(dom, w->triggering_cntr);
 	if (!t->cntr)
@@ -525,98 +535,89 @@ static int tnbc_trig_build_work(struct tnbc_domain *dom, struct tnbc_trig *t,
 		if (w->completion_cntr || !w->op.cntr)
 			return -FI_EINVAL;
 		t->op_cntr = tnbc_cntr_of(dom, w->op.cntr->cntr);
-		if (!t->op_cntr)
-			return -FI_EINVAL;
 		t->value = w->op.cntr->value;
-		return 0;
+		return t->op_cntr ? 0 : -FI_EINVAL;
 	case FI_OP_SEND:
-	case FI_OP_RECV:
-		if (!w->op.msg)
-			return -FI_EINVAL;
-		t->ep = tnbc_ep_of(dom, w->op.msg->ep);
-		m = &w->op.msg->msg;
-		flags = w->op.msg->flags;
-		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
-			return -FI_EINVAL;
-		break;
+	case FI_OP_RECV: {
+		const struct fi_op_msg *o = w->op.msg;
+
+		if (o)
+			ret = tnbc_work_ep(dom, t, o->ep, o->flags);
+		if (ret)
+			return ret;
+		return tnbc_trig_build_msg(t, w->op_type, o->msg.msg_iov,
+					   o->msg.iov_count, o->msg.addr, 0, 0,
+					   o->msg.data, o->flags | df);
+	}
 	case FI_OP_TSEND:
-	case FI_OP_TRECV:
-		if (!w->op.tagged)
-			return -FI_EINVAL;
-		t->ep = tnbc_ep_of(dom, w->op.tagged->ep);
-		tm = &w->op.tagged->msg;
-		flags = w->op.tagged->flags;
-		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
-			return -FI_EINVAL;
-		t->x.prio = (uint8_t)atomic_load(&t->ep->prio);
-		return tnbc_trig_build_msg(
-			t, w->op_type, tm->msg_iov, tm->iov_count, tm->addr,
-			tm->tag, tm->ignore, tm->data, flags | TNBC_DEFERRED);
+	case FI_OP_TRECV: {
+		const struct fi_op_tagged *o = w->op.tagged;
+
+		if (o)
+			ret = tnbc_work_ep(dom, t, o->ep, o->flags);
+		if (ret)
+			return ret;
+		return tnbc_trig_build_msg(t, w->op_type, o->msg.msg_iov,
+					   o->msg.iov_count, o->msg.addr,
+					   o->msg.tag, o->msg.ignore,
+					   o->msg.data, o->flags | df);
+	}
 	case FI_OP_READ:
-	case FI_OP_WRITE:
-		if (!w->op.rma)
-			return -FI_EINVAL;
-		t->ep = tnbc_ep_of(dom, w->op.rma->ep);
-		flags = w->op.rma->flags;
-		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
-			return -FI_EINVAL;
-		ret = tnbc_rma_args_msg(&t->rma, &w->op.rma->msg,
-					w->op_type == FI_OP_READ
-						? TNBC_RMA_READ
-						: TNBC_RMA_WRITE,
-					flags | TNBC_DEFERRED);
-		goto rma;
-	case FI_OP_ATOMIC:
-		if (!w->op.atomic)
-			return -FI_EINVAL;
-		t->ep = tnbc_ep_of(dom, w->op.atomic->ep);
-		flags = w->op.atomic->flags;
-		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
-			return -FI_EINVAL;
-		ret = tnbc_rma_args_atomic(&t->rma, &w->op.atomic->msg, NULL, 0,
-					   NULL, 0, TNBC_RMA_ATOMIC,
-					   flags | TNBC_DEFERRED);
-		goto rma;
-	case FI_OP_FETCH_ATOMIC:
-		if (!w->op.fetch_atomic)
-			return -FI_EINVAL;
-		t->ep = tnbc_ep_of(dom, w->op.fetch_atomic->ep);
-		flags = w->op.fetch_atomic->flags;
-		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
-			return -FI_EINVAL;
-		ret = tnbc_rma_args_atomic(&t->rma, &w->op.fetch_atomic->msg,
-					   w->op.fetch_atomic->fetch.msg_iov,
-					   w->op.fetch_atomic->fetch.iov_count,
-					   NULL, 0, TNBC_RMA_FETCH,
-					   flags | TNBC_DEFERRED);
-		goto rma;
-	case FI_OP_COMPARE_ATOMIC:
-		if (!w->op.compare_atomic)
-			return -FI_EINVAL;
-		t->ep = tnbc_ep_of(dom, w->op.compare_atomic->ep);
-		flags = w->op.compare_atomic->flags;
-		if (!t->ep || (flags & (FI_INJECT | FI_TRIGGER)))
-			return -FI_EINVAL;
-		ret = tnbc_rma_args_atomic(
-			&t->rma, &w->op.compare_atomic->msg,
-			w->op.compare_atomic->fetch.msg_iov,
-			w->op.compare_atomic->fetch.iov_count,
-			w->op.compare_atomic->compare.msg_iov,
-			w->op.compare_atomic->compare.iov_count,
-			TNBC_RMA_COMPARE, flags | TNBC_DEFERRED);
-		goto rma;
+	case FI_OP_WRITE: {
+		const struct fi_op_rma *o = w->op.rma;
+
+		if (o)
+			ret = tnbc_work_ep(dom, t, o->ep, o->flags);
+		if (!ret)
+			ret = tnbc_rma_args_msg(&t->rma, &o->msg,
+						w->op_type == FI_OP_READ
+							? TNBC_RMA_READ
+							: TNBC_RMA_WRITE,
+						o->flags | df);
+		break;
+	}
+	case FI_OP_ATOMIC: {
+		const struct fi_op_atomic *o = w->op.atomic;
+
+		if (o)
+			ret = tnbc_work_ep(dom, t, o->ep, o->flags);
+		if (!ret)
+			ret = tnbc_rma_args_atomic(&t->rma, &o->msg, NULL, 0,
+						   NULL, 0, TNBC_RMA_ATOMIC,
+						   o->flags | df);
+		break;
+	}
+	case FI_OP_FETCH_ATOMIC: {
+		const struct fi_op_fetch_atomic *o = w->op.fetch_atomic;
+
+		if (o)
+			ret = tnbc_work_ep(dom, t, o->ep, o->flags);
+		if (!ret)
+			ret = tnbc_rma_args_atomic(
+				&t->rma, &o->msg, o->fetch.msg_iov,
+				o->fetch.iov_count, NULL, 0, TNBC_RMA_FETCH,
+				o->flags | df);
+		break;
+	}
+	case FI_OP_COMPARE_ATOMIC: {
+		const struct fi_op_compare_atomic *o = w->op.compare_atomic;
+
+		if (o)
+			ret = tnbc_work_ep(dom, t, o->ep, o->flags);
+		if (!ret)
+			ret = tnbc_rma_args_atomic(
+				&t->rma, &o->msg, o->fetch.msg_iov,
+				o->fetch.iov_count, o->compare.msg_iov,
+				o->compare.iov_count, TNBC_RMA_COMPARE,
+				o->flags | df);
+		break;
+	}
 	default:
 		return -FI_ENOSYS;
 	}
-	/* FI_OP_SEND / FI_OP_RECV */
-	t->x.prio = (uint8_t)atomic_load(&t->ep->prio);
-	return tnbc_trig_build_msg(t, w->op_type, m->msg_iov, m->iov_count,
-				   m->addr, 0, 0, m->data,
-				   flags | TNBC_DEFERRED);
-rma:
 	if (ret)
 		return ret;
-	t->x.prio = (uint8_t)atomic_load(&t->ep->prio);
+	/* completions report the work's context */
 	t->rma.context = &w->context;
 	return tnbc_rma_check(t->ep, &t->rma);
 }
