@@ -445,6 +445,7 @@ struct tnbc_id_table {
 	uint32_t *gen;
 	size_t size;
 	size_t used;
+	size_t hint; /* where to look for a free slot first */
 };
 
 /* A control packet (ACK/CTS) that found the peer's queue full. */

@@ -186,8 +186,12 @@ int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer,
 		}
 		t->size = nsize;
 	}
-	for (i = 0; i < t->size && t->slot[i]; i++)
-		;
+	/* from the last slot freed or taken: amortised O(1), not a scan
+	 * from 0 past every operation in flight */
+	i = t->hint < t->size ? t->hint : 0;
+	while (t->slot[i])
+		i = (i + 1) % t->size;
+	t->hint = (i + 1) % t->size;
 	t->slot[i] = xfer;
 	t->gen[i]++;
 	t->used++;
@@ -207,6 +211,7 @@ struct tnbc_xfer *tnbc_id_find(struct tnbc_id_table *t, uint64_t msg_id)
 void tnbc_id_del(struct tnbc_id_table *t, uint64_t msg_id)
 {
 	t->slot[(uint32_t)msg_id] = NULL;
+	t->hint = (uint32_t)msg_id;
 	t->used--;
 }
 
