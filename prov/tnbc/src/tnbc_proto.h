@@ -103,9 +103,12 @@ enum tnbc_pkt_rma_kind {
 	TNBC_RMA_COMPARE,
 };
 
-/* hdr.flags of an RMA_REQ: the last chunk of its operation (remote
- * completions and RMA events are counted once per operation) */
-#define TNBC_HDR_RMA_LAST (1u << 2)
+/* hdr.flags of an RMA_REQ: the last chunk of its operation (remote CQ
+ * data and endpoint RMA events are counted once per operation), and the
+ * last chunk the operation sends to its region (a region's counter
+ * counts an operation once) */
+#define TNBC_HDR_RMA_LAST    (1u << 2)
+#define TNBC_HDR_RMA_SEG_END (1u << 3)
 
 struct tnbc_rma_req {
 	uint8_t kind; /* enum tnbc_pkt_rma_kind */

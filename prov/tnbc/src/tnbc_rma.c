@@ -199,8 +199,8 @@ int tnbc_rma_check(struct tnbc_ep *ep, const struct tnbc_rma_args *a)
 	if ((a->flags & FI_INJECT) &&
 	    (a->kind != TNBC_RMA_WRITE && a->kind != TNBC_RMA_ATOMIC))
 		return -FI_EINVAL;
-	if ((a->flags & FI_INJECT) &&
-	    total > tnbc_rma_chunk_max(a, ep->domain->xops->max_payload(peer)))
+	/* an injected operation is copied: any number of chunks will do */
+	if ((a->flags & FI_INJECT) && total > tnbc_slot_payload())
 		return -FI_EMSGSIZE;
 	return 0;
 }
@@ -260,6 +260,16 @@ void tnbc_rma_fail(struct tnbc_ep *ep, struct tnbc_xfer *tx, int err)
 	tnbc_rma_finish(ep, tx);
 }
 
+/* Whether segment i is the operation's last one on its key: a region's
+ * counter counts an operation once, however many segments reach it. */
+static bool tnbc_rma_key_done(const struct tnbc_rma_args *a, size_t i)
+{
+	for (size_t j = i + 1; j < a->rma_count; j++)
+		if (a->rma[j].key == a->rma[i].key)
+			return false;
+	return true;
+}
+
 int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
 	const struct tnbc_xport_ops *xops = ep->domain->xops;
@@ -294,6 +304,9 @@ int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 		hdr.src = ep->name;
 		if (last)
 			hdr.flags |= TNBC_HDR_RMA_LAST;
+		if (tx->rma_seg_off + len == seg->len &&
+		    tnbc_rma_key_done(a, tx->rma_seg))
+			hdr.flags |= TNBC_HDR_RMA_SEG_END;
 		if (last && (a->flags & FI_REMOTE_CQ_DATA)) {
 			hdr.flags |= TNBC_HDR_CQ_DATA;
 			hdr.cq_data = a->data;
@@ -375,7 +388,10 @@ ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		tx->rma->iov[0].iov_len = total;
 		tx->rma->iov_count = 1;
 	}
-	while (!tnbc_rma_issued(tx) && !a->rma[tx->rma_seg].len)
+	/* Zero-length segments move nothing, but an operation of length 0
+	 * still reaches the target: its key is checked, and remote CQ data
+	 * and RMA events are delivered. */
+	while (total && !tnbc_rma_issued(tx) && !a->rma[tx->rma_seg].len)
 		tx->rma_seg++;
 
 	pthread_mutex_lock(&ep->lock);
@@ -532,23 +548,33 @@ static int tnbc_rma_apply(struct tnbc_ep *ep, struct tnbc_mr *mr,
 	return 0;
 }
 
-/* RMA events of a completed operation (fi_cntr(3), fi_mr(3)). */
+/* RMA events (fi_cntr(3), fi_mr(3)).  For the endpoint's counters,
+ * operations that return target data (reads, fetching and compare
+ * atomics) count as remote reads, the others as remote writes, as
+ * libfabric's own providers count them.  A region's counter counts an
+ * operation whose access (read, write or both) it was bound for. */
 static void tnbc_rma_events(struct tnbc_ep *ep, struct tnbc_mr *mr,
-			    const struct tnbc_hdr *hdr, uint64_t access)
+			    const struct tnbc_hdr *hdr, uint8_t kind,
+			    uint64_t access)
 {
-	bool wr = access & FI_REMOTE_WRITE;
+	uint64_t ev = tnbc_rma_reads(kind) ? FI_REMOTE_READ : FI_REMOTE_WRITE;
+	bool last = hdr->flags & TNBC_HDR_RMA_LAST;
 
-	if (hdr->flags & TNBC_HDR_CQ_DATA && ep->rx_cq)
+	if (last && (hdr->flags & TNBC_HDR_CQ_DATA) && ep->rx_cq)
 		tnbc_cq_write(ep->rx_cq, NULL,
 			      FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, 0,
 			      NULL, hdr->cq_data, 0, FI_ADDR_NOTAVAIL);
 	if (!(ep->info->caps & FI_RMA_EVENT))
 		return;
-	if (wr && ep->rwr_cntr)
-		tnbc_cntr_inc(ep->rwr_cntr);
-	if (!wr && ep->rrd_cntr)
-		tnbc_cntr_inc(ep->rrd_cntr);
-	if (mr->rma_cntr && (mr->cntr_flags & access))
+	if (last) {
+		struct tnbc_cntr *c =
+			ev == FI_REMOTE_WRITE ? ep->rwr_cntr : ep->rrd_cntr;
+
+		if (c)
+			tnbc_cntr_inc(c);
+	}
+	if ((hdr->flags & TNBC_HDR_RMA_SEG_END) && mr->rma_cntr &&
+	    (mr->cntr_flags & access))
 		tnbc_cntr_inc(mr->rma_cntr);
 }
 
@@ -617,8 +643,8 @@ void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 				ep, mr, &req, off, hdr->size,
 				(const uint8_t *)payload + sizeof(req),
 				hdr->payload_len - sizeof(req), out, &out_len);
-		if (!status && (hdr->flags & TNBC_HDR_RMA_LAST))
-			tnbc_rma_events(ep, mr, hdr, access);
+		if (!status)
+			tnbc_rma_events(ep, mr, hdr, req.kind, access);
 	}
 	pthread_rwlock_unlock(&dom->mr_lock);
 answer:
