@@ -39,6 +39,7 @@ Suite *tu_av_suite(void);
 Suite *tu_cq_suite(void);
 Suite *tu_match_suite(void);
 Suite *tu_proto_suite(void);
+Suite *tu_rma_suite(void);
 Suite *tu_trigger_suite(void);
 
 /* fi_prov_ini() once per process: defines the FI_TNBC_* parameters.
