@@ -185,6 +185,12 @@ relax(unsigned *spins)
 	}
 }
 
+void
+ftx_relax(unsigned *spins)
+{
+	relax(spins);
+}
+
 const char *
 ftx_caps_str(uint64_t caps, char *buf, size_t len)
 {
@@ -587,6 +593,23 @@ void
 ftx_barrier(struct ftx_ctx *ctx)
 {
 	ftx_barrier_n(ctx, 0, ctx->nprocs);
+}
+
+/* Uses the address-exchange slots, so len is at most FTX_NAME_MAX. */
+void
+ftx_allgather(struct ftx_ctx *ctx, const void *mine, size_t len, void *all)
+{
+	int i;
+
+	if (len > FTX_NAME_MAX)
+		ftx_fail("ftx_allgather: %zu bytes per rank is too many", len);
+	memcpy(shared->names[ctx->rank], mine, len);
+	ftx_barrier(ctx);
+	for (i = 0; i < ctx->nprocs; i++)
+		memcpy((uint8_t *) all + (size_t) i * len, shared->names[i],
+		       len);
+	/* the slots are reused by the next exchange */
+	ftx_barrier(ctx);
 }
 
 _Atomic uint64_t *

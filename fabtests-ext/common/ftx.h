@@ -197,6 +197,11 @@ int ftx_parse_sizes(const char *arg, size_t *out, int max);
 uint64_t ftx_now_ns(void);
 void ftx_sleep_ms(unsigned ms);
 bool ftx_expired(const struct ftx_ctx *ctx);
+/*
+ * For polling loops: leaves when another rank failed and yields the CPU
+ * now and then when ranks outnumber cores.
+ */
+void ftx_relax(unsigned *spins);
 
 /* progress and completions on the harness CQs */
 void ftx_progress(struct ftx_ctx *ctx);
@@ -215,6 +220,9 @@ ssize_t ftx_cq_read_raw(struct ftx_ctx *ctx, struct fid_cq *cq, void *entry,
 /* group synchronisation through the shared page */
 void ftx_barrier(struct ftx_ctx *ctx);
 void ftx_barrier_n(struct ftx_ctx *ctx, int slot, int count);
+/* every rank's len bytes (at most FTX_NAME_MAX) into all[nprocs * len] */
+void ftx_allgather(struct ftx_ctx *ctx, const void *mine, size_t len,
+		   void *all);
 _Atomic uint64_t *ftx_scratch(int idx);
 /* rank 0's value of v, everywhere; each call site needs its own slot */
 uint64_t ftx_bcast(struct ftx_ctx *ctx, int slot, uint64_t v);

@@ -238,7 +238,7 @@ struct tnbc_domain {
 	pthread_mutex_t trig_lock; /* trig_ready */
 	struct tnbc_list trig_ready; /* threshold met, waiting to run */
 	atomic_size_t trig_nready;
-	atomic_flag trig_draining; /* one thread runs ready work at a time */
+	atomic_int trig_running; /* one thread runs ready work at a time */
 };
 
 struct tnbc_av_entry {
@@ -307,6 +307,9 @@ struct tnbc_cntr {
 	pthread_mutex_t lock; /* heap, and the waiters' condition */
 	pthread_cond_t cond;
 	atomic_int waiters;
+	/* what the blocked waiters wait for (tnbc_cntr_signal) */
+	atomic_uint_fast64_t wait_min;
+	atomic_uint_fast64_t wait_err;
 	struct tnbc_list dom_entry;
 	/* Triggered work waiting on this counter: a binary min-heap by
 	 * (threshold, submission order).  heap_len is atomic so that an
@@ -662,6 +665,10 @@ void tnbc_trig_check(struct tnbc_cntr *cntr);
 void tnbc_trig_check_app(struct tnbc_cntr *cntr);
 /* Runs ready requests.  Must be called with no provider lock held. */
 void tnbc_trig_run(struct tnbc_domain *dom, bool engine);
+/* Waits until no thread is starting triggered work: a request holds
+ * its objects until its start returned, and the application may have
+ * seen it complete before that. */
+void tnbc_trig_quiesce(struct tnbc_domain *dom);
 static inline bool tnbc_trig_has_ready(struct tnbc_domain *dom)
 {
 	return atomic_load_explicit(&dom->trig_nready, memory_order_acquire);

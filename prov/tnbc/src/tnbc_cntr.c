@@ -12,13 +12,24 @@
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
 
+/* Wakes fi_cntr_wait callers, but only when one of them may be done:
+ * waking a blocked thread at every increment on its way to a far
+ * threshold costs a context switch each time.  A waiter publishes its
+ * threshold and then re-reads the value; the change publishes the value
+ * and then reads the threshold (both sequentially consistent), so one
+ * of the two always sees the other. */
 static void tnbc_cntr_signal(struct tnbc_cntr *cntr)
 {
-	if (atomic_load(&cntr->waiters)) {
-		pthread_mutex_lock(&cntr->lock);
-		pthread_cond_broadcast(&cntr->cond);
-		pthread_mutex_unlock(&cntr->lock);
-	}
+	if (!atomic_load(&cntr->waiters))
+		return;
+	if (atomic_load(&cntr->cnt) < atomic_load(&cntr->wait_min) &&
+	    atomic_load(&cntr->err) == atomic_load(&cntr->wait_err))
+		return;
+	pthread_mutex_lock(&cntr->lock);
+	/* every waiter wakes and publishes its threshold again */
+	atomic_store(&cntr->wait_min, UINT64_MAX);
+	pthread_cond_broadcast(&cntr->cond);
+	pthread_mutex_unlock(&cntr->lock);
 }
 
 void tnbc_cntr_changed(struct tnbc_cntr *cntr)
@@ -143,6 +154,10 @@ static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 		tnbc_abstime(&ts, slice);
 		tnbc_app_wait(cntr->domain, true);
 		pthread_mutex_lock(&cntr->lock);
+		/* the lowest threshold of all waiters; reset by a wake-up */
+		if (threshold < atomic_load(&cntr->wait_min))
+			atomic_store(&cntr->wait_min, threshold);
+		atomic_store(&cntr->wait_err, err0);
 		if (atomic_load(&cntr->cnt) < threshold &&
 		    atomic_load(&cntr->err) == err0)
 			pthread_cond_timedwait(&cntr->cond, &cntr->lock, &ts);
@@ -159,6 +174,8 @@ static int tnbc_cntr_close(struct fid *fid)
 		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid.fid);
 
 	/* bound endpoints and MRs, and queued triggered work, hold refs */
+	if (atomic_load(&cntr->ref))
+		tnbc_trig_quiesce(cntr->domain);
 	if (atomic_load(&cntr->ref))
 		return -FI_EBUSY;
 	pthread_mutex_lock(&cntr->domain->cntr_lock);
@@ -228,6 +245,7 @@ int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		return -FI_ENOMEM;
 	cntr->domain = dom;
 	cntr->wait_obj = wait;
+	atomic_init(&cntr->wait_min, UINT64_MAX);
 	pthread_mutex_init(&cntr->lock, NULL);
 	pthread_cond_init(&cntr->cond, NULL);
 	cntr->cntr_fid.fid.fclass = FI_CLASS_CNTR;

@@ -30,6 +30,8 @@ static int tnbc_ep_close(struct fid *fid)
 
 	/* Queued triggered work and aliases name this endpoint
 	 * (fi_tnbc(7)). */
+	if (atomic_load(&ep->ref))
+		tnbc_trig_quiesce(dom);
 	if (atomic_load(&ep->ref)) {
 		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
 			"endpoint still has %d aliases or queued triggered "

@@ -25,6 +25,7 @@
  * Lock order (extends tnbc.h): dom->cntr_lock > cntr->lock >
  * dom->trig_lock.  No lock is held while a request runs.
  */
+#include <sched.h>
 #include <stdlib.h>
 
 #include "tnbc.h"
@@ -264,6 +265,24 @@ static uint64_t tnbc_trig_cq_flags(enum fi_op_type op)
 	}
 }
 
+static struct tnbc_cntr *tnbc_trig_ep_cntr(struct tnbc_ep *ep,
+					   enum fi_op_type op)
+{
+	switch (op) {
+	case FI_OP_RECV:
+	case FI_OP_TRECV:
+		return ep->rx_cntr;
+	case FI_OP_SEND:
+	case FI_OP_TSEND:
+		return ep->tx_cntr;
+	case FI_OP_WRITE:
+	case FI_OP_ATOMIC:
+		return ep->wr_cntr;
+	default:
+		return ep->rd_cntr;
+	}
+}
+
 /* A request that will never run: tell its endpoint and its completion
  * counter (an error completion is reported even for deferred work). */
 static void tnbc_trig_report(struct tnbc_trig *t, int err)
@@ -279,6 +298,14 @@ static void tnbc_trig_report(struct tnbc_trig *t, int err)
 	}
 	if (t->x.comp_cntr)
 		tnbc_cntr_inc_err(t->x.comp_cntr);
+	/* an FI_TRIGGER operation completes like any other: its endpoint
+	 * counter counts the error too (deferred work leaves it alone) */
+	if (t->ep && !t->work) {
+		struct tnbc_cntr *c = tnbc_trig_ep_cntr(t->ep, t->op);
+
+		if (c)
+			tnbc_cntr_inc_err(c);
+	}
 }
 
 static ssize_t tnbc_trig_exec(struct tnbc_trig *t)
@@ -311,7 +338,10 @@ void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
 		/* One runner at a time keeps the release order; a runner
 		 * that loses the race leaves the work to the winner, which
 		 * looks again after it lets go. */
-		if (atomic_flag_test_and_set(&dom->trig_draining))
+		int idle = 0;
+
+		if (!atomic_compare_exchange_strong(&dom->trig_running, &idle,
+						    1))
 			return;
 		for (;;) {
 			struct tnbc_trig *t = NULL;
@@ -333,7 +363,7 @@ void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
 				tnbc_list_insert_tail(&t->entry,
 						      dom->trig_ready.next);
 				pthread_mutex_unlock(&dom->trig_lock);
-				atomic_flag_clear(&dom->trig_draining);
+				atomic_store(&dom->trig_running, 0);
 				return;
 			}
 			atomic_fetch_sub_explicit(&dom->trig_nready, 1,
@@ -351,8 +381,14 @@ void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
 			tnbc_trig_release_refs(t);
 			free(t);
 		}
-		atomic_flag_clear(&dom->trig_draining);
+		atomic_store(&dom->trig_running, 0);
 	}
+}
+
+void tnbc_trig_quiesce(struct tnbc_domain *dom)
+{
+	while (atomic_load(&dom->trig_running))
+		sched_yield();
 }
 
 /* ------------------------------------------------------------------ */
@@ -768,7 +804,7 @@ int tnbc_trig_domain_init(struct tnbc_domain *dom)
 {
 	tnbc_list_init(&dom->cntr_list);
 	tnbc_list_init(&dom->trig_ready);
-	atomic_flag_clear(&dom->trig_draining);
+	atomic_init(&dom->trig_running, 0);
 	if (pthread_mutex_init(&dom->cntr_lock, NULL))
 		return -FI_ENOMEM;
 	if (pthread_mutex_init(&dom->trig_lock, NULL)) {
