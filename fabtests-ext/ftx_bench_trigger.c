@@ -8,8 +8,12 @@
  * completion counter of its own receive.  Half the round trip is the time
  * from a counter increment to the remote completion of the send it
  * triggered.  The same run measures a plain 8-byte fi_tsend ping-pong for
- * comparison.  Rank 1's application thread only refills the queues of
- * requests, blocked in fi_cntr_wait otherwise.
+ * comparison.  It runs twice: with rank 1's application thread polling
+ * its counter (every hop is the trigger unit's work, nobody waits for a
+ * sleeping thread: the cost of triggering itself), and with rank 1's
+ * application thread blocked in fi_cntr_wait except to refill the
+ * queues of requests (rank 1's engine fires every reply: the soft NIC
+ * working alone, which includes waking it).
  *
  * Throughput: deferred FI_OP_CNTR_ADD requests queued on one counter (with
  * scattered thresholds) then fired by one fi_cntr_add, and queued with
@@ -190,9 +194,26 @@ wait_blocking(struct ftx_ctx *ctx, struct fid_cntr *c, uint64_t v)
 	}
 }
 
-/* n round trips; returns the time of the last n - w on rank 0 */
+/* spins on fi_cntr_read until c reaches v, bounded */
+static void
+wait_polling(struct ftx_ctx *ctx, struct fid_cntr *c, uint64_t v)
+{
+	uint64_t since = ftx_now_ns();
+	unsigned spins = 0;
+
+	while (fi_cntr_read(c) < v) {
+		if (!(++spins & 0xffff) &&
+		    (ftx_expired(ctx) || ftx_now_ns() - since > STALL_NS))
+			ftx_fail("stalled: counter at %llu, waiting for %llu",
+				 (unsigned long long) fi_cntr_read(c),
+				 (unsigned long long) v);
+	}
+}
+
+/* n round trips; returns the time of the last n - w on rank 0.  With
+ * polls, rank 1 spins on its counter instead of blocking. */
 static uint64_t
-trig_pingpong(struct ftx_ctx *ctx, int n, int w)
+trig_pingpong(struct ftx_ctx *ctx, int n, int w, bool polls)
 {
 	struct tpp *p = calloc(1, sizeof(*p));
 	uint64_t sum = 0, t0;
@@ -210,8 +231,13 @@ trig_pingpong(struct ftx_ctx *ctx, int n, int w)
 	if (ctx->rank == 1) {
 		/* refill by halves; the replies never wait for this thread */
 		while (p->queued < n) {
-			wait_blocking(ctx, p->rc,
-				      (uint64_t) (p->queued - AHEAD / 2));
+			if (polls)
+				wait_polling(ctx, p->rc,
+					     (uint64_t) (p->queued - AHEAD / 2));
+			else
+				wait_blocking(ctx, p->rc,
+					      (uint64_t) (p->queued -
+							  AHEAD / 2));
 			for (j = p->queued + 1;
 			     j <= n && j <= p->queued + AHEAD / 2; j++)
 				tpp_queue(ctx, p, j);
@@ -274,19 +300,27 @@ latency(struct ftx_ctx *ctx)
 	metric(ctx, "lat_plain_iters", n, "iterations");
 	metric(ctx, "lat_plain_us", plain, "us");
 
-	t = trig_pingpong(ctx, PROBE + 10, 10);
-	per = (double) t / PROBE / 1e9;
-	n = iters;
-	if (per * (n + warmup) > budget_s)
-		n = (int) (budget_s / per * 0.8) + 1;
-	w = warmup < n / 10 ? warmup : n / 10;
-	n = (int) ftx_bcast(ctx, 2, (uint64_t) n);
-	w = (int) ftx_bcast(ctx, 3, (uint64_t) w);
-	t = trig_pingpong(ctx, n + w, w);
-	trig = (double) t / 1e3 / n / 2;
-	metric(ctx, "lat_trig_iters", n, "iterations");
-	metric(ctx, "lat_trig_us", trig, "us");
-	metric(ctx, "lat_ratio", plain > 0 ? trig / plain : 0, "trig/plain");
+	for (int polls = 1; polls >= 0; polls--) {
+		const char *v = polls ? "poll" : "sleep";
+		char name[64];
+
+		t = trig_pingpong(ctx, PROBE + 10, 10, polls);
+		per = (double) t / PROBE / 1e9;
+		n = iters;
+		if (per * (n + warmup) > budget_s)
+			n = (int) (budget_s / per * 0.8) + 1;
+		w = warmup < n / 10 ? warmup : n / 10;
+		n = (int) ftx_bcast(ctx, 2, (uint64_t) n);
+		w = (int) ftx_bcast(ctx, 3, (uint64_t) w);
+		t = trig_pingpong(ctx, n + w, w, polls);
+		trig = (double) t / 1e3 / n / 2;
+		snprintf(name, sizeof(name), "lat_trig_%s_iters", v);
+		metric(ctx, name, n, "iterations");
+		snprintf(name, sizeof(name), "lat_trig_%s_us", v);
+		metric(ctx, name, trig, "us");
+		snprintf(name, sizeof(name), "lat_%s_ratio", v);
+		metric(ctx, name, plain > 0 ? trig / plain : 0, "trig/plain");
+	}
 }
 
 /* -------------------------------------------------------- throughput */

@@ -59,8 +59,9 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-metrics="lat_plain_us lat_trig_us lat_ratio cntr_add_fire_rate
-cntr_add_total_rate cntr_add_immediate_rate tsend8_total_rate"
+metrics="lat_plain_us lat_trig_poll_us lat_poll_ratio lat_trig_sleep_us
+lat_sleep_ratio cntr_add_fire_rate cntr_add_total_rate cntr_add_immediate_rate
+tsend8_total_rate"
 
 bench_args="$*"
 
@@ -107,15 +108,16 @@ function fmt(v) {
 		return v
 	return sprintf(v + 0 >= 1000 ? "%.0f" : "%.3f", v)
 }
+BEGIN { split("0 9 9 8 9 8 11 11 11 11", w, " ") }
 { n++; for (i = 1; i <= NF; i++) f[n, i] = $i; nf = NF; name[$1] = n }
 END {
-	printf "%-14s %10s %10s %9s %12s %12s %12s %12s\n", "config", \
-		"plain_us", "trig_us", "trig/pl", "cntr_fire/s", \
-		"cntr_total/s", "cntr_imm/s", "tsend8/s"
+	printf "%-14s %9s %9s %8s %9s %8s %11s %11s %11s %11s\n", "config", \
+		"plain_us", "tpoll_us", "tpoll/pl", "tslp_us", "tslp/pl", \
+		"cntr_fire/s", "cntr_tot/s", "cntr_imm/s", "tsend8/s"
 	for (r = 1; r <= n; r++) {
 		printf "%-14s", f[r, 1]
 		for (i = 2; i <= nf; i++)
-			printf " %*s", i <= 3 ? 10 : (i == 4 ? 9 : 12), fmt(f[r, i])
+			printf " %*s", w[i], fmt(f[r, i])
 		printf "\n"
 	}
 	t = name["tnbc"]
@@ -124,8 +126,7 @@ END {
 			continue
 		printf "%-14s", "tnbc/" f[r, 1]
 		for (i = 2; i <= nf; i++)
-			printf " %*s", i <= 3 ? 10 : (i == 4 ? 9 : 12), \
-				ratio(f[t, i], f[r, i])
+			printf " %*s", w[i], ratio(f[t, i], f[r, i])
 		printf "\n"
 	}
 	print "# latency ratios below 1 and rate ratios above 1 favour tnbc"

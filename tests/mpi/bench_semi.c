@@ -56,6 +56,7 @@ static double unit_us = 50.0;
 static double budget_s = 20.0;
 static const char *label = "mpi";
 static int timeout_s;
+static bool help;
 
 static int rank, peer;
 
@@ -236,6 +237,9 @@ static bool parse_args(int argc, char **argv)
 			budget_s = atof(optarg);
 			if (budget_s <= 0)
 				return false;
+			break;
+		case 'h':
+			help = true;
 			break;
 		default:
 			return false;
@@ -457,6 +461,7 @@ static void report(size_t len, int nouter, int nrep,
 {
 	double x[MAX_LEVELS], y[MAX_LEVELS], y0[MAX_LEVELS], y1[MAX_LEVELS];
 	double sd[MAX_LEVELS], slope = 0, slope0 = 0, slope1 = 0;
+	double comp = 0, nominal = 0, comp_x;
 	double nmsg = (double)nouter * inner;
 	bool ok, ok0, ok1;
 	char sl[32], list[3][MAX_LEVELS * 16];
@@ -476,6 +481,9 @@ static void report(size_t len, int nouter, int nrep,
 		y0[l] = (double)r[0].recv / 1e9;
 		y1[l] = (double)r[1].recv / 1e9;
 		y[l] = (y0[l] + y1[l]) / 2;
+		comp += x[l];
+		/* each rank computes at 2 x inner steps per outer iteration */
+		nominal += 2.0 * nmsg * levels[l] * unit_us * 1e-6;
 		sd[l] = (double)(r[0].send + r[1].send) / 2e9;
 		printf("  %5d %11.1f %11.1f %11.1f %11.1f %11.1f %11.1f "
 		       "%9.3f\n",
@@ -492,6 +500,12 @@ static void report(size_t len, int nouter, int nrep,
 				"%s%.1f", l ? "," : "", v * 1e6);
 		}
 	}
+	comp_x = nominal > 0 ? comp / nominal : 1;
+	if (comp_x > 1.05)
+		printf("# m=%zu: the computation took %.2f times its "
+		       "calibrated time: other threads or processes had the "
+		       "CPU\n",
+		       len, comp_x);
 	ok = slope_of(x, y, nlevels, &slope);
 	ok0 = slope_of(x, y0, nlevels, &slope0);
 	ok1 = slope_of(x, y1, nlevels, &slope1);
@@ -511,9 +525,10 @@ static void report(size_t len, int nouter, int nrep,
 	printf("semi label=%s m=%zu outer=%d inner=%d runs=%d unit_us=%.1f "
 	       "slope=%s "
 	       "floor=%.4f recv0_us=%.1f recv0_msg_us=%.3f send0_us=%.1f "
+	       "comp_x=%.3f "
 	       "levels=",
 	       label, len, nouter, inner, nrep, unit_us, sl, 1.0 / inner,
-	       y[0] * 1e6, y[0] * 1e6 / nmsg, sd[0] * 1e6);
+	       y[0] * 1e6, y[0] * 1e6 / nmsg, sd[0] * 1e6, comp_x);
 	for (l = 0; l < nlevels; l++)
 		printf("%s%d", l ? "," : "", levels[l]);
 	printf(" recv_us=%s comp_us=%s send_us=%s\n", list[0], list[1],
@@ -522,13 +537,13 @@ static void report(size_t len, int nouter, int nrep,
 }
 
 /*
- * Warm up (connections, caches), timing the last outer iteration at level
- * 0, and cut the outer count so that every level and repetition fits the
- * time budget.  Rank 0 decides for both.
+ * Warm up (connections, caches), timing each outer iteration at level 0,
+ * and cut the outer count so that every level and repetition fits the time
+ * budget with the fastest of them.  Rank 0 decides for both.
  */
 static int warm_up(struct semi *s)
 {
-	double c0 = 0, units = 0, per_outer;
+	double c0 = 0, t, units = 0, per_outer;
 	uint64_t t0;
 	int w, l, n = outer;
 
@@ -536,7 +551,9 @@ static int warm_up(struct semi *s)
 	for (w = 0; w < warmup; w++) {
 		t0 = now_ns();
 		lu_pattern(s, 1);
-		c0 = (double)(now_ns() - t0) / 1e9;
+		t = (double)(now_ns() - t0) / 1e9;
+		if (!w || t < c0)
+			c0 = t;
 	}
 	for (l = 0; l < nlevels; l++)
 		units += levels[l];
@@ -577,11 +594,11 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (!parse_args(argc, argv)) {
+	if (!parse_args(argc, argv) || help) {
 		if (rank == 0)
-			usage(stderr);
+			usage(help ? stdout : stderr);
 		MPI_Finalize();
-		return 2;
+		return help ? 0 : 2;
 	}
 	if (size != 2) {
 		if (rank == 0)

@@ -236,30 +236,36 @@ START_TEST(match_directed_recv)
 }
 END_TEST
 
-/* _i: 0 = eager, 1 = rendezvous (single copy), 2 = rendezvous streamed */
+/* _i: 0 = eager, 1 = rendezvous (single copy), 2 = rendezvous streamed,
+ * 3 = rendezvous read early into a provider buffer (FI_TNBC_UNEXP_PULL):
+ * the unexpected send completes before its receive is posted */
 START_TEST(match_unexpected_and_posted)
 {
 	const size_t len = _i ? RNDV_LEN : EAGER_LEN;
 	int old_cma = tnbc_env.cma;
+	size_t old_pull = tnbc_env.unexp_pull;
 	struct tu_world w;
 	uint8_t *sbuf = malloc(len), *rbuf = calloc(1, len);
 	struct fi_tnbc_engine_stats st;
 
 	if (_i == 2)
 		tnbc_env.cma = 0;
+	tnbc_env.unexp_pull = _i == 3 ? len : 0;
 	tu_world_open(&w, 2, NULL);
 	tu_fill(sbuf, len, 1);
 
 	/* unexpected, then posted */
 	tsend(&w, A, R, sbuf, len, 42, &ctx[10]);
-	if (!_i)
-		expect_tx(&w, A, &ctx[10]); /* eager: done at once */
+	if (!_i || _i == 3)
+		expect_tx(&w, A, &ctx[10]); /* done with no receive posted */
 	else
 		ck_assert(tu_cq_quiet(w.ep[A].tx_cq, TU_QUIET_MS));
+	if (_i == 3)
+		tu_fill(sbuf, len, 9); /* the sender may reuse its buffer */
 	trecv(&w, R, rbuf, len, FI_ADDR_UNSPEC, 42, 0, &ctx[1]);
 	expect_rx(&w, R, &ctx[1], len, 42, A);
 	ck_assert_uint_eq(tu_check(rbuf, len, 1, 0), (size_t)-1);
-	if (_i)
+	if (_i == 1 || _i == 2)
 		expect_tx(&w, A, &ctx[10]);
 
 	/* posted, then sent */
@@ -273,7 +279,7 @@ START_TEST(match_unexpected_and_posted)
 	ck_assert_uint_eq(tu_check(rbuf, len, 2, 0), (size_t)-1);
 
 	tu_engine_stats(w.d.domain, &st);
-	if (_i == 1) {
+	if (_i == 1 || _i == 3) {
 		ck_assert_uint_eq(st.rndv_pull, 2);
 		ck_assert_uint_eq(st.rndv_stream, 0);
 	} else if (_i == 2) {
@@ -286,6 +292,7 @@ START_TEST(match_unexpected_and_posted)
 	free(sbuf);
 	free(rbuf);
 	tnbc_env.cma = old_cma;
+	tnbc_env.unexp_pull = old_pull;
 }
 END_TEST
 
@@ -489,6 +496,8 @@ START_TEST(match_peek_claim_discard)
 	struct fi_context c1, c2, c3, c4, c5;
 	struct fi_cq_tagged_entry e;
 
+	/* the plain rendezvous: the sender waits for the discard */
+	tnbc_env.unexp_pull = 0;
 	tu_world_open(&w, 2, NULL);
 	tu_fill(s5, sizeof(s5), 5);
 	tu_fill(s6, sizeof(s6), 6);
@@ -1512,6 +1521,8 @@ START_TEST(match_rndv_dead_receiver)
 	uint8_t *sb;
 	pid_t child;
 
+	/* the receiver must not take the data before it dies */
+	tnbc_env.unexp_pull = 0;
 	ck_assert_int_eq(pipe(to_parent), 0);
 	ck_assert_int_eq(pipe(to_child), 0);
 	child = fork();
@@ -1699,7 +1710,7 @@ Suite *tu_match_suite(void)
 	tcase_add_test(tc, match_tag_ignore);
 	tcase_add_test(tc, match_tagged_untagged);
 	tcase_add_test(tc, match_directed_recv);
-	tcase_add_loop_test(tc, match_unexpected_and_posted, 0, 3);
+	tcase_add_loop_test(tc, match_unexpected_and_posted, 0, 4);
 	tcase_add_loop_test(tc, match_order_sas, 0, 4);
 	tcase_add_loop_test(tc, match_truncation, 0, 3);
 	tcase_add_test(tc, match_cancel);

@@ -85,7 +85,9 @@
 #define TNBC_FABRIC_NAME  "tnbc"
 #define TNBC_DOMAIN_NAME  "shm"
 
-#define TNBC_IOV_LIMIT	    8
+#define TNBC_IOV_LIMIT 8
+/* packets one look at a receive queue takes at most */
+#define TNBC_RX_POLL_BUDGET 64
 #define TNBC_MAX_MSG_SIZE   ((size_t)1 << 40)
 #define TNBC_CQ_DATA_SIZE   8
 #define TNBC_DEF_CQ_SIZE    1024
@@ -129,6 +131,7 @@ struct tnbc_env {
 	size_t slot_size; /* bytes per packet slot, header included */
 	size_t eager_size; /* largest message sent eagerly */
 	int cma; /* allow single-copy process_vm_readv */
+	size_t unexp_pull; /* largest unexpected rendezvous pulled early */
 	size_t spin_us; /* engine busy-poll before sleeping */
 	size_t app_window_us; /* how long an app poll keeps peers quiet */
 	int engine; /* run the engine thread at all */

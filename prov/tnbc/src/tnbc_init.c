@@ -10,9 +10,10 @@ struct tnbc_env tnbc_env = {
 	.slot_size = 8192,
 	.eager_size = 8192,
 	.cma = 1,
-	.spin_us = 20,
+	.spin_us = 5,
 	.app_window_us = 50,
 	.engine = 1,
+	.unexp_pull = 256 * 1024,
 };
 
 static void tnbc_param_size(const char *name, size_t *val, size_t min,
@@ -56,6 +57,12 @@ static void tnbc_init_env(void)
 		"large messages stream through the receive queue "
 		"(default: %s)",
 		tnbc_env.cma ? "true" : "false");
+	fi_param_define(&tnbc_prov, "unexp_pull", FI_PARAM_SIZE_T,
+			"Largest rendezvous message the engine reads into a "
+			"buffer of its own when no receive matches it yet, so "
+			"that the send completes without waiting for the "
+			"receiver to call in; 0 turns this off (default: %zu)",
+			tnbc_env.unexp_pull);
 	fi_param_define(&tnbc_prov, "spin_us", FI_PARAM_SIZE_T,
 			"Microseconds the progress engine busy-polls after the "
 			"last activity before it sleeps (default: %zu)",
@@ -89,6 +96,7 @@ static void tnbc_init_env(void)
 	tnbc_param_size("eager_size", &tnbc_env.eager_size, 0, 1u << 20);
 	if (fi_param_get_bool(&tnbc_prov, "cma", &b) == FI_SUCCESS)
 		tnbc_env.cma = !!b;
+	tnbc_param_size("unexp_pull", &tnbc_env.unexp_pull, 0, 1u << 30);
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);
 	if (fi_param_get_bool(&tnbc_prov, "engine", &b) == FI_SUCCESS)

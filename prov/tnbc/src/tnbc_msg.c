@@ -13,6 +13,10 @@
  *    (a bounce-buffer pipeline), again finished by an ACK.
  *  FI_DELIVERY_COMPLETE forces rendezvous: its ACK is the proof that the
  *  data reached the receive buffer.
+ *  A rendezvous message that arrives before its receive is posted is
+ *  read at once into a provider buffer (up to FI_TNBC_UNEXP_PULL bytes,
+ *  never for FI_DELIVERY_COMPLETE) and acknowledged, so that a send
+ *  never waits for the receiving application to call in.
  */
 #include <stdlib.h>
 
@@ -341,6 +345,53 @@ static void tnbc_discard(struct tnbc_ep *ep, struct tnbc_unexp *ux)
 		tnbc_send_answer(ep, peer, TNBC_PKT_ACK, ux->hdr.msg_id, 0, 0);
 }
 
+/*
+ * A rendezvous message nobody has asked for yet: read it now into a
+ * buffer of our own and release the sender, as an eager message would
+ * have been.  Otherwise the sender's completion would wait for the
+ * receiving application to call in (the SEMI pattern of seed 003).
+ * Returns the message as an unexpected eager one, or NULL to keep the
+ * ordinary rendezvous.
+ */
+static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
+					  const struct tnbc_hdr *hdr,
+					  const void *payload)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	const struct tnbc_rts_iov *riov = payload;
+	size_t rcount = hdr->payload_len / sizeof(*riov);
+	struct iovec remote[TNBC_IOV_LIMIT], local;
+	struct tnbc_xpeer *peer;
+	struct tnbc_unexp *ux;
+
+	if (hdr->type != TNBC_PKT_RTS || (hdr->flags & TNBC_HDR_DELIVERY) ||
+	    !hdr->size || hdr->size > tnbc_env.unexp_pull || !tnbc_env.cma ||
+	    rcount > TNBC_IOV_LIMIT ||
+	    xops->peer_get(ep->domain->xdom, &hdr->src, &peer))
+		return NULL;
+	ux = malloc(sizeof(*ux) + hdr->size);
+	if (!ux)
+		return NULL;
+	for (size_t i = 0; i < rcount; i++) {
+		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
+		remote[i].iov_len = riov[i].len;
+	}
+	local.iov_base = ux->data;
+	local.iov_len = hdr->size;
+	if (xops->pull(peer, &local, 1, remote, rcount) != (ssize_t)hdr->size) {
+		free(ux);
+		return NULL; /* the receive will stream or fail it */
+	}
+	atomic_fetch_add(&ep->domain->engine.rndv_pull, 1);
+	tnbc_send_answer(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, 0);
+	ux->hdr = *hdr;
+	ux->hdr.type = TNBC_PKT_EAGER;
+	ux->hdr.payload_len = (uint32_t)hdr->size;
+	ux->claim_ctx = NULL;
+	ux->data_len = hdr->size;
+	return ux;
+}
+
 static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 			const void *payload)
 {
@@ -362,9 +413,17 @@ static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		if (tnbc_match_from(ep, rx, tagged, hdr->tag, &src,
 				    &hdr->src)) {
 			tnbc_list_remove(&rx->entry);
+			ep->domain->xops->rx_posted(ep->domain->xdom, -1);
 			tnbc_deliver(ep, rx, hdr, payload, src);
 			return;
 		}
+	}
+	ux = tnbc_pull_early(ep, hdr, payload);
+	if (ux) {
+		ux->src_addr = src;
+		tnbc_list_insert_tail(&ux->entry, tagged ? &ep->unexp_tagged
+							 : &ep->unexp_msg);
+		return;
 	}
 	ux = malloc(sizeof(*ux) + hdr->payload_len);
 	if (!ux) {
@@ -718,6 +777,10 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++) {
 		tnbc_list_foreach_safe (lists[l], it, tmp) {
 			tnbc_list_remove(it);
+			if (lists[l] == &ep->rx_msg ||
+			    lists[l] == &ep->rx_tagged)
+				ep->domain->xops->rx_posted(ep->domain->xdom,
+							    -1);
 			if (lists[l] == &ep->tx_queue) {
 				struct tnbc_xfer *tx = tnbc_container_of(
 					it, struct tnbc_xfer, entry);
@@ -821,6 +884,8 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 		hdr.flags |= TNBC_HDR_CQ_DATA;
 		hdr.cq_data = data;
 	}
+	if (flags & FI_DELIVERY_COMPLETE)
+		hdr.flags |= TNBC_HDR_DELIVERY;
 	hdr.tag = tagged ? tag : 0;
 	hdr.size = len;
 	hdr.src = ep->name;
@@ -1070,6 +1135,12 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	} else {
 		tnbc_list_insert_tail(&rx->entry,
 				      tagged ? &ep->rx_tagged : &ep->rx_msg);
+		ep->domain->xops->rx_posted(ep->domain->xdom, 1);
+		/* A sender that saw no receive posted left its eager
+		 * message without waking anyone: look for it now. */
+		if (ep->domain->xops->pending(ep->xep))
+			ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
+					       TNBC_RX_POLL_BUDGET);
 	}
 out:
 	pthread_mutex_unlock(&ep->lock);
@@ -1091,6 +1162,7 @@ int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context)
 			if (rx->context != context)
 				continue;
 			tnbc_list_remove(&rx->entry);
+			ep->domain->xops->rx_posted(ep->domain->xdom, -1);
 			if (ep->rx_cq)
 				tnbc_cq_write_err(
 					ep->rx_cq, context,

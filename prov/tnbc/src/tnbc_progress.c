@@ -9,7 +9,6 @@
 
 #include "tnbc.h"
 
-#define TNBC_POLL_BUDGET 64
 /* Longest nap while work is queued for a peer whose queue is full. */
 #define TNBC_BACKOFF_NS 20000u
 /* Longest nap, in application windows, while the application polls. */
@@ -30,7 +29,7 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	if (pthread_mutex_trylock(&ep->lock))
 		return 0;
 	n = ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
-				   TNBC_POLL_BUDGET);
+				   TNBC_RX_POLL_BUDGET);
 	if (!tnbc_list_empty(&ep->ctrl_queue) ||
 	    !tnbc_list_empty(&ep->tx_queue))
 		n += tnbc_tx_queue_progress(ep);

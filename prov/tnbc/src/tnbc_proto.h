@@ -54,6 +54,9 @@ enum tnbc_pkt_type {
 /* hdr.flags */
 #define TNBC_HDR_TAGGED	 (1u << 0)
 #define TNBC_HDR_CQ_DATA (1u << 1)
+/* RTS of an FI_DELIVERY_COMPLETE send: its ACK must wait for the
+ * receive buffer, never for a provider buffer */
+#define TNBC_HDR_DELIVERY (1u << 4)
 
 struct tnbc_hdr {
 	uint8_t version;

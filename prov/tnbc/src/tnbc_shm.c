@@ -52,6 +52,10 @@ struct tnbc_shm_bell {
 	_Alignas(64) atomic_uint_fast64_t app_polls;
 	atomic_uint app_active;
 	atomic_uint pulls; /* single-copy reads in flight in this domain */
+	/* receives posted in this domain: while there are none, an eager
+	 * message has nothing to complete and may wait in the queue for
+	 * the application's next call, without a wake-up */
+	atomic_int rx_posted;
 };
 
 struct tnbc_shm_cell {
@@ -459,7 +463,9 @@ static bool tnbc_shm_peer_alive(struct tnbc_xpeer *peer)
 	return alive;
 }
 
-static void tnbc_shm_ring(struct tnbc_shm_bell *bell)
+/* quiet: an eager message the receiver may leave in its queue (see
+ * rx_posted; the caller found the queue less than half full) */
+static void tnbc_shm_ring(struct tnbc_shm_bell *bell, bool quiet)
 {
 	/* Pairs with the fence in tnbc_shm_sleep_begin: either the engine
 	 * sees our packet before sleeping, or we see it asleep. */
@@ -468,6 +474,11 @@ static void tnbc_shm_ring(struct tnbc_shm_bell *bell)
 		return;
 	/* An application thread polls there; the engine's nap is bounded. */
 	if (atomic_load_explicit(&bell->app_active, memory_order_relaxed))
+		return;
+	/* Pairs with tnbc_shm_rx_posted: a receive posted after this load
+	 * finds the packet itself. */
+	if (quiet &&
+	    !atomic_load_explicit(&bell->rx_posted, memory_order_relaxed))
 		return;
 	atomic_fetch_add_explicit(&bell->seq, 1, memory_order_release);
 	tnbc_futex(&bell->seq, FUTEX_WAKE, 1, NULL);
@@ -517,7 +528,7 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 {
 	struct tnbc_shm_region *r = peer->region;
 	uint64_t mask = peer->nslots - 1;
-	struct tnbc_shm_cell *cell;
+	struct tnbc_shm_cell *cell, *half;
 	uint64_t pos, seq;
 	uint8_t *dst;
 	size_t len;
@@ -566,7 +577,14 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	}
 	cell->len = (uint32_t)len;
 	atomic_store_explicit(&cell->seq, pos + 1, memory_order_release);
-	tnbc_shm_ring(peer->bell);
+	/* half a queue ahead still free: nobody needs to drain it yet */
+	half = (struct tnbc_shm_cell *)(r->cells + ((pos + peer->nslots / 2) &
+						    mask) * peer->slot_size);
+	tnbc_shm_ring(peer->bell,
+		      hdr->type == TNBC_PKT_EAGER &&
+			      atomic_load_explicit(&half->seq,
+						   memory_order_relaxed) ==
+				      pos + peer->nslots / 2);
 	return 0;
 }
 
@@ -737,6 +755,12 @@ static void tnbc_shm_wake(struct tnbc_xdom *xdom)
 		tnbc_futex(&xdom->bell->seq, FUTEX_WAKE, 1, NULL);
 }
 
+static void tnbc_shm_rx_posted(struct tnbc_xdom *xdom, int delta)
+{
+	/* seq_cst: pairs with the load in tnbc_shm_ring */
+	atomic_fetch_add(&xdom->bell->rx_posted, delta);
+}
+
 const struct tnbc_xport_ops tnbc_shm_ops = {
 	.name = "shm",
 	.id = TNBC_XPORT_SHM,
@@ -752,6 +776,7 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.pending = tnbc_shm_pending,
 	.pull = tnbc_shm_pull,
 	.app_mark = tnbc_shm_app_mark,
+	.rx_posted = tnbc_shm_rx_posted,
 	.app_active = tnbc_shm_app_active,
 	.sleep_begin = tnbc_shm_sleep_begin,
 	.sleep_cancel = tnbc_shm_sleep_cancel,
