@@ -47,8 +47,9 @@ if [ -z "$bindir" ] || [ ! -x "$bindir/ftx_bench_trigger" ]; then
 fi
 
 if [ -z "${FI_PROVIDER_PATH:-}" ]; then
-	lib=$(find . -name 'libtnbc-fi.so' -path '*/.libs/*' 2>/dev/null |
-		head -n 1)
+	# the plain build, never a sanitizer one (it needs its runtime first)
+	lib=$(find . -name 'libtnbc-fi.so' -path '*/.libs/*' \
+		-not -path '*asan*' 2>/dev/null | sort | head -n 1)
 	if [ -n "$lib" ]; then
 		FI_PROVIDER_PATH=$(cd "$(dirname "$lib")" && pwd)
 		export FI_PROVIDER_PATH

@@ -372,6 +372,8 @@ static ssize_t tnbc_ep_cancel(fid_t fid, void *context)
 	pthread_mutex_unlock(&ep->lock);
 	if (ret == -FI_ENOENT && context)
 		ret = tnbc_trig_cancel_ctx(ep, context);
+	else
+		tnbc_trig_run(ep->domain, false); /* the error count may fire */
 	return ret;
 }
 

@@ -149,9 +149,11 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 		pending = xops->pending(
 			tnbc_container_of(it, struct tnbc_ep, dom_entry)->xep);
 	pthread_rwlock_unlock(&dom->ep_lock);
-	/* Released triggered work is the engine's to run even while the
-	 * application polls: it may never call in again. */
-	if (pending || atomic_load(&e->stop) || tnbc_trig_has_ready(dom)) {
+	/* Released work must not wait through an unbounded sleep.  While
+	 * the application polls, it runs released work itself at the end
+	 * of each call, and a bounded nap is short anyway. */
+	if (pending || atomic_load(&e->stop) ||
+	    (!app && tnbc_trig_has_ready(dom))) {
 		xops->sleep_cancel(dom->xdom);
 		return app;
 	}
@@ -227,7 +229,7 @@ static void *tnbc_engine_main(void *arg)
 		/* While an application thread polls, it moves the data
 		 * itself: working or spinning here would only take the core
 		 * it needs.  The engine steps in once the polls stop. */
-		if (!app || tnbc_trig_has_ready(dom)) {
+		if (!app) {
 			int n = tnbc_engine_pass(dom);
 			uint64_t now = tnbc_now_ns();
 

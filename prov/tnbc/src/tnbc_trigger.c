@@ -201,15 +201,18 @@ static void tnbc_trig_release(struct tnbc_cntr *cntr, bool kick)
 				  memory_order_relaxed);
 	atomic_fetch_sub_explicit(&dom->engine.trig_pending, n,
 				  memory_order_relaxed);
-	/* Whoever changed the counter may be inside a lock, or may be the
-	 * application about to compute: the engine runs the work then. */
 	if (kick)
 		tnbc_engine_kick(dom);
 }
 
+/* No wake-up: every path that changes a counter runs the released work
+ * once it lets go of its locks (the engine in its pass, an application
+ * thread at the end of its call), and waking the engine here would only
+ * make it race the thread that is about to run the work, a futex
+ * syscall and a context switch later. */
 void tnbc_trig_check(struct tnbc_cntr *cntr)
 {
-	tnbc_trig_release(cntr, true);
+	tnbc_trig_release(cntr, false);
 }
 
 void tnbc_trig_check_app(struct tnbc_cntr *cntr)
