@@ -335,56 +335,88 @@ static ssize_t tnbc_trig_exec(struct tnbc_trig *t)
 	}
 }
 
+/* Moves the whole ready list to batch, in order. */
+static void tnbc_trig_take_ready(struct tnbc_domain *dom,
+				 struct tnbc_list *batch)
+{
+	tnbc_list_init(batch);
+	pthread_mutex_lock(&dom->trig_lock);
+	if (!tnbc_list_empty(&dom->trig_ready)) {
+		batch->next = dom->trig_ready.next;
+		batch->prev = dom->trig_ready.prev;
+		batch->next->prev = batch;
+		batch->prev->next = batch;
+		tnbc_list_init(&dom->trig_ready);
+	}
+	pthread_mutex_unlock(&dom->trig_lock);
+}
+
 void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
 {
 	while (tnbc_trig_has_ready(dom)) {
 		/* One runner at a time keeps the release order; a runner
 		 * that loses the race leaves the work to the winner, which
 		 * looks again after it lets go. */
+		struct tnbc_list batch;
+		uint64_t n = 0;
 		int idle = 0;
 
 		if (!atomic_compare_exchange_strong(&dom->trig_running, &idle,
 						    1))
 			return;
-		for (;;) {
-			struct tnbc_trig *t = NULL;
-			ssize_t ret;
+		/* a batch at a time: one lock round trip, not one per
+		 * request */
+		for (tnbc_trig_take_ready(dom, &batch);
+		     !tnbc_list_empty(&batch);
+		     tnbc_trig_take_ready(dom, &batch)) {
+			while (!tnbc_list_empty(&batch)) {
+				struct tnbc_trig *t = tnbc_container_of(
+					batch.next, struct tnbc_trig, entry);
+				ssize_t ret;
 
-			pthread_mutex_lock(&dom->trig_lock);
-			if (!tnbc_list_empty(&dom->trig_ready)) {
-				t = tnbc_container_of(dom->trig_ready.next,
-						      struct tnbc_trig, entry);
 				tnbc_list_remove(&t->entry);
+				ret = tnbc_trig_exec(t);
+				if (ret == -FI_EAGAIN) {
+					/* out of memory for now: put back
+					 * what is left, this one first */
+					tnbc_list_insert_tail(&t->entry,
+							      batch.next);
+					pthread_mutex_lock(&dom->trig_lock);
+					batch.prev->next = dom->trig_ready.next;
+					dom->trig_ready.next->prev = batch.prev;
+					dom->trig_ready.next = batch.next;
+					batch.next->prev = &dom->trig_ready;
+					pthread_mutex_unlock(&dom->trig_lock);
+					goto retry_later;
+				}
+				atomic_fetch_sub_explicit(&dom->trig_nready, 1,
+							  memory_order_release);
+				n++;
+				if (ret) {
+					FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+						"triggered operation failed: "
+						"%s\n",
+						fi_strerror((int)-ret));
+					tnbc_trig_report(t, (int)-ret);
+				}
+				tnbc_trig_release_refs(t);
+				free(t);
 			}
-			pthread_mutex_unlock(&dom->trig_lock);
-			if (!t)
-				break;
-			ret = tnbc_trig_exec(t);
-			if (ret == -FI_EAGAIN) {
-				/* out of memory for now: retry it first */
-				pthread_mutex_lock(&dom->trig_lock);
-				tnbc_list_insert_tail(&t->entry,
-						      dom->trig_ready.next);
-				pthread_mutex_unlock(&dom->trig_lock);
-				atomic_store(&dom->trig_running, 0);
-				return;
-			}
-			atomic_fetch_sub_explicit(&dom->trig_nready, 1,
-						  memory_order_release);
-			if (engine)
-				atomic_fetch_add_explicit(
-					&dom->engine.trig_fired_by_engine, 1,
-					memory_order_relaxed);
-			if (ret) {
-				FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-					"triggered operation failed: %s\n",
-					fi_strerror((int)-ret));
-				tnbc_trig_report(t, (int)-ret);
-			}
-			tnbc_trig_release_refs(t);
-			free(t);
 		}
+		if (engine && n)
+			atomic_fetch_add_explicit(
+				&dom->engine.trig_fired_by_engine, n,
+				memory_order_relaxed);
 		atomic_store(&dom->trig_running, 0);
+		continue;
+	retry_later:
+		/* the engine's next pass tries again */
+		if (engine && n)
+			atomic_fetch_add_explicit(
+				&dom->engine.trig_fired_by_engine, n,
+				memory_order_relaxed);
+		atomic_store(&dom->trig_running, 0);
+		return;
 	}
 }
 
