@@ -577,6 +577,11 @@ void tnbc_cntr_inc_err(struct tnbc_cntr *cntr);
 void tnbc_cntr_changed(struct tnbc_cntr *cntr);
 
 /* progress */
+/* No receive posted on the endpoint (ep->lock held, or a racy look). */
+static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
+{
+	return tnbc_list_empty(&ep->rx_msg) && tnbc_list_empty(&ep->rx_tagged);
+}
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
 void tnbc_domain_progress(struct tnbc_domain *domain, bool engine);
 int tnbc_engine_start(struct tnbc_domain *domain);

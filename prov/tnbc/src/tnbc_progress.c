@@ -28,8 +28,15 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 
 	if (pthread_mutex_trylock(&ep->lock))
 		return 0;
-	n = ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
-				   TNBC_RX_POLL_BUDGET);
+	/* The engine leaves eager messages nobody has posted a receive for
+	 * in the queue: the application takes them straight from there
+	 * (one copy, no unexpected buffer) when it calls in, and a
+	 * computing application keeps its core. */
+	if (engine && tnbc_ep_rx_idle(ep) && ep->domain->xops->quiet(ep->xep))
+		n = 0;
+	else
+		n = ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
+					   TNBC_RX_POLL_BUDGET);
 	if (!tnbc_list_empty(&ep->ctrl_queue) ||
 	    !tnbc_list_empty(&ep->tx_queue))
 		n += tnbc_tx_queue_progress(ep);
@@ -145,9 +152,15 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	/* With an application thread polling, queued packets are its to
 	 * take; only an unbounded sleep must not miss one. */
 	for (it = dom->ep_list.next; !app && it != &dom->ep_list && !pending;
-	     it = it->next)
-		pending = xops->pending(
-			tnbc_container_of(it, struct tnbc_ep, dom_entry)->xep);
+	     it = it->next) {
+		struct tnbc_ep *ep =
+			tnbc_container_of(it, struct tnbc_ep, dom_entry);
+
+		/* racy list reads are fine: a receive posted meanwhile
+		 * looks at the queue itself */
+		pending = xops->pending(ep->xep) &&
+			  !(tnbc_ep_rx_idle(ep) && xops->quiet(ep->xep));
+	}
 	pthread_rwlock_unlock(&dom->ep_lock);
 	/* Released work must not wait through an unbounded sleep.  While
 	 * the application polls, it runs released work itself at the end

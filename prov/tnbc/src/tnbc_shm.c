@@ -635,6 +635,28 @@ static bool tnbc_shm_pending(struct tnbc_xep *xep)
 	       r->head + 1;
 }
 
+/* Whether every queued packet is an eager message and the queue is less
+ * than half full.  Consumer only. */
+static bool tnbc_shm_quiet(struct tnbc_xep *xep)
+{
+	struct tnbc_shm_region *r = xep->region;
+	uint64_t mask = r->nslots - 1;
+
+	for (uint64_t pos = r->head; pos - r->head < r->nslots / 2; pos++) {
+		struct tnbc_shm_cell *cell =
+			(struct tnbc_shm_cell *)(r->cells +
+						 (pos & mask) * r->slot_size);
+		const struct tnbc_hdr *hdr = (const void *)(cell + 1);
+
+		if (atomic_load_explicit(&cell->seq, memory_order_acquire) !=
+		    pos + 1)
+			return true;
+		if (hdr->type != TNBC_PKT_EAGER)
+			return false;
+	}
+	return false;
+}
+
 static ssize_t tnbc_shm_pull_iov(struct tnbc_xpeer *peer,
 				 const struct iovec *local, size_t local_count,
 				 const struct iovec *remote,
@@ -774,6 +796,7 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.send = tnbc_shm_send,
 	.poll = tnbc_shm_poll,
 	.pending = tnbc_shm_pending,
+	.quiet = tnbc_shm_quiet,
 	.pull = tnbc_shm_pull,
 	.app_mark = tnbc_shm_app_mark,
 	.rx_posted = tnbc_shm_rx_posted,

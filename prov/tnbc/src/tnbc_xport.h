@@ -60,6 +60,9 @@ struct tnbc_xport_ops {
 	/* Delivers up to budget packets; returns how many. */
 	int (*poll)(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg, int budget);
 	bool (*pending)(struct tnbc_xep *xep);
+	/* Only eager messages queued (or none), and room for as many more:
+	 * with no receive posted they can wait for the application. */
+	bool (*quiet)(struct tnbc_xep *xep);
 
 	/* Single-copy read from the peer's memory.  Returns bytes read or a
 	 * negative fi_errno; -FI_EPERM/-FI_ENOSYS mean "use streaming". */
