@@ -52,6 +52,19 @@ struct tnbc_trig {
 	struct tnbc_rma_args rma;
 };
 
+/* Only as much of a request as its kind uses: counter operations, the
+ * bulk of a collective schedule, need no data arguments. */
+static struct tnbc_trig *tnbc_trig_alloc(enum fi_op_type op)
+{
+	size_t len = sizeof(struct tnbc_trig);
+
+	if (op == FI_OP_CNTR_SET || op == FI_OP_CNTR_ADD)
+		len = offsetof(struct tnbc_trig, iov);
+	else if (op <= FI_OP_TSEND)
+		len = offsetof(struct tnbc_trig, rma);
+	return calloc(1, len);
+}
+
 static inline struct tnbc_domain *tnbc_cntr_dom(struct tnbc_cntr *c)
 {
 	return c->domain;
@@ -521,7 +534,7 @@ ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
 	if (!tc || tc->event_type != FI_TRIGGER_THRESHOLD ||
 	    (flags & FI_INJECT))
 		return -FI_EINVAL;
-	t = calloc(1, sizeof(*t));
+	t = tnbc_trig_alloc(op);
 	if (!t)
 		return -FI_EAGAIN;
 	t->cntr = tnbc_cntr_of(ep->domain, tc->trigger.threshold.cntr);
@@ -549,7 +562,7 @@ ssize_t tnbc_trig_post_rma(struct tnbc_ep *ep, enum fi_op_type op,
 	if (!tc || tc->event_type != FI_TRIGGER_THRESHOLD ||
 	    (a->flags & FI_INJECT))
 		return -FI_EINVAL;
-	t = calloc(1, sizeof(*t));
+	t = tnbc_trig_alloc(op);
 	if (!t)
 		return -FI_EAGAIN;
 	t->cntr = tnbc_cntr_of(ep->domain, tc->trigger.threshold.cntr);
@@ -813,7 +826,7 @@ int tnbc_trig_control(struct tnbc_domain *dom, int command, void *arg)
 	case FI_QUEUE_WORK:
 		if (!w)
 			return -FI_EINVAL;
-		t = calloc(1, sizeof(*t));
+		t = tnbc_trig_alloc(w->op_type);
 		if (!t)
 			return -FI_ENOMEM;
 		ret = tnbc_trig_build_work(dom, t, w);
