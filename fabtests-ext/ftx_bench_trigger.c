@@ -232,12 +232,13 @@ trig_pingpong(struct ftx_ctx *ctx, int n, int w, bool polls)
 		/* refill by halves; the replies never wait for this thread */
 		while (p->queued < n) {
 			if (polls)
-				wait_polling(ctx, p->rc,
-					     (uint64_t) (p->queued - AHEAD / 2));
+				wait_polling(
+					ctx, p->rc,
+					(uint64_t) (p->queued - AHEAD / 2));
 			else
-				wait_blocking(ctx, p->rc,
-					      (uint64_t) (p->queued -
-							  AHEAD / 2));
+				wait_blocking(
+					ctx, p->rc,
+					(uint64_t) (p->queued - AHEAD / 2));
 			for (j = p->queued + 1;
 			     j <= n && j <= p->queued + AHEAD / 2; j++)
 				tpp_queue(ctx, p, j);
