@@ -614,6 +614,7 @@ START_TEST(match_peek_claim_discard)
 	}
 	tu_world_close(&w);
 	free(big);
+	tnbc_env.unexp_pull = tu_env_defaults.unexp_pull;
 }
 END_TEST
 
@@ -1565,6 +1566,7 @@ START_TEST(match_rndv_dead_receiver)
 	shm_unlink(region);
 	tu_world_close(&w);
 	free(sb);
+	tnbc_env.unexp_pull = tu_env_defaults.unexp_pull;
 }
 END_TEST
 
