@@ -50,6 +50,13 @@ struct fi_tnbc_engine_stats {
 	 * divided by trig_queued + trig_fired it shows the O(log n) cost */
 	uint64_t trig_heap_steps;
 	uint64_t trig_fired_by_engine; /* fired by the engine thread */
+	/* what peers sent that was refused, dropped or held back
+	 * (fi_tnbc(7), SECURITY); present when size covers them */
+	uint64_t bad_pkts; /* malformed packets dropped */
+	uint64_t stray_pkts; /* answers that fit no transfer, dropped */
+	uint64_t dead_cells; /* queue cells of senders that died writing */
+	uint64_t refused_peers; /* regions of untrusted owners not mapped */
+	uint64_t unexp_held; /* messages left queued: FI_TNBC_UNEXP_MAX */
 };
 
 struct fi_tnbc_ops_domain {

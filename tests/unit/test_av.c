@@ -169,6 +169,7 @@ START_TEST(av_straddr)
 	size_t len;
 	const char *s;
 
+	pid.nonce = 0xa5;
 	tu_dom_open(&d, NULL);
 	av = av_open(&d, loop_type(_i));
 	len = sizeof(buf);
@@ -180,8 +181,9 @@ START_TEST(av_straddr)
 	len = sizeof(buf);
 	s = fi_av_straddr(av, &pid, buf, &len);
 	ck_assert_ptr_eq(s, buf);
-	ck_assert_str_eq(buf, "tnbc://shm/4242/7");
-	ck_assert_uint_eq(len, strlen("tnbc://shm/4242/7") + 1);
+	ck_assert_str_eq(buf, "tnbc://shm/4242/7/00000000000000a5");
+	ck_assert_uint_eq(len,
+			  strlen("tnbc://shm/4242/7/00000000000000a5") + 1);
 
 	/* a short buffer is truncated, NUL-terminated, and len tells the
 	 * size needed */

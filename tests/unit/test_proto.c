@@ -15,7 +15,7 @@ static int ctx[8];
 
 START_TEST(proto_wire_format)
 {
-	ck_assert_uint_eq(TNBC_PROTO_VERSION, 2);
+	ck_assert_uint_eq(TNBC_PROTO_VERSION, 3);
 	ck_assert_uint_eq(sizeof(struct tnbc_rma_req), 8);
 	ck_assert_uint_eq(sizeof(struct tnbc_hdr), 88);
 	ck_assert_uint_eq(sizeof(struct tnbc_name), 32);
@@ -40,6 +40,7 @@ START_TEST(proto_wire_format)
 	ck_assert_uint_eq(offsetof(struct tnbc_name, pid), 8);
 	ck_assert_uint_eq(offsetof(struct tnbc_name, uid), 12);
 	ck_assert_uint_eq(offsetof(struct tnbc_name, host), 16);
+	ck_assert_uint_eq(offsetof(struct tnbc_name, nonce), 24);
 
 	ck_assert_int_eq(TNBC_PKT_EAGER, 1);
 	ck_assert_int_eq(TNBC_PKT_RTS, 2);

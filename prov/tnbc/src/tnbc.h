@@ -59,6 +59,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -136,6 +137,11 @@ struct tnbc_env {
 	size_t app_window_us; /* how long an app poll keeps peers quiet */
 	int engine; /* run the engine thread at all */
 	char *engine_cpus; /* hwloc list string, or NULL for automatic */
+	size_t unexp_max; /* bytes of unexpected messages one ep buffers */
+	/* trust model: same user only, or also this group's members */
+	char *shm_group_name;
+	bool shm_group;
+	gid_t shm_gid;
 };
 
 extern struct tnbc_env tnbc_env;
@@ -204,6 +210,8 @@ struct tnbc_engine {
 	atomic_uint_fast64_t trig_heap_steps;
 	atomic_uint_fast64_t trig_fired_by_engine;
 	atomic_uint_fast64_t trig_pending;
+	atomic_uint_fast64_t stray_pkts; /* fit no transfer: dropped */
+	atomic_uint_fast64_t unexp_held; /* left queued: unexp_max reached */
 	/* application threads blocked in fi_cq_sread / fi_cntr_wait: they
 	 * do not poll, so the engine must not leave progress to them */
 	atomic_int app_waiting;
@@ -422,6 +430,11 @@ struct tnbc_xfer {
 	fi_addr_t msg_src;
 	bool done;
 	uint8_t prio; /* transmit priority, FI_TNBC_PRIO_* */
+	uint8_t phase; /* rendezvous send: enum tnbc_tx_phase */
+	bool queued; /* on ep->tx_queue */
+	/* the peer that may answer (rendezvous, RMA): answers from anyone
+	 * else, or that do not fit the phase, are dropped */
+	struct tnbc_name peer_name;
 	struct tnbc_cntr *comp_cntr;
 	/* RMA and atomics (initiator) */
 	struct tnbc_rma_args *rma;
@@ -431,6 +444,13 @@ struct tnbc_xfer {
 	size_t rma_done; /* bytes acknowledged */
 	int rma_err;
 	bool rma_queued; /* on tx_queue */
+};
+
+/* Where a rendezvous send is: which answers it may take. */
+enum tnbc_tx_phase {
+	TNBC_TX_RTS_QUEUED = 0, /* RTS not sent yet: no answer is valid */
+	TNBC_TX_RTS_SENT, /* ACK or CTS */
+	TNBC_TX_STREAMING, /* CTS taken, DATA going out: ACK only */
 };
 
 /* An arrived message with no matching receive yet. */
@@ -505,6 +525,10 @@ struct tnbc_ep {
 	struct tnbc_list rx_msg, rx_tagged; /* posted receives */
 	struct tnbc_list unexp_msg, unexp_tagged;
 	struct tnbc_list tx_queue; /* sends waiting for queue space */
+	size_t tx_queued; /* entries on tx_queue: bounded by tx_attr->size */
+	size_t ux_bytes; /* held by unexp_msg and unexp_tagged */
+	size_t ux_kept; /* messages left in the transport's queue */
+	bool rx_engine; /* the engine is the one consuming right now */
 	struct tnbc_list ctrl_queue; /* ACK/CTS waiting for queue space */
 	struct tnbc_list stream_rx; /* receives fed by DATA packets */
 	struct tnbc_id_table rndv;
@@ -591,7 +615,7 @@ void tnbc_engine_kick(struct tnbc_domain *domain);
 void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
 
 /* msg protocol, ep lock held */
-void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload);
+int tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload);
 int tnbc_tx_queue_progress(struct tnbc_ep *ep);
 void tnbc_ep_check_peers(struct tnbc_ep *ep);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
@@ -614,6 +638,11 @@ int tnbc_check_iov(const struct iovec *iov, size_t count);
 void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 		    const struct tnbc_hdr *hdr, const void *data, size_t len);
 void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
+void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
+/* Whether a and b name the same endpoint (a service by its number). */
+bool tnbc_name_same(const struct tnbc_name *a, const struct tnbc_name *b);
+/* Counts and reports a packet that fits no transfer.  ep->lock held. */
+void tnbc_stray(struct tnbc_ep *ep, const char *what);
 bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio);
 int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer, uint64_t *id);
 struct tnbc_xfer *tnbc_id_find(struct tnbc_id_table *t, uint64_t id);

@@ -23,10 +23,11 @@ static size_t tnbc_name_hash(const struct tnbc_name *n)
 	return (size_t)h;
 }
 
-static bool tnbc_name_same(const struct tnbc_name *a, const struct tnbc_name *b)
+static bool tnbc_av_name_eq(const struct tnbc_name *a,
+			    const struct tnbc_name *b)
 {
 	return a->kind == b->kind && a->uid == b->uid && a->pid == b->pid &&
-	       a->xport == b->xport;
+	       a->nonce == b->nonce && a->xport == b->xport;
 }
 
 struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr)
@@ -95,7 +96,7 @@ static int tnbc_av_hash_put(struct tnbc_av *av, const struct tnbc_name *name,
 		struct tnbc_av_entry *e =
 			&av->chunks[v / TNBC_AV_CHUNK][v % TNBC_AV_CHUNK];
 
-		if (tnbc_name_same(&e->name, name))
+		if (tnbc_av_name_eq(&e->name, name))
 			break;
 		h = (h + 1) & mask;
 	}
@@ -119,7 +120,7 @@ fi_addr_t tnbc_av_reverse(struct tnbc_av *av, const struct tnbc_name *name)
 		struct tnbc_av_entry *e =
 			&av->chunks[v / TNBC_AV_CHUNK][v % TNBC_AV_CHUNK];
 
-		if (tnbc_name_same(&e->name, name)) {
+		if (tnbc_av_name_eq(&e->name, name)) {
 			if (atomic_load(&e->valid))
 				ret = v;
 			break;
@@ -256,7 +257,7 @@ static void tnbc_av_rehash_name(struct tnbc_av *av, const struct tnbc_name *n)
 		struct tnbc_av_entry *e =
 			&av->chunks[i / TNBC_AV_CHUNK][i % TNBC_AV_CHUNK];
 
-		if (atomic_load(&e->valid) && tnbc_name_same(&e->name, n)) {
+		if (atomic_load(&e->valid) && tnbc_av_name_eq(&e->name, n)) {
 			tnbc_av_hash_put(av, n, i);
 			return;
 		}
@@ -318,8 +319,9 @@ static const char *tnbc_av_straddr(struct fid_av *fid, const void *addr,
 	if (n->kind == TNBC_NAME_SVC)
 		snprintf(tmp, sizeof(tmp), "tnbc://shm/svc/%" PRIu32, n->uid);
 	else
-		snprintf(tmp, sizeof(tmp), "tnbc://shm/%" PRIu32 "/%" PRIu32,
-			 n->pid, n->uid);
+		snprintf(tmp, sizeof(tmp),
+			 "tnbc://shm/%" PRIu32 "/%" PRIu32 "/%016" PRIx64,
+			 n->pid, n->uid, n->nonce);
 	need = strlen(tmp) + 1;
 	if (buf && *len)
 		snprintf(buf, *len, "%s", tmp);

@@ -35,7 +35,11 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	struct tnbc_domain *dom;
 	struct tnbc_engine *e;
 
-	if (!domain || !st || st->size < sizeof(*st))
+	struct tnbc_xport_stats xs = {0};
+
+	/* callers built before the hardening counters stop short of them */
+	if (!domain || !st ||
+	    st->size < offsetof(struct fi_tnbc_engine_stats, bad_pkts))
 		return -FI_EINVAL;
 	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
 	e = &dom->engine;
@@ -53,6 +57,14 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	st->trig_pending = atomic_load(&e->trig_pending);
 	st->trig_heap_steps = atomic_load(&e->trig_heap_steps);
 	st->trig_fired_by_engine = atomic_load(&e->trig_fired_by_engine);
+	if (st->size < sizeof(*st))
+		return 0;
+	dom->xops->stats(dom->xdom, &xs);
+	st->bad_pkts = xs.bad_pkts;
+	st->stray_pkts = atomic_load(&e->stray_pkts);
+	st->dead_cells = xs.dead_cells;
+	st->refused_peers = xs.refused;
+	st->unexp_held = atomic_load(&e->unexp_held);
 	return 0;
 }
 

@@ -1,6 +1,8 @@
 /*
  * Provider entry point and runtime parameters.
  */
+#include <errno.h>
+#include <grp.h>
 #include <stdlib.h>
 
 #include "tnbc.h"
@@ -14,7 +16,38 @@ struct tnbc_env tnbc_env = {
 	.app_window_us = 50,
 	.engine = 1,
 	.unexp_pull = 256 * 1024,
+	.unexp_max = 32 * 1024 * 1024,
 };
+
+/* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
+ * default, same user only. */
+static void tnbc_param_group(void)
+{
+	char buf[4096], *end;
+	struct group gr, *g = NULL;
+	unsigned long gid;
+
+	if (fi_param_get_str(&tnbc_prov, "shm_group",
+			     &tnbc_env.shm_group_name) != FI_SUCCESS ||
+	    !tnbc_env.shm_group_name || !*tnbc_env.shm_group_name)
+		return;
+	errno = 0;
+	gid = strtoul(tnbc_env.shm_group_name, &end, 10);
+	if (!*end && !errno && gid < (unsigned long)(gid_t)-1) {
+		tnbc_env.shm_gid = (gid_t)gid;
+		tnbc_env.shm_group = true;
+	} else if (!getgrnam_r(tnbc_env.shm_group_name, &gr, buf, sizeof(buf),
+			       &g) &&
+		   g) {
+		tnbc_env.shm_gid = g->gr_gid;
+		tnbc_env.shm_group = true;
+	} else {
+		FI_WARN(&tnbc_prov, FI_LOG_CORE,
+			"FI_TNBC_SHM_GROUP=%s is no group here; only this "
+			"user's processes are trusted\n",
+			tnbc_env.shm_group_name);
+	}
+}
 
 static void tnbc_param_size(const char *name, size_t *val, size_t min,
 			    size_t max)
@@ -63,6 +96,16 @@ static void tnbc_init_env(void)
 			"that the send completes without waiting for the "
 			"receiver to call in; 0 turns this off (default: %zu)",
 			tnbc_env.unexp_pull);
+	fi_param_define(&tnbc_prov, "unexp_max", FI_PARAM_SIZE_T,
+			"Bytes of unexpected messages (those no receive was "
+			"posted for) one endpoint buffers; past it they wait "
+			"in the sender's queue, and senders see back pressure "
+			"(default: %zu)",
+			tnbc_env.unexp_max);
+	fi_param_define(&tnbc_prov, "shm_group", FI_PARAM_STRING,
+			"A group (name or number) whose members' processes may "
+			"exchange messages with this one. Default: only "
+			"processes of the same user");
 	fi_param_define(&tnbc_prov, "spin_us", FI_PARAM_SIZE_T,
 			"Microseconds the progress engine busy-polls after the "
 			"last activity before it sleeps (default: %zu)",
@@ -97,6 +140,8 @@ static void tnbc_init_env(void)
 	if (fi_param_get_bool(&tnbc_prov, "cma", &b) == FI_SUCCESS)
 		tnbc_env.cma = !!b;
 	tnbc_param_size("unexp_pull", &tnbc_env.unexp_pull, 0, 1u << 30);
+	tnbc_param_size("unexp_max", &tnbc_env.unexp_max, 0, (size_t)1 << 40);
+	tnbc_param_group();
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);
 	if (fi_param_get_bool(&tnbc_prov, "engine", &b) == FI_SUCCESS)

@@ -13,11 +13,28 @@
  *    (a bounce-buffer pipeline), again finished by an ACK.
  *  FI_DELIVERY_COMPLETE forces rendezvous: its ACK is the proof that the
  *  data reached the receive buffer.
- *  A rendezvous message that arrives before its receive is posted is
- *  read at once into a provider buffer (up to FI_TNBC_UNEXP_PULL bytes,
- *  never for FI_DELIVERY_COMPLETE) and acknowledged, so that a send
- *  never waits for the receiving application to call in.
+ *  A rendezvous message that the engine finds before its receive is
+ *  posted (the receiving application is away: computing, not polling)
+ *  is read at once into a provider buffer (up to FI_TNBC_UNEXP_PULL
+ *  bytes, never for FI_DELIVERY_COMPLETE) and acknowledged, so that a
+ *  send never waits for the receiving application to call in.  An
+ *  application thread that is polling will post the receive soon: it
+ *  leaves the message to be read straight into that receive's buffer.
+ *
+ * Unexpected messages are buffered up to FI_TNBC_UNEXP_MAX bytes per
+ * endpoint.  Past that, a message nobody has asked for stays in the
+ * transport's queue (and so does every later one nobody asked for,
+ * which keeps the order receives see): senders find the queue full and
+ * wait, and nothing is dropped.  Control packets and messages that match
+ * a posted receive still get through.  Posting a receive, or taking a
+ * buffered message, offers the held ones again.
+ *
+ * Peers are not trusted to be correct: an answer (ACK, CTS, DATA, RMA
+ * response) is taken only from the peer the transfer it names is with,
+ * and only in the phase that expects it; anything else is counted and
+ * dropped (tnbc_stray).
  */
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "tnbc.h"
@@ -38,6 +55,69 @@ static size_t tnbc_eager_limit(struct tnbc_ep *ep, struct tnbc_xpeer *peer)
 	size_t max = ep->domain->xops->max_payload(peer);
 
 	return tnbc_env.eager_size < max ? tnbc_env.eager_size : max;
+}
+
+bool tnbc_name_same(const struct tnbc_name *a, const struct tnbc_name *b)
+{
+	return a->kind == b->kind && a->uid == b->uid &&
+	       (a->kind == TNBC_NAME_SVC ||
+		(a->pid == b->pid && a->nonce == b->nonce));
+}
+
+void tnbc_stray(struct tnbc_ep *ep, const char *what)
+{
+	uint64_t n = atomic_fetch_add_explicit(&ep->domain->engine.stray_pkts,
+					       1, memory_order_relaxed) +
+		     1;
+
+	/* 1, 2, 4, 8...: a peer sending garbage must not flood the log */
+	if (!(n & (n - 1)))
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"dropped %s that fits no transfer (%" PRIu64
+			" so far)\n",
+			what, n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Unexpected messages: what they cost, and the room left for them      */
+
+static size_t tnbc_ux_cost(size_t data_len)
+{
+	return sizeof(struct tnbc_unexp) + data_len;
+}
+
+static bool tnbc_ux_room(struct tnbc_ep *ep, size_t data_len)
+{
+	return ep->ux_bytes + tnbc_ux_cost(data_len) <= tnbc_env.unexp_max;
+}
+
+static struct tnbc_unexp *tnbc_ux_new(struct tnbc_ep *ep, size_t data_len)
+{
+	struct tnbc_unexp *ux = malloc(tnbc_ux_cost(data_len));
+
+	if (!ux)
+		return NULL;
+	ep->ux_bytes += tnbc_ux_cost(data_len);
+	ux->data_len = data_len;
+	ux->claim_ctx = NULL;
+	return ux;
+}
+
+/* Messages held in the queue are offered again from the oldest; the
+ * caller polls. */
+static void tnbc_ux_rewind(struct tnbc_ep *ep)
+{
+	ep->ux_kept = 0;
+	ep->domain->xops->rewind(ep->xep);
+}
+
+static void tnbc_ux_free(struct tnbc_ep *ep, struct tnbc_unexp *ux)
+{
+	ep->ux_bytes -= tnbc_ux_cost(ux->data_len);
+	free(ux);
+	/* room again for messages held back */
+	if (ep->ux_kept)
+		tnbc_ux_rewind(ep);
 }
 
 /* ------------------------------------------------------------------ */
@@ -302,6 +382,7 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 		rx->recv_bytes = 0;
 		rx->hdr.token = ++ep->next_token;
 		rx->peer = peer;
+		rx->peer_name = hdr->src;
 		rx->hdr.msg_id = hdr->msg_id;
 		tnbc_list_insert_tail(&rx->entry, &ep->stream_rx);
 		atomic_fetch_add(&ep->domain->engine.rndv_stream, 1);
@@ -364,12 +445,17 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	struct tnbc_xpeer *peer;
 	struct tnbc_unexp *ux;
 
-	if (hdr->type != TNBC_PKT_RTS || (hdr->flags & TNBC_HDR_DELIVERY) ||
-	    !hdr->size || hdr->size > tnbc_env.unexp_pull || !tnbc_env.cma ||
-	    rcount > TNBC_IOV_LIMIT ||
+	/* Only the engine reads early: it consumes only while the
+	 * application is away.  A polling application posts its receive
+	 * soon, and a read into that receive's buffer costs one copy, not
+	 * two and a buffer. */
+	if (!ep->rx_engine || hdr->type != TNBC_PKT_RTS ||
+	    (hdr->flags & TNBC_HDR_DELIVERY) || !hdr->size ||
+	    hdr->size > tnbc_env.unexp_pull || !tnbc_env.cma ||
+	    rcount > TNBC_IOV_LIMIT || !tnbc_ux_room(ep, hdr->size) ||
 	    xops->peer_get(ep->domain->xdom, &hdr->src, &peer))
 		return NULL;
-	ux = malloc(sizeof(*ux) + hdr->size);
+	ux = tnbc_ux_new(ep, hdr->size);
 	if (!ux)
 		return NULL;
 	for (size_t i = 0; i < rcount; i++) {
@@ -379,6 +465,7 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	local.iov_base = ux->data;
 	local.iov_len = hdr->size;
 	if (xops->pull(peer, &local, 1, remote, rcount) != (ssize_t)hdr->size) {
+		ep->ux_bytes -= tnbc_ux_cost(hdr->size);
 		free(ux);
 		return NULL; /* the receive will stream or fail it */
 	}
@@ -387,13 +474,11 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	ux->hdr = *hdr;
 	ux->hdr.type = TNBC_PKT_EAGER;
 	ux->hdr.payload_len = (uint32_t)hdr->size;
-	ux->claim_ctx = NULL;
-	ux->data_len = hdr->size;
 	return ux;
 }
 
-static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-			const void *payload)
+static int tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+		       const void *payload)
 {
 	bool tagged = hdr->flags & TNBC_HDR_TAGGED;
 	struct tnbc_list *list = tagged ? &ep->rx_tagged : &ep->rx_msg;
@@ -401,10 +486,13 @@ static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	struct tnbc_list *it, *tmp;
 	struct tnbc_unexp *ux;
 
-	if (hdr->type == TNBC_PKT_EAGER && hdr->payload_len != hdr->size) {
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-			"dropping eager packet with bad length\n");
-		return;
+	if ((hdr->type == TNBC_PKT_EAGER && hdr->payload_len != hdr->size) ||
+	    (hdr->type == TNBC_PKT_RTS &&
+	     (hdr->payload_len % sizeof(struct tnbc_rts_iov) ||
+	      hdr->payload_len >
+		      TNBC_IOV_LIMIT * sizeof(struct tnbc_rts_iov)))) {
+		tnbc_stray(ep, "a message with inconsistent lengths");
+		return TNBC_RX_DONE;
 	}
 	tnbc_list_foreach_safe (list, it, tmp) {
 		struct tnbc_xfer *rx =
@@ -415,43 +503,44 @@ static void tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 			tnbc_list_remove(&rx->entry);
 			ep->domain->xops->rx_posted(ep->domain->xdom, -1);
 			tnbc_deliver(ep, rx, hdr, payload, src);
-			return;
+			return TNBC_RX_DONE;
 		}
 	}
+	/* Held back: no room, or an older message is held (buffering this
+	 * one would let a receive see it first). */
+	if (ep->ux_kept || !tnbc_ux_room(ep, hdr->payload_len))
+		goto keep;
 	ux = tnbc_pull_early(ep, hdr, payload);
-	if (ux) {
-		ux->src_addr = src;
-		tnbc_list_insert_tail(&ux->entry, tagged ? &ep->unexp_tagged
-							 : &ep->unexp_msg);
-		return;
-	}
-	ux = malloc(sizeof(*ux) + hdr->payload_len);
 	if (!ux) {
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-			"out of memory: unexpected message dropped\n");
-		if (ep->rx_cntr)
-			tnbc_cntr_inc_err(ep->rx_cntr);
-		return;
+		ux = tnbc_ux_new(ep, hdr->payload_len);
+		if (!ux)
+			goto keep; /* out of memory: it waits in the queue */
+		ux->hdr = *hdr;
+		memcpy(ux->data, payload, hdr->payload_len);
 	}
-	ux->hdr = *hdr;
 	ux->src_addr = src;
-	ux->claim_ctx = NULL;
-	ux->data_len = hdr->payload_len;
-	memcpy(ux->data, payload, hdr->payload_len);
 	tnbc_list_insert_tail(&ux->entry,
 			      tagged ? &ep->unexp_tagged : &ep->unexp_msg);
+	return TNBC_RX_DONE;
+keep:
+	if (!ep->ux_kept++)
+		atomic_fetch_add_explicit(&ep->domain->engine.unexp_held, 1,
+					  memory_order_relaxed);
+	return TNBC_RX_KEEP;
 }
 
 static void tnbc_rx_ack(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 {
 	struct tnbc_xfer *tx = tnbc_id_find(&ep->rndv, hdr->msg_id);
 
-	if (!tx) {
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "ACK for unknown send\n");
+	/* an ACK for an RTS never sent would report a send that never
+	 * happened, and free it while queued */
+	if (!tx || tx->phase == TNBC_TX_RTS_QUEUED ||
+	    !tnbc_name_same(&hdr->src, &tx->peer_name)) {
+		tnbc_stray(ep, "an ACK");
 		return;
 	}
-	if (tx->stream_off < tx->stream_len)
-		tnbc_list_remove(&tx->entry); /* stop streaming */
+	tnbc_tx_dequeue(ep, tx); /* stop streaming */
 	tnbc_id_del(&ep->rndv, hdr->msg_id);
 	tnbc_ep_report_tx(ep, tx, hdr->size ? -(int)hdr->size : 0);
 	free(tx);
@@ -461,10 +550,13 @@ static void tnbc_rx_cts(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 {
 	struct tnbc_xfer *tx = tnbc_id_find(&ep->rndv, hdr->msg_id);
 
-	if (!tx || tx->stream_len) {
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "stray CTS\n");
+	/* one CTS, after the RTS went out, from its receiver */
+	if (!tx || tx->phase != TNBC_TX_RTS_SENT ||
+	    !tnbc_name_same(&hdr->src, &tx->peer_name)) {
+		tnbc_stray(ep, "a CTS");
 		return;
 	}
+	tx->phase = TNBC_TX_STREAMING;
 	tx->stream_len = hdr->size < tx->len ? hdr->size : tx->len;
 	tx->stream_off = 0;
 	tx->hdr.token = hdr->token;
@@ -484,12 +576,14 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 
 		if (rx->hdr.token != hdr->token)
 			continue;
-		if (hdr->offset < rx->stream_len)
-			tnbc_copy_to_iov(
-				rx->iov, rx->iov_count, hdr->offset, payload,
-				rx->stream_len - hdr->offset < hdr->payload_len
-					? rx->stream_len - hdr->offset
-					: hdr->payload_len);
+		if (!tnbc_name_same(&hdr->src, &rx->peer_name) ||
+		    hdr->offset > rx->stream_len ||
+		    hdr->payload_len > rx->stream_len - hdr->offset) {
+			tnbc_stray(ep, "DATA");
+			return;
+		}
+		tnbc_copy_to_iov(rx->iov, rx->iov_count, hdr->offset, payload,
+				 hdr->payload_len);
 		rx->recv_bytes += hdr->payload_len;
 		if (rx->recv_bytes < rx->stream_len)
 			return;
@@ -504,18 +598,17 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		free(rx);
 		return;
 	}
-	FI_WARN(&tnbc_prov, FI_LOG_EP_DATA, "DATA for unknown receive\n");
+	tnbc_stray(ep, "DATA");
 }
 
-void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload)
+int tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload)
 {
 	struct tnbc_ep *ep = arg;
 
 	switch (hdr->type) {
 	case TNBC_PKT_EAGER:
 	case TNBC_PKT_RTS:
-		tnbc_rx_msg(ep, hdr, payload);
-		break;
+		return tnbc_rx_msg(ep, hdr, payload);
 	case TNBC_PKT_ACK:
 		tnbc_rx_ack(ep, hdr);
 		break;
@@ -532,10 +625,10 @@ void tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload)
 		tnbc_rma_rx_resp(ep, hdr, payload);
 		break;
 	default:
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-			"dropping packet of unknown type %u\n", hdr->type);
+		tnbc_stray(ep, "a packet of unknown type");
 		break;
 	}
+	return TNBC_RX_DONE;
 }
 
 /* ------------------------------------------------------------------ */
@@ -552,6 +645,20 @@ void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	       tnbc_container_of(it, struct tnbc_xfer, entry)->prio < tx->prio)
 		it = it->prev;
 	tnbc_list_insert_tail(&tx->entry, it->next);
+	tx->queued = true;
+	ep->tx_queued++;
+	/* Whoever queued it may stop calling in: the engine must retry it
+	 * (a kick costs a fence while the engine is awake). */
+	tnbc_engine_kick(ep->domain);
+}
+
+void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+{
+	if (!tx->queued)
+		return;
+	tnbc_list_remove(&tx->entry);
+	tx->queued = false;
+	ep->tx_queued--;
 }
 
 /* Whether an operation of this priority may go out ahead of the queue:
@@ -657,7 +764,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 		if (tx->rma) {
 			/* all chunks out, or the window is full: responses
 			 * complete it or queue it again */
-			tnbc_list_remove(&tx->entry);
+			tnbc_tx_dequeue(ep, tx);
 			tx->rma_queued = false;
 			if (ret)
 				tnbc_rma_fail(ep, tx, ret);
@@ -665,19 +772,21 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 		}
 		if (tx->stream_len) {
 			if (ret) {
-				tnbc_list_remove(&tx->entry);
+				tnbc_tx_dequeue(ep, tx);
 				tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 				tnbc_ep_report_tx(ep, tx, ret);
 				free(tx);
 			} else {
 				/* all handed out; the ACK completes it */
-				tnbc_list_remove(&tx->entry);
+				tnbc_tx_dequeue(ep, tx);
 			}
 			continue;
 		}
-		tnbc_list_remove(&tx->entry);
-		if (tx->hdr.type == TNBC_PKT_RTS && !ret)
+		tnbc_tx_dequeue(ep, tx);
+		if (tx->hdr.type == TNBC_PKT_RTS && !ret) {
+			tx->phase = TNBC_TX_RTS_SENT;
 			continue; /* waits in the rendezvous table */
+		}
 		if (tx->hdr.type == TNBC_PKT_RTS)
 			tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 		tnbc_ep_report_tx(ep, tx, ret);
@@ -730,13 +839,7 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 		if (!tx || tnbc_peer_alive_memo(ep, tx->peer, &memo))
 			continue;
 		/* unlink it if it still waits to send its RTS or DATA */
-		for (it = ep->tx_queue.next; it != &ep->tx_queue;
-		     it = it->next) {
-			if (it == &tx->entry) {
-				tnbc_list_remove(&tx->entry);
-				break;
-			}
-		}
+		tnbc_tx_dequeue(ep, tx);
 		tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 		tnbc_ep_report_tx(ep, tx, -FI_EHOSTUNREACH);
 		free(tx);
@@ -793,6 +896,9 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 			free(it); /* entry is the first member of each type */
 		}
 	}
+	ep->tx_queued = 0;
+	ep->ux_bytes = 0;
+	ep->ux_kept = 0;
 	for (size_t i = 0; i < ep->rndv.size; i++) {
 		free(ep->rndv.slot[i]);
 		ep->rndv.slot[i] = NULL;
@@ -915,6 +1021,12 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 				goto out;
 		}
 	}
+	/* Back pressure: a peer that does not drain its queue makes us
+	 * queue, and the queue is bounded like a NIC's. */
+	if (ep->tx_queued >= ep->info->tx_attr->size) {
+		ret = -FI_EAGAIN;
+		goto out;
+	}
 	tx = calloc(1, sizeof(*tx));
 	if (!tx) {
 		ret = -FI_EAGAIN;
@@ -923,6 +1035,7 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	tx->context = context;
 	tx->flags = flags;
 	tx->peer = peer;
+	tx->peer_name = tnbc_av_get(ep->av, dest)->name;
 	tx->len = len;
 	tx->prio = prio;
 	tx->comp_cntr = comp_cntr;
@@ -952,8 +1065,10 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 		}
 		if (tnbc_tx_may_bypass(ep, prio)) {
 			ret = tnbc_tx_one(ep, tx);
-			if (!ret)
+			if (!ret) {
+				tx->phase = TNBC_TX_RTS_SENT;
 				goto out; /* waits for its ACK */
+			}
 			if (ret != -FI_EAGAIN) {
 				tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 				free(tx);
@@ -962,7 +1077,6 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 		}
 	}
 	tnbc_tx_enqueue(ep, tx);
-	tnbc_engine_kick(ep->domain);
 	ret = 0;
 out:
 	pthread_mutex_unlock(&ep->lock);
@@ -1026,7 +1140,7 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 			tnbc_list_remove(&ux->entry);
 		if (rx->flags & FI_DISCARD) {
 			tnbc_discard(ep, ux);
-			free(ux);
+			tnbc_ux_free(ep, ux);
 		} else if (rx->flags & FI_CLAIM) {
 			ux->claim_ctx = ctx;
 			ctx->internal[0] = ux;
@@ -1055,7 +1169,7 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 	} else {
 		tnbc_deliver(ep, rx, &ux->hdr, ux->data, ux->src_addr);
 	}
-	free(ux);
+	tnbc_ux_free(ep, ux);
 	return 0;
 }
 
@@ -1090,6 +1204,7 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 {
 	struct tnbc_unexp *ux;
 	struct tnbc_xfer *rx;
+	size_t kept;
 	ssize_t ret;
 
 	if (flags & FI_TRIGGER)
@@ -1127,21 +1242,28 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 		ret = tnbc_post_peek_claim(ep, rx);
 		goto out;
 	}
+	kept = ep->ux_kept;
 	ux = tnbc_find_unexp(ep, tagged, rx);
 	if (ux) {
 		tnbc_list_remove(&ux->entry);
 		tnbc_deliver(ep, rx, &ux->hdr, ux->data, ux->src_addr);
-		free(ux);
+		tnbc_ux_free(ep, ux);
 	} else {
 		tnbc_list_insert_tail(&rx->entry,
 				      tagged ? &ep->rx_tagged : &ep->rx_msg);
 		ep->domain->xops->rx_posted(ep->domain->xdom, 1);
-		/* A sender that saw no receive posted left its eager
-		 * message without waking anyone: look for it now. */
-		if (ep->domain->xops->pending(ep->xep))
-			ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
-					       TNBC_RX_POLL_BUDGET);
+		/* it may match a message held in the queue */
+		if (kept)
+			tnbc_ux_rewind(ep);
 	}
+	/* A sender that saw no receive posted left its eager message
+	 * without waking anyone, and held messages come back only when
+	 * offered again: look now, past every held one. */
+	if (ep->domain->xops->pending(ep->xep))
+		ep->domain->xops->poll(
+			ep->xep, tnbc_rx_packet, ep,
+			TNBC_RX_POLL_BUDGET +
+				(int)(kept < (1u << 30) ? kept : (1u << 30)));
 out:
 	pthread_mutex_unlock(&ep->lock);
 	tnbc_trig_run(ep->domain, false);

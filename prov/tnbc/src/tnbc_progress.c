@@ -11,6 +11,9 @@
 
 /* Longest nap while work is queued for a peer whose queue is full. */
 #define TNBC_BACKOFF_NS 20000u
+/* Longest nap while a receive queue waits behind a sender's cell (the
+ * transport steps over it if that sender died). */
+#define TNBC_STALL_NS 10000000u
 /* Longest nap, in application windows, while the application polls. */
 #define TNBC_NAP_MAX 8u
 
@@ -32,11 +35,14 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	 * in the queue: the application takes them straight from there
 	 * (one copy, no unexpected buffer) when it calls in, and a
 	 * computing application keeps its core. */
-	if (engine && tnbc_ep_rx_idle(ep) && ep->domain->xops->quiet(ep->xep))
+	if (engine && tnbc_ep_rx_idle(ep) && ep->domain->xops->quiet(ep->xep)) {
 		n = 0;
-	else
+	} else {
+		ep->rx_engine = engine;
 		n = ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
 					   TNBC_RX_POLL_BUDGET);
+		ep->rx_engine = false;
+	}
 	if (!tnbc_list_empty(&ep->ctrl_queue) ||
 	    !tnbc_list_empty(&ep->tx_queue))
 		n += tnbc_tx_queue_progress(ep);
@@ -71,23 +77,6 @@ void tnbc_domain_progress(struct tnbc_domain *dom, bool engine)
 		dom->xops->app_mark(dom->xdom, true);
 }
 
-/* Whether any endpoint has sends waiting for a peer's queue to drain;
- * those need retries, not an indefinite sleep. ep_lock held. */
-static bool tnbc_domain_tx_backlog(struct tnbc_domain *dom)
-{
-	struct tnbc_list *it;
-
-	for (it = dom->ep_list.next; it != &dom->ep_list; it = it->next) {
-		struct tnbc_ep *ep =
-			tnbc_container_of(it, struct tnbc_ep, dom_entry);
-
-		if (!tnbc_list_empty(&ep->tx_queue) ||
-		    !tnbc_list_empty(&ep->ctrl_queue))
-			return true;
-	}
-	return false;
-}
-
 static int tnbc_engine_pass(struct tnbc_domain *dom)
 {
 	struct tnbc_list *it;
@@ -105,8 +94,6 @@ static int tnbc_engine_pass(struct tnbc_domain *dom)
 	return n;
 }
 
-/* Sleeps until a peer rings the bell; returns whether an application
- * thread was polling, in which case the nap was bounded. */
 /* Whether an application thread polled since the last call, in which
  * case progress is its own (see tnbc.h).  Engine only. */
 static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
@@ -124,15 +111,49 @@ static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 	return app;
 }
 
+/* What an endpoint needs from a sleeping engine. */
+enum tnbc_ep_need {
+	TNBC_NEED_NONE, /* a doorbell will say when there is work */
+	TNBC_NEED_STALLED, /* its queue waits on a sender: look again */
+	TNBC_NEED_RETRY, /* queued sends or answers: retry soon */
+	TNBC_NEED_POLL, /* packets to take now (or its state is unknown) */
+};
+
+/* Looked at under the endpoint's lock, after the engine announced its
+ * sleep (sleep_begin), so that whatever it misses here a sender or an
+ * application thread saw it announced, and rings or kicks.  An
+ * endpoint busy in another thread counts as work. */
+static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	enum tnbc_ep_need need = TNBC_NEED_NONE;
+
+	if (pthread_mutex_trylock(&ep->lock))
+		return TNBC_NEED_POLL;
+	if (xops->pending(ep->xep) &&
+	    !(tnbc_ep_rx_idle(ep) && xops->quiet(ep->xep)))
+		need = TNBC_NEED_POLL;
+	else if (!tnbc_list_empty(&ep->tx_queue) ||
+		 !tnbc_list_empty(&ep->ctrl_queue))
+		need = TNBC_NEED_RETRY;
+	else if (xops->stalled(ep->xep))
+		need = TNBC_NEED_STALLED;
+	pthread_mutex_unlock(&ep->lock);
+	return need;
+}
+
+/* Sleeps until a peer rings the bell, a thread kicks, or the timeout
+ * passes; returns app (whether an application thread was polling, in
+ * which case the nap was bounded). */
 static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 {
 	const struct tnbc_xport_ops *xops = dom->xops;
 	struct tnbc_engine *e = &dom->engine;
 	uint64_t window = tnbc_env.app_window_us * 1000u;
 	uint64_t timeout = 0;
+	enum tnbc_ep_need need = TNBC_NEED_NONE;
 	struct tnbc_list *it;
 	unsigned token;
-	bool pending = false;
 
 	/* The longer the application keeps polling, the longer the naps
 	 * (up to TNBC_NAP_MAX windows): each wake-up preempts a thread that
@@ -145,27 +166,31 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	} else {
 		*nap_ns = 0;
 	}
-	pthread_rwlock_rdlock(&dom->ep_lock);
-	if (!app && tnbc_domain_tx_backlog(dom))
-		timeout = TNBC_BACKOFF_NS;
+	/* The token first: a kick or a ring from now on cuts the sleep
+	 * short, so nothing found missing below can be lost. */
 	token = xops->sleep_begin(dom->xdom);
+	pthread_rwlock_rdlock(&dom->ep_lock);
 	/* With an application thread polling, queued packets are its to
 	 * take; only an unbounded sleep must not miss one. */
-	for (it = dom->ep_list.next; !app && it != &dom->ep_list && !pending;
+	for (it = dom->ep_list.next;
+	     !app && it != &dom->ep_list && need != TNBC_NEED_POLL;
 	     it = it->next) {
-		struct tnbc_ep *ep =
-			tnbc_container_of(it, struct tnbc_ep, dom_entry);
+		enum tnbc_ep_need n = tnbc_ep_need(
+			tnbc_container_of(it, struct tnbc_ep, dom_entry));
 
-		/* racy list reads are fine: a receive posted meanwhile
-		 * looks at the queue itself */
-		pending = xops->pending(ep->xep) &&
-			  !(tnbc_ep_rx_idle(ep) && xops->quiet(ep->xep));
+		if (n > need)
+			need = n;
 	}
 	pthread_rwlock_unlock(&dom->ep_lock);
+	if (need == TNBC_NEED_RETRY)
+		timeout = TNBC_BACKOFF_NS;
+	else if (need == TNBC_NEED_STALLED &&
+		 (!timeout || timeout > TNBC_STALL_NS))
+		timeout = TNBC_STALL_NS;
 	/* Released work must not wait through an unbounded sleep.  While
 	 * the application polls, it runs released work itself at the end
 	 * of each call, and a bounded nap is short anyway. */
-	if (pending || atomic_load(&e->stop) ||
+	if (need == TNBC_NEED_POLL || atomic_load(&e->stop) ||
 	    (!app && tnbc_trig_has_ready(dom))) {
 		xops->sleep_cancel(dom->xdom);
 		return app;

@@ -1,5 +1,6 @@
 /*
- * tnbc wire format, version 2 (2 added RMA and atomics).
+ * tnbc wire format, version 3 (2 added RMA and atomics; 3 an unguessable
+ * nonce in endpoint names).
  *
  * Every packet that crosses a transport starts with struct tnbc_hdr.  The
  * header is the same on every transport so that the protocol engine never
@@ -13,7 +14,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define TNBC_PROTO_VERSION 2
+#define TNBC_PROTO_VERSION 3
 
 /* Endpoint names are fixed-size so they can be hashed and compared as
  * bytes; 32 bytes leave room for an IPv6 address and port later. */
@@ -35,7 +36,9 @@ struct tnbc_name {
 	uint32_t pid; /* owning process: rendezvous reads its memory */
 	uint32_t uid; /* endpoint number within pid, or service */
 	uint64_t host; /* boot id hash: pids are only unique per host */
-	uint8_t reserved[8];
+	/* random, chosen when the endpoint opens (0 for a service): the
+	 * transport's address of the endpoint cannot be guessed ahead */
+	uint64_t nonce;
 };
 
 _Static_assert(sizeof(struct tnbc_name) == TNBC_NAME_LEN, "name size");

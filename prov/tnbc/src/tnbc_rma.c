@@ -239,7 +239,7 @@ static bool tnbc_rma_issued(const struct tnbc_xfer *tx)
 static void tnbc_rma_finish(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
 	if (tx->rma_queued) {
-		tnbc_list_remove(&tx->entry);
+		tnbc_tx_dequeue(ep, tx);
 		tx->rma_queued = false;
 	}
 	tnbc_id_del(&ep->rma_ids, tx->hdr.msg_id);
@@ -376,6 +376,7 @@ ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 	tx->prio = x ? x->prio : (uint8_t)atomic_load(&ep->prio);
 	tx->comp_cntr = x ? x->comp_cntr : NULL;
 	tnbc_av_peer(ep->av, a->addr, &tx->peer);
+	tx->peer_name = tnbc_av_get(ep->av, a->addr)->name;
 	total = tnbc_rma_total(a);
 	if ((a->flags & FI_INJECT) && total) {
 		/* the caller may reuse the buffer at once */
@@ -440,9 +441,10 @@ void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	struct tnbc_xfer *tx = tnbc_id_find(&ep->rma_ids, hdr->msg_id);
 	struct tnbc_rma_args *a;
 
-	if (!tx) {
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-			"RMA response for unknown operation\n");
+	/* only the target answers, and only for chunks it was sent */
+	if (!tx || !tx->rma_inflight ||
+	    !tnbc_name_same(&hdr->src, &tx->peer_name)) {
+		tnbc_stray(ep, "RMA response");
 		return;
 	}
 	a = tx->rma;

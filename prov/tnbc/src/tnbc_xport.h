@@ -9,8 +9,13 @@
  * table.  The core never includes a transport's own header.
  *
  * Threading: a transport endpoint has one consumer at a time (the core
- * holds the endpoint lock around poll); send may be called concurrently
- * from any thread for any peer.
+ * holds the endpoint lock around poll, rewind, pending, stalled and
+ * quiet); send may be called concurrently from any thread for any peer.
+ *
+ * Flow control: the protocol may keep a packet in the queue (a message
+ * nobody asked for, past the unexpected-memory limit).  The transport
+ * then offers the packets behind it, and keeps the kept one's buffer, so
+ * the sender sees a full queue: back pressure, never a drop.
  */
 #ifndef TNBC_XPORT_H
 #define TNBC_XPORT_H
@@ -29,10 +34,26 @@ struct tnbc_xdom; /* per-domain transport state: doorbell, peer cache */
 struct tnbc_xep; /* per-endpoint receive queue */
 struct tnbc_xpeer; /* a remote endpoint we can send to */
 
-/* Called by poll for each packet.  payload points into the transport's
- * buffer and is only valid during the call. */
-typedef void (*tnbc_rx_fn)(void *arg, const struct tnbc_hdr *hdr,
-			   const void *payload);
+/* What the protocol did with a packet that poll handed it. */
+enum tnbc_rx_verdict {
+	TNBC_RX_DONE = 0, /* consumed: its buffer may be reused */
+	TNBC_RX_KEEP, /* leave it queued; offered again after rewind */
+};
+
+/* Called by poll for each packet; returns an enum tnbc_rx_verdict.  hdr
+ * is the transport's private copy, already checked against the packet's
+ * length.  payload points into the transport's buffer, which a peer may
+ * still write: copy out anything read more than once.  Both are valid
+ * only during the call. */
+typedef int (*tnbc_rx_fn)(void *arg, const struct tnbc_hdr *hdr,
+			  const void *payload);
+
+/* What a transport dropped or stepped over, for fi_tnbc_engine_stats. */
+struct tnbc_xport_stats {
+	uint64_t bad_pkts; /* malformed: lengths, version */
+	uint64_t dead_cells; /* claimed by a sender that died meanwhile */
+	uint64_t refused; /* peers not mapped: not a trusted owner */
+};
 
 struct tnbc_xport_ops {
 	const char *name;
@@ -41,14 +62,18 @@ struct tnbc_xport_ops {
 	int (*dom_open)(struct tnbc_xdom **xdom);
 	void (*dom_close)(struct tnbc_xdom *xdom);
 
-	/* svc >= 0 names the endpoint by a well-known service number. */
+	/* svc >= 0 names the endpoint by a well-known service number;
+	 * -FI_EADDRINUSE when another process holds it.  Other failures
+	 * return the error that occurred. */
 	int (*ep_open)(struct tnbc_xdom *xdom, long svc, struct tnbc_xep **xep,
 		       struct tnbc_name *name);
 	void (*ep_close)(struct tnbc_xep *xep);
 	/* Largest payload one packet to this peer may carry. */
 	size_t (*max_payload)(struct tnbc_xpeer *peer);
 
-	/* Finds or maps a peer; the handle lives as long as the xdom. */
+	/* Finds or maps a peer; the handle lives as long as the xdom.
+	 * -FI_EACCES for a peer this process must not trust (fi_tnbc(7),
+	 * SECURITY). */
 	int (*peer_get)(struct tnbc_xdom *xdom, const struct tnbc_name *name,
 			struct tnbc_xpeer **peer);
 	/* Whether the peer's process still exists (for error reporting). */
@@ -57,9 +82,17 @@ struct tnbc_xport_ops {
 	/* One packet; -FI_EAGAIN when the peer's queue is full. */
 	int (*send)(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 		    const struct iovec *iov, size_t iov_count);
-	/* Delivers up to budget packets; returns how many. */
+	/* Offers up to budget packets, in order, from the oldest not yet
+	 * offered; returns how many were consumed.  Consumer only. */
 	int (*poll)(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg, int budget);
+	/* The next poll offers the kept packets again, oldest first. */
+	void (*rewind)(struct tnbc_xep *xep);
+	/* A packet not offered yet is queued.  Consumer only. */
 	bool (*pending)(struct tnbc_xep *xep);
+	/* The queue waits behind a packet a sender is still writing (or
+	 * died writing): poll again within a bounded time, since nobody
+	 * may ring for it.  Consumer only. */
+	bool (*stalled)(struct tnbc_xep *xep);
 	/* Only eager messages queued (or none), and room for as many more:
 	 * with no receive posted they can wait for the application. */
 	bool (*quiet)(struct tnbc_xep *xep);
@@ -93,6 +126,7 @@ struct tnbc_xport_ops {
 	void (*sleep_wait)(struct tnbc_xdom *xdom, unsigned token,
 			   uint64_t timeout_ns);
 	void (*wake)(struct tnbc_xdom *xdom);
+	void (*stats)(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st);
 };
 
 extern const struct tnbc_xport_ops tnbc_shm_ops;

@@ -1,0 +1,1159 @@
+/*
+ * Shared-memory transport.
+ *
+ * Each endpoint owns a POSIX shared-memory region holding a bounded
+ * multi-producer, single-consumer queue of fixed-size packet slots (the
+ * layout is in tnbc_shm_region.h).  Any process that knows the
+ * endpoint's name maps the region and enqueues packets into it directly:
+ * one copy in by the sender, one copy out by the receiver.  Large
+ * messages never go through the queue when the kernel allows
+ * cross-memory attach: the receiver reads the sender's buffer with
+ * process_vm_readv (single copy).
+ *
+ * Each domain also owns a small "bell" region: the futex the domain's
+ * engine sleeps on, a flag saying it sleeps, and the time an application
+ * thread last polled.  An endpoint region records the name of its bell so
+ * a sender can wake the right engine.
+ *
+ * Trust: a region is mapped only when its file belongs to a process this
+ * one trusts: the same user, or, with FI_TNBC_SHM_GROUP, a member of that
+ * group (fi_tnbc(7), SECURITY).  Owner and mode are read with fstat on
+ * the descriptor that is then mapped, never on a path, and no name is
+ * followed through a link.  Everything a peer may write is distrusted by
+ * the consumer: see tnbc_shm_region.h.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tnbc.h"
+#include "tnbc_shm_region.h"
+
+#define TNBC_SHM_PEER_HASH 1024
+/* fresh names tried when one is taken (EEXIST) before giving up */
+#define TNBC_SHM_CREATE_TRIES 16
+/* How long a cell may stay claimed before the consumer asks whether its
+ * sender still lives, and how often it asks again (fi_tnbc(7)). */
+#define TNBC_SHM_DEAD_NS 100000000ull
+/* Tries at a tail that a peer keeps changing under us (or a garbled
+ * queue) before reporting it full. */
+#define TNBC_SHM_SEND_TRIES 4096
+
+/* ThreadSanitizer cannot see that two mappings of one file are the same
+ * memory, so the order a cell's sequence word gives between an endpoint
+ * of this process and a sender of this process is invisible to it.  The
+ * annotations key it by what both mappings share: file and cell. */
+#if defined(__SANITIZE_THREAD__)
+#define TNBC_SHM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TNBC_SHM_TSAN 1
+#endif
+#endif
+#ifdef TNBC_SHM_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char tnbc_shm_tsan_keys[4096];
+#define TNBC_TSAN_KEY(ino, idx)                                                \
+	(&tnbc_shm_tsan_keys[((ino)*31u + (idx)) % sizeof(tnbc_shm_tsan_keys)])
+#define tnbc_shm_tsan_acquire(ino, idx) __tsan_acquire(TNBC_TSAN_KEY(ino, idx))
+#define tnbc_shm_tsan_release(ino, idx) __tsan_release(TNBC_TSAN_KEY(ino, idx))
+#else
+#define tnbc_shm_tsan_acquire(ino, idx) ((void)(ino), (void)(idx))
+#define tnbc_shm_tsan_release(ino, idx) ((void)(ino), (void)(idx))
+#endif
+
+struct tnbc_shm_retired {
+	struct tnbc_shm_retired *next;
+	void *region;
+	size_t len;
+	void *bell;
+};
+
+struct tnbc_xpeer {
+	struct tnbc_xpeer *hnext;
+	struct tnbc_xdom *xdom;
+	struct tnbc_name name;
+	struct tnbc_shm_region *region;
+	size_t region_len;
+	struct tnbc_shm_bell *bell;
+	/* geometry as found when mapped: never read back */
+	uint32_t nslots, slot_size;
+	pid_t pid;
+	uint64_t ino;
+};
+
+struct tnbc_xdom {
+	struct tnbc_shm_bell *bell;
+	char bell_name[TNBC_SHM_NAME_MAX];
+	pthread_mutex_t lock; /* peer cache, refused_name */
+	struct tnbc_xpeer *peers[TNBC_SHM_PEER_HASH];
+	uint64_t host;
+	pid_t pid; /* ours, named in the cells we claim */
+	uint64_t seen_polls; /* engine only */
+	/* Mappings of peers that closed and reopened under the same name;
+	 * other threads may still be reading them, so they live as long as
+	 * the domain. */
+	struct tnbc_shm_retired *retired;
+	atomic_uint_fast64_t bad_pkts, dead_cells, refused;
+	char refused_name[TNBC_SHM_NAME_MAX]; /* last warned about */
+};
+
+struct tnbc_xep {
+	struct tnbc_xdom *xdom;
+	struct tnbc_shm_region *region;
+	size_t region_len;
+	char name[TNBC_SHM_NAME_MAX];
+	/* The consumer's state is private: a peer can rewrite the whole
+	 * region, so nothing here is ever read back from it. */
+	uint8_t *cells;
+	uint64_t nslots, mask;
+	size_t slot_size;
+	uint64_t ino;
+	uint64_t head; /* oldest position not given back to producers */
+	uint64_t scan; /* next position to offer; kept ones lie before */
+	uint8_t *done; /* positions in [head, scan) consumed out of order */
+	/* a claimed cell the queue waits behind */
+	uint64_t stall_pos, stall_seq, stall_ns, stall_check_ns;
+	bool stalled;
+};
+
+static atomic_uint tnbc_shm_next_uid;
+
+static uint64_t tnbc_shm_host_id(void)
+{
+	char buf[64] = {0};
+	uint64_t h = 1469598103934665603ull;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	for (char *p = buf; *p && *p != '\n'; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	return h;
+}
+
+/* 64 bits nobody can predict; never 0 (0 marks a service name). */
+static uint64_t tnbc_shm_nonce(void)
+{
+	uint64_t n = 0;
+
+	if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != (ssize_t)sizeof(n)) {
+		struct timespec ts;
+
+		/* no entropy yet (early boot): still unique, if guessable */
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
+		    ((uint64_t)getpid() << 16) ^
+		    atomic_fetch_add(&tnbc_shm_next_uid, 1);
+	}
+	return n ? n : 1;
+}
+
+static void tnbc_shm_region_name(const struct tnbc_name *name, char *buf,
+				 size_t len)
+{
+	if (name->kind == TNBC_NAME_SVC)
+		snprintf(buf, len, "/tnbc-svc-%" PRIu32, name->uid);
+	else
+		snprintf(buf, len, "/tnbc-%" PRIu32 "-%" PRIu32 "-%016" PRIx64,
+			 name->pid, name->uid, name->nonce);
+}
+
+static int tnbc_futex(atomic_uint *addr, int op, unsigned val,
+		      const struct timespec *ts)
+{
+	return (int)syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+static bool tnbc_shm_pid_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	bool alive = true;
+	FILE *f;
+
+	if (pid <= 0 || (kill(pid, 0) && errno == ESRCH))
+		return false;
+	/* A killed process that nobody reaped yet is a zombie: it exists
+	 * for kill(2) but will never answer. */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	if (fgets(buf, sizeof(buf), f)) {
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+			alive = false;
+	}
+	fclose(f);
+	return alive;
+}
+
+/* ------------------------------------------------------------------ */
+/* Regions: trust, creation, mapping                                    */
+
+static mode_t tnbc_shm_mode(void)
+{
+	return tnbc_env.shm_group ? 0660 : 0600;
+}
+
+/* Whether the file behind fd was made by a process we trust: ours, or
+ * a trusted group's, and nobody else's to read or write. */
+static bool tnbc_shm_trusted(const struct stat *st)
+{
+	if (!S_ISREG(st->st_mode) || (st->st_mode & S_IRWXO))
+		return false;
+	if (st->st_uid == geteuid())
+		return tnbc_env.shm_group || !(st->st_mode & S_IRWXG);
+	return tnbc_env.shm_group && st->st_gid == tnbc_env.shm_gid;
+}
+
+/* Says once per name why a region was refused: a sender retrying must
+ * not flood the log. */
+static void tnbc_shm_refuse(struct tnbc_xdom *xdom, const char *name,
+			    const struct stat *st)
+{
+	atomic_fetch_add_explicit(&xdom->refused, 1, memory_order_relaxed);
+	if (!strcmp(xdom->refused_name, name))
+		return;
+	snprintf(xdom->refused_name, sizeof(xdom->refused_name), "%s", name);
+	FI_WARN(&tnbc_prov, FI_LOG_AV,
+		"refusing /dev/shm%s: owner uid %u gid %u mode %03o is not a "
+		"peer this process trusts (see FI_TNBC_SHM_GROUP)\n",
+		name, (unsigned)st->st_uid, (unsigned)st->st_gid,
+		(unsigned)(st->st_mode & 0777));
+}
+
+/* Creates and maps a region under a name nobody holds; returns 0 or the
+ * negative errno that stopped it (-EEXIST: the name is taken). */
+static int tnbc_shm_create(const char *name, size_t len, void **out,
+			   uint64_t *ino)
+{
+	struct stat st;
+	void *p;
+	int fd, ret;
+
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW,
+		      tnbc_shm_mode());
+	if (fd < 0)
+		return -errno;
+	/* umask must not widen or narrow what the trust model needs */
+	if ((tnbc_env.shm_group && fchown(fd, (uid_t)-1, tnbc_env.shm_gid)) ||
+	    fchmod(fd, tnbc_shm_mode()) || ftruncate(fd, (off_t)len) ||
+	    fstat(fd, &st)) {
+		ret = -errno;
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL, "setting up %s: %s\n", name,
+			strerror(errno));
+		goto err;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		goto err;
+	}
+	close(fd);
+	*out = p;
+	*ino = (uint64_t)st.st_ino;
+	return 0;
+err:
+	close(fd);
+	shm_unlink(name);
+	return ret;
+}
+
+/* Maps a peer's region if its owner is trusted; -FI_EACCES if not. */
+static int tnbc_shm_map(struct tnbc_xdom *xdom, const char *name, int oflag,
+			void **out, size_t *len, uint64_t *ino)
+{
+	int prot = oflag == O_RDONLY ? PROT_READ : PROT_READ | PROT_WRITE;
+	struct stat st;
+	void *p;
+	int fd, ret;
+
+	fd = shm_open(name, oflag | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return errno == ENOENT ? -FI_ENOENT : -errno;
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		goto out;
+	}
+	if (!tnbc_shm_trusted(&st)) {
+		if (xdom)
+			tnbc_shm_refuse(xdom, name, &st);
+		ret = -FI_EACCES;
+		goto out;
+	}
+	if (st.st_size <= 0) {
+		ret = -FI_ENOENT; /* being created */
+		goto out;
+	}
+	p = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		goto out;
+	}
+	*out = p;
+	*len = (size_t)st.st_size;
+	if (ino)
+		*ino = (uint64_t)st.st_ino;
+	ret = 0;
+out:
+	close(fd);
+	return ret;
+}
+
+/* A service region left by a process that died may be replaced; one
+ * whose owner lives, or that we do not trust, may not. */
+static bool tnbc_shm_stale(const char *name)
+{
+	struct tnbc_shm_region *r = NULL;
+	size_t len = 0;
+	bool stale;
+
+	if (tnbc_shm_map(NULL, name, O_RDONLY, (void **)&r, &len, NULL))
+		return false;
+	stale = len < sizeof(*r) || r->magic != TNBC_SHM_MAGIC ||
+		!tnbc_shm_pid_alive(r->pid);
+	munmap(r, len);
+	return stale;
+}
+
+static void tnbc_shm_warn_taken(const char *name)
+{
+	struct stat st;
+	int fd = shm_open(name, O_RDONLY | O_NOFOLLOW, 0);
+
+	if (fd >= 0 && !fstat(fd, &st))
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"/dev/shm%s is held by uid %u (mode %03o): service "
+			"in use\n",
+			name, (unsigned)st.st_uid,
+			(unsigned)(st.st_mode & 0777));
+	else
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL, "/dev/shm%s: in use\n",
+			name);
+	if (fd >= 0)
+		close(fd);
+}
+
+static int tnbc_shm_dom_open(struct tnbc_xdom **out)
+{
+	struct tnbc_xdom *xdom;
+	uint64_t ino;
+	int ret = -EEXIST;
+
+	xdom = calloc(1, sizeof(*xdom));
+	if (!xdom)
+		return -FI_ENOMEM;
+	pthread_mutex_init(&xdom->lock, NULL);
+	xdom->host = tnbc_shm_host_id();
+	xdom->pid = getpid();
+	for (int i = 0; i < TNBC_SHM_CREATE_TRIES && ret == -EEXIST; i++) {
+		snprintf(xdom->bell_name, sizeof(xdom->bell_name),
+			 "/tnbc-%d-b-%016" PRIx64, (int)getpid(),
+			 tnbc_shm_nonce());
+		ret = tnbc_shm_create(xdom->bell_name, sizeof(*xdom->bell),
+				      (void **)&xdom->bell, &ino);
+	}
+	if (ret) {
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+			"cannot create a doorbell in /dev/shm: %s\n",
+			strerror(-ret));
+		goto err_free;
+	}
+	xdom->bell->magic = TNBC_SHM_MAGIC;
+	xdom->bell->version = TNBC_SHM_VERSION;
+	*out = xdom;
+	return 0;
+
+err_free:
+	pthread_mutex_destroy(&xdom->lock);
+	free(xdom);
+	return ret == -EEXIST ? -FI_EADDRINUSE : ret;
+}
+
+static void tnbc_shm_peer_free(struct tnbc_xpeer *peer)
+{
+	if (peer->bell)
+		munmap(peer->bell, sizeof(*peer->bell));
+	if (peer->region)
+		munmap(peer->region, peer->region_len);
+	free(peer);
+}
+
+static void tnbc_shm_dom_close(struct tnbc_xdom *xdom)
+{
+	for (size_t i = 0; i < TNBC_SHM_PEER_HASH; i++) {
+		while (xdom->peers[i]) {
+			struct tnbc_xpeer *p = xdom->peers[i];
+
+			xdom->peers[i] = p->hnext;
+			tnbc_shm_peer_free(p);
+		}
+	}
+	while (xdom->retired) {
+		struct tnbc_shm_retired *r = xdom->retired;
+
+		xdom->retired = r->next;
+		munmap(r->region, r->len);
+		munmap(r->bell, sizeof(struct tnbc_shm_bell));
+		free(r);
+	}
+	munmap(xdom->bell, sizeof(*xdom->bell));
+	shm_unlink(xdom->bell_name);
+	pthread_mutex_destroy(&xdom->lock);
+	free(xdom);
+}
+
+/* Creates the endpoint's region: a fresh random name for an ordinary
+ * endpoint; the service's fixed name, replacing it only when left by a
+ * dead process of ours, for a service. */
+static int tnbc_shm_ep_region(struct tnbc_xep *xep, struct tnbc_name *name,
+			      size_t len)
+{
+	int ret = -EEXIST;
+
+	for (int i = 0; i < TNBC_SHM_CREATE_TRIES && ret == -EEXIST; i++) {
+		if (name->kind == TNBC_NAME_PID)
+			name->nonce = tnbc_shm_nonce();
+		else if (i == 1 && tnbc_shm_stale(xep->name))
+			shm_unlink(xep->name);
+		else if (i)
+			break;
+		tnbc_shm_region_name(name, xep->name, sizeof(xep->name));
+		ret = tnbc_shm_create(xep->name, len, (void **)&xep->region,
+				      &xep->ino);
+	}
+	if (ret == -EEXIST) {
+		tnbc_shm_warn_taken(xep->name);
+		return -FI_EADDRINUSE;
+	}
+	if (ret)
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL, "cannot create %s: %s\n",
+			xep->name, strerror(-ret));
+	return ret;
+}
+
+static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
+			    struct tnbc_xep **out, struct tnbc_name *name)
+{
+	struct tnbc_shm_region *r;
+	struct tnbc_xep *xep;
+	size_t nslots = tnbc_env.rx_slots;
+	size_t slot = tnbc_env.slot_size;
+	int ret;
+
+	xep = calloc(1, sizeof(*xep));
+	if (!xep)
+		return -FI_ENOMEM;
+	xep->done = calloc(nslots, 1);
+	if (!xep->done) {
+		ret = -FI_ENOMEM;
+		goto err_free;
+	}
+	memset(name, 0, sizeof(*name));
+	name->version = TNBC_PROTO_VERSION;
+	name->xport = TNBC_XPORT_SHM;
+	name->pid = (uint32_t)getpid();
+	name->host = xdom->host;
+	if (svc >= 0) {
+		name->kind = TNBC_NAME_SVC;
+		name->uid = (uint32_t)svc;
+	} else {
+		name->kind = TNBC_NAME_PID;
+		name->uid = atomic_fetch_add(&tnbc_shm_next_uid, 1);
+	}
+	xep->region_len = sizeof(*r) + nslots * slot;
+	ret = tnbc_shm_ep_region(xep, name, xep->region_len);
+	if (ret)
+		goto err_free;
+	r = xep->region;
+	r->magic = TNBC_SHM_MAGIC;
+	r->version = TNBC_SHM_VERSION;
+	r->nslots = (uint32_t)nslots;
+	r->slot_size = (uint32_t)slot;
+	r->pid = (int32_t)getpid();
+	snprintf(r->bell_name, sizeof(r->bell_name), "%s", xdom->bell_name);
+	xep->cells = r->cells;
+	xep->nslots = nslots;
+	xep->mask = nslots - 1;
+	xep->slot_size = slot;
+	for (size_t i = 0; i < nslots; i++)
+		atomic_init(
+			&tnbc_shm_cell_at(xep->cells, i, xep->mask, slot)->seq,
+			i);
+	atomic_store_explicit(&r->ready, 1, memory_order_release);
+	xep->xdom = xdom;
+	*out = xep;
+	return 0;
+
+err_free:
+	free(xep->done);
+	free(xep);
+	return ret;
+}
+
+static void tnbc_shm_ep_close(struct tnbc_xep *xep)
+{
+	/* Tells peers holding a mapping that this name may come back as a
+	 * new region (a restarted service). */
+	atomic_store_explicit(&xep->region->ready, 0, memory_order_release);
+	munmap(xep->region, xep->region_len);
+	shm_unlink(xep->name);
+	free(xep->done);
+	free(xep);
+}
+
+static size_t tnbc_shm_max_payload(struct tnbc_xpeer *peer)
+{
+	return peer->slot_size - TNBC_SHM_CELL_HDR - sizeof(struct tnbc_hdr);
+}
+
+static size_t tnbc_shm_hash(const struct tnbc_name *name)
+{
+	return (name->pid * 31u + name->uid * 7u + name->kind) %
+	       TNBC_SHM_PEER_HASH;
+}
+
+static bool tnbc_shm_name_eq(const struct tnbc_name *a,
+			     const struct tnbc_name *b)
+{
+	return a->kind == b->kind && a->uid == b->uid &&
+	       (a->kind == TNBC_NAME_SVC ||
+		(a->pid == b->pid && a->nonce == b->nonce));
+}
+
+/* Maps the doorbell a peer's region names, with the same checks. */
+static int tnbc_shm_map_bell(struct tnbc_xdom *xdom, struct tnbc_xpeer *peer)
+{
+	char bname[TNBC_SHM_NAME_MAX];
+	size_t blen = 0;
+	int ret;
+
+	memcpy(bname, peer->region->bell_name, sizeof(bname));
+	bname[sizeof(bname) - 1] = '\0';
+	if (strncmp(bname, "/tnbc-", 6) || strchr(bname + 1, '/'))
+		return -FI_EINVAL;
+	ret = tnbc_shm_map(xdom, bname, O_RDWR, (void **)&peer->bell, &blen,
+			   NULL);
+	if (ret)
+		return ret;
+	if (blen < sizeof(*peer->bell) || peer->bell->magic != TNBC_SHM_MAGIC) {
+		munmap(peer->bell, blen);
+		peer->bell = NULL;
+		return -FI_EINVAL;
+	}
+	if (blen != sizeof(*peer->bell)) {
+		/* peer_free unmaps exactly one bell */
+		munmap(peer->bell, blen);
+		peer->bell = NULL;
+		return -FI_EINVAL;
+	}
+	return 0;
+}
+
+/* xdom->lock held */
+static int tnbc_shm_peer_map(struct tnbc_xdom *xdom,
+			     const struct tnbc_name *name,
+			     struct tnbc_xpeer **out)
+{
+	char rname[TNBC_SHM_NAME_MAX];
+	struct tnbc_shm_region *r;
+	struct tnbc_xpeer *peer;
+	int ret;
+
+	if (name->version != TNBC_PROTO_VERSION ||
+	    name->xport != TNBC_XPORT_SHM ||
+	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
+		return -FI_EINVAL;
+	if (name->host && name->host != xdom->host) {
+		FI_WARN(&tnbc_prov, FI_LOG_AV,
+			"peer is on another host; shm cannot reach it\n");
+		return -FI_EHOSTUNREACH;
+	}
+	peer = calloc(1, sizeof(*peer));
+	if (!peer)
+		return -FI_ENOMEM;
+	peer->name = *name;
+	tnbc_shm_region_name(name, rname, sizeof(rname));
+	ret = tnbc_shm_map(xdom, rname, O_RDWR, (void **)&peer->region,
+			   &peer->region_len, &peer->ino);
+	if (ret)
+		goto err;
+	r = peer->region;
+	ret = -FI_EHOSTUNREACH;
+	if (peer->region_len < sizeof(*r) || r->magic != TNBC_SHM_MAGIC ||
+	    r->version != TNBC_SHM_VERSION ||
+	    !atomic_load_explicit(&r->ready, memory_order_acquire))
+		goto err;
+	peer->nslots = r->nslots;
+	peer->slot_size = r->slot_size;
+	peer->pid = r->pid;
+	if (!peer->nslots || (peer->nslots & (peer->nslots - 1)) ||
+	    peer->slot_size < 1024 || peer->slot_size % 64 ||
+	    sizeof(*r) + (size_t)peer->nslots * peer->slot_size >
+		    peer->region_len)
+		goto err;
+	ret = tnbc_shm_map_bell(xdom, peer);
+	if (ret)
+		goto err;
+	*out = peer;
+	return 0;
+err:
+	if (ret != -FI_EACCES)
+		FI_WARN(&tnbc_prov, FI_LOG_AV,
+			"cannot map peer region %s: %s\n", rname,
+			fi_strerror(-ret));
+	tnbc_shm_peer_free(peer);
+	return ret == -FI_EACCES ? ret : -FI_EHOSTUNREACH;
+}
+
+static int tnbc_shm_peer_get(struct tnbc_xdom *xdom,
+			     const struct tnbc_name *name,
+			     struct tnbc_xpeer **out)
+{
+	size_t h = tnbc_shm_hash(name);
+	struct tnbc_xpeer *p;
+	int ret = 0;
+
+	pthread_mutex_lock(&xdom->lock);
+	for (p = xdom->peers[h]; p; p = p->hnext)
+		if (tnbc_shm_name_eq(&p->name, name))
+			break;
+	if (!p) {
+		ret = tnbc_shm_peer_map(xdom, name, &p);
+		if (!ret) {
+			p->xdom = xdom;
+			p->hnext = xdom->peers[h];
+			xdom->peers[h] = p;
+		}
+	}
+	pthread_mutex_unlock(&xdom->lock);
+	if (!ret)
+		*out = p;
+	return ret;
+}
+
+static bool tnbc_shm_peer_alive(struct tnbc_xpeer *peer)
+{
+	return tnbc_shm_pid_alive(peer->pid);
+}
+
+/* quiet: an eager message the receiver may leave in its queue (see
+ * rx_posted; the caller found the queue less than half full) */
+static void tnbc_shm_ring(struct tnbc_shm_bell *bell, bool quiet)
+{
+	/* Pairs with the fence in tnbc_shm_sleep_begin: either the engine
+	 * sees our packet before sleeping, or we see it asleep. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load_explicit(&bell->sleeping, memory_order_relaxed))
+		return;
+	/* An application thread polls there; the engine's nap is bounded. */
+	if (atomic_load_explicit(&bell->app_active, memory_order_relaxed))
+		return;
+	/* Pairs with tnbc_shm_rx_posted: a receive posted after this load
+	 * finds the packet itself. */
+	if (quiet &&
+	    !atomic_load_explicit(&bell->rx_posted, memory_order_relaxed))
+		return;
+	atomic_fetch_add_explicit(&bell->seq, 1, memory_order_release);
+	tnbc_futex(&bell->seq, FUTEX_WAKE, 1, NULL);
+}
+
+/* The peer closed its region; if a new one exists under the same name,
+ * switch to it.  Returns 0 when the peer is usable again. */
+static int tnbc_shm_peer_refresh(struct tnbc_xpeer *peer)
+{
+	struct tnbc_xdom *xdom = peer->xdom;
+	struct tnbc_shm_retired *old;
+	struct tnbc_xpeer *fresh;
+	int ret = 0;
+
+	pthread_mutex_lock(&xdom->lock);
+	if (atomic_load_explicit(&peer->region->ready, memory_order_acquire))
+		goto out; /* another thread got there first */
+	old = calloc(1, sizeof(*old));
+	if (!old) {
+		ret = -FI_ENOMEM;
+		goto out;
+	}
+	ret = tnbc_shm_peer_map(xdom, &peer->name, &fresh);
+	if (ret) {
+		free(old);
+		goto out;
+	}
+	old->region = peer->region;
+	old->len = peer->region_len;
+	old->bell = peer->bell;
+	old->next = xdom->retired;
+	xdom->retired = old;
+	peer->nslots = fresh->nslots;
+	peer->slot_size = fresh->slot_size;
+	peer->pid = fresh->pid;
+	peer->ino = fresh->ino;
+	peer->region_len = fresh->region_len;
+	peer->bell = fresh->bell;
+	__atomic_store_n(&peer->region, fresh->region, __ATOMIC_RELEASE);
+	free(fresh);
+out:
+	pthread_mutex_unlock(&xdom->lock);
+	return ret;
+}
+
+/* Claims the cell for the next position; -FI_EAGAIN when full. */
+static int tnbc_shm_claim(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
+			  uint64_t *out_pos, struct tnbc_shm_cell **out)
+{
+	uint64_t mask = peer->nslots - 1, me = (uint64_t)peer->xdom->pid;
+	uint64_t pos, seq, t;
+	struct tnbc_shm_cell *cell;
+
+	pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	for (int tries = 0; tries < TNBC_SHM_SEND_TRIES; tries++) {
+		cell = tnbc_shm_cell_at(r->cells, pos, mask, peer->slot_size);
+		seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
+		if (seq == pos) {
+			if (!atomic_compare_exchange_strong_explicit(
+				    &cell->seq, &seq, TNBC_SHM_CLAIM(me, pos),
+				    memory_order_acquire, memory_order_relaxed))
+				continue;
+			/* move tail on, unless a helper did */
+			t = pos;
+			atomic_compare_exchange_strong_explicit(
+				&r->tail, &t, pos + 1, memory_order_relaxed,
+				memory_order_relaxed);
+			tnbc_shm_tsan_acquire(peer->ino, pos & mask);
+			*out_pos = pos;
+			*out = cell;
+			return 0;
+		}
+		if (TNBC_SHM_IS_CLAIM(seq, pos)) {
+			/* claimed, tail not moved yet: help, so that a
+			 * sender that dies here stops nobody */
+			t = pos;
+			atomic_compare_exchange_strong_explicit(
+				&r->tail, &t, pos + 1, memory_order_relaxed,
+				memory_order_relaxed);
+			pos++;
+			continue;
+		}
+		if ((seq & TNBC_SHM_CLAIMED) || (int64_t)(seq - pos) < 0)
+			return -FI_EAGAIN; /* last lap's packet still there */
+		pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	}
+	return -FI_EAGAIN;
+}
+
+static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
+			 const struct iovec *iov, size_t iov_count)
+{
+	struct tnbc_shm_region *r = peer->region;
+	struct tnbc_shm_cell *cell, *half;
+	uint64_t pos, mask;
+	uint8_t *dst;
+	size_t len;
+	int ret;
+
+	if (!atomic_load_explicit(&r->ready, memory_order_acquire)) {
+		ret = tnbc_shm_peer_refresh(peer);
+		if (ret)
+			return ret;
+		r = peer->region;
+	}
+	len = sizeof(*hdr) + hdr->payload_len;
+	if (len + TNBC_SHM_CELL_HDR > peer->slot_size)
+		return -FI_EMSGSIZE;
+	ret = tnbc_shm_claim(peer, r, &pos, &cell);
+	if (ret)
+		return ret;
+
+	dst = (uint8_t *)(cell + 1);
+	memcpy(dst, hdr, sizeof(*hdr));
+	dst += sizeof(*hdr);
+	for (size_t i = 0, left = hdr->payload_len; i < iov_count && left;
+	     i++) {
+		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		if (n)
+			memcpy(dst, iov[i].iov_base, n);
+		dst += n;
+		left -= n;
+	}
+	cell->len = (uint32_t)len;
+	mask = peer->nslots - 1;
+	tnbc_shm_tsan_release(peer->ino, pos & mask);
+	atomic_store_explicit(&cell->seq, pos + 1, memory_order_release);
+	/* half a queue ahead still free: nobody needs to drain it yet */
+	half = tnbc_shm_cell_at(r->cells, pos + peer->nslots / 2, mask,
+				peer->slot_size);
+	tnbc_shm_ring(peer->bell,
+		      hdr->type == TNBC_PKT_EAGER &&
+			      atomic_load_explicit(&half->seq,
+						   memory_order_relaxed) ==
+				      pos + peer->nslots / 2);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Consumer                                                             */
+
+static inline struct tnbc_shm_cell *tnbc_shm_xcell(struct tnbc_xep *xep,
+						   uint64_t pos)
+{
+	return tnbc_shm_cell_at(xep->cells, pos, xep->mask, xep->slot_size);
+}
+
+/* Position pos is consumed: the cell already went back to producers.
+ * Positions behind a kept packet wait in done[] until head gets there
+ * (producers reuse cells in order, so handing them back early is safe). */
+static void tnbc_shm_consumed(struct tnbc_xep *xep, uint64_t pos)
+{
+	if (pos != xep->head) {
+		xep->done[pos & xep->mask] = 1;
+		return;
+	}
+	xep->head++;
+	/* marks lie only in (head, head + nslots): each names a position */
+	while (xep->done[xep->head & xep->mask]) {
+		xep->done[xep->head & xep->mask] = 0;
+		xep->head++;
+	}
+	if (xep->scan < xep->head) /* a rewound scan must not look back */
+		xep->scan = xep->head;
+}
+
+/* The first position from scan on not consumed out of order. */
+static uint64_t tnbc_shm_next(struct tnbc_xep *xep)
+{
+	while (xep->scan < xep->head + xep->nslots &&
+	       xep->done[xep->scan & xep->mask])
+		xep->scan++;
+	return xep->scan;
+}
+
+/* The queue waits behind a claimed cell.  Once it has waited
+ * TNBC_SHM_DEAD_NS and the claiming process no longer exists, the cell
+ * is handed back unread (nothing was published in it) and the consumer
+ * goes on.  Returns whether it stepped over. */
+static bool tnbc_shm_dead_claim(struct tnbc_xep *xep, uint64_t pos,
+				uint64_t seq)
+{
+	struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
+	uint64_t now = tnbc_now_ns();
+	pid_t pid = (pid_t)TNBC_SHM_CLAIM_PID(seq);
+
+	if (!xep->stalled || xep->stall_pos != pos || xep->stall_seq != seq) {
+		xep->stalled = true;
+		xep->stall_pos = pos;
+		xep->stall_seq = seq;
+		xep->stall_ns = xep->stall_check_ns = now;
+		return false;
+	}
+	if (now - xep->stall_check_ns < TNBC_SHM_DEAD_NS)
+		return false;
+	xep->stall_check_ns = now;
+	if (tnbc_shm_pid_alive(pid))
+		return false;
+	if (!atomic_compare_exchange_strong_explicit(
+		    &cell->seq, &seq, pos + xep->nslots, memory_order_release,
+		    memory_order_relaxed))
+		return false;
+	xep->stalled = false;
+	atomic_fetch_add_explicit(&xep->xdom->dead_cells, 1,
+				  memory_order_relaxed);
+	FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+		"%s: sender pid %d died while writing a packet; stepped over "
+		"its queue cell after %" PRIu64 " ms\n",
+		xep->name, (int)pid, (now - xep->stall_ns) / 1000000u);
+	return true;
+}
+
+static void tnbc_shm_bad_packet(struct tnbc_xep *xep, uint32_t len)
+{
+	uint64_t n = atomic_fetch_add_explicit(&xep->xdom->bad_pkts, 1,
+					       memory_order_relaxed) +
+		     1;
+
+	/* 1, 2, 4, 8...: a flood of garbage must not flood the log */
+	if (!(n & (n - 1)))
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"%s: dropped a malformed packet (cell length %u); "
+			"%" PRIu64 " so far\n",
+			xep->name, len, n);
+}
+
+static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
+			 int budget)
+{
+	const size_t room = xep->slot_size - TNBC_SHM_CELL_HDR;
+	int n = 0;
+
+	for (int looked = 0; looked < budget; looked++) {
+		uint64_t pos = tnbc_shm_next(xep);
+		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
+		const uint8_t *pkt = (const uint8_t *)(cell + 1);
+		struct tnbc_hdr hdr;
+		uint64_t seq;
+		uint32_t len;
+		int verdict = TNBC_RX_DONE;
+
+		seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
+		if (seq != pos + 1) {
+			if (!TNBC_SHM_IS_CLAIM(seq, pos) ||
+			    !tnbc_shm_dead_claim(xep, pos, seq))
+				break;
+			xep->scan++;
+			tnbc_shm_consumed(xep, pos);
+			n++;
+			continue;
+		}
+		xep->stalled = false;
+		tnbc_shm_tsan_acquire(xep->ino, pos & xep->mask);
+		/* One read of each field a peer may still change: the
+		 * checks and every use below see the same values. */
+		len = __atomic_load_n(&cell->len, __ATOMIC_RELAXED);
+		if (len >= sizeof(hdr) && len <= room) {
+			memcpy(&hdr, pkt, sizeof(hdr));
+			if (hdr.version == TNBC_PROTO_VERSION &&
+			    sizeof(hdr) + (size_t)hdr.payload_len == len)
+				verdict = fn(arg, &hdr, pkt + sizeof(hdr));
+			else
+				tnbc_shm_bad_packet(xep, len);
+		} else {
+			tnbc_shm_bad_packet(xep, len);
+		}
+		xep->scan++;
+		if (verdict == TNBC_RX_KEEP)
+			continue;
+		tnbc_shm_tsan_release(xep->ino, pos & xep->mask);
+		atomic_store_explicit(&cell->seq, pos + xep->nslots,
+				      memory_order_release);
+		tnbc_shm_consumed(xep, pos);
+		n++;
+	}
+	return n;
+}
+
+static void tnbc_shm_rewind(struct tnbc_xep *xep)
+{
+	xep->scan = xep->head;
+}
+
+static bool tnbc_shm_pending(struct tnbc_xep *xep)
+{
+	uint64_t pos = tnbc_shm_next(xep);
+
+	return atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
+				    memory_order_acquire) == pos + 1;
+}
+
+static bool tnbc_shm_stalled(struct tnbc_xep *xep)
+{
+	uint64_t pos = tnbc_shm_next(xep);
+
+	return TNBC_SHM_IS_CLAIM(
+		atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
+				     memory_order_relaxed),
+		pos);
+}
+
+/* Whether every packet not offered yet is an eager message and the
+ * queue is less than half full.  Consumer only. */
+static bool tnbc_shm_quiet(struct tnbc_xep *xep)
+{
+	uint64_t first = tnbc_shm_next(xep);
+
+	if (first - xep->head >= xep->nslots / 2)
+		return false;
+	for (uint64_t pos = first; pos - xep->head < xep->nslots / 2; pos++) {
+		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
+		uint64_t seq =
+			atomic_load_explicit(&cell->seq, memory_order_acquire);
+		uint8_t type;
+
+		/* a claimed cell needs polls: its sender may have died */
+		if (seq != pos + 1)
+			return !TNBC_SHM_IS_CLAIM(seq, pos);
+		memcpy(&type,
+		       (const uint8_t *)(cell + 1) +
+			       offsetof(struct tnbc_hdr, type),
+		       1);
+		if (type != TNBC_PKT_EAGER)
+			return false;
+	}
+	return false;
+}
+
+static ssize_t tnbc_shm_pull_iov(struct tnbc_xpeer *peer,
+				 const struct iovec *local, size_t local_count,
+				 const struct iovec *remote,
+				 size_t remote_count)
+{
+	struct iovec l[TNBC_IOV_LIMIT], rm[TNBC_IOV_LIMIT];
+	size_t want = tnbc_iov_len(local, local_count);
+	size_t done = 0;
+
+	while (done < want) {
+		size_t lc = tnbc_iov_slice(local, local_count, done,
+					   want - done, l, TNBC_IOV_LIMIT);
+		size_t rc = tnbc_iov_slice(remote, remote_count, done,
+					   want - done, rm, TNBC_IOV_LIMIT);
+		ssize_t n = process_vm_readv(peer->pid, l, lc, rm, rc, 0);
+
+		if (n < 0) {
+			if (errno == EPERM || errno == ENOSYS ||
+			    errno == EACCES)
+				return done ? -FI_EIO : -FI_EPERM;
+			FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+				"process_vm_readv from pid %d: %s\n",
+				(int)peer->pid, strerror(errno));
+			return errno == ESRCH ? -FI_EHOSTUNREACH : -FI_EIO;
+		}
+		if (n == 0)
+			return -FI_EIO;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer, const struct iovec *local,
+			     size_t local_count, const struct iovec *remote,
+			     size_t remote_count)
+{
+	atomic_uint *pulls = &peer->xdom->bell->pulls;
+	ssize_t ret;
+
+	if (!tnbc_env.cma)
+		return -FI_ENOSYS;
+	/* A thread inside a long read is progressing, not idle: the engine
+	 * must not mistake it for an application that stopped polling. */
+	atomic_fetch_add_explicit(pulls, 1, memory_order_relaxed);
+	ret = tnbc_shm_pull_iov(peer, local, local_count, remote, remote_count);
+	atomic_fetch_sub_explicit(pulls, 1, memory_order_relaxed);
+	return ret;
+}
+
+static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
+{
+	struct tnbc_shm_bell *bell = xdom->bell;
+
+	if (active) {
+		/* Racy increments from several threads only lose counts,
+		 * and any change is enough for the engine. */
+		atomic_store_explicit(
+			&bell->app_polls,
+			atomic_load_explicit(&bell->app_polls,
+					     memory_order_relaxed) +
+				1,
+			memory_order_relaxed);
+	} else {
+		atomic_store_explicit(&bell->app_active, 0,
+				      memory_order_relaxed);
+	}
+}
+
+/* Engine only: did an application thread poll since the last call? */
+static bool tnbc_shm_app_active(struct tnbc_xdom *xdom)
+{
+	struct tnbc_shm_bell *bell = xdom->bell;
+	uint64_t polls =
+		atomic_load_explicit(&bell->app_polls, memory_order_relaxed);
+	bool active = polls != xdom->seen_polls ||
+		      atomic_load_explicit(&bell->pulls, memory_order_relaxed);
+
+	xdom->seen_polls = polls;
+	atomic_store_explicit(&bell->app_active, active, memory_order_relaxed);
+	return active;
+}
+
+static unsigned tnbc_shm_sleep_begin(struct tnbc_xdom *xdom)
+{
+	struct tnbc_shm_bell *bell = xdom->bell;
+	unsigned seq = atomic_load_explicit(&bell->seq, memory_order_acquire);
+
+	atomic_store_explicit(&bell->sleeping, 1, memory_order_relaxed);
+	/* Pairs with the fence in tnbc_shm_ring. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return seq;
+}
+
+static void tnbc_shm_sleep_cancel(struct tnbc_xdom *xdom)
+{
+	atomic_store(&xdom->bell->sleeping, 0);
+}
+
+static void tnbc_shm_sleep_wait(struct tnbc_xdom *xdom, unsigned seq,
+				uint64_t timeout_ns)
+{
+	struct timespec ts, *tsp = NULL;
+
+	if (timeout_ns) {
+		ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
+		ts.tv_nsec = (long)(timeout_ns % 1000000000u);
+		tsp = &ts;
+	}
+	tnbc_futex(&xdom->bell->seq, FUTEX_WAIT, seq, tsp);
+	atomic_store(&xdom->bell->sleeping, 0);
+}
+
+static void tnbc_shm_wake(struct tnbc_xdom *xdom)
+{
+	atomic_fetch_add_explicit(&xdom->bell->seq, 1, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&xdom->bell->sleeping, memory_order_relaxed))
+		tnbc_futex(&xdom->bell->seq, FUTEX_WAKE, 1, NULL);
+}
+
+static void tnbc_shm_rx_posted(struct tnbc_xdom *xdom, int delta)
+{
+	/* seq_cst: pairs with the load in tnbc_shm_ring */
+	atomic_fetch_add(&xdom->bell->rx_posted, delta);
+}
+
+static void tnbc_shm_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
+{
+	st->bad_pkts = atomic_load(&xdom->bad_pkts);
+	st->dead_cells = atomic_load(&xdom->dead_cells);
+	st->refused = atomic_load(&xdom->refused);
+}
+
+const struct tnbc_xport_ops tnbc_shm_ops = {
+	.name = "shm",
+	.id = TNBC_XPORT_SHM,
+	.dom_open = tnbc_shm_dom_open,
+	.dom_close = tnbc_shm_dom_close,
+	.ep_open = tnbc_shm_ep_open,
+	.ep_close = tnbc_shm_ep_close,
+	.max_payload = tnbc_shm_max_payload,
+	.peer_get = tnbc_shm_peer_get,
+	.peer_alive = tnbc_shm_peer_alive,
+	.send = tnbc_shm_send,
+	.poll = tnbc_shm_poll,
+	.rewind = tnbc_shm_rewind,
+	.pending = tnbc_shm_pending,
+	.stalled = tnbc_shm_stalled,
+	.quiet = tnbc_shm_quiet,
+	.pull = tnbc_shm_pull,
+	.app_mark = tnbc_shm_app_mark,
+	.rx_posted = tnbc_shm_rx_posted,
+	.app_active = tnbc_shm_app_active,
+	.sleep_begin = tnbc_shm_sleep_begin,
+	.sleep_cancel = tnbc_shm_sleep_cancel,
+	.sleep_wait = tnbc_shm_sleep_wait,
+	.wake = tnbc_shm_wake,
+	.stats = tnbc_shm_stats,
+};

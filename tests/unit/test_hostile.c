@@ -1,0 +1,463 @@
+/*
+ * Hostile and dying peers, and floods: what a buggy or compromised rank
+ * of the same job can do to an endpoint's shared memory, and what the
+ * endpoint must survive (fi_tnbc(7), SECURITY).  The test plays the
+ * hostile peer itself: it maps the victim's queue through the layout
+ * header, the way any peer may, and writes into it.  Nothing here is in
+ * the provider.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "tnbc_unit.h"
+#include "xport/shm/tnbc_shm_region.h"
+
+#define R 0
+#define A 1
+
+/* A peer's view of an endpoint's queue, geometry read once at map. */
+struct hx {
+	struct tnbc_shm_region *r;
+	size_t len;
+	uint64_t mask;
+	size_t slot;
+};
+
+static void hx_map(struct hx *h, const struct tnbc_name *n)
+{
+	char path[TNBC_SHM_NAME_MAX];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tnbc-%u-%u-%016llx", n->pid, n->uid,
+		 (unsigned long long)n->nonce);
+	fd = shm_open(path, O_RDWR, 0);
+	ck_assert_msg(fd >= 0, "shm_open %s", path);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	h->len = (size_t)st.st_size;
+	h->r = mmap(NULL, h->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	ck_assert(h->r != MAP_FAILED);
+	h->mask = h->r->nslots - 1;
+	h->slot = h->r->slot_size;
+}
+
+static void hx_unmap(struct hx *h)
+{
+	munmap(h->r, h->len);
+}
+
+/* Claims the next cell as a sender does (as process `as`). */
+static struct tnbc_shm_cell *hx_claim(struct hx *h, uint64_t *pos, pid_t as)
+{
+	for (;;) {
+		uint64_t p = atomic_load(&h->r->tail), seq = p;
+		struct tnbc_shm_cell *c =
+			tnbc_shm_cell_at(h->r->cells, p, h->mask, h->slot);
+
+		if (atomic_compare_exchange_strong(&c->seq, &seq,
+						   TNBC_SHM_CLAIM(as, p))) {
+			uint64_t t = p;
+
+			atomic_compare_exchange_strong(&h->r->tail, &t, p + 1);
+			*pos = p;
+			return c;
+		}
+		ck_assert_msg(!(seq & TNBC_SHM_CLAIMED) &&
+				      (int64_t)(seq - p) >= 0,
+			      "hostile peer found the queue full");
+	}
+}
+
+static void hx_publish(struct tnbc_shm_cell *c, uint64_t pos,
+		       const struct tnbc_hdr *hdr, const void *payload)
+{
+	uint8_t *dst = (uint8_t *)(c + 1);
+
+	memcpy(dst, hdr, sizeof(*hdr));
+	if (hdr->payload_len)
+		memcpy(dst + sizeof(*hdr), payload, hdr->payload_len);
+	c->len = (uint32_t)(sizeof(*hdr) + hdr->payload_len);
+	atomic_store(&c->seq, pos + 1);
+}
+
+static struct tnbc_hdr hx_hdr(uint8_t type, const struct tnbc_name *src,
+			      uint64_t tag, uint32_t len)
+{
+	struct tnbc_hdr h = {
+		.version = TNBC_PROTO_VERSION,
+		.type = type,
+		.flags = TNBC_HDR_TAGGED,
+		.payload_len = len,
+		.tag = tag,
+		.size = len,
+		.src = *src,
+	};
+
+	return h;
+}
+
+/* One packet in one go, as process `as`. */
+static void hx_send(struct hx *h, const struct tnbc_hdr *hdr,
+		    const void *payload)
+{
+	uint64_t pos;
+	struct tnbc_shm_cell *c = hx_claim(h, &pos, getpid());
+
+	hx_publish(c, pos, hdr, payload);
+}
+
+static void h_tsend(struct tu_world *w, int from, int to, const void *buf,
+		    size_t len, uint64_t tag, void *ctx)
+{
+	ssize_t ret;
+
+	while ((ret = fi_tsend(w->ep[from].ep, buf, len, NULL, w->addr[to], tag,
+			       ctx)) == -FI_EAGAIN)
+		fi_cq_read(w->ep[from].tx_cq, NULL, 0);
+	ck_assert_msg(ret == 0, "fi_tsend: %zd", ret);
+}
+
+static void h_trecv(struct tu_world *w, int at, void *buf, size_t len,
+		    uint64_t tag, uint64_t ignore, void *ctx)
+{
+	ck_assert_int_eq(fi_trecv(w->ep[at].ep, buf, len, NULL, FI_ADDR_UNSPEC,
+				  tag, ignore, ctx),
+			 0);
+}
+
+static void h_expect(struct fid_cq *cq, void *ctx, uint64_t tag, size_t len)
+{
+	struct fi_cq_tagged_entry e;
+
+	tu_cq_expect(cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, ctx);
+	if (e.flags & FI_RECV) {
+		ck_assert_uint_eq(e.tag, tag);
+		ck_assert_uint_eq(e.len, len);
+	}
+}
+
+static int ctx[1024];
+
+/* ------------------------------------------------------------------ */
+
+/*
+ * The region header rewritten under the consumer (slot size and slot
+ * count): the consumer uses its own copy of its queue's geometry.
+ */
+START_TEST(hostile_region_header)
+{
+	struct tu_world w;
+	struct hx h;
+	char sbuf[100], rbuf[100];
+
+	tu_world_open(&w, 2, NULL);
+	tu_fill(sbuf, sizeof(sbuf), 1);
+	h_tsend(&w, A, R, sbuf, sizeof(sbuf), 1, &ctx[0]);
+	h_expect(w.ep[A].tx_cq, &ctx[0], 0, 0);
+	hx_map(&h, &w.ep[R].name);
+	h.r->slot_size = 0x40000000;
+	h.r->nslots = 1u << 30;
+	for (int i = 0; i < 32; i++) {
+		h_tsend(&w, A, R, sbuf, sizeof(sbuf), 2 + i, &ctx[1 + i]);
+		h_expect(w.ep[A].tx_cq, &ctx[1 + i], 0, 0);
+	}
+	for (int i = 0; i < 33; i++) {
+		memset(rbuf, 0, sizeof(rbuf));
+		h_trecv(&w, R, rbuf, sizeof(rbuf), 1 + i, 0, &ctx[100 + i]);
+		h_expect(w.ep[R].rx_cq, &ctx[100 + i], 1 + i, sizeof(rbuf));
+		ck_assert_uint_eq(tu_check(rbuf, sizeof(rbuf), 1, 0),
+				  (size_t)-1);
+	}
+	hx_unmap(&h);
+	tu_world_close(&w);
+}
+END_TEST
+
+struct flipper {
+	_Atomic(struct tnbc_shm_cell *) cell;
+	atomic_bool stop;
+};
+
+static void *flip_main(void *arg)
+{
+	struct flipper *f = arg;
+
+	while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+		struct tnbc_shm_cell *c = atomic_load(&f->cell);
+		volatile uint32_t *plen;
+
+		if (!c)
+			continue;
+		plen = (volatile uint32_t *)((uint8_t *)(c + 1) +
+					     offsetof(struct tnbc_hdr,
+						      payload_len));
+		*plen = 0x7FFFF000u;
+		*plen = 72;
+	}
+	return NULL;
+}
+
+/*
+ * An eager packet's payload_len flipped between 72 and 0x7FFFF000 while
+ * the consumer takes it: each packet is delivered with 72 bytes or
+ * dropped and counted, never read past its slot.
+ */
+START_TEST(hostile_length_flip)
+{
+	const int n = 400;
+	struct fi_tnbc_engine_stats st;
+	struct flipper f = {0};
+	struct tu_world w;
+	struct hx h;
+	pthread_t t;
+	uint8_t pay[72], rbuf[128];
+	char legit[8] = "legit";
+	int got = 0;
+
+	tu_world_open(&w, 2, NULL);
+	hx_map(&h, &w.ep[R].name);
+	tu_fill(pay, sizeof(pay), 5);
+	ck_assert_int_eq(pthread_create(&t, NULL, flip_main, &f), 0);
+	for (int i = 0; i < n; i++) {
+		struct tnbc_hdr hdr =
+			hx_hdr(TNBC_PKT_EAGER, &w.ep[A].name, 7, sizeof(pay));
+		uint64_t pos;
+		struct tnbc_shm_cell *c = hx_claim(&h, &pos, getpid());
+
+		hx_publish(c, pos, &hdr, pay);
+		atomic_store(&f.cell, c);
+		/* a legitimate message behind it: once it is in, the
+		 * hostile one was taken or dropped */
+		h_tsend(&w, A, R, legit, sizeof(legit), 8, &ctx[0]);
+		h_trecv(&w, R, rbuf, sizeof(rbuf), 8, 0, &ctx[1]);
+		h_expect(w.ep[R].rx_cq, &ctx[1], 8, sizeof(legit));
+		h_expect(w.ep[A].tx_cq, &ctx[0], 0, 0);
+		atomic_store(&f.cell, NULL);
+	}
+	atomic_store(&f.stop, true);
+	pthread_join(t, NULL);
+	/* what was not dropped arrived whole */
+	for (;;) {
+		struct fi_cq_tagged_entry e;
+
+		memset(rbuf, 0, sizeof(rbuf));
+		h_trecv(&w, R, rbuf, sizeof(rbuf), 7, 0, &ctx[2]);
+		if (tu_cq_wait(w.ep[R].rx_cq, &e, NULL, NULL, 200) != 1) {
+			ck_assert_int_eq(fi_cancel(&w.ep[R].ep->fid, &ctx[2]),
+					 0);
+			break;
+		}
+		ck_assert_uint_eq(e.len, sizeof(pay));
+		ck_assert_uint_eq(tu_check(rbuf, sizeof(pay), 5, 0),
+				  (size_t)-1);
+		got++;
+	}
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_eq(got + st.bad_pkts, n);
+	hx_unmap(&h);
+	tu_world_close(&w);
+}
+END_TEST
+
+/*
+ * A forged CTS and a forged ACK for a rendezvous send whose RTS is still
+ * queued locally: both are dropped and counted, and the send completes
+ * once, when the real receiver has the data.
+ */
+START_TEST(hostile_forged_answers)
+{
+	const size_t len = 64 * 1024;
+	struct fi_tnbc_engine_stats st;
+	size_t old_slots = tnbc_env.rx_slots;
+	int old_engine = tnbc_env.engine;
+	uint8_t *sbuf = malloc(len), *rbuf = calloc(1, len);
+	struct tnbc_hdr hdr;
+	struct tu_world w;
+	struct hx hr, ha;
+	char junk[8] = "junk";
+
+	tnbc_env.rx_slots = 8;
+	tnbc_env.engine = 0; /* progress only in this thread's calls */
+	tu_world_open(&w, 2, NULL);
+	hx_map(&hr, &w.ep[R].name);
+	hx_map(&ha, &w.ep[A].name);
+	/* R's queue full: A's RTS must wait in A's transmit queue */
+	for (int i = 0; i < 8; i++) {
+		hdr = hx_hdr(TNBC_PKT_EAGER, &w.ep[A].name, 99, sizeof(junk));
+		hx_send(&hr, &hdr, junk);
+	}
+	tu_fill(sbuf, len, 3);
+	h_tsend(&w, A, R, sbuf, len, 5, &ctx[0]);
+	/* answers for A's first rendezvous id, as if from R */
+	hdr = hx_hdr(TNBC_PKT_CTS, &w.ep[R].name, 0, 0);
+	hdr.msg_id = 1ull << 32;
+	hdr.token = 1;
+	hdr.size = len;
+	hx_send(&ha, &hdr, NULL);
+	hdr.type = TNBC_PKT_ACK;
+	hdr.size = 0;
+	hx_send(&ha, &hdr, NULL);
+
+	ck_assert(tu_cq_quiet(w.ep[A].tx_cq, 100));
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_eq(st.stray_pkts, 2);
+	h_trecv(&w, R, rbuf, len, 5, 0, &ctx[1]);
+	h_expect(w.ep[R].rx_cq, &ctx[1], 5, len);
+	ck_assert_uint_eq(tu_check(rbuf, len, 3, 0), (size_t)-1);
+	h_expect(w.ep[A].tx_cq, &ctx[0], 0, 0);
+	ck_assert(tu_cq_quiet(w.ep[A].tx_cq, TU_QUIET_MS));
+	hx_unmap(&hr);
+	hx_unmap(&ha);
+	tu_world_close(&w);
+	free(sbuf);
+	free(rbuf);
+	tnbc_env.rx_slots = old_slots;
+	tnbc_env.engine = old_engine;
+}
+END_TEST
+
+/*
+ * A sender that dies between claiming a queue cell and publishing it
+ * (_i = 0), and one that is slow but alive (_i = 1): the consumer steps
+ * over the dead one's cell within the documented bound and delivers
+ * everything else in order; it waits for the live one.
+ */
+START_TEST(hostile_dead_claim)
+{
+	struct fi_tnbc_engine_stats st;
+	struct tu_world w;
+	struct hx h;
+	uint64_t t0, took;
+	char sbuf[16] = "after", rbuf[16];
+	int sync[2];
+	pid_t pid;
+
+	tu_world_open(&w, 2, NULL);
+	hx_map(&h, &w.ep[R].name);
+	ck_assert_int_eq(pipe(sync), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		uint64_t pos;
+		struct tnbc_shm_cell *c = hx_claim(&h, &pos, getpid());
+		struct tnbc_hdr hdr =
+			hx_hdr(TNBC_PKT_EAGER, &w.ep[A].name, 30, 8);
+		char b = 0;
+
+		if (write(sync[1], &b, 1) != 1 || !_i)
+			_exit(0); /* died holding the cell */
+		tu_sleep_ms(300);
+		hx_publish(c, pos, &hdr, "slowpkt");
+		_exit(0);
+	}
+	{
+		char b;
+
+		ck_assert_int_eq(read(sync[0], &b, 1), 1);
+	}
+	if (!_i)
+		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	t0 = tu_now_ms();
+	for (int i = 0; i < 4; i++)
+		h_tsend(&w, A, R, sbuf, sizeof(sbuf), 31 + i, &ctx[i]);
+	if (_i) {
+		/* the slow sender's packet first, though it came last */
+		h_trecv(&w, R, rbuf, sizeof(rbuf), 0, ~0ull, &ctx[10]);
+		h_expect(w.ep[R].rx_cq, &ctx[10], 30, 8);
+		ck_assert_str_eq(rbuf, "slowpkt");
+		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	}
+	for (int i = 0; i < 4; i++) {
+		h_trecv(&w, R, rbuf, sizeof(rbuf), 0, ~0ull, &ctx[20 + i]);
+		h_expect(w.ep[R].rx_cq, &ctx[20 + i], 31 + i, sizeof(sbuf));
+	}
+	took = tu_now_ms() - t0;
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_eq(st.dead_cells, _i ? 0 : 1);
+	/* fi_tnbc(7): about 0.2 s; generous for a loaded machine */
+	ck_assert_msg(took < 5000, "took %llu ms", (unsigned long long)took);
+	close(sync[0]);
+	close(sync[1]);
+	hx_unmap(&h);
+	tu_world_close(&w);
+}
+END_TEST
+
+/*
+ * A flood of messages nobody receives: the receiver buffers at most
+ * FI_TNBC_UNEXP_MAX bytes, the rest wait in the queue and in the sender,
+ * and all of them arrive, in order, once receives are posted.
+ */
+START_TEST(hostile_flood_bounded)
+{
+	const int n = 600;
+	const size_t len = 4096;
+	size_t old_max = tnbc_env.unexp_max;
+	struct fi_tnbc_engine_stats st;
+	struct tnbc_ep *rep;
+	struct tu_world w;
+	uint8_t *sbuf = malloc((size_t)n * len), *rbuf = malloc(len);
+	int sent = 0;
+
+	tnbc_env.unexp_max = 256 * 1024;
+	tu_world_open(&w, 2, NULL);
+	rep = TNBC_EP(w.ep[R].ep);
+	for (int i = 0; i < n; i++) {
+		tu_fill(sbuf + (size_t)i * len, len, 1000 + i);
+		h_tsend(&w, A, R, sbuf + (size_t)i * len, len, i, &ctx[i]);
+	}
+	/* let both sides move what they can */
+	ck_assert(tu_cq_quiet(w.ep[R].rx_cq, 300));
+	for (struct fi_cq_tagged_entry e;
+	     fi_cq_read(w.ep[A].tx_cq, &e, 1) == 1;)
+		sent++;
+	ck_assert_uint_le(rep->ux_bytes, tnbc_env.unexp_max);
+	ck_assert_int_lt(sent, n);
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_ge(st.unexp_held, 1);
+
+	/* a wildcard receive gets the oldest message */
+	h_trecv(&w, R, rbuf, len, 0, ~0ull, &ctx[1000]);
+	h_expect(w.ep[R].rx_cq, &ctx[1000], 0, len);
+	ck_assert_uint_eq(tu_check(rbuf, len, 1000, 0), (size_t)-1);
+	for (int i = 1; i < n; i++) {
+		h_trecv(&w, R, rbuf, len, i, 0, &ctx[1001]);
+		h_expect(w.ep[R].rx_cq, &ctx[1001], i, len);
+		ck_assert_msg(tu_check(rbuf, len, 1000 + i, 0) == (size_t)-1,
+			      "message %d corrupted", i);
+		ck_assert_uint_le(rep->ux_bytes, tnbc_env.unexp_max);
+	}
+	while (sent < n) {
+		struct fi_cq_tagged_entry e;
+
+		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+		sent++;
+	}
+	ck_assert(tu_cq_quiet(w.ep[A].tx_cq, TU_QUIET_MS));
+	tu_world_close(&w);
+	free(sbuf);
+	free(rbuf);
+	tnbc_env.unexp_max = old_max;
+}
+END_TEST
+
+Suite *tu_hostile_suite(void)
+{
+	Suite *s = suite_create("hostile");
+	TCase *tc = tcase_create("hostile");
+
+	tcase_set_timeout(tc, TU_TCASE_TIMEOUT);
+	tcase_add_test(tc, hostile_region_header);
+	tcase_add_test(tc, hostile_length_flip);
+	tcase_add_test(tc, hostile_forged_answers);
+	tcase_add_loop_test(tc, hostile_dead_claim, 0, 2);
+	tcase_add_test(tc, hostile_flood_bounded);
+	suite_add_tcase(s, tc);
+	return s;
+}
