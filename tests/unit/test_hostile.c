@@ -230,8 +230,10 @@ START_TEST(hostile_length_flip)
 		uint64_t pos;
 		struct tnbc_shm_cell *c = hx_claim(&h, &pos, getpid());
 
-		hx_publish(c, pos, &hdr, pay);
+		/* flipping before it is published: the consumer may take
+		 * it at once */
 		atomic_store(&f.cell, c);
+		hx_publish(c, pos, &hdr, pay);
 		/* a legitimate message behind it: once it is in, the
 		 * hostile one was taken or dropped */
 		h_tsend(&w, A, R, legit, sizeof(legit), 8, &ctx[0]);
@@ -259,6 +261,9 @@ START_TEST(hostile_length_flip)
 		got++;
 	}
 	tu_engine_stats(w.d.domain, &st);
+	/* the transport caught every flip it saw, in its one copy: nothing
+	 * inconsistent reached the protocol */
+	ck_assert_uint_eq(st.stray_pkts, 0);
 	ck_assert_uint_eq(got + st.bad_pkts, n);
 	hx_unmap(&h);
 	tu_world_close(&w);
@@ -318,6 +323,50 @@ START_TEST(hostile_forged_answers)
 	free(sbuf);
 	free(rbuf);
 	tnbc_env.rx_slots = old_slots;
+	tnbc_env.engine = old_engine;
+}
+END_TEST
+
+/*
+ * A forged DATA packet for a streamed receive, its offset past the
+ * message: dropped and counted; the real data completes the receive.
+ */
+START_TEST(hostile_forged_data)
+{
+	const size_t len = 64 * 1024;
+	struct fi_tnbc_engine_stats st;
+	int old_cma = tnbc_env.cma, old_engine = tnbc_env.engine;
+	uint8_t *sbuf = malloc(len), *rbuf = calloc(1, len);
+	uint8_t junk[100];
+	struct tnbc_hdr hdr;
+	struct tu_world w;
+	struct hx h;
+
+	tnbc_env.cma = 0; /* the receiver asks for the data to be streamed */
+	tnbc_env.engine = 0;
+	tu_world_open(&w, 2, NULL);
+	hx_map(&h, &w.ep[R].name);
+	tu_fill(sbuf, len, 4);
+	memset(junk, 0xee, sizeof(junk));
+	h_trecv(&w, R, rbuf, len, 6, 0, &ctx[1]);
+	h_tsend(&w, A, R, sbuf, len, 6, &ctx[0]);
+	/* behind the RTS: R's first streamed receive has token 1 */
+	for (int i = 0; i < 2; i++) {
+		hdr = hx_hdr(TNBC_PKT_DATA, &w.ep[A].name, 0, sizeof(junk));
+		hdr.token = 1;
+		hdr.offset = i ? len - 10 : 1ull << 40;
+		hx_send(&h, &hdr, junk);
+	}
+	h_expect(w.ep[R].rx_cq, &ctx[1], 6, len);
+	ck_assert_uint_eq(tu_check(rbuf, len, 4, 0), (size_t)-1);
+	h_expect(w.ep[A].tx_cq, &ctx[0], 0, 0);
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_eq(st.stray_pkts, 2);
+	hx_unmap(&h);
+	tu_world_close(&w);
+	free(sbuf);
+	free(rbuf);
+	tnbc_env.cma = old_cma;
 	tnbc_env.engine = old_engine;
 }
 END_TEST
@@ -456,6 +505,7 @@ Suite *tu_hostile_suite(void)
 	tcase_add_test(tc, hostile_region_header);
 	tcase_add_test(tc, hostile_length_flip);
 	tcase_add_test(tc, hostile_forged_answers);
+	tcase_add_test(tc, hostile_forged_data);
 	tcase_add_loop_test(tc, hostile_dead_claim, 0, 2);
 	tcase_add_test(tc, hostile_flood_bounded);
 	suite_add_tcase(s, tc);
