@@ -653,10 +653,27 @@ static bool tnbc_shm_peer_alive(struct tnbc_xpeer *peer)
 	return tnbc_shm_pid_alive(peer->pid);
 }
 
-/* quiet: an eager message the receiver may leave in its queue (see
- * rx_posted; the caller found the queue less than half full) */
-static void tnbc_shm_ring(struct tnbc_shm_bell *bell, bool quiet)
+/* Whether the queue is less than half full behind pos: then an eager
+ * message may wait in it (see rx_posted) and nobody needs to drain it. */
+static bool tnbc_shm_roomy(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
+			   uint64_t pos)
 {
+	uint64_t ahead = pos + peer->nslots / 2;
+
+	return atomic_load_explicit(&tnbc_shm_cell_at(r->cells, ahead,
+						      peer->nslots - 1,
+						      peer->slot_size)
+					     ->seq,
+				    memory_order_relaxed) == ahead;
+}
+
+/* After publishing the packet at pos: wakes the peer's engine if it
+ * sleeps and the packet needs it. */
+static void tnbc_shm_ring(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
+			  uint64_t pos, bool eager)
+{
+	struct tnbc_shm_bell *bell = peer->bell;
+
 	/* Pairs with the fence in tnbc_shm_sleep_begin: either the engine
 	 * sees our packet before sleeping, or we see it asleep. */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -666,9 +683,11 @@ static void tnbc_shm_ring(struct tnbc_shm_bell *bell, bool quiet)
 	if (atomic_load_explicit(&bell->app_active, memory_order_relaxed))
 		return;
 	/* Pairs with tnbc_shm_rx_posted: a receive posted after this load
-	 * finds the packet itself. */
-	if (quiet &&
-	    !atomic_load_explicit(&bell->rx_posted, memory_order_relaxed))
+	 * finds the packet itself.  Looked at only now: the cell half a
+	 * queue ahead is a cache miss the common case need not pay. */
+	if (eager &&
+	    !atomic_load_explicit(&bell->rx_posted, memory_order_relaxed) &&
+	    tnbc_shm_roomy(peer, r, pos))
 		return;
 	atomic_fetch_add_explicit(&bell->seq, 1, memory_order_release);
 	tnbc_futex(&bell->seq, FUTEX_WAKE, 1, NULL);
@@ -762,7 +781,7 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 			 const struct iovec *iov, size_t iov_count)
 {
 	struct tnbc_shm_region *r = peer->region;
-	struct tnbc_shm_cell *cell, *half;
+	struct tnbc_shm_cell *cell;
 	uint64_t pos, mask;
 	uint8_t *dst;
 	size_t len;
@@ -797,14 +816,7 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	mask = peer->nslots - 1;
 	tnbc_shm_tsan_release(peer->ino, pos & mask);
 	atomic_store_explicit(&cell->seq, pos + 1, memory_order_release);
-	/* half a queue ahead still free: nobody needs to drain it yet */
-	half = tnbc_shm_cell_at(r->cells, pos + peer->nslots / 2, mask,
-				peer->slot_size);
-	tnbc_shm_ring(peer->bell,
-		      hdr->type == TNBC_PKT_EAGER &&
-			      atomic_load_explicit(&half->seq,
-						   memory_order_relaxed) ==
-				      pos + peer->nslots / 2);
+	tnbc_shm_ring(peer, r, pos, hdr->type == TNBC_PKT_EAGER);
 	return 0;
 }
 

@@ -44,6 +44,9 @@
 #define TNBC_SHM_IS_CLAIM(seq, pos)                                            \
 	(((seq)&TNBC_SHM_CLAIMED) && (uint32_t)(seq) == (uint32_t)(pos))
 
+/* Each line is written by one side and read by the other as rarely as
+ * the protocol allows: every sender reads sleeping on every packet, so
+ * nothing written per message may share its line. */
 struct tnbc_shm_bell {
 	uint32_t magic;
 	uint32_t version;
@@ -52,12 +55,12 @@ struct tnbc_shm_bell {
 	/* Bumped by application polls; sampled by the engine, which then
 	 * publishes app_active for senders.  No clock on the hot path. */
 	_Alignas(64) atomic_uint_fast64_t app_polls;
-	atomic_uint app_active;
 	atomic_uint pulls; /* single-copy reads in flight in this domain */
+	_Alignas(64) atomic_uint app_active;
 	/* receives posted in this domain: while there are none, an eager
 	 * message has nothing to complete and may wait in the queue for
 	 * the application's next call, without a wake-up */
-	atomic_int rx_posted;
+	_Alignas(64) atomic_int rx_posted;
 };
 
 struct tnbc_shm_cell {
