@@ -9,6 +9,40 @@ status=0
 start=$(date +%s)
 
 step() { printf '\n== %s (%ds)\n' "$*" $(( $(date +%s) - start )); }
+# quiet LOG CMD...: runs CMD with its output in LOG and, while it runs, a
+# line every 60 s with the time so far and what LOG says it is doing
+# (the test results so far, else its last make directory), so that a
+# long silent step shows it is alive without flooding the log.  Returns
+# CMD's exit status.
+quiet() {
+	local log=$1 t0=$SECONDS ticker rc=0
+	shift
+	(
+		nap=
+		trap 'kill $nap 2>/dev/null; exit 0' TERM
+		while :; do
+			sleep 60 >/dev/null 2>&1 &
+			nap=$!
+			wait "$nap"
+			kill -0 $$ 2>/dev/null || exit 0
+			printf '   ... still running, %ds: %s\n' $((SECONDS - t0)) \
+				"$(awk '/^(PASS|SKIP|XFAIL): / { ok++ }
+					/^(FAIL|XPASS|ERROR): / { bad++ }
+					/Entering directory/ { d = $NF; gsub(/\047/, "", d)
+						n = split(d, a, "/"); dir = a[n - 1] "/" a[n] }
+					END { if (ok + bad)
+							printf "%d tests passed, %d failed so far", ok, bad
+						else
+							printf "in %s", dir ? dir : "(starting)" }' \
+					"$log" 2>/dev/null)"
+		done
+	) &
+	ticker=$!
+	"$@" >"$log" 2>&1 || rc=$?
+	kill "$ticker" 2>/dev/null
+	wait "$ticker" 2>/dev/null
+	return $rc
+}
 show_logs() {
 	local dir=$1
 	find "$dir" -name '*.log' -newer "$dir/Makefile" -path '*tests*' \
@@ -45,8 +79,21 @@ if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	status=1
 fi
 
+step "make check in a ThreadSanitizer build"
+# halt_on_error=0: every report is printed; exitcode makes any fail the
+# test.  Ordering through shared memory mapped twice in one process is
+# annotated in the transport, never suppressed.
+"$top/scripts/build.sh" "$top/build-tsan" --enable-tsan --without-mpi ||
+	exit 1
+if ! TSAN_OPTIONS=halt_on_error=0:exitcode=66:second_deadlock_stack=1 \
+	quiet "$top/build-tsan/check.out" make -C "$top/build-tsan" -j1 check; then
+	grep -E '^(PASS|FAIL|ERROR|SKIP)' "$top/build-tsan/check.out" | grep -v '^PASS'
+	show_logs "$top/build-tsan"
+	status=1
+fi
+
 step "make distcheck"
-if ! make -C "$top/build" distcheck >"$top/build/distcheck.out" 2>&1; then
+if ! quiet "$top/build/distcheck.out" make -C "$top/build" distcheck; then
 	tail -60 "$top/build/distcheck.out"
 	status=1
 else
@@ -54,15 +101,18 @@ else
 fi
 
 step "done"
-# One closing line over every automake test result of both builds.
+# One closing line over every automake test result of the three builds.
 pass=$(cat "$top"/build/*/*/*.trs "$top"/build/*/*.trs \
-	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs 2>/dev/null |
+	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs \
+	"$top"/build-tsan/*/*/*.trs "$top"/build-tsan/*/*.trs 2>/dev/null |
 	grep -c '^:test-result: PASS')
 fail=$(cat "$top"/build/*/*/*.trs "$top"/build/*/*.trs \
-	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs 2>/dev/null |
+	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs \
+	"$top"/build-tsan/*/*/*.trs "$top"/build-tsan/*/*.trs 2>/dev/null |
 	grep -c '^:test-result: \(FAIL\|ERROR\)')
 skip=$(cat "$top"/build/*/*/*.trs "$top"/build/*/*.trs \
-	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs 2>/dev/null |
+	"$top"/build-asan/*/*/*.trs "$top"/build-asan/*/*.trs \
+	"$top"/build-tsan/*/*/*.trs "$top"/build-tsan/*/*.trs 2>/dev/null |
 	grep -c '^:test-result: SKIP')
 [ "$status" -eq 0 ] || [ "$fail" -gt 0 ] || fail=1
 echo "$pass passed, $fail failed, $skip skipped"

@@ -1,0 +1,385 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
+#
+# OSU micro-benchmarks over Open MPI on tnbc (pml cm + OFI MTL, provider
+# tnbc) beside ob1/vader (pml ob1 + btl self,vader, Open MPI's own shared
+# memory), in one invocation: osu_bw and osu_latency with 2 ranks (the
+# default sizes, 1 B to 4 MiB), osu_mbw_mr and osu_multi_lat with 4 and 8
+# ranks (2 and 4 pairs), osu_allreduce and osu_alltoall with 4 and 8 ranks
+# up to 64 KiB.  Every round runs every benchmark on both stacks, the stack
+# that goes first alternating from round to round; the table shows the
+# median over rounds and tnbc_x, tnbc's time over vader's (latency
+# tnbc/vader, bandwidth vader/tnbc): above 1, tnbc is slower.  Figures
+# only: nothing passes or fails on time.  Never downloads anything.
+#
+# usage: osu_compare.sh [OSU_DIR]
+#   OSU_DIR   an OSU micro-benchmarks 7.x build or install directory, searched
+#             for osu_bw, osu_latency, ... (default: $OSU_DIR)
+# environment:
+#   ROUNDS=3  rounds (each round: every benchmark once on each stack)
+#   QUICK=1   smoke test: 1 round, -i 20 -x 5 (a few minutes in all)
+#   OUT=DIR   output directory (default ./osu-compare-YYYYmmdd-HHMMSS)
+#   TMO=300   timeout per mpirun, seconds
+#   YIELD=1   mpi_yield_when_idle for both stacks (as scripts/mpirun-tnbc.sh)
+#   PLOT=0    no PNG (by default python3-matplotlib is installed if absent)
+# Uses the tnbc libfabric finds (installed by make install);
+# FI_PROVIDER_PATH, when set, is passed to the ranks.
+# OUT holds: table.txt (what is printed), results.csv (medians:
+# benchmark,np,size,stack,value,unit), ratio.csv (benchmark,np,size,unit,
+# tnbc,vader,tnbc_x), raw.csv (every round), osu_compare.png, logs/.
+# Exit status: 0 every run gave figures; 1 a run failed or timed out (its
+# figures are n/a) or a tnbc run did not run on tnbc (stops at once);
+# 2 usage, OSU binaries or the tnbc provider not found.
+
+set -u
+
+usage() { sed -n '4,32p' "$0" | sed 's/^# \{0,1\}//'; }
+
+case ${1:-} in
+-h | --help) usage; exit 0 ;;
+-*) usage >&2; exit 2 ;;
+esac
+osu=${1:-${OSU_DIR:-}}
+quick=${QUICK:-0}
+rounds=${ROUNDS:-3}
+iter_args=()
+if [ "$quick" = 1 ]; then
+	rounds=1
+	iter_args=(-i 20 -x 5)
+fi
+tmo=${TMO:-300}
+yield=${YIELD:-1}
+plot=${PLOT:-1}
+out=${OUT:-./osu-compare-$(date +%Y%m%d-%H%M%S)}
+
+case $rounds in
+'' | *[!0-9]* | 0) echo "osu_compare.sh: ROUNDS must be a positive integer" >&2; exit 2 ;;
+esac
+case $tmo in
+'' | *[!0-9]* | 0) echo "osu_compare.sh: TMO must be a positive integer" >&2; exit 2 ;;
+esac
+
+benches=(osu_bw osu_latency osu_mbw_mr osu_multi_lat osu_allreduce osu_alltoall)
+if [ -z "$osu" ]; then
+	echo "osu_compare.sh: no OSU directory: give it as the first argument" \
+		"or in OSU_DIR (an OSU micro-benchmarks build or install tree;" \
+		"this script never downloads it)" >&2
+	exit 2
+fi
+if [ ! -d "$osu" ]; then
+	echo "osu_compare.sh: $osu: not a directory" >&2
+	exit 2
+fi
+declare -A bin
+missing=()
+for b in "${benches[@]}"; do
+	bin[$b]=$(find "$osu" -type f -name "$b" -perm -u+x -print -quit 2>/dev/null)
+	[ -n "${bin[$b]}" ] || missing+=("$b")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "osu_compare.sh: not found under $osu: ${missing[*]}" >&2
+	echo "osu_compare.sh: build OSU micro-benchmarks 7.x there first" \
+		"(./configure CC=mpicc CXX=mpicxx && make); this script never" \
+		"downloads it" >&2
+	exit 2
+fi
+for t in mpirun fi_info timeout; do
+	command -v "$t" >/dev/null ||
+		{ echo "osu_compare.sh: $t not found (run scripts/deps.sh)" >&2; exit 2; }
+done
+if ! env -u FI_PROVIDER fi_info -p tnbc >/dev/null 2>&1; then
+	echo "osu_compare.sh: libfabric does not find the tnbc provider;" \
+		"run make install in the build directory (or set" \
+		"FI_PROVIDER_PATH)" >&2
+	exit 2
+fi
+
+mkdir -p "$out/logs" || exit 2
+out=$(cd "$out" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+# The tests: benchmark, ranks, options.
+tests=(
+	"osu_bw 2"
+	"osu_latency 2"
+	"osu_mbw_mr 4"
+	"osu_mbw_mr 8"
+	"osu_multi_lat 4"
+	"osu_multi_lat 8"
+	"osu_allreduce 4 -m 65536"
+	"osu_allreduce 8 -m 65536"
+	"osu_alltoall 4 -m 65536"
+	"osu_alltoall 8 -m 65536"
+)
+
+# Both stacks get the same launch options: --bind-to none lets tnbc's
+# progress thread run on any core; Debian's openmpi-mca-params.conf sets
+# "mtl = ^ofi", which "--mca mtl ofi" overrides.  opal_common_ofi_verbose
+# makes each rank's OFI MTL name its provider ("mtl:ofi:prov: tnbc") on
+# stderr, which is kept in logs/ and checked after every tnbc run.
+common=(--allow-run-as-root --oversubscribe --bind-to none
+	--mca mpi_yield_when_idle "$yield")
+stack_opts() {
+	case $1 in
+	tnbc)
+		opts=(--mca pml cm --mca mtl ofi --mca btl self
+			--mca mtl_ofi_provider_include tnbc
+			--mca opal_common_ofi_verbose 1)
+		[ -n "${FI_PROVIDER_PATH:-}" ] && opts+=(-x FI_PROVIDER_PATH)
+		;;
+	vader)
+		opts=(--mca pml ob1 --mca btl 'self,vader')
+		;;
+	esac
+}
+
+unit_of() {
+	case $1 in
+	osu_bw | osu_mbw_mr) echo MB/s ;;
+	*) echo us ;;
+	esac
+}
+
+# the installed provider, to notice a make install during the run
+lib_sum() {
+	local lib
+	lib=$(pkg-config --variable=libdir libfabric 2>/dev/null)/libfabric/libtnbc-fi.so
+	if [ -e "$lib" ]; then md5sum "$lib"; else echo "(no $lib)"; fi
+}
+lib0=$(lib_sum)
+echo "# osu_compare: OSU in $osu; $rounds round(s)${iter_args[*]:+, ${iter_args[*]}};" \
+	"mpi_yield_when_idle $yield; FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-(unset)};" \
+	"output in $out" >&2
+{
+	echo "date: $(date -Is)"
+	echo "host: $(uname -n), $(nproc) cpus, $(uname -r)"
+	echo "osu: $osu"
+	echo "open mpi: $(mpirun --version 2>/dev/null | head -n 1)"
+	echo "libfabric: $(fi_info --version 2>/dev/null | tr '\n' ' ')"
+	echo "tnbc: $(lib_sum)"
+	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "rounds: $rounds; quick: $quick; yield: $yield; timeout: $tmo"
+} >"$out/env.txt"
+
+failed=0
+# run_one IDX ROUND STACK: one mpirun, figures appended to $tmp/raw as
+# "idx,benchmark,np,size,stack,round,value,unit".
+run_one() {
+	local idx=$1 round=$2 stack=$3 b np args_s log rc t0 got n_tnbc why
+	local -a args opts
+	read -r b np args_s <<<"${tests[$idx]}"
+	read -r -a args <<<"${args_s:-}"
+	stack_opts "$stack"
+	log=$out/logs/$b.np$np.$stack.r$round
+	t0=$(date +%s)
+	timeout -k 10 "$tmo" env -u FI_PROVIDER mpirun "${common[@]}" \
+		"${opts[@]}" -np "$np" "${bin[$b]}" "${args[@]}" \
+		"${iter_args[@]}" >"$log.out" 2>"$log.err" </dev/null
+	rc=$?
+	echo "# round $round/$rounds: $b -np $np${args_s:+ $args_s} on $stack:" \
+		"exit $rc, $(($(date +%s) - t0)) s" >&2
+	if [ "$stack" = tnbc ]; then
+		got=$(grep -o 'mtl:ofi:prov: [^ ]*' "$log.err" |
+			sed 's/^mtl:ofi:prov: //' | sort | uniq -c |
+			sed 's/^ *\([0-9]*\) \(.*\)/\2 (\1 ranks)/' | paste -sd, -)
+		n_tnbc=$(grep -c 'mtl:ofi:prov: tnbc$' "$log.err")
+		if grep 'mtl:ofi:prov: ' "$log.err" | grep -qv 'prov: tnbc$' ||
+			{ [ "$rc" -eq 0 ] && [ "$n_tnbc" -ne "$np" ]; }; then
+			echo "osu_compare.sh: FATAL: $b -np $np on tnbc: the OFI" \
+				"MTL of the ranks selected '${got:-nothing}'," \
+				"not tnbc on all $np ranks; see $log.err" >&2
+			exit 1
+		fi
+	fi
+	# stderr beyond the OFI MTL's verbose lines: show its first line
+	why=$(grep -v -e 'mtl_ofi_component\.c:' -e '^$' "$log.err" | head -n 1)
+	[ -n "$why" ] && echo "#   stderr: $why" >&2
+	if [ "$rc" -ne 0 ]; then
+		[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && echo "#   timed out after $tmo s" >&2
+		failed=$((failed + 1))
+	fi
+	awk -v idx="$idx" -v b="$b" -v np="$np" -v st="$stack" -v r="$round" \
+		-v u="$(unit_of "$b")" '
+		!/^#/ && NF >= 2 && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9.]+$/ {
+			printf "%s,%s,%s,%s,%s,%s,%s,%s\n", idx, b, np, $1, st, r, $2, u
+			n++
+		}
+		END { exit n == 0 }' "$log.out" >>"$tmp/raw" ||
+		{ [ "$rc" -eq 0 ] && echo "#   no figures in $log.out" >&2 && failed=$((failed + 1)); }
+	return 0
+}
+
+: >"$tmp/raw"
+for ((r = 1; r <= rounds; r++)); do
+	order=(tnbc vader)
+	[ $((r % 2)) -eq 0 ] && order=(vader tnbc)
+	for i in "${!tests[@]}"; do
+		for st in "${order[@]}"; do
+			run_one "$i" "$r" "$st"
+		done
+	done
+done
+
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
+if [ "$(lib_sum)" != "$lib0" ]; then
+	echo "# osu_compare: WARNING: the installed libtnbc-fi.so changed during" \
+		"the run; the tnbc figures mix two builds" >&2
+	echo "tnbc at end: $(lib_sum) (CHANGED during the run)" >>"$out/env.txt"
+fi
+
+# Medians over rounds (the mean of the middle two for an even count).
+echo "benchmark,np,size,stack,round,value,unit" >"$out/raw.csv"
+cut -d, -f2- "$tmp/raw" >>"$out/raw.csv"
+sort -t, -k1,1n -k3,3n -k4,4n -k5,5 -k7,7g "$tmp/raw" | awk -F, '
+function flush() {
+	if (n == 0)
+		return
+	m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+	printf "%s,%.6g,%s\n", key, m, unit
+	n = 0
+}
+{
+	k = $1 "," $2 "," $3 "," $4 "," $5
+	if (k != key) { flush(); key = k }
+	v[++n] = $7
+	unit = $8
+}
+END { flush() }' >"$tmp/med"
+echo "benchmark,np,size,stack,value,unit" >"$out/results.csv"
+cut -d, -f2- "$tmp/med" >>"$out/results.csv"
+
+# One row per benchmark, ranks and size; tnbc_x: tnbc's time over vader's.
+awk -F, '
+{
+	k = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
+	if (!(k in seen)) { seen[k] = 1; keys[++nk] = k; unit[k] = $7 }
+	val[k, $5] = $6
+}
+END {
+	for (i = 1; i <= nk; i++) {
+		k = keys[i]
+		split(k, a, SUBSEP)
+		t = ((k, "tnbc") in val) ? val[k, "tnbc"] : "n/a"
+		v = ((k, "vader") in val) ? val[k, "vader"] : "n/a"
+		x = "n/a"
+		if (t != "n/a" && v != "n/a" && t + 0 > 0 && v + 0 > 0)
+			x = sprintf("%.2f", unit[k] == "MB/s" ? v / t : t / v)
+		printf "%s,%s,%s,%s,%s,%s,%s\n", a[2], a[3], a[4], unit[k], t, v, x
+	}
+}' "$tmp/med" >"$tmp/ratio"
+echo "benchmark,np,size,unit,tnbc,vader,tnbc_x" >"$out/ratio.csv"
+cat "$tmp/ratio" >>"$out/ratio.csv"
+
+awk -F, -v rounds="$rounds" '
+{
+	if (NR > 1 && ($1 != pb || $2 != pn))
+		printf "\n"
+	pb = $1; pn = $2
+	printf "%-14s %3s %8s %5s %11s %11s %7s\n", $1, $2, $3, $4, $5, $6, $7
+	g = $1 " -np " $2
+	if (!(g in cnt)) { order[++ng] = g; cnt[g] = 0 }
+	if ($7 != "n/a") { cnt[g]++; lsum[g] += log($7) }
+}
+BEGIN {
+	printf "%-14s %3s %8s %5s %11s %11s %7s\n", "benchmark", "np", "size", \
+		"unit", "tnbc", "vader", "tnbc_x"
+}
+END {
+	printf "\n# medians over %d round(s); tnbc_x: tnbc time over vader time " \
+		"(latency tnbc/vader, bandwidth vader/tnbc), > 1: tnbc slower\n", rounds
+	for (i = 1; i <= ng; i++)
+		printf "# geometric mean tnbc_x, %-20s %s\n", order[i] ":", \
+			cnt[order[i]] ? sprintf("%.2f", exp(lsum[order[i]] / cnt[order[i]])) : "n/a"
+}' "$tmp/ratio" | tee "$out/table.txt"
+
+# The plot: matplotlib, installed from Debian when absent.  Debian's
+# python3-matplotlib is for /usr/bin/python3, which another python3 first
+# in PATH (pyenv, a venv) may hide.
+py=
+pick_python() {
+	local p
+	for p in "$(command -v python3)" /usr/bin/python3; do
+		if [ -n "$p" ] && "$p" -c 'import matplotlib' 2>/dev/null; then
+			py=$p
+			return 0
+		fi
+	done
+	return 1
+}
+if [ "$plot" = 1 ] && ! pick_python; then
+	echo "# osu_compare: installing python3-matplotlib for the plot" >&2
+	sudo_cmd=()
+	[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+	lock=(-o DPkg::Lock::Timeout=600)
+	if ! { "${sudo_cmd[@]}" apt-get "${lock[@]}" update -qq &&
+		DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get "${lock[@]}" \
+			install -y -qq python3-matplotlib; } >"$tmp/apt" 2>&1 ||
+		! pick_python; then
+		tail -5 "$tmp/apt" >&2
+		echo "# osu_compare: matplotlib unavailable: no plot" >&2
+		plot=0
+	fi
+fi
+if [ "$plot" = 1 ]; then
+	MPLBACKEND=Agg "$py" - "$out" "$rounds" <<'EOF' ||
+import csv, sys
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
+
+
+def size_label(x, _pos):
+    for unit, n in (("M", 1 << 20), ("K", 1 << 10)):
+        if x >= n:
+            return "%g%s" % (x / n, unit)
+    return "%g" % x
+
+
+out, rounds = sys.argv[1], sys.argv[2]
+data = {}
+with open(out + "/results.csv") as f:
+    for r in csv.DictReader(f):
+        key = (r["benchmark"], int(r["np"]), r["stack"])
+        data.setdefault(key, []).append((int(r["size"]), float(r["value"])))
+panels = [("osu_bw", "bandwidth, MB/s"), ("osu_latency", "latency, us"),
+          ("osu_mbw_mr", "aggregate bandwidth, MB/s"),
+          ("osu_multi_lat", "latency, us"),
+          ("osu_allreduce", "latency, us"), ("osu_alltoall", "latency, us")]
+colour = {"tnbc": "tab:red", "vader": "tab:blue"}
+style = {2: "-", 4: "-", 8: "--"}
+fig, axes = plt.subplots(3, 2, figsize=(12, 13))
+for ax, (bench, ylabel) in zip(axes.flat, panels):
+    for (b, np, stack), pts in sorted(data.items()):
+        if b != bench:
+            continue
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style.get(np, ":"),
+                marker="o", markersize=3, color=colour.get(stack, "k"),
+                label="%s, %d ranks" % (stack if stack == "tnbc" else
+                                        "ob1/vader", np))
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(size_label))
+    ax.set_yscale("log")
+    ax.set_title(bench)
+    ax.set_xlabel("message size, bytes")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.4)
+    if ax.has_data():
+        ax.legend(fontsize=8)
+fig.suptitle("OSU 7.4 over Open MPI: tnbc (pml cm + OFI MTL) vs ob1/vader, "
+             "median of %s round(s)" % rounds)
+fig.tight_layout()
+fig.savefig(out + "/osu_compare.png", dpi=100)
+EOF
+		echo "# osu_compare: the plot failed" >&2
+fi
+
+echo "# osu_compare: $out/{table.txt,results.csv,ratio.csv,raw.csv}" \
+	"$([ -f "$out/osu_compare.png" ] && echo "$out/osu_compare.png"), logs/" >&2
+if [ "$failed" -gt 0 ]; then
+	echo "# osu_compare: $failed run(s) failed or gave no figures" \
+		"(n/a above); see $out/logs" >&2
+	exit 1
+fi
+exit 0
