@@ -95,8 +95,12 @@ static bool
 tail_ok(const uint8_t *buf, const uint8_t *ref, size_t len)
 {
 	size_t t = len < 64 ? len : 64;
+	bool ok;
 
-	return !memcmp(buf + len - t, ref + len - t, t) && !memcmp(buf, ref, t);
+	FTX_WATCH_BEGIN();
+	ok = !memcmp(buf + len - t, ref + len - t, t) && !memcmp(buf, ref, t);
+	FTX_WATCH_END();
+	return ok;
 }
 
 /*
@@ -217,7 +221,9 @@ run_tree(struct ftx_ctx *ctx, bool dw)
 				seen = sleep_watching(buf, ref, len);
 			}
 			woke = ftx_now_ns();
+			FTX_WATCH_BEGIN(); /* still no libfabric call */
 			off = ftx_check(buf, len, seed);
+			FTX_WATCH_END();
 			atomic_store(ftx_scratch(SLOT_ARR(me)), seen);
 			if (off != SIZE_MAX) {
 				ftx_defer_fail("round %d (%zu bytes): after "
