@@ -121,15 +121,18 @@ enum tnbc_ep_need {
 
 /* Looked at under the endpoint's lock, after the engine announced its
  * sleep (sleep_begin), so that whatever it misses here a sender or an
- * application thread saw it announced, and rings or kicks.  An
- * endpoint busy in another thread counts as work. */
+ * application thread saw it announced, and rings or kicks. */
 static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
 {
 	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	enum tnbc_ep_need need = TNBC_NEED_NONE;
 
+	/* Whoever holds it is progressing the endpoint.  It may also be
+	 * preempted with the lock (a host with more threads than cores):
+	 * spinning for it would take the core it needs, so look again
+	 * after a short nap instead. */
 	if (pthread_mutex_trylock(&ep->lock))
-		return TNBC_NEED_POLL;
+		return TNBC_NEED_RETRY;
 	if (xops->pending(ep->xep) &&
 	    !(tnbc_ep_rx_idle(ep) && xops->quiet(ep->xep)))
 		need = TNBC_NEED_POLL;
