@@ -31,8 +31,8 @@ void __tsan_ignore_thread_end(void);
 #define FTX_WATCH_BEGIN() __tsan_ignore_thread_begin()
 #define FTX_WATCH_END()	  __tsan_ignore_thread_end()
 #else
-#define FTX_WATCH_BEGIN() ((void)0)
-#define FTX_WATCH_END()	  ((void)0)
+#define FTX_WATCH_BEGIN() ((void) 0)
+#define FTX_WATCH_END()	  ((void) 0)
 #endif
 
 #define FTX_MAX_PROCS 16
