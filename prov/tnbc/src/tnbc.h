@@ -639,8 +639,6 @@ void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 		    const struct tnbc_hdr *hdr, const void *data, size_t len);
 void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
 void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
-/* Whether a and b name the same endpoint (a service by its number). */
-bool tnbc_name_same(const struct tnbc_name *a, const struct tnbc_name *b);
 /* Counts and reports a packet that fits no transfer.  ep->lock held. */
 void tnbc_stray(struct tnbc_ep *ep, const char *what);
 bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio);

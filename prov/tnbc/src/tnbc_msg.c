@@ -57,13 +57,6 @@ static size_t tnbc_eager_limit(struct tnbc_ep *ep, struct tnbc_xpeer *peer)
 	return tnbc_env.eager_size < max ? tnbc_env.eager_size : max;
 }
 
-bool tnbc_name_same(const struct tnbc_name *a, const struct tnbc_name *b)
-{
-	return a->kind == b->kind && a->uid == b->uid &&
-	       (a->kind == TNBC_NAME_SVC ||
-		(a->pid == b->pid && a->nonce == b->nonce));
-}
-
 void tnbc_stray(struct tnbc_ep *ep, const char *what)
 {
 	uint64_t n = atomic_fetch_add_explicit(&ep->domain->engine.stray_pkts,
@@ -465,8 +458,7 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	local.iov_base = ux->data;
 	local.iov_len = hdr->size;
 	if (xops->pull(peer, &local, 1, remote, rcount) != (ssize_t)hdr->size) {
-		ep->ux_bytes -= tnbc_ux_cost(hdr->size);
-		free(ux);
+		tnbc_ux_free(ep, ux); /* nothing is held: ux_kept is 0 here */
 		return NULL; /* the receive will stream or fail it */
 	}
 	atomic_fetch_add(&ep->domain->engine.rndv_pull, 1);

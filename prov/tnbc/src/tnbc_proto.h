@@ -43,6 +43,17 @@ struct tnbc_name {
 
 _Static_assert(sizeof(struct tnbc_name) == TNBC_NAME_LEN, "name size");
 
+/* Whether a and b name the same endpoint: a service by its number
+ * alone (an AV entry made by fi_av_insertsvc knows no pid), any other
+ * by the process and the nonce it chose. */
+static inline int tnbc_name_same(const struct tnbc_name *a,
+				 const struct tnbc_name *b)
+{
+	return a->kind == b->kind && a->uid == b->uid &&
+	       (a->kind == TNBC_NAME_SVC ||
+		(a->pid == b->pid && a->nonce == b->nonce));
+}
+
 enum tnbc_pkt_type {
 	TNBC_PKT_EAGER = 1, /* whole message inline */
 	TNBC_PKT_RTS, /* rendezvous: payload is the sender's iovecs */

@@ -529,14 +529,6 @@ static size_t tnbc_shm_hash(const struct tnbc_name *name)
 	       TNBC_SHM_PEER_HASH;
 }
 
-static bool tnbc_shm_name_eq(const struct tnbc_name *a,
-			     const struct tnbc_name *b)
-{
-	return a->kind == b->kind && a->uid == b->uid &&
-	       (a->kind == TNBC_NAME_SVC ||
-		(a->pid == b->pid && a->nonce == b->nonce));
-}
-
 /* Maps the doorbell a peer's region names, with the same checks. */
 static int tnbc_shm_map_bell(struct tnbc_xdom *xdom, struct tnbc_xpeer *peer)
 {
@@ -552,13 +544,9 @@ static int tnbc_shm_map_bell(struct tnbc_xdom *xdom, struct tnbc_xpeer *peer)
 			   NULL);
 	if (ret)
 		return ret;
-	if (blen < sizeof(*peer->bell) || peer->bell->magic != TNBC_SHM_MAGIC) {
-		munmap(peer->bell, blen);
-		peer->bell = NULL;
-		return -FI_EINVAL;
-	}
-	if (blen != sizeof(*peer->bell)) {
-		/* peer_free unmaps exactly one bell */
+	/* exactly one bell: peer_free unmaps that size */
+	if (blen != sizeof(*peer->bell) ||
+	    peer->bell->magic != TNBC_SHM_MAGIC) {
 		munmap(peer->bell, blen);
 		peer->bell = NULL;
 		return -FI_EINVAL;
@@ -632,7 +620,7 @@ static int tnbc_shm_peer_get(struct tnbc_xdom *xdom,
 
 	pthread_mutex_lock(&xdom->lock);
 	for (p = xdom->peers[h]; p; p = p->hnext)
-		if (tnbc_shm_name_eq(&p->name, name))
+		if (tnbc_name_same(&p->name, name))
 			break;
 	if (!p) {
 		ret = tnbc_shm_peer_map(xdom, name, &p);
