@@ -1486,10 +1486,15 @@ END_TEST
 START_TEST(match_tx_error)
 {
 	struct tu_world_opts o = {.cntrs = true};
+	size_t old_pull = tnbc_env.unexp_pull;
 	struct tu_world w;
 	uint8_t *sb, *r = calloc(1, RNDV_LEN);
 	struct fi_cq_err_entry err;
 
+	/* The read must come after the unmap: with the receiver idle, the
+	 * engine would otherwise be free to read the message early, before
+	 * it, and the send would rightly succeed. */
+	tnbc_env.unexp_pull = 0;
 	tu_world_open(&w, 2, &o);
 	sb = mmap(NULL, RNDV_LEN, PROT_READ | PROT_WRITE,
 		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -1514,6 +1519,7 @@ START_TEST(match_tx_error)
 	ck_assert_int_eq(err.err, FI_EIO);
 	tu_world_close(&w);
 	free(r);
+	tnbc_env.unexp_pull = old_pull;
 }
 END_TEST
 
