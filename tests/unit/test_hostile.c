@@ -82,6 +82,7 @@ static void hx_publish(struct tnbc_shm_cell *c, uint64_t pos,
 	if (hdr->payload_len)
 		memcpy(dst + sizeof(*hdr), payload, hdr->payload_len);
 	c->len = (uint32_t)(sizeof(*hdr) + hdr->payload_len);
+	c->fmt = TNBC_SHM_FMT_FULL;
 	atomic_store(&c->seq, pos + 1);
 }
 
@@ -371,6 +372,90 @@ START_TEST(hostile_forged_data)
 }
 END_TEST
 
+/* One short-framed packet (cell.fmt), its lengths as a peer chose. */
+static void hx_send_short(struct hx *h, uint32_t fmt,
+			  const struct tnbc_shm_short *sh, uint32_t len,
+			  const void *payload, size_t plen)
+{
+	uint64_t pos;
+	struct tnbc_shm_cell *c = hx_claim(h, &pos, getpid());
+	uint8_t *dst = (uint8_t *)(c + 1);
+
+	memcpy(dst, sh, sizeof(*sh));
+	memcpy(dst + sizeof(*sh), payload, plen);
+	c->len = len;
+	c->fmt = fmt;
+	atomic_store(&c->seq, pos + 1);
+}
+
+/*
+ * Short frames (the shm transport's compact header for eager messages):
+ * one whose payload_len disagrees with the cell length, one that claims
+ * a type the short frame cannot carry, one of an unknown frame, and one
+ * that says it carries CQ data the cell has no room for are all dropped
+ * and counted; a well-formed one after them is delivered, its source
+ * rebuilt as the sender's full name (FI_SOURCE finds the sender).
+ */
+START_TEST(hostile_short_frames)
+{
+	struct fi_tnbc_engine_stats st;
+	int old_engine = tnbc_env.engine;
+	const struct tnbc_name *an;
+	struct tnbc_shm_short sh;
+	struct fi_cq_tagged_entry e;
+	fi_addr_t from = FI_ADDR_NOTAVAIL;
+	char msg[8] = "shortfr", rbuf[64] = {0};
+	const uint32_t ok_len = sizeof(sh) + sizeof(msg);
+	struct tu_world w;
+	struct hx h;
+	ssize_t n;
+
+	tnbc_env.engine = 0;
+	tu_world_open(&w, 2, NULL);
+	an = &w.ep[A].name;
+	hx_map(&h, &w.ep[R].name);
+	sh = (struct tnbc_shm_short){
+		.version = TNBC_PROTO_VERSION,
+		.type = TNBC_PKT_EAGER,
+		.flags = TNBC_HDR_TAGGED,
+		.payload_len = sizeof(msg),
+		.tag = 9,
+		.pid = an->pid,
+		.uid = an->uid,
+		.nonce = an->nonce,
+	};
+	sh.payload_len = 0x7ffff000;
+	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, ok_len, msg,
+		      sizeof(msg));
+	sh.payload_len = sizeof(msg);
+	sh.type = TNBC_PKT_RTS;
+	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, ok_len, msg,
+		      sizeof(msg));
+	sh.type = TNBC_PKT_EAGER;
+	hx_send_short(&h, 77, &sh, ok_len, msg, sizeof(msg));
+	sh.flags |= TNBC_HDR_CQ_DATA;
+	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, sizeof(sh), msg, 0);
+	sh.flags = TNBC_HDR_TAGGED;
+	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, ok_len, msg,
+		      sizeof(msg));
+
+	h_trecv(&w, R, rbuf, sizeof(rbuf), 9, 0, &ctx[0]);
+	while ((n = fi_cq_readfrom(w.ep[R].rx_cq, &e, 1, &from)) == -FI_EAGAIN)
+		;
+	ck_assert_int_eq(n, 1);
+	ck_assert_ptr_eq(e.op_context, &ctx[0]);
+	ck_assert_uint_eq(e.tag, 9);
+	ck_assert_uint_eq(e.len, sizeof(msg));
+	ck_assert_mem_eq(rbuf, msg, sizeof(msg));
+	ck_assert_uint_eq(from, w.addr[A]);
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_eq(st.bad_pkts, 4);
+	hx_unmap(&h);
+	tu_world_close(&w);
+	tnbc_env.engine = old_engine;
+}
+END_TEST
+
 /*
  * A sender that dies between claiming a queue cell and publishing it
  * (_i = 0), and one that is slow but alive (_i = 1): the consumer steps
@@ -506,6 +591,7 @@ Suite *tu_hostile_suite(void)
 	tcase_add_test(tc, hostile_length_flip);
 	tcase_add_test(tc, hostile_forged_answers);
 	tcase_add_test(tc, hostile_forged_data);
+	tcase_add_test(tc, hostile_short_frames);
 	tcase_add_loop_test(tc, hostile_dead_claim, 0, 2);
 	tcase_add_test(tc, hostile_flood_bounded);
 	suite_add_tcase(s, tc);

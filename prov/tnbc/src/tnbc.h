@@ -17,11 +17,13 @@
  *  - application threads, which progress their endpoints opportunistically
  *    inside fi_cq_read() and friends.  While they poll at least once per
  *    FI_TNBC_APP_WINDOW_US, the application owns progress: the engine
- *    does no work and naps one window at a time, so it never takes the
- *    core a polling thread needs, and peers need not ring the doorbell (a
- *    syscall and a context switch per message).  Once a window passes
- *    without a poll the engine takes over, so a message waits at most
- *    about one window, never for the application to call in again.
+ *    does no work and naps, longer the longer the polling lasts, so it
+ *    never takes the core a polling thread needs, and peers need not
+ *    ring the doorbell (a syscall and a context switch per message).
+ *    Once the application has not polled for a window, senders ring
+ *    again; a packet that came just before that waits at most for the
+ *    end of the nap (fi_tnbc(7)), never for the application to call in
+ *    again.
  *
  * Lock discipline
  * ---------------
@@ -215,6 +217,17 @@ struct tnbc_engine {
 	/* application threads blocked in fi_cq_sread / fi_cntr_wait: they
 	 * do not poll, so the engine must not leave progress to them */
 	atomic_int app_waiting;
+	/* an application thread waited for an endpoint lock since the
+	 * engine last looked: it is driving progress, even though it has
+	 * not polled lately (the engine may have held the lock, or the
+	 * core) */
+	atomic_bool app_blocked;
+	/* engine thread only: the host's load, sampled from /proc/loadavg,
+	 * and the application window it implies (tnbc_progress.c) */
+	int load_fd;
+	uint64_t load_ns; /* when it was last sampled */
+	uint64_t window_ns;
+	bool busy; /* more runnable threads than CPUs */
 };
 
 #define TNBC_MR_HASH 1024
@@ -602,6 +615,21 @@ void tnbc_cntr_changed(struct tnbc_cntr *cntr);
 
 /* progress */
 /* No receive posted on the endpoint (ep->lock held, or a racy look). */
+/* The endpoint lock, taken by a thread that posts or cancels: when it
+ * must wait, and it is not the engine (which posts triggered work), the
+ * engine learns that the application is busy here. */
+static inline void tnbc_ep_lock(struct tnbc_ep *ep)
+{
+	struct tnbc_engine *e = &ep->domain->engine;
+
+	if (!pthread_mutex_trylock(&ep->lock))
+		return;
+	if (!e->running || !pthread_equal(pthread_self(), e->thread))
+		atomic_store_explicit(&e->app_blocked, true,
+				      memory_order_relaxed);
+	pthread_mutex_lock(&ep->lock);
+}
+
 static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
 {
 	return tnbc_list_empty(&ep->rx_msg) && tnbc_list_empty(&ep->rx_tagged);

@@ -3,6 +3,8 @@
  */
 #include <stdlib.h>
 
+#include <inttypes.h>
+
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
 
@@ -19,6 +21,15 @@ static int tnbc_domain_close(struct fid *fid)
 	}
 	tnbc_prov_track(dom, false);
 	tnbc_engine_stop(dom);
+	/* what a slow run needs first: who moved the packets, how often
+	 * the engine slept and was woken */
+	FI_INFO(&tnbc_prov, FI_LOG_DOMAIN,
+		"engine: %" PRIu64 " packets, application: %" PRIu64
+		", sleeps %" PRIu64 ", wake-ups %" PRIu64 "\n",
+		atomic_load(&dom->engine.engine_pkts),
+		atomic_load(&dom->engine.app_pkts),
+		atomic_load(&dom->engine.sleeps),
+		atomic_load(&dom->engine.wakeups));
 	dom->xops->dom_close(dom->xdom);
 	tnbc_trig_domain_fini(dom);
 	pthread_mutex_destroy(&dom->atomic_lock);

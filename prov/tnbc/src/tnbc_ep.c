@@ -46,7 +46,7 @@ static int tnbc_ep_close(struct fid *fid)
 	dom->ep_count--;
 	pthread_rwlock_unlock(&dom->ep_lock);
 
-	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_lock(ep);
 	tnbc_ep_flush_queues(ep);
 	pthread_mutex_unlock(&ep->lock);
 
@@ -124,7 +124,7 @@ static int tnbc_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		return -FI_EINVAL;
 	if (ep->enabled)
 		return -FI_EOPBADSTATE;
-	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_lock(ep);
 	switch (bfid->fclass) {
 	case FI_CLASS_AV: {
 		struct tnbc_av *av =
@@ -367,7 +367,7 @@ static ssize_t tnbc_ep_cancel(fid_t fid, void *context)
 	if (!fid || fid->fclass != FI_CLASS_EP)
 		return -FI_EINVAL;
 	ep = TNBC_EP(fid); /* an alias cancels on its endpoint */
-	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_lock(ep);
 	ret = tnbc_ep_cancel_rx(ep, context);
 	pthread_mutex_unlock(&ep->lock);
 	if (ret == -FI_ENOENT && context)

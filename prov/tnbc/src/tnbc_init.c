@@ -13,7 +13,7 @@ struct tnbc_env tnbc_env = {
 	.eager_size = 8192,
 	.cma = 1,
 	.spin_us = 5,
-	.app_window_us = 50,
+	.app_window_us = 200,
 	.engine = 1,
 	.unexp_pull = 256 * 1024,
 	.unexp_max = 32 * 1024 * 1024,
@@ -113,7 +113,7 @@ static void tnbc_init_env(void)
 	fi_param_define(&tnbc_prov, "app_window_us", FI_PARAM_SIZE_T,
 			"Microseconds an application poll counts as active: "
 			"within it peers do not wake the engine, which then "
-			"naps at most this long (default: %zu)",
+			"naps for at most 16 windows (default: %zu)",
 			tnbc_env.app_window_us);
 	fi_param_define(&tnbc_prov, "engine", FI_PARAM_BOOL,
 			"Run the progress engine thread. Off makes progress "

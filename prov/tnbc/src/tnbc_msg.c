@@ -992,7 +992,7 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	rndv = !(flags & FI_INJECT) && (len > tnbc_eager_limit(ep, peer) ||
 					(flags & FI_DELIVERY_COMPLETE));
 
-	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_lock(ep);
 	if (!rndv) {
 		hdr.type = TNBC_PKT_EAGER;
 		hdr.payload_len = (uint32_t)len;
@@ -1225,7 +1225,7 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 		memcpy(rx->iov, iov, count * sizeof(*iov));
 	rx->len = tnbc_iov_len(iov, count);
 
-	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_lock(ep);
 	if (flags & (FI_PEEK | FI_CLAIM)) {
 		/* A peek must see what has already arrived in the queue. */
 		if (flags & FI_PEEK)

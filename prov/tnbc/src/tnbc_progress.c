@@ -3,9 +3,14 @@
  * done inside application calls.  See the design comment in tnbc.h.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <hwloc.h>
+#include <inttypes.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "tnbc.h"
 
@@ -14,8 +19,21 @@
 /* Longest nap while a receive queue waits behind a sender's cell (the
  * transport steps over it if that sender died). */
 #define TNBC_STALL_NS 10000000u
-/* Longest nap, in application windows, while the application polls. */
-#define TNBC_NAP_MAX 8u
+/* Longest nap, in application windows, while the application polls: a
+ * packet that came within a window of the application's last poll waits
+ * at most this long if the application then stops.  Every wake-up
+ * preempts a thread that polls, and costs it tens of microseconds on a
+ * busy or virtual machine. */
+#define TNBC_NAP_MAX 16u
+
+/* On a host with more runnable threads than CPUs (ranks oversubscribe
+ * the cores), an application thread waits for a core for milliseconds
+ * between polls, and every wake-up of an engine only adds a thread that
+ * competes with the applications: polls then count for this long, and
+ * the engine takes over only from applications that stopped for that
+ * long.  The load is looked at this often. */
+#define TNBC_BUSY_WINDOW_NS 10000000u
+#define TNBC_LOAD_CHECK_NS  10000000u
 
 static inline void tnbc_cpu_relax(void)
 {
@@ -72,9 +90,6 @@ void tnbc_domain_progress(struct tnbc_domain *dom, bool engine)
 			engine);
 	pthread_rwlock_unlock(&dom->ep_lock);
 	tnbc_trig_run(dom, engine);
-	/* A long call (large single-copy reads) counts as polling too. */
-	if (!engine)
-		dom->xops->app_mark(dom->xdom, true);
 }
 
 static int tnbc_engine_pass(struct tnbc_domain *dom)
@@ -101,6 +116,13 @@ static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 	const struct tnbc_xport_ops *xops = dom->xops;
 	bool app = xops->app_active(dom->xdom);
 
+	if (!app && atomic_load_explicit(&dom->engine.app_blocked,
+					 memory_order_relaxed)) {
+		atomic_store_explicit(&dom->engine.app_blocked, false,
+				      memory_order_relaxed);
+		app = true;
+	}
+
 	/* Polls made by a thread that now blocks in a wait say nothing:
 	 * progress is the engine's, and peers must ring again. */
 	if (app && atomic_load_explicit(&dom->engine.app_waiting,
@@ -109,6 +131,59 @@ static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 		xops->app_mark(dom->xdom, false);
 	}
 	return app;
+}
+
+/* Whether more threads are runnable on the host than it has CPUs, from
+ * the running count of /proc/loadavg ("0.50 0.40 0.30 3/120 4567"), the
+ * engine itself not counted.  False when it cannot tell. */
+static bool tnbc_engine_host_busy(struct tnbc_engine *e)
+{
+	char buf[128];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned long running = 0;
+	const char *p;
+	ssize_t n;
+
+	if (e->load_fd < 0 || ncpu < 1)
+		return false;
+	n = pread(e->load_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = buf;
+	for (int field = 0; field < 3 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p || sscanf(p, "%lu/", &running) != 1 || !running)
+		return false;
+	return running - 1 > (unsigned long)ncpu;
+}
+
+/* Samples the host's load now and then, and publishes the application
+ * window that goes with it. */
+static void tnbc_engine_load_check(struct tnbc_domain *dom, uint64_t now)
+{
+	struct tnbc_engine *e = &dom->engine;
+	bool busy;
+
+	if (now - e->load_ns < TNBC_LOAD_CHECK_NS)
+		return;
+	e->load_ns = now;
+	busy = tnbc_engine_host_busy(e);
+	if (busy == e->busy)
+		return;
+	e->busy = busy;
+	e->window_ns =
+		busy ? TNBC_BUSY_WINDOW_NS : tnbc_env.app_window_us * 1000u;
+	if (e->window_ns < tnbc_env.app_window_us * 1000u)
+		e->window_ns = tnbc_env.app_window_us * 1000u;
+	FI_DBG(&tnbc_prov, FI_LOG_DOMAIN,
+	       "host %s: application window %" PRIu64 " us\n",
+	       busy ? "oversubscribed" : "no longer oversubscribed",
+	       e->window_ns / 1000u);
+	dom->xops->set_window(dom->xdom, e->window_ns);
 }
 
 /* What an endpoint needs from a sleeping engine. */
@@ -152,7 +227,8 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 {
 	const struct tnbc_xport_ops *xops = dom->xops;
 	struct tnbc_engine *e = &dom->engine;
-	uint64_t window = tnbc_env.app_window_us * 1000u;
+	uint64_t window = e->window_ns;
+	uint64_t cap = tnbc_env.app_window_us * 1000u * TNBC_NAP_MAX;
 	uint64_t timeout = 0;
 	enum tnbc_ep_need need = TNBC_NEED_NONE;
 	struct tnbc_list *it;
@@ -163,15 +239,17 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	 * is doing useful work on a busy machine. */
 	if (app) {
 		*nap_ns = *nap_ns ? *nap_ns * 2 : window;
-		if (*nap_ns > window * TNBC_NAP_MAX)
-			*nap_ns = window * TNBC_NAP_MAX;
+		if (cap < window)
+			cap = window;
+		if (*nap_ns > cap)
+			*nap_ns = cap;
 		timeout = *nap_ns;
 	} else {
 		*nap_ns = 0;
 	}
 	/* The token first: a kick or a ring from now on cuts the sleep
 	 * short, so nothing found missing below can be lost. */
-	token = xops->sleep_begin(dom->xdom);
+	token = xops->sleep_begin(dom->xdom, app);
 	pthread_rwlock_rdlock(&dom->ep_lock);
 	/* With an application thread polling, queued packets are its to
 	 * take; only an unbounded sleep must not miss one. */
@@ -264,6 +342,10 @@ static void *tnbc_engine_main(void *arg)
 	uint64_t nap_ns = 0;
 	bool app = false;
 
+	e->window_ns = window;
+	e->busy = false;
+	e->load_ns = 0;
+	e->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 	tnbc_engine_place();
 	atomic_store(&e->cpu, sched_getcpu());
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
@@ -293,11 +375,19 @@ static void *tnbc_engine_main(void *arg)
 		}
 		app = tnbc_engine_app_polls(dom);
 	nap:
-		app = tnbc_engine_nap(dom, &nap_ns, app);
+		tnbc_engine_nap(dom, &nap_ns, app);
 		atomic_store_explicit(&e->cpu, sched_getcpu(),
 				      memory_order_relaxed);
 		last = check = tnbc_now_ns();
+		tnbc_engine_load_check(dom, last);
+		/* Woken by a sender that did not see the application poll,
+		 * or by the end of a nap: a polling application takes the
+		 * packets itself, and a pass now would only fight it for the
+		 * endpoint locks and the core. */
+		app = tnbc_engine_app_polls(dom);
 	}
+	if (e->load_fd >= 0)
+		close(e->load_fd);
 	return NULL;
 }
 

@@ -395,7 +395,7 @@ ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 	while (total && !tnbc_rma_issued(tx) && !a->rma[tx->rma_seg].len)
 		tx->rma_seg++;
 
-	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_lock(ep);
 	if (ep->rma_ids.used >= TNBC_RMA_MAX_OPS) {
 		pthread_mutex_unlock(&ep->lock);
 		free(tx->inject_buf);

@@ -105,9 +105,10 @@ struct tnbc_xport_ops {
 
 	/* Engine sleep/wake.  The doorbell is per xdom (one engine per
 	 * domain).  app_mark records that an application thread is driving
-	 * progress itself; app_active (engine only) says whether one did
-	 * since its last call and publishes the answer, which lets senders
-	 * skip waking an engine that naps with a bounded timeout anyway.
+	 * progress itself (or, false, that none is); app_active says
+	 * whether one did within the last window (set_window).  Senders
+	 * skip waking an engine that naps with a bounded timeout
+	 * (sleep_begin with bounded) while the application polls.
 	 * Sleeping is split so the caller can check its queues for pending
 	 * packets between sleep_begin and sleep_wait without holding any
 	 * lock across the wait: a packet queued after sleep_begin makes
@@ -121,7 +122,10 @@ struct tnbc_xport_ops {
 	 * seen the old count). */
 	void (*rx_posted)(struct tnbc_xdom *xdom, int delta);
 	bool (*app_active)(struct tnbc_xdom *xdom);
-	unsigned (*sleep_begin)(struct tnbc_xdom *xdom);
+	/* How long a poll counts as polling, for app_active and for
+	 * senders (FI_TNBC_APP_WINDOW_US until the engine changes it). */
+	void (*set_window)(struct tnbc_xdom *xdom, uint64_t ns);
+	unsigned (*sleep_begin)(struct tnbc_xdom *xdom, bool bounded);
 	void (*sleep_cancel)(struct tnbc_xdom *xdom);
 	void (*sleep_wait)(struct tnbc_xdom *xdom, unsigned token,
 			   uint64_t timeout_ns);

@@ -101,7 +101,13 @@ struct tnbc_xdom {
 	struct tnbc_xpeer *peers[TNBC_SHM_PEER_HASH];
 	uint64_t host;
 	pid_t pid; /* ours, named in the cells we claim */
-	uint64_t seen_polls; /* engine only */
+	/* when an application thread last wrote bell->app_seen (any
+	 * application thread: a lost update only costs one more write) */
+	atomic_uint_fast64_t app_written;
+	atomic_uint app_calls; /* application polls, for clock sampling */
+	/* bell->window_ns as the engine set it: the copy this process
+	 * trusts */
+	atomic_uint_fast64_t window_ns;
 	/* Mappings of peers that closed and reopened under the same name;
 	 * other threads may still be reading them, so they live as long as
 	 * the domain. */
@@ -377,6 +383,8 @@ static int tnbc_shm_dom_open(struct tnbc_xdom **out)
 	}
 	xdom->bell->magic = TNBC_SHM_MAGIC;
 	xdom->bell->version = TNBC_SHM_VERSION;
+	atomic_store(&xdom->window_ns, tnbc_env.app_window_us * 1000u);
+	atomic_store(&xdom->bell->window_ns, tnbc_env.app_window_us * 1000u);
 	*out = xdom;
 	return 0;
 
@@ -655,20 +663,40 @@ static bool tnbc_shm_roomy(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 				    memory_order_relaxed) == ahead;
 }
 
+/* Whether an application thread of the bell's domain polled within the
+ * last window (window_ns), or is inside a single-copy read.  The clock
+ * is read only when the engine naps. */
+static bool tnbc_shm_app_polls(struct tnbc_shm_bell *bell, uint64_t window_ns)
+{
+	uint64_t seen =
+		atomic_load_explicit(&bell->app_seen, memory_order_relaxed);
+
+	if (atomic_load_explicit(&bell->pulls, memory_order_relaxed))
+		return true;
+	return seen && tnbc_now_ns() - seen < window_ns;
+}
+
 /* After publishing the packet at pos: wakes the peer's engine if it
  * sleeps and the packet needs it. */
 static void tnbc_shm_ring(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 			  uint64_t pos, bool eager)
 {
 	struct tnbc_shm_bell *bell = peer->bell;
+	unsigned state;
 
 	/* Pairs with the fence in tnbc_shm_sleep_begin: either the engine
 	 * sees our packet before sleeping, or we see it asleep. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!atomic_load_explicit(&bell->sleeping, memory_order_relaxed))
+	state = atomic_load_explicit(&bell->sleeping, memory_order_relaxed);
+	if (state == TNBC_SHM_AWAKE)
 		return;
-	/* An application thread polls there; the engine's nap is bounded. */
-	if (atomic_load_explicit(&bell->app_active, memory_order_relaxed))
+	/* An application thread polls there and the engine's nap is
+	 * bounded: the application takes the packet, or, if it has just
+	 * stopped, the engine does when the nap ends. */
+	if (state == TNBC_SHM_NAPPING &&
+	    tnbc_shm_app_polls(bell,
+			       atomic_load_explicit(&bell->window_ns,
+						    memory_order_relaxed)))
 		return;
 	/* Pairs with tnbc_shm_rx_posted: a receive posted after this load
 	 * finds the packet itself.  Looked at only now: the cell half a
@@ -765,12 +793,57 @@ static int tnbc_shm_claim(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 	return -FI_EAGAIN;
 }
 
+/* The short frame for hdr, or 0 (TNBC_SHM_FMT_FULL) when it has fields
+ * the short frame cannot carry. */
+static uint32_t tnbc_shm_short_fmt(const struct tnbc_xdom *xdom,
+				   const struct tnbc_hdr *hdr)
+{
+	const struct tnbc_name *src = &hdr->src;
+
+	if (hdr->type != TNBC_PKT_EAGER || hdr->size != hdr->payload_len ||
+	    hdr->msg_id || hdr->token || hdr->offset ||
+	    (!(hdr->flags & TNBC_HDR_CQ_DATA) && hdr->cq_data) ||
+	    src->version != TNBC_PROTO_VERSION ||
+	    src->xport != TNBC_XPORT_SHM || src->pad || src->host != xdom->host)
+		return TNBC_SHM_FMT_FULL;
+	if (src->kind == TNBC_NAME_PID)
+		return TNBC_SHM_FMT_SHORT_PID;
+	return src->kind == TNBC_NAME_SVC ? TNBC_SHM_FMT_SHORT_SVC
+					  : TNBC_SHM_FMT_FULL;
+}
+
+/* Writes hdr's frame at dst; returns its length. */
+static size_t tnbc_shm_frame(uint8_t *dst, uint32_t fmt,
+			     const struct tnbc_hdr *hdr)
+{
+	struct tnbc_shm_short sh;
+
+	if (fmt == TNBC_SHM_FMT_FULL) {
+		memcpy(dst, hdr, sizeof(*hdr));
+		return sizeof(*hdr);
+	}
+	sh.version = hdr->version;
+	sh.type = hdr->type;
+	sh.flags = hdr->flags;
+	sh.payload_len = hdr->payload_len;
+	sh.tag = hdr->tag;
+	sh.pid = hdr->src.pid;
+	sh.uid = hdr->src.uid;
+	sh.nonce = hdr->src.nonce;
+	memcpy(dst, &sh, sizeof(sh));
+	if (!(hdr->flags & TNBC_HDR_CQ_DATA))
+		return sizeof(sh);
+	memcpy(dst + sizeof(sh), &hdr->cq_data, sizeof(hdr->cq_data));
+	return sizeof(sh) + sizeof(hdr->cq_data);
+}
+
 static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 			 const struct iovec *iov, size_t iov_count)
 {
 	struct tnbc_shm_region *r = peer->region;
 	struct tnbc_shm_cell *cell;
 	uint64_t pos, mask;
+	uint32_t fmt;
 	uint8_t *dst;
 	size_t len;
 	int ret;
@@ -781,16 +854,19 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 			return ret;
 		r = peer->region;
 	}
-	len = sizeof(*hdr) + hdr->payload_len;
-	if (len + TNBC_SHM_CELL_HDR > peer->slot_size)
+	/* limits are those of the full header, whatever the frame */
+	if (sizeof(*hdr) + hdr->payload_len + TNBC_SHM_CELL_HDR >
+	    peer->slot_size)
 		return -FI_EMSGSIZE;
+	fmt = tnbc_shm_short_fmt(peer->xdom, hdr);
 	ret = tnbc_shm_claim(peer, r, &pos, &cell);
 	if (ret)
 		return ret;
 
 	dst = (uint8_t *)(cell + 1);
-	memcpy(dst, hdr, sizeof(*hdr));
-	dst += sizeof(*hdr);
+	len = tnbc_shm_frame(dst, fmt, hdr);
+	dst += len;
+	len += hdr->payload_len;
 	for (size_t i = 0, left = hdr->payload_len; i < iov_count && left;
 	     i++) {
 		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
@@ -801,6 +877,7 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 		left -= n;
 	}
 	cell->len = (uint32_t)len;
+	cell->fmt = fmt;
 	mask = peer->nslots - 1;
 	tnbc_shm_tsan_release(peer->ino, pos & mask);
 	atomic_store_explicit(&cell->seq, pos + 1, memory_order_release);
@@ -896,6 +973,56 @@ static void tnbc_shm_bad_packet(struct tnbc_xep *xep, uint32_t len)
 			xep->name, len, n);
 }
 
+/* Copies the header of a len-byte packet out of its cell once, checks
+ * it against len and expands a short frame into *hdr.  Returns where the
+ * payload starts, or 0 for a packet to drop. */
+static size_t tnbc_shm_unframe(const struct tnbc_xep *xep, uint32_t fmt,
+			       const uint8_t *pkt, uint32_t len,
+			       struct tnbc_hdr *hdr)
+{
+	struct tnbc_shm_short sh;
+	size_t hlen = sizeof(sh);
+
+	if (fmt == TNBC_SHM_FMT_FULL) {
+		if (len < sizeof(*hdr))
+			return 0;
+		memcpy(hdr, pkt, sizeof(*hdr));
+		if (hdr->version != TNBC_PROTO_VERSION ||
+		    sizeof(*hdr) + (size_t)hdr->payload_len != len)
+			return 0;
+		return sizeof(*hdr);
+	}
+	if ((fmt != TNBC_SHM_FMT_SHORT_PID && fmt != TNBC_SHM_FMT_SHORT_SVC) ||
+	    len < sizeof(sh))
+		return 0;
+	memcpy(&sh, pkt, sizeof(sh));
+	memset(hdr, 0, sizeof(*hdr));
+	if (sh.flags & TNBC_HDR_CQ_DATA) {
+		hlen += sizeof(hdr->cq_data);
+		if (len < hlen)
+			return 0;
+		memcpy(&hdr->cq_data, pkt + sizeof(sh), sizeof(hdr->cq_data));
+	}
+	if (sh.version != TNBC_PROTO_VERSION || sh.type != TNBC_PKT_EAGER ||
+	    hlen + (size_t)sh.payload_len != len)
+		return 0;
+	hdr->version = sh.version;
+	hdr->type = sh.type;
+	hdr->flags = sh.flags;
+	hdr->payload_len = sh.payload_len;
+	hdr->tag = sh.tag;
+	hdr->size = sh.payload_len;
+	hdr->src.version = TNBC_PROTO_VERSION;
+	hdr->src.xport = TNBC_XPORT_SHM;
+	hdr->src.kind =
+		fmt == TNBC_SHM_FMT_SHORT_PID ? TNBC_NAME_PID : TNBC_NAME_SVC;
+	hdr->src.pid = sh.pid;
+	hdr->src.uid = sh.uid;
+	hdr->src.host = xep->xdom->host;
+	hdr->src.nonce = sh.nonce;
+	return hlen;
+}
+
 static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			 int budget)
 {
@@ -908,7 +1035,8 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		const uint8_t *pkt = (const uint8_t *)(cell + 1);
 		struct tnbc_hdr hdr;
 		uint64_t seq;
-		uint32_t len;
+		uint32_t len, fmt;
+		size_t hlen;
 		int verdict = TNBC_RX_DONE;
 
 		seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
@@ -926,16 +1054,13 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		/* One read of each field a peer may still change: the
 		 * checks and every use below see the same values. */
 		len = __atomic_load_n(&cell->len, __ATOMIC_RELAXED);
-		if (len >= sizeof(hdr) && len <= room) {
-			memcpy(&hdr, pkt, sizeof(hdr));
-			if (hdr.version == TNBC_PROTO_VERSION &&
-			    sizeof(hdr) + (size_t)hdr.payload_len == len)
-				verdict = fn(arg, &hdr, pkt + sizeof(hdr));
-			else
-				tnbc_shm_bad_packet(xep, len);
-		} else {
+		fmt = __atomic_load_n(&cell->fmt, __ATOMIC_RELAXED);
+		hlen = len <= room ? tnbc_shm_unframe(xep, fmt, pkt, len, &hdr)
+				   : 0;
+		if (hlen)
+			verdict = fn(arg, &hdr, pkt + hlen);
+		else
 			tnbc_shm_bad_packet(xep, len);
-		}
 		xep->scan++;
 		if (verdict == TNBC_RX_KEEP)
 			continue;
@@ -1050,42 +1175,56 @@ static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer, const struct iovec *local,
 static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 {
 	struct tnbc_shm_bell *bell = xdom->bell;
+	uint64_t now;
 
-	if (active) {
-		/* Racy increments from several threads only lose counts,
-		 * and any change is enough for the engine. */
-		atomic_store_explicit(
-			&bell->app_polls,
-			atomic_load_explicit(&bell->app_polls,
-					     memory_order_relaxed) +
-				1,
-			memory_order_relaxed);
-	} else {
-		atomic_store_explicit(&bell->app_active, 0,
+	if (!active) {
+		atomic_store_explicit(&xdom->app_written, 0,
 				      memory_order_relaxed);
+		atomic_store_explicit(&bell->app_seen, 0, memory_order_relaxed);
+		return;
 	}
+	/* A poll loop calls in every few hundred nanoseconds: the clock
+	 * (tens of nanoseconds) is read on every 8th call only, and at once
+	 * when no thread was marked polling. */
+	if ((atomic_fetch_add_explicit(&xdom->app_calls, 1,
+				       memory_order_relaxed) &
+	     7) &&
+	    atomic_load_explicit(&bell->app_seen, memory_order_relaxed))
+		return;
+	/* Every sender reads this line while the engine naps: writing it
+	 * on every poll would cost each of them a cache miss per packet.
+	 * An eighth of a window late is still well inside the window. */
+	now = tnbc_now_ns();
+	if (now - atomic_load_explicit(&xdom->app_written,
+				       memory_order_relaxed) <
+	    atomic_load_explicit(&xdom->window_ns, memory_order_relaxed) / 8)
+		return;
+	atomic_store_explicit(&xdom->app_written, now, memory_order_relaxed);
+	atomic_store_explicit(&bell->app_seen, now, memory_order_relaxed);
 }
 
-/* Engine only: did an application thread poll since the last call? */
+/* Engine only: is an application thread polling? */
 static bool tnbc_shm_app_active(struct tnbc_xdom *xdom)
 {
-	struct tnbc_shm_bell *bell = xdom->bell;
-	uint64_t polls =
-		atomic_load_explicit(&bell->app_polls, memory_order_relaxed);
-	bool active = polls != xdom->seen_polls ||
-		      atomic_load_explicit(&bell->pulls, memory_order_relaxed);
-
-	xdom->seen_polls = polls;
-	atomic_store_explicit(&bell->app_active, active, memory_order_relaxed);
-	return active;
+	return tnbc_shm_app_polls(
+		xdom->bell,
+		atomic_load_explicit(&xdom->window_ns, memory_order_relaxed));
 }
 
-static unsigned tnbc_shm_sleep_begin(struct tnbc_xdom *xdom)
+static void tnbc_shm_set_window(struct tnbc_xdom *xdom, uint64_t ns)
+{
+	atomic_store_explicit(&xdom->window_ns, ns, memory_order_relaxed);
+	atomic_store_explicit(&xdom->bell->window_ns, ns, memory_order_relaxed);
+}
+
+static unsigned tnbc_shm_sleep_begin(struct tnbc_xdom *xdom, bool bounded)
 {
 	struct tnbc_shm_bell *bell = xdom->bell;
 	unsigned seq = atomic_load_explicit(&bell->seq, memory_order_acquire);
 
-	atomic_store_explicit(&bell->sleeping, 1, memory_order_relaxed);
+	atomic_store_explicit(&bell->sleeping,
+			      bounded ? TNBC_SHM_NAPPING : TNBC_SHM_ASLEEP,
+			      memory_order_relaxed);
 	/* Pairs with the fence in tnbc_shm_ring. */
 	atomic_thread_fence(memory_order_seq_cst);
 	return seq;
@@ -1093,7 +1232,7 @@ static unsigned tnbc_shm_sleep_begin(struct tnbc_xdom *xdom)
 
 static void tnbc_shm_sleep_cancel(struct tnbc_xdom *xdom)
 {
-	atomic_store(&xdom->bell->sleeping, 0);
+	atomic_store(&xdom->bell->sleeping, TNBC_SHM_AWAKE);
 }
 
 static void tnbc_shm_sleep_wait(struct tnbc_xdom *xdom, unsigned seq,
@@ -1102,12 +1241,16 @@ static void tnbc_shm_sleep_wait(struct tnbc_xdom *xdom, unsigned seq,
 	struct timespec ts, *tsp = NULL;
 
 	if (timeout_ns) {
+		/* bounded after all (a retry): senders may leave packets to
+		 * a polling application, as in a nap */
+		atomic_store_explicit(&xdom->bell->sleeping, TNBC_SHM_NAPPING,
+				      memory_order_relaxed);
 		ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
 		ts.tv_nsec = (long)(timeout_ns % 1000000000u);
 		tsp = &ts;
 	}
 	tnbc_futex(&xdom->bell->seq, FUTEX_WAIT, seq, tsp);
-	atomic_store(&xdom->bell->sleeping, 0);
+	atomic_store(&xdom->bell->sleeping, TNBC_SHM_AWAKE);
 }
 
 static void tnbc_shm_wake(struct tnbc_xdom *xdom)
@@ -1151,6 +1294,7 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.app_mark = tnbc_shm_app_mark,
 	.rx_posted = tnbc_shm_rx_posted,
 	.app_active = tnbc_shm_app_active,
+	.set_window = tnbc_shm_set_window,
 	.sleep_begin = tnbc_shm_sleep_begin,
 	.sleep_cancel = tnbc_shm_sleep_cancel,
 	.sleep_wait = tnbc_shm_sleep_wait,

@@ -1,5 +1,5 @@
 /*
- * The shared-memory transport's layout in /dev/shm, version 3.
+ * The shared-memory transport's layout in /dev/shm, version 4.
  *
  * Everything in this file is visible to, and writable by, every process
  * that may send to an endpoint.  The consumer therefore never trusts it:
@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define TNBC_SHM_MAGIC	  0x74626e63u /* "tnbc" */
-#define TNBC_SHM_VERSION  3
+#define TNBC_SHM_VERSION  4
 #define TNBC_SHM_CELL_HDR 16
 #define TNBC_SHM_NAME_MAX 64
 
@@ -44,6 +44,14 @@
 #define TNBC_SHM_IS_CLAIM(seq, pos)                                            \
 	(((seq)&TNBC_SHM_CLAIMED) && (uint32_t)(seq) == (uint32_t)(pos))
 
+/* bell.sleeping: what the engine is doing */
+#define TNBC_SHM_AWAKE	0
+#define TNBC_SHM_ASLEEP 1 /* until rung: every packet it needs rings */
+/* a nap with a timeout, taken while the application polls: a packet that
+ * comes within a window of its last poll is the application's to take,
+ * and rings only once the application has stopped for a window */
+#define TNBC_SHM_NAPPING 2
+
 /* Each line is written by one side and read by the other as rarely as
  * the protocol allows: every sender reads sleeping on every packet, so
  * nothing written per message may share its line. */
@@ -51,26 +59,55 @@ struct tnbc_shm_bell {
 	uint32_t magic;
 	uint32_t version;
 	_Alignas(64) atomic_uint seq; /* futex word */
-	atomic_uint sleeping;
-	/* Bumped by application polls; sampled by the engine, which then
-	 * publishes app_active for senders.  No clock on the hot path. */
-	_Alignas(64) atomic_uint_fast64_t app_polls;
+	atomic_uint sleeping; /* TNBC_SHM_AWAKE, _ASLEEP or _NAPPING */
+	/* how long an application poll counts as polling (ns): the engine
+	 * lengthens it on a host with more runnable threads than CPUs */
+	atomic_uint_fast64_t window_ns;
+	/* CLOCK_MONOTONIC ns of an application poll, refreshed at most a
+	 * few times a window so that senders reading it mostly hit their
+	 * cache; 0 while no application thread polls */
+	_Alignas(64) atomic_uint_fast64_t app_seen;
 	atomic_uint pulls; /* single-copy reads in flight in this domain */
-	_Alignas(64) atomic_uint app_active;
 	/* receives posted in this domain: while there are none, an eager
 	 * message has nothing to complete and may wait in the queue for
 	 * the application's next call, without a wake-up */
 	_Alignas(64) atomic_int rx_posted;
 };
 
+/* cell.fmt: how the packet header is framed */
+#define TNBC_SHM_FMT_FULL      0 /* struct tnbc_hdr */
+#define TNBC_SHM_FMT_SHORT_PID 1 /* struct tnbc_shm_short, src kind PID */
+#define TNBC_SHM_FMT_SHORT_SVC 2 /* struct tnbc_shm_short, src kind SVC */
+
 struct tnbc_shm_cell {
 	atomic_uint_fast64_t seq;
 	uint32_t len; /* header + payload */
-	uint32_t pad;
-	/* packet follows: struct tnbc_hdr + payload */
+	uint32_t fmt; /* TNBC_SHM_FMT_* */
+	/* packet follows: its header (see fmt), then the payload */
 };
 
 _Static_assert(sizeof(struct tnbc_shm_cell) == TNBC_SHM_CELL_HDR, "cell");
+
+/*
+ * The short frame of an eager message from a peer on this host: every
+ * field of its struct tnbc_hdr that is not implied (size is payload_len;
+ * msg_id, token and offset are 0; the source is a shm name of this host).
+ * A message of up to 16 bytes then fits the cell's first cache line with
+ * its frame, where the full header would spill into a second one.
+ * cq_data (8 bytes) follows it when flags has TNBC_HDR_CQ_DATA.
+ */
+struct tnbc_shm_short {
+	uint8_t version; /* TNBC_PROTO_VERSION; same place as in tnbc_hdr */
+	uint8_t type; /* TNBC_PKT_EAGER; same place as in tnbc_hdr */
+	uint16_t flags;
+	uint32_t payload_len;
+	uint64_t tag;
+	uint32_t pid; /* src.pid */
+	uint32_t uid; /* src.uid */
+	uint64_t nonce; /* src.nonce */
+};
+
+_Static_assert(sizeof(struct tnbc_shm_short) == 32, "short frame");
 
 struct tnbc_shm_region {
 	uint32_t magic;
