@@ -329,6 +329,68 @@ START_TEST(hostile_forged_answers)
 END_TEST
 
 /*
+ * Rendezvous reads made together: three receives posted, then three
+ * RTSs from A in one poll pass, the middle one forged with a source
+ * address nothing is mapped at.  The reads of one pass go to the kernel
+ * as one call; that call fails on the forged one, and each read is then
+ * made alone: the two real messages arrive intact, the forged one fails
+ * its receive with FI_EIO, and A's sends complete.
+ */
+START_TEST(hostile_batched_read_fault)
+{
+	const size_t len = 64 * 1024;
+	int old_engine = tnbc_env.engine;
+	uint8_t *sbuf[2], *rbuf[3];
+	struct tnbc_rts_iov bad = {.addr = 4096, .len = len};
+	struct fi_cq_err_entry err;
+	struct fi_cq_tagged_entry e;
+	struct tnbc_hdr hdr;
+	struct tu_world w;
+	struct hx h;
+
+	tnbc_env.engine = 0; /* one pass, made by this thread */
+	tu_world_open(&w, 2, NULL);
+	hx_map(&h, &w.ep[R].name);
+	for (int i = 0; i < 3; i++) {
+		rbuf[i] = calloc(1, len);
+		h_trecv(&w, R, rbuf[i], len, 5, 0, &ctx[10 + i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		sbuf[i] = malloc(len);
+		tu_fill(sbuf[i], len, 20 + i);
+	}
+	h_tsend(&w, A, R, sbuf[0], len, 5, &ctx[0]);
+	hdr = hx_hdr(TNBC_PKT_RTS, &w.ep[A].name, 5, sizeof(bad));
+	hdr.size = len;
+	hdr.msg_id = 77;
+	hx_send(&h, &hdr, &bad);
+	h_tsend(&w, A, R, sbuf[1], len, 5, &ctx[1]);
+
+	/* an error completion is reported ahead of the others */
+	tu_cq_expect_err(w.ep[R].rx_cq, &err);
+	ck_assert_ptr_eq(err.op_context, &ctx[11]);
+	ck_assert_int_eq(err.err, FI_EIO);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[10]);
+	ck_assert_uint_eq(e.len, len);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[12]);
+	ck_assert_uint_eq(e.len, len);
+	ck_assert_uint_eq(tu_check(rbuf[0], len, 20, 0), (size_t)-1);
+	ck_assert_uint_eq(tu_check(rbuf[2], len, 21, 0), (size_t)-1);
+	h_expect(w.ep[A].tx_cq, &ctx[0], 0, 0);
+	h_expect(w.ep[A].tx_cq, &ctx[1], 0, 0);
+	hx_unmap(&h);
+	tu_world_close(&w);
+	for (int i = 0; i < 3; i++)
+		free(rbuf[i]);
+	free(sbuf[0]);
+	free(sbuf[1]);
+	tnbc_env.engine = old_engine;
+}
+END_TEST
+
+/*
  * A forged DATA packet for a streamed receive, its offset past the
  * message: dropped and counted; the real data completes the receive.
  */
@@ -592,6 +654,7 @@ Suite *tu_hostile_suite(void)
 	tcase_add_test(tc, hostile_forged_answers);
 	tcase_add_test(tc, hostile_forged_data);
 	tcase_add_test(tc, hostile_short_frames);
+	tcase_add_test(tc, hostile_batched_read_fault);
 	tcase_add_loop_test(tc, hostile_dead_claim, 0, 2);
 	tcase_add_test(tc, hostile_flood_bounded);
 	suite_add_tcase(s, tc);

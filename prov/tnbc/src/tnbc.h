@@ -91,6 +91,10 @@
 #define TNBC_IOV_LIMIT 8
 /* packets one look at a receive queue takes at most */
 #define TNBC_RX_POLL_BUDGET 64
+/* Rendezvous reads one poll pass gathers before it makes them, and the
+ * iovecs one single-copy read may carry (local and remote each). */
+#define TNBC_PULL_BATCH	    32
+#define TNBC_PULL_IOV_MAX   64
 #define TNBC_MAX_MSG_SIZE   ((size_t)1 << 40)
 #define TNBC_CQ_DATA_SIZE   8
 #define TNBC_DEF_CQ_SIZE    1024
@@ -549,6 +553,12 @@ struct tnbc_ep {
 	atomic_uint prio; /* for operations posted from now on */
 	uint64_t next_token;
 	uint64_t peer_check_ns; /* last liveness check of waiting peers */
+	/* Rendezvous reads matched during a poll pass: made once the pass
+	 * ends, those from one peer in as few calls as possible (each call
+	 * costs a system call and a walk of the peer's page tables). */
+	bool batch_pulls;
+	size_t npulls;
+	struct tnbc_pull *pulls; /* TNBC_PULL_BATCH, allocated on first use */
 };
 
 /* ------------------------------------------------------------------ */
@@ -635,6 +645,7 @@ static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
 	return tnbc_list_empty(&ep->rx_msg) && tnbc_list_empty(&ep->rx_tagged);
 }
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
+void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
 void tnbc_domain_progress(struct tnbc_domain *domain, bool engine);
 int tnbc_engine_start(struct tnbc_domain *domain);
 void tnbc_engine_stop(struct tnbc_domain *domain);

@@ -47,11 +47,13 @@ static int tnbc_ep_close(struct fid *fid)
 	pthread_rwlock_unlock(&dom->ep_lock);
 
 	tnbc_ep_lock(ep);
+	tnbc_ep_flush_pulls(ep);
 	tnbc_ep_flush_queues(ep);
 	pthread_mutex_unlock(&ep->lock);
 
 	dom->xops->ep_close(ep->xep);
 	tnbc_ep_unbind_all(ep);
+	free(ep->pulls);
 	free(ep->rndv.slot);
 	free(ep->rndv.gen);
 	free(ep->rma_ids.slot);

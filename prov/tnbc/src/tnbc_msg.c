@@ -328,35 +328,23 @@ static bool tnbc_match_from(struct tnbc_ep *ep, const struct tnbc_xfer *rx,
 }
 
 /* Starts the data movement of a matched rendezvous message. */
-static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
-			   const struct tnbc_hdr *hdr,
-			   const struct tnbc_rts_iov *riov, fi_addr_t src)
-{
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
-	struct iovec remote[TNBC_IOV_LIMIT], local[TNBC_IOV_LIMIT];
-	size_t rcount = hdr->payload_len / sizeof(*riov);
-	size_t want = hdr->size < rx->len ? hdr->size : rx->len;
+/* A rendezvous read waiting for the end of its poll pass. */
+struct tnbc_pull {
+	struct tnbc_xfer *rx;
 	struct tnbc_xpeer *peer;
-	size_t lcount;
-	ssize_t n;
-	int ret;
+	struct tnbc_hdr hdr;
+	fi_addr_t src;
+	size_t want;
+	size_t lcount, rcount;
+	struct iovec local[TNBC_IOV_LIMIT], remote[TNBC_IOV_LIMIT];
+};
 
-	ret = xops->peer_get(ep->domain->xdom, &hdr->src, &peer);
-	if (ret) {
-		/* Nobody to answer: the sender is gone or unreachable. */
-		tnbc_report_rx(ep, rx, hdr, src, hdr->size, FI_EIO);
-		free(rx);
-		return;
-	}
-	if (rcount > TNBC_IOV_LIMIT)
-		rcount = TNBC_IOV_LIMIT;
-	for (size_t i = 0; i < rcount; i++) {
-		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
-		remote[i].iov_len = riov[i].len;
-	}
-	lcount = tnbc_iov_slice(rx->iov, rx->iov_count, 0, want, local,
-				TNBC_IOV_LIMIT);
-	n = want ? xops->pull(peer, local, lcount, remote, rcount) : 0;
+/* Finishes a rendezvous receive whose read returned n (bytes, or a
+ * negative fi_errno). */
+static void tnbc_rndv_done(struct tnbc_ep *ep, struct tnbc_xfer *rx,
+			   const struct tnbc_hdr *hdr, struct tnbc_xpeer *peer,
+			   fi_addr_t src, size_t want, ssize_t n)
+{
 	if (n == (ssize_t)want) {
 		atomic_fetch_add(&ep->domain->engine.rndv_pull, 1);
 		tnbc_send_answer(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, 0);
@@ -388,6 +376,117 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	tnbc_send_answer(ep, peer, TNBC_PKT_ACK, hdr->msg_id, 0, FI_EIO);
 	tnbc_report_rx(ep, rx, hdr, src, hdr->size, FI_EIO);
 	free(rx);
+}
+
+/* Makes the reads gathered by a poll pass: consecutive ones from one
+ * peer in one call.  A call that comes back short (a bad address, a
+ * peer that died) is redone read by read, so each receive gets its own
+ * answer. */
+void tnbc_ep_flush_pulls(struct tnbc_ep *ep)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct iovec l[TNBC_PULL_IOV_MAX], r[TNBC_PULL_IOV_MAX];
+	size_t i = 0, n = ep->npulls;
+
+	/* answers sent below may not run another pass inside this one */
+	ep->npulls = 0;
+	while (i < n) {
+		struct tnbc_pull *first = &ep->pulls[i];
+		size_t j = i, lc = 0, rc = 0, total = 0;
+		ssize_t got = -FI_EAGAIN;
+
+		while (j < n && ep->pulls[j].peer == first->peer &&
+		       lc + ep->pulls[j].lcount <= TNBC_PULL_IOV_MAX &&
+		       rc + ep->pulls[j].rcount <= TNBC_PULL_IOV_MAX) {
+			struct tnbc_pull *p = &ep->pulls[j++];
+
+			memcpy(&l[lc], p->local, p->lcount * sizeof(*l));
+			memcpy(&r[rc], p->remote, p->rcount * sizeof(*r));
+			lc += p->lcount;
+			rc += p->rcount;
+			total += p->want;
+		}
+		if (j - i > 1)
+			got = xops->pull(first->peer, l, lc, r, rc);
+		for (; i < j; i++) {
+			struct tnbc_pull *p = &ep->pulls[i];
+			ssize_t one = got == (ssize_t)total
+					      ? (ssize_t)p->want
+					      : xops->pull(p->peer, p->local,
+							   p->lcount, p->remote,
+							   p->rcount);
+
+			tnbc_rndv_done(ep, p->rx, &p->hdr, p->peer, p->src,
+				       p->want, one);
+		}
+	}
+}
+
+/* Puts a read off to the end of the poll pass; false when it must be
+ * made now. */
+static bool tnbc_pull_defer(struct tnbc_ep *ep, struct tnbc_xfer *rx,
+			    const struct tnbc_hdr *hdr, struct tnbc_xpeer *peer,
+			    fi_addr_t src, size_t want,
+			    const struct iovec *local, size_t lcount,
+			    const struct iovec *remote, size_t rcount)
+{
+	struct tnbc_pull *p;
+
+	if (!ep->batch_pulls || !want || !tnbc_env.cma)
+		return false;
+	if (!ep->pulls) {
+		ep->pulls = calloc(TNBC_PULL_BATCH, sizeof(*ep->pulls));
+		if (!ep->pulls)
+			return false;
+	}
+	if (ep->npulls == TNBC_PULL_BATCH)
+		tnbc_ep_flush_pulls(ep);
+	p = &ep->pulls[ep->npulls++];
+	p->rx = rx;
+	p->peer = peer;
+	p->hdr = *hdr;
+	p->src = src;
+	p->want = want;
+	p->lcount = lcount;
+	p->rcount = rcount;
+	memcpy(p->local, local, lcount * sizeof(*local));
+	memcpy(p->remote, remote, rcount * sizeof(*remote));
+	return true;
+}
+
+static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
+			   const struct tnbc_hdr *hdr,
+			   const struct tnbc_rts_iov *riov, fi_addr_t src)
+{
+	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct iovec remote[TNBC_IOV_LIMIT], local[TNBC_IOV_LIMIT];
+	size_t rcount = hdr->payload_len / sizeof(*riov);
+	size_t want = hdr->size < rx->len ? hdr->size : rx->len;
+	struct tnbc_xpeer *peer;
+	size_t lcount;
+	int ret;
+
+	ret = xops->peer_get(ep->domain->xdom, &hdr->src, &peer);
+	if (ret) {
+		/* Nobody to answer: the sender is gone or unreachable. */
+		tnbc_report_rx(ep, rx, hdr, src, hdr->size, FI_EIO);
+		free(rx);
+		return;
+	}
+	if (rcount > TNBC_IOV_LIMIT)
+		rcount = TNBC_IOV_LIMIT;
+	for (size_t i = 0; i < rcount; i++) {
+		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
+		remote[i].iov_len = riov[i].len;
+	}
+	lcount = tnbc_iov_slice(rx->iov, rx->iov_count, 0, want, local,
+				TNBC_IOV_LIMIT);
+	if (tnbc_pull_defer(ep, rx, hdr, peer, src, want, local, lcount, remote,
+			    rcount))
+		return;
+	tnbc_rndv_done(ep, rx, hdr, peer, src, want,
+		       want ? xops->pull(peer, local, lcount, remote, rcount)
+			    : 0);
 }
 
 /* Delivers an arrived message (eager payload or RTS) to a receive. */
@@ -1237,9 +1336,25 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	kept = ep->ux_kept;
 	ux = tnbc_find_unexp(ep, tagged, rx);
 	if (ux) {
+		struct tnbc_list *ul =
+			tagged ? &ep->unexp_tagged : &ep->unexp_msg;
+		size_t had = ep->npulls;
+
 		tnbc_list_remove(&ux->entry);
+		/* More rendezvous messages wait behind this one (a burst the
+		 * application is posting receives for): its read joins theirs
+		 * at the next progress call, which is usually the very next
+		 * call.  A lone one is read now. */
+		ep->batch_pulls =
+			ux->hdr.type == TNBC_PKT_RTS && !tnbc_list_empty(ul) &&
+			tnbc_container_of(ul->next, struct tnbc_unexp, entry)
+					->hdr.type == TNBC_PKT_RTS;
 		tnbc_deliver(ep, rx, &ux->hdr, ux->data, ux->src_addr);
+		ep->batch_pulls = false;
 		tnbc_ux_free(ep, ux);
+		/* the engine makes them if the application does not call */
+		if (!had && ep->npulls)
+			tnbc_engine_kick(ep->domain);
 	} else {
 		tnbc_list_insert_tail(&rx->entry,
 				      tagged ? &ep->rx_tagged : &ep->rx_msg);

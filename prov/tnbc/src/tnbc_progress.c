@@ -57,9 +57,15 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 		n = 0;
 	} else {
 		ep->rx_engine = engine;
+		ep->batch_pulls = true;
 		n = ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
 					   TNBC_RX_POLL_BUDGET);
+		ep->batch_pulls = false;
 		ep->rx_engine = false;
+	}
+	if (ep->npulls) {
+		n += (int)ep->npulls;
+		tnbc_ep_flush_pulls(ep);
 	}
 	if (!tnbc_list_empty(&ep->ctrl_queue) ||
 	    !tnbc_list_empty(&ep->tx_queue))
@@ -208,8 +214,8 @@ static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
 	 * after a short nap instead. */
 	if (pthread_mutex_trylock(&ep->lock))
 		return TNBC_NEED_RETRY;
-	if (xops->pending(ep->xep) &&
-	    !(tnbc_ep_rx_idle(ep) && xops->quiet(ep->xep)))
+	if (ep->npulls || (xops->pending(ep->xep) &&
+			   !(tnbc_ep_rx_idle(ep) && xops->quiet(ep->xep))))
 		need = TNBC_NEED_POLL;
 	else if (!tnbc_list_empty(&ep->tx_queue) ||
 		 !tnbc_list_empty(&ep->ctrl_queue))

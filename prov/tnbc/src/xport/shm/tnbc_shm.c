@@ -1128,15 +1128,15 @@ static ssize_t tnbc_shm_pull_iov(struct tnbc_xpeer *peer,
 				 const struct iovec *remote,
 				 size_t remote_count)
 {
-	struct iovec l[TNBC_IOV_LIMIT], rm[TNBC_IOV_LIMIT];
+	struct iovec l[TNBC_PULL_IOV_MAX], rm[TNBC_PULL_IOV_MAX];
 	size_t want = tnbc_iov_len(local, local_count);
 	size_t done = 0;
 
 	while (done < want) {
 		size_t lc = tnbc_iov_slice(local, local_count, done,
-					   want - done, l, TNBC_IOV_LIMIT);
+					   want - done, l, TNBC_PULL_IOV_MAX);
 		size_t rc = tnbc_iov_slice(remote, remote_count, done,
-					   want - done, rm, TNBC_IOV_LIMIT);
+					   want - done, rm, TNBC_PULL_IOV_MAX);
 		ssize_t n = process_vm_readv(peer->pid, l, lc, rm, rc, 0);
 
 		if (n < 0) {
