@@ -20,7 +20,11 @@
 #   QUICK=1   smoke test: 1 round, -i 20 -x 5 (a few minutes in all)
 #   OUT=DIR   output directory (default ./osu-compare-YYYYmmdd-HHMMSS)
 #   TMO=300   timeout per mpirun, seconds
-#   YIELD=1   mpi_yield_when_idle for both stacks (as scripts/mpirun-tnbc.sh)
+#   YIELD=auto  mpi_yield_when_idle for both stacks: auto leaves it to
+#             Open MPI (it yields only when ranks oversubscribe the cores),
+#             or 0 or 1
+#   BIND=     --bind-to for both stacks (none, core, ...); default: Open
+#             MPI's own (core for 2 ranks, numa or socket above)
 #   PLOT=0    no PNG (by default python3-matplotlib is installed if absent)
 # Uses the tnbc libfabric finds (installed by make install);
 # FI_PROVIDER_PATH, when set, is passed to the ranks.
@@ -33,7 +37,7 @@
 
 set -u
 
-usage() { sed -n '4,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '4,36p' "$0" | sed 's/^# \{0,1\}//'; }
 
 case ${1:-} in
 -h | --help) usage; exit 0 ;;
@@ -48,7 +52,8 @@ if [ "$quick" = 1 ]; then
 	iter_args=(-i 20 -x 5)
 fi
 tmo=${TMO:-300}
-yield=${YIELD:-1}
+yield=${YIELD:-auto}
+bind=${BIND:-}
 plot=${PLOT:-1}
 out=${OUT:-./osu-compare-$(date +%Y%m%d-%H%M%S)}
 
@@ -114,13 +119,14 @@ tests=(
 	"osu_alltoall 8 -m 65536"
 )
 
-# Both stacks get the same launch options: --bind-to none lets tnbc's
-# progress thread run on any core; Debian's openmpi-mca-params.conf sets
+# Both stacks get the same launch options, Open MPI's defaults unless
+# BIND or YIELD say otherwise; Debian's openmpi-mca-params.conf sets
 # "mtl = ^ofi", which "--mca mtl ofi" overrides.  opal_common_ofi_verbose
 # makes each rank's OFI MTL name its provider ("mtl:ofi:prov: tnbc") on
 # stderr, which is kept in logs/ and checked after every tnbc run.
-common=(--allow-run-as-root --oversubscribe --bind-to none
-	--mca mpi_yield_when_idle "$yield")
+common=(--allow-run-as-root --oversubscribe)
+[ -n "$bind" ] && common+=(--bind-to "$bind")
+[ "$yield" != auto ] && common+=(--mca mpi_yield_when_idle "$yield")
 stack_opts() {
 	case $1 in
 	tnbc)
@@ -150,7 +156,7 @@ lib_sum() {
 }
 lib0=$(lib_sum)
 echo "# osu_compare: OSU in $osu; $rounds round(s)${iter_args[*]:+, ${iter_args[*]}};" \
-	"mpi_yield_when_idle $yield; FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-(unset)};" \
+	"mpi_yield_when_idle $yield; bind ${bind:-default}; FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-(unset)};" \
 	"output in $out" >&2
 {
 	echo "date: $(date -Is)"
@@ -160,7 +166,7 @@ echo "# osu_compare: OSU in $osu; $rounds round(s)${iter_args[*]:+, ${iter_args[
 	echo "libfabric: $(fi_info --version 2>/dev/null | tr '\n' ' ')"
 	echo "tnbc: $(lib_sum)"
 	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "rounds: $rounds; quick: $quick; yield: $yield; timeout: $tmo"
+	echo "rounds: $rounds; quick: $quick; yield: $yield; bind: ${bind:-default}; timeout: $tmo"
 } >"$out/env.txt"
 
 failed=0

@@ -232,6 +232,11 @@ struct tnbc_engine {
 	uint64_t load_ns; /* when it was last sampled */
 	uint64_t window_ns;
 	bool busy; /* more runnable threads than CPUs */
+	/* busy, for application threads: a poll that finds nothing while
+	 * an operation waits on a peer gives the core away (tnbc_cq.c) */
+	atomic_bool host_busy;
+	/* rendezvous sends and RMA operations in flight in the domain */
+	atomic_int peer_waits;
 };
 
 #define TNBC_MR_HASH 1024
@@ -489,6 +494,9 @@ struct tnbc_id_table {
 	size_t size;
 	size_t used;
 	size_t hint; /* where to look for a free slot first */
+	/* the domain's count of operations waiting on a peer (engine's
+	 * peer_waits), kept with used */
+	atomic_int *waits;
 };
 
 /* A control packet (ACK/CTS) that found the peer's queue full. */

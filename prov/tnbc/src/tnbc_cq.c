@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
 
@@ -185,6 +187,17 @@ static ssize_t tnbc_cq_readfrom(struct fid_cq *fid, void *buf, size_t count,
 	tnbc_cq_unnotify(cq);
 out:
 	pthread_mutex_unlock(&cq->lock);
+	/* On an oversubscribed host, the peer that must answer a
+	 * rendezvous send or an RMA operation may be waiting for this
+	 * core: a caller that spins on an empty queue without yielding (an
+	 * MPI library waiting for a blocking send does) would keep it from
+	 * the peer for a whole time slice. */
+	if (n == -FI_EAGAIN &&
+	    atomic_load_explicit(&cq->domain->engine.host_busy,
+				 memory_order_relaxed) &&
+	    atomic_load_explicit(&cq->domain->engine.peer_waits,
+				 memory_order_relaxed) > 0)
+		sched_yield();
 	return n;
 }
 

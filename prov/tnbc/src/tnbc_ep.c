@@ -566,6 +566,8 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->domain = dom;
 	ep->self = ep;
 	ep->svc = -1;
+	ep->rndv.waits = &dom->engine.peer_waits;
+	ep->rma_ids.waits = &dom->engine.peer_waits;
 	if (info->src_addr && info->src_addrlen == sizeof(struct tnbc_name)) {
 		const struct tnbc_name *n = info->src_addr;
 

@@ -272,6 +272,8 @@ int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer,
 	t->slot[i] = xfer;
 	t->gen[i]++;
 	t->used++;
+	if (t->waits)
+		atomic_fetch_add_explicit(t->waits, 1, memory_order_relaxed);
 	*msg_id = ((uint64_t)t->gen[i] << 32) | i;
 	return 0;
 }
@@ -290,6 +292,8 @@ void tnbc_id_del(struct tnbc_id_table *t, uint64_t msg_id)
 	t->slot[(uint32_t)msg_id] = NULL;
 	t->hint = (uint32_t)msg_id;
 	t->used--;
+	if (t->waits)
+		atomic_fetch_sub_explicit(t->waits, 1, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------ */
@@ -994,6 +998,8 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 		free(ep->rndv.slot[i]);
 		ep->rndv.slot[i] = NULL;
 	}
+	atomic_fetch_sub(&ep->domain->engine.peer_waits,
+			 (int)(ep->rndv.used + ep->rma_ids.used));
 	ep->rndv.used = 0;
 	for (size_t i = 0; i < ep->rma_ids.size; i++) {
 		if (ep->rma_ids.slot[i]) {

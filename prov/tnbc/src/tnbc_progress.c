@@ -181,6 +181,7 @@ static void tnbc_engine_load_check(struct tnbc_domain *dom, uint64_t now)
 	if (busy == e->busy)
 		return;
 	e->busy = busy;
+	atomic_store_explicit(&e->host_busy, busy, memory_order_relaxed);
 	e->window_ns =
 		busy ? TNBC_BUSY_WINDOW_NS : tnbc_env.app_window_us * 1000u;
 	if (e->window_ns < tnbc_env.app_window_us * 1000u)
