@@ -149,6 +149,26 @@ START_TEST(proto_iov_slice)
 }
 END_TEST
 
+/* The host-load reading behind the engine's oversubscribed mode. */
+START_TEST(proto_loadavg)
+{
+	ck_assert(
+		!tnbc_loadavg_oversubscribed("0.50 0.40 0.30 3/120 4567\n", 2));
+	ck_assert(
+		tnbc_loadavg_oversubscribed("7.01 6.00 5.00 4/130 4567\n", 2));
+	ck_assert(tnbc_loadavg_oversubscribed("9.0 9.0 9.0 17/300 1\n", 8));
+	ck_assert(!tnbc_loadavg_oversubscribed("9.0 9.0 9.0 9/300 1\n", 8));
+	/* anything else says nothing */
+	ck_assert(!tnbc_loadavg_oversubscribed("", 2));
+	ck_assert(!tnbc_loadavg_oversubscribed("1.0 1.0 1.0", 2));
+	ck_assert(!tnbc_loadavg_oversubscribed("1.0 1.0 1.0 x/120 1", 2));
+	ck_assert(!tnbc_loadavg_oversubscribed("1.0 1.0 1.0 99 1", 2));
+	ck_assert(!tnbc_loadavg_oversubscribed("1.0 1.0 1.0 0/120 1", 2));
+	ck_assert(!tnbc_loadavg_oversubscribed("1.0 1.0 1.0 9/120 1", 0));
+	ck_assert(!tnbc_loadavg_oversubscribed(NULL, 2));
+}
+END_TEST
+
 START_TEST(proto_iov_copy)
 {
 	uint8_t a[10], c[20], e[5], src[40], dst[40];
@@ -776,6 +796,7 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tc, proto_ep_names);
 	tcase_add_test(tc, proto_iov_slice);
 	tcase_add_test(tc, proto_iov_copy);
+	tcase_add_test(tc, proto_loadavg);
 	suite_add_tcase(s, tc);
 
 	tcase_set_timeout(tr, TU_TCASE_TIMEOUT);

@@ -785,6 +785,9 @@ size_t tnbc_iov_slice(const struct iovec *iov, size_t count, size_t off,
 		      size_t len, struct iovec *out, size_t out_max);
 
 uint64_t tnbc_now_ns(void);
+/* Whether the text of /proc/loadavg shows more runnable threads than
+ * ncpu, the reader itself not counted (false when it cannot tell). */
+bool tnbc_loadavg_oversubscribed(const char *loadavg, long ncpu);
 /* CLOCK_REALTIME deadline ns from now, for pthread_cond_timedwait. */
 void tnbc_abstime(struct timespec *ts, uint64_t ns);
 

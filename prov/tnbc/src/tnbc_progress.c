@@ -7,7 +7,6 @@
 #include <hwloc.h>
 #include <inttypes.h>
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -139,32 +138,19 @@ static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 	return app;
 }
 
-/* Whether more threads are runnable on the host than it has CPUs, from
- * the running count of /proc/loadavg ("0.50 0.40 0.30 3/120 4567"), the
- * engine itself not counted.  False when it cannot tell. */
+/* Whether more threads are runnable on the host than it has CPUs. */
 static bool tnbc_engine_host_busy(struct tnbc_engine *e)
 {
 	char buf[128];
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned long running = 0;
-	const char *p;
 	ssize_t n;
 
-	if (e->load_fd < 0 || ncpu < 1)
+	if (e->load_fd < 0)
 		return false;
 	n = pread(e->load_fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
-	p = buf;
-	for (int field = 0; field < 3 && p; field++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
-	}
-	if (!p || sscanf(p, "%lu/", &running) != 1 || !running)
-		return false;
-	return running - 1 > (unsigned long)ncpu;
+	return tnbc_loadavg_oversubscribed(buf, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* Samples the host's load now and then, and publishes the application

@@ -1,8 +1,10 @@
 /*
- * Small helpers shared by the objects: iovec copies, time, and the entry
- * points of interfaces tnbc does not offer (the fi_no_* helpers of
- * libfabric are not exported to DL providers).
+ * Small helpers shared by the objects: iovec copies, time, the host's
+ * load, and the entry points of interfaces tnbc does not offer (the
+ * fi_no_* helpers of libfabric are not exported to DL providers).
  */
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tnbc.h"
@@ -14,6 +16,29 @@ uint64_t tnbc_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* "0.50 0.40 0.30 3/120 4567": the fourth field is runnable/total. */
+bool tnbc_loadavg_oversubscribed(const char *loadavg, long ncpu)
+{
+	const char *p = loadavg;
+	unsigned long running;
+	char *end;
+
+	if (!p || ncpu < 1)
+		return false;
+	for (int field = 0; field < 3; field++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return false;
+		p++;
+	}
+	if (*p < '0' || *p > '9')
+		return false;
+	running = strtoul(p, &end, 10);
+	if (*end != '/' || !running)
+		return false;
+	return running - 1 > (unsigned long)ncpu;
 }
 
 void tnbc_abstime(struct timespec *ts, uint64_t ns)
