@@ -331,7 +331,6 @@ static bool tnbc_match_from(struct tnbc_ep *ep, const struct tnbc_xfer *rx,
 	return tnbc_match(rx, tagged, tag, *src);
 }
 
-/* Starts the data movement of a matched rendezvous message. */
 /* A rendezvous read waiting for the end of its poll pass. */
 struct tnbc_pull {
 	struct tnbc_xfer *rx;
@@ -458,6 +457,7 @@ static bool tnbc_pull_defer(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	return true;
 }
 
+/* Starts the data movement of a matched rendezvous message. */
 static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 			   const struct tnbc_hdr *hdr,
 			   const struct tnbc_rts_iov *riov, fi_addr_t src)
