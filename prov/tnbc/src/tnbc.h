@@ -560,6 +560,7 @@ struct tnbc_ep {
 	struct tnbc_id_table rma_ids; /* RMA/atomics awaiting responses */
 	atomic_uint prio; /* for operations posted from now on */
 	uint64_t next_token;
+	uint64_t rx_matches; /* arrivals that found a posted receive */
 	uint64_t peer_check_ns; /* last liveness check of waiting peers */
 	/* Rendezvous reads matched during a poll pass: made once the pass
 	 * ends, those from one peer in as few calls as possible (each call

@@ -597,6 +597,7 @@ static int tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 				    &hdr->src)) {
 			tnbc_list_remove(&rx->entry);
 			ep->domain->xops->rx_posted(ep->domain->xdom, -1);
+			ep->rx_matches++;
 			tnbc_deliver(ep, rx, hdr, payload, src);
 			return TNBC_RX_DONE;
 		}
@@ -1371,12 +1372,19 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	}
 	/* A sender that saw no receive posted left its eager message
 	 * without waking anyone, and held messages come back only when
-	 * offered again: look now, past every held one. */
-	if (ep->domain->xops->pending(ep->xep))
-		ep->domain->xops->poll(
-			ep->xep, tnbc_rx_packet, ep,
-			TNBC_RX_POLL_BUDGET +
-				(int)(kept < (1u << 30) ? kept : (1u << 30)));
+	 * offered again: look now, past every held one.  Only until a
+	 * receive is matched: the packets behind it are most likely for
+	 * the receives the application posts next (a burst), and taken
+	 * now they would be copied twice, through unexpected buffers. */
+	if (!ux) {
+		uint64_t matches = ep->rx_matches;
+		int budget = TNBC_RX_POLL_BUDGET +
+			     (int)(kept < (1u << 30) ? kept : (1u << 30));
+
+		while (budget-- > 0 && ep->rx_matches == matches &&
+		       ep->domain->xops->pending(ep->xep))
+			ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep, 1);
+	}
 out:
 	pthread_mutex_unlock(&ep->lock);
 	tnbc_trig_run(ep->domain, false);
