@@ -5,13 +5,15 @@
  * priority.  Skipped on providers without that extension.
  *
  * The receiver (rank 1) runs without its engine thread (FI_TNBC_ENGINE=0)
- * and with a small receive queue (FI_TNBC_RX_SLOTS, default 16 here), and
- * makes no libfabric call until the sender has posted everything, so its
- * queue stays full.  The sender posts NLOW low-priority tagged sends (tag
- * = sequence), waits for its engine to fill the receiver's queue, then
- * posts NHIGH high-priority ones.  When the receiver starts receiving it
- * must see the SLOTS low ones that sat in its queue, then all the high
- * ones, then the remaining low ones; FIFO within each priority.
+ * and with a small receive queue (FI_TNBC_RX_SLOTS of 1 KiB packets,
+ * FI_TNBC_SLOT_SIZE=1024: 8 KiB by default here, which holds 64 of these
+ * 64-byte messages, two 64-byte cells each with their short shm header),
+ * and makes no libfabric call until the sender has posted everything, so
+ * its queue stays full.  The sender posts NLOW low-priority tagged sends
+ * (tag = sequence), waits for its engine to fill the receiver's queue,
+ * then posts NHIGH high-priority ones.  When the receiver starts
+ * receiving it must see the low ones that sat in its queue, then all the
+ * high ones, then the remaining low ones; FIFO within each priority.
  *
  *  prio_live  sends posted directly
  *  prio_trig  FI_TRIGGER sends: the low ones fire first, the high ones
@@ -36,8 +38,15 @@
 #endif
 #define SETTLE_MS 100
 
-static int nlow = 64, nhigh = 8;
-static unsigned slots = 16;
+static int nlow = 96, nhigh = 8;
+static unsigned slots = 8;
+
+/* Messages of MLEN bytes the receiver's queue holds (fi_tnbc(7)). */
+static int
+queue_msgs(void)
+{
+	return (int) (slots * 1024 / 128);
+}
 
 static int
 opt(int c, const char *arg)
@@ -69,6 +78,7 @@ hints(struct ftx_ctx *ctx, struct fi_info *h)
 		snprintf(buf, sizeof(buf), "%u", slots);
 		setenv("FI_TNBC_ENGINE", "0", 1);
 		setenv("FI_TNBC_RX_SLOTS", buf, 1);
+		setenv("FI_TNBC_SLOT_SIZE", "1024", 1);
 	} else {
 		unsetenv("FI_TNBC_ENGINE");
 	}
@@ -149,7 +159,7 @@ read_raw_n(struct ftx_ctx *ctx, struct fid_cq *cq, int n, const char *what)
 enum mode { LIVE, TRIG, DW };
 
 /*
- * Waits (up to 2 s) until the first min(slots, nlow) low-priority sends
+ * Waits (up to 2 s) until the first min(queue_msgs(), nlow) low-priority sends
  * completed, which on a provider that completes an eager send once it
  * sits in the peer's queue means that queue is full; then a little more
  * so that the rest are waiting.  Returns the completions read from the CQ.
@@ -157,7 +167,7 @@ enum mode { LIVE, TRIG, DW };
 static int
 settle(struct ftx_ctx *ctx, enum mode mode, struct fid_cntr *sc)
 {
-	int want = nlow < (int) slots ? nlow : (int) slots, got = 0;
+	int want = nlow < queue_msgs() ? nlow : queue_msgs(), got = 0;
 	uint64_t end = ftx_now_ns() + 2000000000ull;
 	struct fi_cq_tagged_entry e;
 	unsigned spins = 0;
@@ -294,7 +304,7 @@ receiver(struct ftx_ctx *ctx)
 	/* wildcard receives match in arrival order */
 	for (i = 0; i < n; i++)
 		memcpy(&seq[i], (uint8_t *) buf + (size_t) i * MLEN, 8);
-	before = nlow < (int) slots ? nlow : (int) slots;
+	before = nlow < queue_msgs() ? nlow : queue_msgs();
 	for (i = 0; i < before; i++)
 		want[k++] = (uint64_t) i;
 	for (i = 0; i < nhigh; i++)
@@ -320,10 +330,9 @@ receiver(struct ftx_ctx *ctx)
 	describe(want, n, exp, sizeof(exp));
 	ftx_log("arrival order %s", got);
 	FTX_SOFT(!bad,
-		 "arrival order %s, expected %s (receive queue of %u slots "
-		 "full of low-priority messages when the high ones were "
-		 "posted)",
-		 got, exp, slots);
+		 "arrival order %s, expected %s (receive queue holding %d "
+		 "low-priority messages when the high ones were posted)",
+		 got, exp, queue_msgs());
 	ftx_barrier(ctx);
 	free(buf);
 	free(seq);
@@ -382,10 +391,10 @@ static const struct ftx_test test = {
 	.timeout = 30,
 	.optstr = "l:H:q:",
 	.opt = opt,
-	.opthelp = "  -l N     low-priority messages (default 64)\n"
+	.opthelp = "  -l N     low-priority messages (default 96)\n"
 		   "  -H N     high-priority messages (default 8)\n"
-		   "  -q N     receiver's FI_TNBC_RX_SLOTS, a power of two "
-		   ">= 8 (default 16)\n",
+		   "  -q N     receiver's FI_TNBC_RX_SLOTS (of 1 KiB packets), "
+		   "a power of two >= 8 (default 8)\n",
 	.hints = hints,
 	.cases = cases,
 };

@@ -242,14 +242,25 @@ static void checkmsg(const uint8_t *buf, size_t len, uint32_t i)
 	ck_assert_uint_eq(tu_check(buf + 4, len - 4, i, 0), (size_t)-1);
 }
 
-/* 10 x rx_slots messages one at a time: the ring wraps ten times. */
+/* Cells in a receive queue of rx_slots largest packets (tnbc_shm.c). */
+static uint32_t ring_cells(void)
+{
+	return (uint32_t)(tnbc_env.rx_slots * tnbc_env.slot_size / 64);
+}
+
+/* Twice as many messages as a small queue has cells, one at a time, in
+ * lengths that do not divide it: the ring wraps about ten times, and a
+ * packet that would cross its end is padded over. */
 START_TEST(proto_ring_wrap)
 {
+	const size_t old_slots = tnbc_env.rx_slots;
 	struct tu_world w;
 	uint8_t s[512], r[512];
-	const uint32_t n = (uint32_t)(10 * tnbc_env.rx_slots);
+	uint32_t n;
 	struct fi_cq_tagged_entry e;
 
+	tnbc_env.rx_slots = 8;
+	n = 2 * ring_cells();
 	tu_world_open(&w, 2, NULL);
 	for (uint32_t i = 0; i < n; i++) {
 		size_t len = mkmsg(s, i);
@@ -275,6 +286,7 @@ START_TEST(proto_ring_wrap)
 		ck_assert_ptr_eq(e.op_context, &ctx[1]);
 	}
 	tu_world_close(&w);
+	tnbc_env.rx_slots = old_slots;
 }
 END_TEST
 
@@ -313,7 +325,9 @@ static void burst_send(struct tu_world *w, const uint8_t *buf, size_t len,
 START_TEST(proto_ring_burst)
 {
 	const int old_engine = tnbc_env.engine;
-	const uint32_t n1 = (uint32_t)(2 * tnbc_env.rx_slots + 7);
+	const size_t old_slots = tnbc_env.rx_slots;
+	/* more messages than the queue has cells: it fills */
+	const uint32_t n1 = (tnbc_env.rx_slots = 8, ring_cells() + 7);
 	const uint32_t n = n1 + 50;
 	struct tu_world w;
 	uint8_t(*s)[512] = malloc(n * sizeof(*s));
@@ -386,6 +400,7 @@ START_TEST(proto_ring_burst)
 	free(lens);
 	free(rctx);
 	tnbc_env.engine = old_engine;
+	tnbc_env.rx_slots = old_slots;
 }
 END_TEST
 

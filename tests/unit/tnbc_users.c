@@ -141,8 +141,8 @@ static void side_close(struct side *s)
  * map, owned by the calling user, naming a live process. */
 static int plant_service(long svc, char *bell, size_t bell_len)
 {
-	size_t nslots = 8, slot = 8192;
-	size_t len = sizeof(struct tnbc_shm_region) + nslots * slot;
+	size_t slot = 8192, nslots = 8 * slot / TNBC_SHM_CELL;
+	size_t len = sizeof(struct tnbc_shm_region) + nslots * TNBC_SHM_CELL;
 	struct tnbc_shm_region *r;
 	struct tnbc_shm_bell *b;
 	char name[64];
@@ -172,10 +172,6 @@ static int plant_service(long svc, char *bell, size_t bell_len)
 	r->slot_size = (uint32_t)slot;
 	r->pid = (int32_t)getppid(); /* alive: looks like a real service */
 	snprintf(r->bell_name, sizeof(r->bell_name), "%s", bell);
-	for (size_t i = 0; i < nslots; i++)
-		atomic_init(
-			&tnbc_shm_cell_at(r->cells, i, nslots - 1, slot)->seq,
-			i);
 	atomic_store(&r->ready, 1);
 	return 0;
 }

@@ -134,8 +134,8 @@ extern struct fi_provider tnbc_prov;
 /* All runtime parameters, filled once by tnbc_init_env() (tnbc_init.c)
  * and documented in fi_tnbc(7). */
 struct tnbc_env {
-	size_t rx_slots; /* packets in each endpoint's receive queue */
-	size_t slot_size; /* bytes per packet slot, header included */
+	size_t rx_slots; /* largest packets each receive queue holds */
+	size_t slot_size; /* the largest packet, headers included */
 	size_t eager_size; /* largest message sent eagerly */
 	int cma; /* allow single-copy process_vm_readv */
 	size_t unexp_pull; /* largest unexpected rendezvous pulled early */

@@ -8,7 +8,7 @@
 #include "tnbc.h"
 
 struct tnbc_env tnbc_env = {
-	.rx_slots = 256,
+	.rx_slots = 64,
 	.slot_size = 8192,
 	.eager_size = 8192,
 	.cma = 1,
@@ -72,11 +72,12 @@ static void tnbc_init_env(void)
 	int b;
 
 	fi_param_define(&tnbc_prov, "rx_slots", FI_PARAM_SIZE_T,
-			"Packet slots in each endpoint's shared-memory receive "
-			"queue; a power of two (default: %zu)",
+			"How many of the largest packets each endpoint's "
+			"shared-memory receive queue holds (smaller ones "
+			"take less room); a power of two (default: %zu)",
 			tnbc_env.rx_slots);
 	fi_param_define(&tnbc_prov, "slot_size", FI_PARAM_SIZE_T,
-			"Bytes per receive-queue slot, packet header included; "
+			"The largest packet in bytes, headers included; "
 			"bounds the eager and inject sizes (default: %zu)",
 			tnbc_env.slot_size);
 	fi_param_define(&tnbc_prov, "eager_size", FI_PARAM_SIZE_T,
@@ -131,8 +132,8 @@ static void tnbc_init_env(void)
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
 		FI_WARN(&tnbc_prov, FI_LOG_CORE,
-			"FI_TNBC_RX_SLOTS must be a power of two, using 256\n");
-		tnbc_env.rx_slots = 256;
+			"FI_TNBC_RX_SLOTS must be a power of two, using 64\n");
+		tnbc_env.rx_slots = 64;
 	}
 	tnbc_param_size("slot_size", &tnbc_env.slot_size, 1024, 1u << 20);
 	tnbc_env.slot_size = (tnbc_env.slot_size + 63) & ~(size_t)63;

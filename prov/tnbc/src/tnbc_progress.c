@@ -48,11 +48,12 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 
 	if (pthread_mutex_trylock(&ep->lock))
 		return 0;
-	/* The engine leaves eager messages nobody has posted a receive for
-	 * in the queue: the application takes them straight from there
-	 * (one copy, no unexpected buffer) when it calls in, and a
-	 * computing application keeps its core. */
-	if (engine && tnbc_ep_rx_idle(ep) && ep->domain->xops->quiet(ep->xep)) {
+	/* Eager messages nobody has posted a receive for stay in the queue
+	 * while it has room: the receive posted for one takes it straight
+	 * from there (one copy, no unexpected buffer), and the engine
+	 * leaves a computing application its core.  The application's own
+	 * polls leave them too: taken now, they would be copied twice. */
+	if (tnbc_ep_rx_idle(ep) && ep->domain->xops->quiet(ep->xep)) {
 		n = 0;
 	} else {
 		ep->rx_engine = engine;

@@ -2,9 +2,9 @@
  * Shared-memory transport.
  *
  * Each endpoint owns a POSIX shared-memory region holding a bounded
- * multi-producer, single-consumer queue of fixed-size packet slots (the
- * layout is in tnbc_shm_region.h).  Any process that knows the
- * endpoint's name maps the region and enqueues packets into it directly:
+ * multi-producer, single-consumer queue of variable-length packets in
+ * 64-byte cells (the layout is in tnbc_shm_region.h).  Any process that knows
+ * the endpoint's name maps the region and enqueues packets into it directly:
  * one copy in by the sender, one copy out by the receiver.  Large
  * messages never go through the queue when the kernel allows
  * cross-memory attach: the receiver reads the sender's buffer with
@@ -46,6 +46,12 @@
 /* How long a cell may stay claimed before the consumer asks whether its
  * sender still lives, and how often it asks again (fi_tnbc(7)). */
 #define TNBC_SHM_DEAD_NS 100000000ull
+/* How long tail may stay ahead of a cell nobody marked before the
+ * consumer takes its sender for dead (it died between its claim and its
+ * mark, and left no name to ask about). */
+#define TNBC_SHM_ORPHAN_NS 1000000000ull
+/* The largest queue, in bytes. */
+#define TNBC_SHM_RING_MAX (256ull << 20)
 /* Tries at a tail that a peer keeps changing under us (or a garbled
  * queue) before reporting it full. */
 #define TNBC_SHM_SEND_TRIES 4096
@@ -90,6 +96,8 @@ struct tnbc_xpeer {
 	struct tnbc_shm_bell *bell;
 	/* geometry as found when mapped: never read back */
 	uint32_t nslots, slot_size;
+	/* the peer's head as last read: cells before it are free */
+	atomic_uint_fast64_t head;
 	pid_t pid;
 	uint64_t ino;
 };
@@ -124,15 +132,21 @@ struct tnbc_xep {
 	/* The consumer's state is private: a peer can rewrite the whole
 	 * region, so nothing here is ever read back from it. */
 	uint8_t *cells;
-	uint64_t nslots, mask;
-	size_t slot_size;
+	uint64_t nslots, mask; /* cells */
+	size_t slot_size; /* the largest packet */
 	uint64_t ino;
 	uint64_t head; /* oldest position not given back to producers */
 	uint64_t scan; /* next position to offer; kept ones lie before */
-	uint8_t *done; /* positions in [head, scan) consumed out of order */
+	/* packets in [head, scan) consumed out of order: their cell count
+	 * at their first position */
+	uint32_t *done;
 	/* a claimed cell the queue waits behind */
 	uint64_t stall_pos, stall_seq, stall_ns, stall_check_ns;
 	bool stalled;
+	unsigned idle; /* polls that found nothing, for tnbc_shm_poll */
+	/* packets before it were seen to be eager messages (quiet): each
+	 * is looked at once, however often quiet is asked */
+	uint64_t quiet_pos;
 };
 
 static atomic_uint tnbc_shm_next_uid;
@@ -461,14 +475,18 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 {
 	struct tnbc_shm_region *r;
 	struct tnbc_xep *xep;
-	size_t nslots = tnbc_env.rx_slots;
 	size_t slot = tnbc_env.slot_size;
+	size_t nslots = TNBC_SHM_CELL;
 	int ret;
 
+	/* rx_slots packets of the largest size, in a power of two of cells */
+	while (nslots < tnbc_env.rx_slots * slot && nslots < TNBC_SHM_RING_MAX)
+		nslots <<= 1;
+	nslots /= TNBC_SHM_CELL;
 	xep = calloc(1, sizeof(*xep));
 	if (!xep)
 		return -FI_ENOMEM;
-	xep->done = calloc(nslots, 1);
+	xep->done = calloc(nslots, sizeof(*xep->done));
 	if (!xep->done) {
 		ret = -FI_ENOMEM;
 		goto err_free;
@@ -485,7 +503,7 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 		name->kind = TNBC_NAME_PID;
 		name->uid = atomic_fetch_add(&tnbc_shm_next_uid, 1);
 	}
-	xep->region_len = sizeof(*r) + nslots * slot;
+	xep->region_len = sizeof(*r) + nslots * TNBC_SHM_CELL;
 	ret = tnbc_shm_ep_region(xep, name, xep->region_len);
 	if (ret)
 		goto err_free;
@@ -500,10 +518,7 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 	xep->nslots = nslots;
 	xep->mask = nslots - 1;
 	xep->slot_size = slot;
-	for (size_t i = 0; i < nslots; i++)
-		atomic_init(
-			&tnbc_shm_cell_at(xep->cells, i, xep->mask, slot)->seq,
-			i);
+	/* the cells start at 0 (free): ftruncate zeroed them */
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 	xep->xdom = xdom;
 	*out = xep;
@@ -600,8 +615,9 @@ static int tnbc_shm_peer_map(struct tnbc_xdom *xdom,
 	peer->slot_size = r->slot_size;
 	peer->pid = r->pid;
 	if (!peer->nslots || (peer->nslots & (peer->nslots - 1)) ||
-	    peer->slot_size < 1024 || peer->slot_size % 64 ||
-	    sizeof(*r) + (size_t)peer->nslots * peer->slot_size >
+	    peer->slot_size < 1024 || peer->slot_size % TNBC_SHM_CELL ||
+	    peer->slot_size > (size_t)peer->nslots * TNBC_SHM_CELL ||
+	    sizeof(*r) + (size_t)peer->nslots * TNBC_SHM_CELL >
 		    peer->region_len)
 		goto err;
 	ret = tnbc_shm_map_bell(xdom, peer);
@@ -654,13 +670,8 @@ static bool tnbc_shm_peer_alive(struct tnbc_xpeer *peer)
 static bool tnbc_shm_roomy(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 			   uint64_t pos)
 {
-	uint64_t ahead = pos + peer->nslots / 2;
-
-	return atomic_load_explicit(&tnbc_shm_cell_at(r->cells, ahead,
-						      peer->nslots - 1,
-						      peer->slot_size)
-					     ->seq,
-				    memory_order_relaxed) == ahead;
+	return pos - atomic_load_explicit(&r->head, memory_order_relaxed) <
+	       peer->nslots / 2;
 }
 
 /* Whether an application thread of the bell's domain polled within the
@@ -738,6 +749,7 @@ static int tnbc_shm_peer_refresh(struct tnbc_xpeer *peer)
 	xdom->retired = old;
 	peer->nslots = fresh->nslots;
 	peer->slot_size = fresh->slot_size;
+	atomic_store_explicit(&peer->head, 0, memory_order_relaxed);
 	peer->pid = fresh->pid;
 	peer->ino = fresh->ino;
 	peer->region_len = fresh->region_len;
@@ -749,48 +761,63 @@ out:
 	return ret;
 }
 
-/* Claims the cell for the next position; -FI_EAGAIN when full. */
+/* Whether cells [pos, pos + k) were freed on the last lap. */
+static bool tnbc_shm_room(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
+			  uint64_t pos, uint64_t k)
+{
+	uint64_t head = atomic_load_explicit(&peer->head, memory_order_relaxed);
+
+	if (pos + k - head <= peer->nslots)
+		return true;
+	/* Read only when our copy says full: the consumer writes this line
+	 * on every packet. */
+	head = atomic_load_explicit(&r->head, memory_order_acquire);
+	tnbc_shm_tsan_acquire(peer->ino, peer->nslots);
+	atomic_store_explicit(&peer->head, head, memory_order_relaxed);
+	return pos + k - head <= peer->nslots && (int64_t)(pos - head) >= 0;
+}
+
+/* Claims cells for a packet of len bytes and marks the first one;
+ * -FI_EAGAIN when full. */
 static int tnbc_shm_claim(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
-			  uint64_t *out_pos, struct tnbc_shm_cell **out)
+			  uint32_t len, uint64_t *out_pos,
+			  struct tnbc_shm_cell **out)
 {
 	uint64_t mask = peer->nslots - 1, me = (uint64_t)peer->xdom->pid;
-	uint64_t pos, seq, t;
+	uint64_t k = tnbc_shm_cells(len), pad = 0, pos;
 	struct tnbc_shm_cell *cell;
+	int tries = 0;
 
 	pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	for (int tries = 0; tries < TNBC_SHM_SEND_TRIES; tries++) {
-		cell = tnbc_shm_cell_at(r->cells, pos, mask, peer->slot_size);
-		seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
-		if (seq == pos) {
-			if (!atomic_compare_exchange_strong_explicit(
-				    &cell->seq, &seq, TNBC_SHM_CLAIM(me, pos),
-				    memory_order_acquire, memory_order_relaxed))
-				continue;
-			/* move tail on, unless a helper did */
-			t = pos;
-			atomic_compare_exchange_strong_explicit(
-				&r->tail, &t, pos + 1, memory_order_relaxed,
-				memory_order_relaxed);
-			tnbc_shm_tsan_acquire(peer->ino, pos & mask);
-			*out_pos = pos;
-			*out = cell;
-			return 0;
-		}
-		if (TNBC_SHM_IS_CLAIM(seq, pos)) {
-			/* claimed, tail not moved yet: help, so that a
-			 * sender that dies here stops nobody */
-			t = pos;
-			atomic_compare_exchange_strong_explicit(
-				&r->tail, &t, pos + 1, memory_order_relaxed,
-				memory_order_relaxed);
-			pos++;
-			continue;
-		}
-		if ((seq & TNBC_SHM_CLAIMED) || (int64_t)(seq - pos) < 0)
-			return -FI_EAGAIN; /* last lap's packet still there */
-		pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	for (;;) {
+		/* a packet never wraps: the rest of the lap is padding */
+		pad = (pos & mask) + k > peer->nslots
+			      ? peer->nslots - (pos & mask)
+			      : 0;
+		if (!tnbc_shm_room(peer, r, pos, pad + k) ||
+		    ++tries > TNBC_SHM_SEND_TRIES)
+			return -FI_EAGAIN;
+		if (atomic_compare_exchange_weak_explicit(
+			    &r->tail, &pos, pos + pad + k, memory_order_relaxed,
+			    memory_order_relaxed))
+			break;
 	}
-	return -FI_EAGAIN;
+	if (pad) {
+		cell = tnbc_shm_cell_at(r->cells, pos, mask);
+		cell->len = (uint32_t)(pad * TNBC_SHM_CELL - TNBC_SHM_CELL_HDR);
+		cell->fmt = TNBC_SHM_FMT_PAD;
+		tnbc_shm_tsan_release(peer->ino, pos & mask);
+		atomic_store_explicit(&cell->seq, pos + 1,
+				      memory_order_release);
+		pos += pad;
+	}
+	cell = tnbc_shm_cell_at(r->cells, pos, mask);
+	cell->len = len;
+	atomic_store_explicit(&cell->seq, TNBC_SHM_CLAIM(me, pos),
+			      memory_order_release);
+	*out_pos = pos;
+	*out = cell;
+	return 0;
 }
 
 /* The short frame for hdr, or 0 (TNBC_SHM_FMT_FULL) when it has fields
@@ -810,6 +837,15 @@ static uint32_t tnbc_shm_short_fmt(const struct tnbc_xdom *xdom,
 		return TNBC_SHM_FMT_SHORT_PID;
 	return src->kind == TNBC_NAME_SVC ? TNBC_SHM_FMT_SHORT_SVC
 					  : TNBC_SHM_FMT_FULL;
+}
+
+/* The length of hdr's frame in format fmt. */
+static size_t tnbc_shm_frame_len(uint32_t fmt, const struct tnbc_hdr *hdr)
+{
+	if (fmt == TNBC_SHM_FMT_FULL)
+		return sizeof(*hdr);
+	return sizeof(struct tnbc_shm_short) +
+	       (hdr->flags & TNBC_HDR_CQ_DATA ? sizeof(hdr->cq_data) : 0);
 }
 
 /* Writes hdr's frame at dst; returns its length. */
@@ -859,14 +895,13 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	    peer->slot_size)
 		return -FI_EMSGSIZE;
 	fmt = tnbc_shm_short_fmt(peer->xdom, hdr);
-	ret = tnbc_shm_claim(peer, r, &pos, &cell);
+	len = tnbc_shm_frame_len(fmt, hdr) + hdr->payload_len;
+	ret = tnbc_shm_claim(peer, r, (uint32_t)len, &pos, &cell);
 	if (ret)
 		return ret;
 
 	dst = (uint8_t *)(cell + 1);
-	len = tnbc_shm_frame(dst, fmt, hdr);
-	dst += len;
-	len += hdr->payload_len;
+	dst += tnbc_shm_frame(dst, fmt, hdr);
 	for (size_t i = 0, left = hdr->payload_len; i < iov_count && left;
 	     i++) {
 		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
@@ -876,7 +911,6 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 		dst += n;
 		left -= n;
 	}
-	cell->len = (uint32_t)len;
 	cell->fmt = fmt;
 	mask = peer->nslots - 1;
 	tnbc_shm_tsan_release(peer->ino, pos & mask);
@@ -891,72 +925,145 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 static inline struct tnbc_shm_cell *tnbc_shm_xcell(struct tnbc_xep *xep,
 						   uint64_t pos)
 {
-	return tnbc_shm_cell_at(xep->cells, pos, xep->mask, xep->slot_size);
+	return tnbc_shm_cell_at(xep->cells, pos, xep->mask);
 }
 
-/* Position pos is consumed: the cell already went back to producers.
- * Positions behind a kept packet wait in done[] until head gets there
- * (producers reuse cells in order, so handing them back early is safe). */
-static void tnbc_shm_consumed(struct tnbc_xep *xep, uint64_t pos)
+/* The cells a packet of len bytes at pos takes, or 0 if it cannot be one
+ * of ours: longer than the largest packet, or running past the end. */
+static uint64_t tnbc_shm_xcells(const struct tnbc_xep *xep, uint64_t pos,
+				uint32_t len)
+{
+	uint64_t k = tnbc_shm_cells(len);
+
+	if (TNBC_SHM_CELL_HDR + (size_t)len > xep->slot_size ||
+	    (pos & xep->mask) + k > xep->nslots)
+		return 0;
+	return k;
+}
+
+/* Hands cells [pos, pos + k) back to producers: their sequence words go
+ * back to 0 first, so that none of them can pass for a packet later. */
+static void tnbc_shm_free_cells(struct tnbc_xep *xep, uint64_t pos, uint64_t k)
+{
+	for (uint64_t i = 0; i < k; i++)
+		atomic_store_explicit(&tnbc_shm_xcell(xep, pos + i)->seq, 0,
+				      memory_order_relaxed);
+}
+
+/* The k cells at pos are consumed and free.  Cells behind a kept packet
+ * wait in done[] until head gets there: producers claim in order, from
+ * head on. */
+static void tnbc_shm_consumed(struct tnbc_xep *xep, uint64_t pos, uint64_t k)
 {
 	if (pos != xep->head) {
-		xep->done[pos & xep->mask] = 1;
+		xep->done[pos & xep->mask] = (uint32_t)k;
 		return;
 	}
-	xep->head++;
-	/* marks lie only in (head, head + nslots): each names a position */
+	xep->head += k;
+	/* marks lie only in (head, head + nslots): each names a packet */
 	while (xep->done[xep->head & xep->mask]) {
+		k = xep->done[xep->head & xep->mask];
 		xep->done[xep->head & xep->mask] = 0;
-		xep->head++;
+		xep->head += k;
 	}
 	if (xep->scan < xep->head) /* a rewound scan must not look back */
 		xep->scan = xep->head;
+	tnbc_shm_tsan_release(xep->ino, xep->nslots);
+	atomic_store_explicit(&xep->region->head, xep->head,
+			      memory_order_release);
 }
 
 /* The first position from scan on not consumed out of order. */
 static uint64_t tnbc_shm_next(struct tnbc_xep *xep)
 {
+	uint32_t k;
+
 	while (xep->scan < xep->head + xep->nslots &&
-	       xep->done[xep->scan & xep->mask])
-		xep->scan++;
+	       (k = xep->done[xep->scan & xep->mask]))
+		xep->scan += k;
 	return xep->scan;
 }
 
-/* The queue waits behind a claimed cell.  Once it has waited
- * TNBC_SHM_DEAD_NS and the claiming process no longer exists, the cell
- * is handed back unread (nothing was published in it) and the consumer
- * goes on.  Returns whether it stepped over. */
-static bool tnbc_shm_dead_claim(struct tnbc_xep *xep, uint64_t pos,
-				uint64_t seq)
+/* Whether a sender moved tail past pos: a packet is on its way there. */
+static bool tnbc_shm_claimed_past(struct tnbc_xep *xep, uint64_t pos)
+{
+	uint64_t tail =
+		atomic_load_explicit(&xep->region->tail, memory_order_relaxed);
+
+	return tail > pos && tail - pos <= xep->nslots;
+}
+
+/* The queue waits at pos, behind a claimed cell (seq is a claim) or an
+ * unmarked one that tail passed.  Once it has waited TNBC_SHM_DEAD_NS
+ * and the claiming process no longer exists (or, unmarked, once it has
+ * waited TNBC_SHM_ORPHAN_NS), the cells are handed back unread (nothing
+ * was published in them) and the consumer goes on.  Returns how many
+ * cells it stepped over, or 0. */
+static uint64_t tnbc_shm_dead_claim(struct tnbc_xep *xep, uint64_t pos,
+				    uint64_t seq)
 {
 	struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
-	uint64_t now = tnbc_now_ns();
-	pid_t pid = (pid_t)TNBC_SHM_CLAIM_PID(seq);
+	bool marked = TNBC_SHM_IS_CLAIM(seq, pos);
+	uint64_t now, k = 0, end;
+	pid_t pid = 0;
 
+	if (!marked && !tnbc_shm_claimed_past(xep, pos))
+		return 0;
+	now = tnbc_now_ns();
 	if (!xep->stalled || xep->stall_pos != pos || xep->stall_seq != seq) {
 		xep->stalled = true;
 		xep->stall_pos = pos;
 		xep->stall_seq = seq;
 		xep->stall_ns = xep->stall_check_ns = now;
-		return false;
+		return 0;
 	}
 	if (now - xep->stall_check_ns < TNBC_SHM_DEAD_NS)
-		return false;
+		return 0;
 	xep->stall_check_ns = now;
-	if (tnbc_shm_pid_alive(pid))
-		return false;
-	if (!atomic_compare_exchange_strong_explicit(
-		    &cell->seq, &seq, pos + xep->nslots, memory_order_release,
-		    memory_order_relaxed))
-		return false;
+	if (marked) {
+		pid = (pid_t)TNBC_SHM_CLAIM_PID(seq);
+		if (tnbc_shm_pid_alive(pid))
+			return 0;
+		k = tnbc_shm_xcells(
+			xep, pos,
+			__atomic_load_n(&cell->len, __ATOMIC_RELAXED));
+	}
+	if (!k && (marked || now - xep->stall_ns >= TNBC_SHM_ORPHAN_NS)) {
+		/* The next packet starts at the first cell marked for its
+		 * own position: the dead sender wrote nothing after its
+		 * claim, so its cells still hold 0. */
+		end = atomic_load_explicit(&xep->region->tail,
+					   memory_order_relaxed);
+		for (k = 1; pos + k < end && k < xep->nslots; k++) {
+			uint64_t s = atomic_load_explicit(
+				&tnbc_shm_xcell(xep, pos + k)->seq,
+				memory_order_relaxed);
+
+			if (s == pos + k + 1 || TNBC_SHM_IS_CLAIM(s, pos + k))
+				break;
+		}
+	}
+	if (!k)
+		return 0;
+	if (marked && !atomic_compare_exchange_strong_explicit(
+			      &cell->seq, &seq, 0, memory_order_relaxed,
+			      memory_order_relaxed))
+		return 0;
+	tnbc_shm_free_cells(xep, pos, k);
 	xep->stalled = false;
 	atomic_fetch_add_explicit(&xep->xdom->dead_cells, 1,
 				  memory_order_relaxed);
-	FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-		"%s: sender pid %d died while writing a packet; stepped over "
-		"its queue cell after %" PRIu64 " ms\n",
-		xep->name, (int)pid, (now - xep->stall_ns) / 1000000u);
-	return true;
+	if (marked)
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"%s: sender pid %d died while writing a packet; "
+			"stepped over its queue cells after %" PRIu64 " ms\n",
+			xep->name, (int)pid, (now - xep->stall_ns) / 1000000u);
+	else
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"%s: a sender claimed queue cells and left them "
+			"unmarked for %" PRIu64 " ms; stepped over them\n",
+			xep->name, (now - xep->stall_ns) / 1000000u);
+	return k;
 }
 
 static void tnbc_shm_bad_packet(struct tnbc_xep *xep, uint32_t len)
@@ -1034,18 +1141,23 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
 		const uint8_t *pkt = (const uint8_t *)(cell + 1);
 		struct tnbc_hdr hdr;
-		uint64_t seq;
+		uint64_t seq, k;
 		uint32_t len, fmt;
-		size_t hlen;
+		size_t hlen = 0;
 		int verdict = TNBC_RX_DONE;
 
 		seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
 		if (seq != pos + 1) {
-			if (!TNBC_SHM_IS_CLAIM(seq, pos) ||
-			    !tnbc_shm_dead_claim(xep, pos, seq))
+			/* The common case, nothing there: whether a sender
+			 * claimed the cell without marking it (tail, a line
+			 * the senders write) is looked at now and then. */
+			if (seq == 0 && !xep->stalled && (++xep->idle & 1023))
 				break;
-			xep->scan++;
-			tnbc_shm_consumed(xep, pos);
+			k = tnbc_shm_dead_claim(xep, pos, seq);
+			if (!k)
+				break;
+			xep->scan += k;
+			tnbc_shm_consumed(xep, pos, k);
 			n++;
 			continue;
 		}
@@ -1055,19 +1167,26 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		 * checks and every use below see the same values. */
 		len = __atomic_load_n(&cell->len, __ATOMIC_RELAXED);
 		fmt = __atomic_load_n(&cell->fmt, __ATOMIC_RELAXED);
-		hlen = len <= room ? tnbc_shm_unframe(xep, fmt, pkt, len, &hdr)
-				   : 0;
+		/* a packet this consumer cannot place is one cell long: the
+		 * cells after it then look unmarked, and the consumer finds
+		 * the next packet after TNBC_SHM_ORPHAN_NS */
+		k = tnbc_shm_xcells(xep, pos, len);
+		if (k && fmt == TNBC_SHM_FMT_PAD)
+			verdict = TNBC_RX_DONE;
+		else if (k && len <= room)
+			hlen = tnbc_shm_unframe(xep, fmt, pkt, len, &hdr);
 		if (hlen)
 			verdict = fn(arg, &hdr, pkt + hlen);
-		else
+		else if (!k || fmt != TNBC_SHM_FMT_PAD)
 			tnbc_shm_bad_packet(xep, len);
-		xep->scan++;
+		if (!k)
+			k = 1;
+		xep->scan += k;
 		if (verdict == TNBC_RX_KEEP)
 			continue;
 		tnbc_shm_tsan_release(xep->ino, pos & xep->mask);
-		atomic_store_explicit(&cell->seq, pos + xep->nslots,
-				      memory_order_release);
-		tnbc_shm_consumed(xep, pos);
+		tnbc_shm_free_cells(xep, pos, k);
+		tnbc_shm_consumed(xep, pos, k);
 		n++;
 	}
 	return n;
@@ -1089,30 +1208,41 @@ static bool tnbc_shm_pending(struct tnbc_xep *xep)
 static bool tnbc_shm_stalled(struct tnbc_xep *xep)
 {
 	uint64_t pos = tnbc_shm_next(xep);
+	uint64_t seq = atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
+					    memory_order_relaxed);
 
-	return TNBC_SHM_IS_CLAIM(
-		atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
-				     memory_order_relaxed),
-		pos);
+	return seq != pos + 1 &&
+	       (TNBC_SHM_IS_CLAIM(seq, pos) || tnbc_shm_claimed_past(xep, pos));
 }
 
 /* Whether every packet not offered yet is an eager message and the
  * queue is less than half full.  Consumer only. */
 static bool tnbc_shm_quiet(struct tnbc_xep *xep)
 {
-	uint64_t first = tnbc_shm_next(xep);
+	uint64_t first = tnbc_shm_next(xep), pos = xep->quiet_pos, k;
 
 	if (first - xep->head >= xep->nslots / 2)
 		return false;
-	for (uint64_t pos = first; pos - xep->head < xep->nslots / 2; pos++) {
+	if ((int64_t)(pos - first) < 0 || pos - xep->head > xep->nslots)
+		pos = first;
+	for (; pos - xep->head < xep->nslots / 2; pos += k) {
 		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
 		uint64_t seq =
 			atomic_load_explicit(&cell->seq, memory_order_acquire);
 		uint8_t type;
 
+		xep->quiet_pos = pos;
 		/* a claimed cell needs polls: its sender may have died */
 		if (seq != pos + 1)
 			return !TNBC_SHM_IS_CLAIM(seq, pos);
+		k = tnbc_shm_xcells(
+			xep, pos,
+			__atomic_load_n(&cell->len, __ATOMIC_RELAXED));
+		if (!k)
+			return false;
+		if (__atomic_load_n(&cell->fmt, __ATOMIC_RELAXED) ==
+		    TNBC_SHM_FMT_PAD)
+			continue;
 		memcpy(&type,
 		       (const uint8_t *)(cell + 1) +
 			       offsetof(struct tnbc_hdr, type),

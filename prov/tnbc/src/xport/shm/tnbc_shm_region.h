@@ -14,16 +14,27 @@
  * The nonce is 64 random bits, carried in the endpoint's name, so that
  * nobody can create an endpoint's file before it exists.
  *
- * Queue cells (Vyukov's bounded queue, with the claim made visible): the
- * sequence word of the cell for position pos is
- *   pos                       free for pos
- *   TNBC_SHM_CLAIM(pid, pos)  claimed by process pid, being filled
- *   pos + 1                   published
- *   pos + nslots              consumed (free for the next lap)
- * A producer claims the cell with a CAS on its sequence word and then
- * moves tail on (any producer that finds a claimed cell at tail helps).
- * The claim names the producer, so a consumer that finds a cell claimed
- * for too long can tell whether its producer died and step over it.
+ * The queue (version 5): a ring of 64-byte cells in which a packet takes
+ * as many consecutive cells as its length needs, so that small messages
+ * take one cache line each and the ring's bytes, not its packet count,
+ * set its cache footprint.  A packet never wraps: a sender that would
+ * cross the end first fills the rest of the lap with a pad packet.
+ *
+ * A sender claims cells [t, t + k) by moving tail from t to t + k with a
+ * CAS, after checking against head (positions before head are free) that
+ * they were consumed on the last lap.  It then marks its first cell
+ * claimed (sequence word TNBC_SHM_CLAIM(pid, pos), with the packet length
+ * in len), writes the packet and publishes it (sequence word pos + 1).
+ * The consumer sets the sequence word of every cell of a packet back to
+ * 0 before it moves head past it, so a packet's first cell only ever
+ * holds 0, a claim or a publication for its own position, never a stale
+ * word of an older packet's payload.
+ *
+ * The claim names the sender, so a consumer that finds a cell claimed for
+ * too long can tell whether its sender died and step over the packet.  A
+ * sender that dies between its CAS and its mark leaves tail ahead of an
+ * unmarked cell; after a longer bound the consumer steps over to the next
+ * marked cell (fi_tnbc(7)).
  */
 #ifndef TNBC_SHM_REGION_H
 #define TNBC_SHM_REGION_H
@@ -32,9 +43,10 @@
 #include <stdint.h>
 
 #define TNBC_SHM_MAGIC	  0x74626e63u /* "tnbc" */
-#define TNBC_SHM_VERSION  4
+#define TNBC_SHM_VERSION  5
 #define TNBC_SHM_CELL_HDR 16
 #define TNBC_SHM_NAME_MAX 64
+#define TNBC_SHM_CELL	  64 /* bytes per queue cell */
 
 #define TNBC_SHM_CLAIMED (1ull << 63)
 #define TNBC_SHM_CLAIM(pid, pos)                                               \
@@ -78,9 +90,11 @@ struct tnbc_shm_bell {
 #define TNBC_SHM_FMT_FULL      0 /* struct tnbc_hdr */
 #define TNBC_SHM_FMT_SHORT_PID 1 /* struct tnbc_shm_short, src kind PID */
 #define TNBC_SHM_FMT_SHORT_SVC 2 /* struct tnbc_shm_short, src kind SVC */
+#define TNBC_SHM_FMT_PAD       3 /* nothing: the rest of the lap is unused */
 
+/* The first cell of a packet; the packet runs on into the next cells. */
 struct tnbc_shm_cell {
-	atomic_uint_fast64_t seq;
+	atomic_uint_fast64_t seq; /* 0, a claim or a publication (above) */
 	uint32_t len; /* header + payload */
 	uint32_t fmt; /* TNBC_SHM_FMT_* */
 	/* packet follows: its header (see fmt), then the payload */
@@ -112,19 +126,29 @@ _Static_assert(sizeof(struct tnbc_shm_short) == 32, "short frame");
 struct tnbc_shm_region {
 	uint32_t magic;
 	uint32_t version;
-	uint32_t nslots; /* for producers; the owner keeps its own copy */
-	uint32_t slot_size;
+	/* cells, a power of two; the owner keeps its own copy */
+	uint32_t nslots;
+	uint32_t slot_size; /* the largest packet, cell header included */
 	int32_t pid;
 	atomic_uint ready;
 	char bell_name[TNBC_SHM_NAME_MAX];
-	_Alignas(64) atomic_uint_fast64_t tail;
+	_Alignas(64) atomic_uint_fast64_t tail; /* next position to claim */
+	/* Written by the consumer after it freed the cells before it; read
+	 * by a sender only when its own copy says the ring is full. */
+	_Alignas(64) atomic_uint_fast64_t head;
 	_Alignas(64) uint8_t cells[];
 };
 
 static inline struct tnbc_shm_cell *
-tnbc_shm_cell_at(uint8_t *cells, uint64_t pos, uint64_t mask, size_t slot_size)
+tnbc_shm_cell_at(uint8_t *cells, uint64_t pos, uint64_t mask)
 {
-	return (struct tnbc_shm_cell *)(cells + (pos & mask) * slot_size);
+	return (struct tnbc_shm_cell *)(cells + (pos & mask) * TNBC_SHM_CELL);
+}
+
+/* Cells a packet of len bytes (header and payload) takes. */
+static inline uint64_t tnbc_shm_cells(uint64_t len)
+{
+	return (TNBC_SHM_CELL_HDR + len + TNBC_SHM_CELL - 1) / TNBC_SHM_CELL;
 }
 
 #endif /* TNBC_SHM_REGION_H */
