@@ -135,26 +135,36 @@ void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
 		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(comp_cntr);
 }
 
-void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err)
+/* A send's completion, from what it was posted with (no transfer: an
+ * eager send that left at once has none). */
+static void tnbc_ep_report_send(struct tnbc_ep *ep, void *context,
+				uint64_t flags, bool tagged,
+				struct tnbc_cntr *comp_cntr, int err)
 {
-	uint64_t kind = tnbc_kind(xfer->hdr.flags & TNBC_HDR_TAGGED);
+	uint64_t kind = tnbc_kind(tagged);
 
 	/* Callers pass -FI_E* codes; completions carry positive ones. */
 	if (err < 0)
 		err = -err;
 	if (err) {
 		if (ep->tx_cq)
-			tnbc_cq_write_err(ep->tx_cq, xfer->context,
-					  FI_SEND | kind, 0, NULL, 0, 0, 0, err,
-					  err, FI_ADDR_NOTAVAIL);
-		tnbc_count_completion(ep->tx_cntr, xfer->flags, xfer->comp_cntr,
-				      true);
+			tnbc_cq_write_err(ep->tx_cq, context, FI_SEND | kind, 0,
+					  NULL, 0, 0, 0, err, err,
+					  FI_ADDR_NOTAVAIL);
+		tnbc_count_completion(ep->tx_cntr, flags, comp_cntr, true);
 		return;
 	}
-	if (ep->tx_cq && tnbc_cq_wanted(ep->tx_selective, xfer->flags))
-		tnbc_cq_write(ep->tx_cq, xfer->context, FI_SEND | kind, 0, NULL,
-			      0, 0, FI_ADDR_NOTAVAIL);
-	tnbc_count_completion(ep->tx_cntr, xfer->flags, xfer->comp_cntr, false);
+	if (ep->tx_cq && tnbc_cq_wanted(ep->tx_selective, flags))
+		tnbc_cq_write(ep->tx_cq, context, FI_SEND | kind, 0, NULL, 0, 0,
+			      FI_ADDR_NOTAVAIL);
+	tnbc_count_completion(ep->tx_cntr, flags, comp_cntr, false);
+}
+
+void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err)
+{
+	tnbc_ep_report_send(ep, xfer->context, xfer->flags,
+			    xfer->hdr.flags & TNBC_HDR_TAGGED, xfer->comp_cntr,
+			    err);
 }
 
 static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
@@ -1105,14 +1115,8 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 		if (tnbc_tx_may_bypass(ep, prio)) {
 			ret = xops->send(peer, &hdr, iov, count);
 			if (!ret) {
-				struct tnbc_xfer done = {
-					.context = context,
-					.flags = flags,
-					.hdr = hdr,
-					.comp_cntr = comp_cntr,
-				};
-
-				tnbc_ep_report_tx(ep, &done, 0);
+				tnbc_ep_report_send(ep, context, flags, tagged,
+						    comp_cntr, 0);
 				goto out;
 			}
 			if (ret != -FI_EAGAIN)

@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,9 @@ struct tnbc_xpeer {
 	struct tnbc_shm_bell *bell;
 	/* geometry as found when mapped: never read back */
 	uint32_t nslots, slot_size;
+	/* both sides use membarrier (tnbc_shm_bell.asym): publish without
+	 * a fence while the peer's engine is not asleep */
+	bool asym;
 	/* the peer's head as last read: cells before it are free */
 	atomic_uint_fast64_t head;
 	pid_t pid;
@@ -109,6 +113,9 @@ struct tnbc_xdom {
 	struct tnbc_xpeer *peers[TNBC_SHM_PEER_HASH];
 	uint64_t host;
 	pid_t pid; /* ours, named in the cells we claim */
+	/* this process is registered for global expedited membarriers, and
+	 * the engine uses them (tnbc_shm_bell.asym) */
+	bool asym;
 	/* when an application thread last wrote bell->app_seen (any
 	 * application thread: a lost update only costs one more write) */
 	atomic_uint_fast64_t app_written;
@@ -192,6 +199,19 @@ static void tnbc_shm_region_name(const struct tnbc_name *name, char *buf,
 	else
 		snprintf(buf, len, "/tnbc-%" PRIu32 "-%" PRIu32 "-%016" PRIx64,
 			 name->pid, name->uid, name->nonce);
+}
+
+/* Whether this process now takes part in global expedited membarriers
+ * (Linux 4.16 and later; a seccomp filter may still refuse them). */
+static bool tnbc_shm_membarrier_register(void)
+{
+	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+
+	if (cmds < 0 || !(cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) ||
+	    !(cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED))
+		return false;
+	return !syscall(SYS_membarrier,
+			MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0);
 }
 
 static int tnbc_futex(atomic_uint *addr, int op, unsigned val,
@@ -382,6 +402,7 @@ static int tnbc_shm_dom_open(struct tnbc_xdom **out)
 	pthread_mutex_init(&xdom->lock, NULL);
 	xdom->host = tnbc_shm_host_id();
 	xdom->pid = getpid();
+	xdom->asym = tnbc_shm_membarrier_register();
 	for (int i = 0; i < TNBC_SHM_CREATE_TRIES && ret == -EEXIST; i++) {
 		snprintf(xdom->bell_name, sizeof(xdom->bell_name),
 			 "/tnbc-%d-b-%016" PRIx64, (int)getpid(),
@@ -397,6 +418,7 @@ static int tnbc_shm_dom_open(struct tnbc_xdom **out)
 	}
 	xdom->bell->magic = TNBC_SHM_MAGIC;
 	xdom->bell->version = TNBC_SHM_VERSION;
+	xdom->bell->asym = xdom->asym;
 	atomic_store(&xdom->window_ns, tnbc_env.app_window_us * 1000u);
 	atomic_store(&xdom->bell->window_ns, tnbc_env.app_window_us * 1000u);
 	*out = xdom;
@@ -623,6 +645,7 @@ static int tnbc_shm_peer_map(struct tnbc_xdom *xdom,
 	ret = tnbc_shm_map_bell(xdom, peer);
 	if (ret)
 		goto err;
+	peer->asym = xdom->asym && peer->bell->asym == 1;
 	*out = peer;
 	return 0;
 err:
@@ -676,15 +699,23 @@ static bool tnbc_shm_roomy(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 
 /* Whether an application thread of the bell's domain polled within the
  * last window (window_ns), or is inside a single-copy read.  The clock
- * is read only when the engine naps. */
-static bool tnbc_shm_app_polls(struct tnbc_shm_bell *bell, uint64_t window_ns)
+ * is read only when the engine naps, and not even then when hint, a
+ * time no later than now (a sender's own last poll), answers: a packet
+ * that hint wrongly leaves to the application is taken when the
+ * engine's bounded nap ends. */
+static bool tnbc_shm_app_polls(struct tnbc_shm_bell *bell, uint64_t window_ns,
+			       uint64_t hint)
 {
 	uint64_t seen =
 		atomic_load_explicit(&bell->app_seen, memory_order_relaxed);
 
 	if (atomic_load_explicit(&bell->pulls, memory_order_relaxed))
 		return true;
-	return seen && tnbc_now_ns() - seen < window_ns;
+	if (!seen)
+		return false;
+	if (!hint || hint < seen)
+		hint = tnbc_now_ns();
+	return hint - seen < window_ns;
 }
 
 /* After publishing the packet at pos: wakes the peer's engine if it
@@ -696,8 +727,13 @@ static void tnbc_shm_ring(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 	unsigned state;
 
 	/* Pairs with the fence in tnbc_shm_sleep_begin: either the engine
-	 * sees our packet before sleeping, or we see it asleep. */
-	atomic_thread_fence(memory_order_seq_cst);
+	 * sees our packet before sleeping, or we see it asleep.  With
+	 * membarrier on both sides the engine's barrier before it sleeps
+	 * stands for ours: the store of the packet is not held up here
+	 * waiting for its cache line, which is most of a small message's
+	 * cost. */
+	if (!peer->asym)
+		atomic_thread_fence(memory_order_seq_cst);
 	state = atomic_load_explicit(&bell->sleeping, memory_order_relaxed);
 	if (state == TNBC_SHM_AWAKE)
 		return;
@@ -707,11 +743,16 @@ static void tnbc_shm_ring(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 	if (state == TNBC_SHM_NAPPING &&
 	    tnbc_shm_app_polls(bell,
 			       atomic_load_explicit(&bell->window_ns,
+						    memory_order_relaxed),
+			       atomic_load_explicit(&peer->xdom->app_written,
 						    memory_order_relaxed)))
 		return;
 	/* Pairs with tnbc_shm_rx_posted: a receive posted after this load
-	 * finds the packet itself.  Looked at only now: the cell half a
-	 * queue ahead is a cache miss the common case need not pay. */
+	 * finds the packet itself (an application thread posting one runs
+	 * no membarrier, so this side needs its fence).  Looked at only
+	 * now: head is a cache miss the common case need not pay. */
+	if (peer->asym)
+		atomic_thread_fence(memory_order_seq_cst);
 	if (eager &&
 	    !atomic_load_explicit(&bell->rx_posted, memory_order_relaxed) &&
 	    tnbc_shm_roomy(peer, r, pos))
@@ -754,6 +795,7 @@ static int tnbc_shm_peer_refresh(struct tnbc_xpeer *peer)
 	peer->ino = fresh->ino;
 	peer->region_len = fresh->region_len;
 	peer->bell = fresh->bell;
+	peer->asym = fresh->asym;
 	__atomic_store_n(&peer->region, fresh->region, __ATOMIC_RELEASE);
 	free(fresh);
 out:
@@ -839,15 +881,6 @@ static uint32_t tnbc_shm_short_fmt(const struct tnbc_xdom *xdom,
 					  : TNBC_SHM_FMT_FULL;
 }
 
-/* The length of hdr's frame in format fmt. */
-static size_t tnbc_shm_frame_len(uint32_t fmt, const struct tnbc_hdr *hdr)
-{
-	if (fmt == TNBC_SHM_FMT_FULL)
-		return sizeof(*hdr);
-	return sizeof(struct tnbc_shm_short) +
-	       (hdr->flags & TNBC_HDR_CQ_DATA ? sizeof(hdr->cq_data) : 0);
-}
-
 /* Writes hdr's frame at dst; returns its length. */
 static size_t tnbc_shm_frame(uint8_t *dst, uint32_t fmt,
 			     const struct tnbc_hdr *hdr)
@@ -877,11 +910,12 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 			 const struct iovec *iov, size_t iov_count)
 {
 	struct tnbc_shm_region *r = peer->region;
+	_Alignas(16) uint8_t frame[sizeof(struct tnbc_hdr)];
 	struct tnbc_shm_cell *cell;
 	uint64_t pos, mask;
 	uint32_t fmt;
 	uint8_t *dst;
-	size_t len;
+	size_t len, flen;
 	int ret;
 
 	if (!atomic_load_explicit(&r->ready, memory_order_acquire)) {
@@ -894,14 +928,20 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	if (sizeof(*hdr) + hdr->payload_len + TNBC_SHM_CELL_HDR >
 	    peer->slot_size)
 		return -FI_EMSGSIZE;
+	/* The frame is made before the claim: once a store to the cell
+	 * waits for its cache line (held by the consumer), a later load
+	 * that cannot take its value from the store buffer (a frame built
+	 * field by field and copied whole) would wait for that line too. */
 	fmt = tnbc_shm_short_fmt(peer->xdom, hdr);
-	len = tnbc_shm_frame_len(fmt, hdr) + hdr->payload_len;
+	flen = tnbc_shm_frame(frame, fmt, hdr);
+	len = flen + hdr->payload_len;
 	ret = tnbc_shm_claim(peer, r, (uint32_t)len, &pos, &cell);
 	if (ret)
 		return ret;
 
 	dst = (uint8_t *)(cell + 1);
-	dst += tnbc_shm_frame(dst, fmt, hdr);
+	memcpy(dst, frame, flen);
+	dst += flen;
 	for (size_t i = 0, left = hdr->payload_len; i < iov_count && left;
 	     i++) {
 		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
@@ -1338,7 +1378,8 @@ static bool tnbc_shm_app_active(struct tnbc_xdom *xdom)
 {
 	return tnbc_shm_app_polls(
 		xdom->bell,
-		atomic_load_explicit(&xdom->window_ns, memory_order_relaxed));
+		atomic_load_explicit(&xdom->window_ns, memory_order_relaxed),
+		0);
 }
 
 static void tnbc_shm_set_window(struct tnbc_xdom *xdom, uint64_t ns)
@@ -1355,7 +1396,12 @@ static unsigned tnbc_shm_sleep_begin(struct tnbc_xdom *xdom, bool bounded)
 	atomic_store_explicit(&bell->sleeping,
 			      bounded ? TNBC_SHM_NAPPING : TNBC_SHM_ASLEEP,
 			      memory_order_relaxed);
-	/* Pairs with the fence in tnbc_shm_ring. */
+	/* Pairs with the fence in tnbc_shm_ring, or, for senders that skip
+	 * it (tnbc_shm_bell.asym), stands for it.  A bounded nap needs no
+	 * more: while it lasts, the polling application takes packets. */
+	if (!bounded && xdom->asym &&
+	    !syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0))
+		return seq;
 	atomic_thread_fence(memory_order_seq_cst);
 	return seq;
 }

@@ -1,5 +1,5 @@
 /*
- * The shared-memory transport's layout in /dev/shm, version 4.
+ * The shared-memory transport's layout in /dev/shm, version 5.
  *
  * Everything in this file is visible to, and writable by, every process
  * that may send to an endpoint.  The consumer therefore never trusts it:
@@ -70,6 +70,13 @@
 struct tnbc_shm_bell {
 	uint32_t magic;
 	uint32_t version;
+	/* Set once, at creation: before an unbounded sleep the engine runs
+	 * a global expedited membarrier(2), a full barrier on every CPU
+	 * that runs a registered process.  A registered sender may then
+	 * publish and look at sleeping without a fence of its own (the
+	 * barrier is the engine's side of both), and fences only when it
+	 * finds the engine asleep. */
+	uint32_t asym;
 	_Alignas(64) atomic_uint seq; /* futex word */
 	atomic_uint sleeping; /* TNBC_SHM_AWAKE, _ASLEEP or _NAPPING */
 	/* how long an application poll counts as polling (ns): the engine
