@@ -561,6 +561,10 @@ struct tnbc_ep {
 	atomic_uint prio; /* for operations posted from now on */
 	uint64_t next_token;
 	uint64_t rx_matches; /* arrivals that found a posted receive */
+	/* receives that completed, kept for the next ones (a malloc and a
+	 * free per message are a fifth of a small message's cost) */
+	struct tnbc_xfer *xfer_free;
+	unsigned xfer_nfree;
 	uint64_t peer_check_ns; /* last liveness check of waiting peers */
 	/* Rendezvous reads matched during a poll pass: made once the pass
 	 * ends, those from one peer in as few calls as possible (each call
@@ -667,6 +671,9 @@ int tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload);
 int tnbc_tx_queue_progress(struct tnbc_ep *ep);
 void tnbc_ep_check_peers(struct tnbc_ep *ep);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
+/* A zeroed transfer, and one given back; ep->lock held. */
+struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep);
+void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer);
 void tnbc_ep_flush_queues(struct tnbc_ep *ep);
 int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context);
 ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,

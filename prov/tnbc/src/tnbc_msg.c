@@ -135,6 +135,31 @@ void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
 		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(comp_cntr);
 }
 
+#define TNBC_XFER_CACHE 64
+
+struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep)
+{
+	struct tnbc_xfer *x = ep->xfer_free;
+
+	if (!x)
+		return calloc(1, sizeof(*x));
+	ep->xfer_free = (struct tnbc_xfer *)x->entry.next;
+	ep->xfer_nfree--;
+	memset(x, 0, sizeof(*x));
+	return x;
+}
+
+void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer)
+{
+	if (ep->xfer_nfree >= TNBC_XFER_CACHE) {
+		free(xfer);
+		return;
+	}
+	xfer->entry.next = (struct tnbc_list *)ep->xfer_free;
+	ep->xfer_free = xfer;
+	ep->xfer_nfree++;
+}
+
 /* A send's completion, from what it was posted with (no transfer: an
  * eager send that left at once has none). */
 static void tnbc_ep_report_send(struct tnbc_ep *ep, void *context,
@@ -519,7 +544,7 @@ static void tnbc_deliver(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	tnbc_copy_to_iov(rx->iov, rx->iov_count, 0, payload,
 			 hdr->size < rx->len ? hdr->size : rx->len);
 	tnbc_report_rx(ep, rx, hdr, src, hdr->size, 0);
-	free(rx);
+	tnbc_xfer_put(ep, rx);
 }
 
 /* A message nobody will receive: release a rendezvous sender. */
@@ -1321,9 +1346,12 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	if (!(ep->info->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 
-	rx = calloc(1, sizeof(*rx));
-	if (!rx)
+	tnbc_ep_lock(ep);
+	rx = tnbc_xfer_get(ep);
+	if (!rx) {
+		pthread_mutex_unlock(&ep->lock);
 		return -FI_EAGAIN;
+	}
 	rx->context = context;
 	rx->flags = flags;
 	rx->comp_cntr = x ? x->comp_cntr : NULL;
@@ -1335,7 +1363,6 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 		memcpy(rx->iov, iov, count * sizeof(*iov));
 	rx->len = tnbc_iov_len(iov, count);
 
-	tnbc_ep_lock(ep);
 	if (flags & (FI_PEEK | FI_CLAIM)) {
 		/* A peek must see what has already arrived in the queue. */
 		if (flags & FI_PEEK)
