@@ -325,6 +325,9 @@ struct tnbc_cq {
 	struct tnbc_list err_list;
 	/* error entries' err_data stays valid until the next readerr */
 	atomic_bool signaled; /* efd holds a count */
+	/* entries or errors queued: an empty poll reads this, not the
+	 * lock (written under it) */
+	atomic_bool avail;
 	bool kicked; /* fi_cq_signal: release one sread */
 };
 

@@ -32,9 +32,10 @@ static size_t tnbc_cq_entry_size(enum fi_cq_format format)
 	}
 }
 
-/* cq->lock held */
+/* cq->lock held; an entry or an error was queued */
 static void tnbc_cq_notify(struct tnbc_cq *cq)
 {
+	atomic_store_explicit(&cq->avail, true, memory_order_relaxed);
 	if (cq->efd >= 0 && !atomic_load(&cq->signaled)) {
 		uint64_t one = 1;
 
@@ -45,9 +46,12 @@ static void tnbc_cq_notify(struct tnbc_cq *cq)
 		pthread_cond_broadcast(&cq->cond);
 }
 
-/* cq->lock held */
+/* cq->lock held; entries or errors were taken */
 static void tnbc_cq_unnotify(struct tnbc_cq *cq)
 {
+	atomic_store_explicit(&cq->avail,
+			      cq->count || !tnbc_list_empty(&cq->err_list),
+			      memory_order_relaxed);
 	if (cq->efd >= 0 && atomic_load(&cq->signaled) && !cq->count &&
 	    tnbc_list_empty(&cq->err_list)) {
 		uint64_t v;
@@ -167,6 +171,14 @@ static ssize_t tnbc_cq_readfrom(struct fid_cq *fid, void *buf, size_t count,
 	if (!buf && count)
 		return -FI_EINVAL;
 	tnbc_domain_progress(cq->domain, false);
+	/* An empty poll, the common one, takes no lock: an entry queued
+	 * meanwhile is read by the next poll.  A signaled wait fd with
+	 * nothing queued still needs the lock, to be drained. */
+	if (!atomic_load_explicit(&cq->avail, memory_order_relaxed) &&
+	    !atomic_load_explicit(&cq->signaled, memory_order_relaxed)) {
+		n = -FI_EAGAIN;
+		goto yield;
+	}
 	pthread_mutex_lock(&cq->lock);
 	if (!tnbc_list_empty(&cq->err_list)) {
 		n = -FI_EAVAIL;
@@ -187,6 +199,7 @@ static ssize_t tnbc_cq_readfrom(struct fid_cq *fid, void *buf, size_t count,
 	tnbc_cq_unnotify(cq);
 out:
 	pthread_mutex_unlock(&cq->lock);
+yield:
 	/* On an oversubscribed host, the peer that must answer a
 	 * rendezvous send or an RMA operation may be waiting for this
 	 * core: a caller that spins on an empty queue without yielding (an

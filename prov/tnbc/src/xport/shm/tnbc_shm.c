@@ -1345,6 +1345,7 @@ static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer, const struct iovec *local,
 static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 {
 	struct tnbc_shm_bell *bell = xdom->bell;
+	unsigned calls;
 	uint64_t now;
 
 	if (!active) {
@@ -1355,10 +1356,13 @@ static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 	}
 	/* A poll loop calls in every few hundred nanoseconds: the clock
 	 * (tens of nanoseconds) is read on every 8th call only, and at once
-	 * when no thread was marked polling. */
-	if ((atomic_fetch_add_explicit(&xdom->app_calls, 1,
-				       memory_order_relaxed) &
-	     7) &&
+	 * when no thread was marked polling.  The count is not a locked
+	 * add: threads polling together may lose some, which only moves
+	 * the 8th call. */
+	calls = atomic_load_explicit(&xdom->app_calls, memory_order_relaxed);
+	atomic_store_explicit(&xdom->app_calls, calls + 1,
+			      memory_order_relaxed);
+	if ((calls & 7) &&
 	    atomic_load_explicit(&bell->app_seen, memory_order_relaxed))
 		return;
 	/* Every sender reads this line while the engine naps: writing it
