@@ -756,8 +756,7 @@ void tnbc_trig_check(struct tnbc_cntr *cntr);
 /* The same from an application call that holds no provider lock: runs
  * the released work at once instead of waking the engine for it. */
 void tnbc_trig_check_app(struct tnbc_cntr *cntr);
-/* Runs ready requests.  Must be called with no provider lock held. */
-void tnbc_trig_run(struct tnbc_domain *dom, bool engine);
+void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine);
 /* Waits until no thread is starting triggered work: a request holds
  * its objects until its start returned, and the application may have
  * seen it complete before that. */
@@ -765,6 +764,13 @@ void tnbc_trig_quiesce(struct tnbc_domain *dom);
 static inline bool tnbc_trig_has_ready(struct tnbc_domain *dom)
 {
 	return atomic_load_explicit(&dom->trig_nready, memory_order_acquire);
+}
+/* Runs ready requests.  Must be called with no provider lock held.  Every
+ * poll calls it: with nothing ready it is one load. */
+static inline void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
+{
+	if (tnbc_trig_has_ready(dom))
+		tnbc_trig_run_ready(dom, engine);
 }
 ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
 			   const struct iovec *iov, size_t count,

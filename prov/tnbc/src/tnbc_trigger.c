@@ -364,7 +364,7 @@ static void tnbc_trig_take_ready(struct tnbc_domain *dom,
 	pthread_mutex_unlock(&dom->trig_lock);
 }
 
-void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
+void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 {
 	while (tnbc_trig_has_ready(dom)) {
 		/* One runner at a time keeps the release order; a runner

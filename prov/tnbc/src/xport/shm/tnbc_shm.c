@@ -498,13 +498,13 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 	struct tnbc_shm_region *r;
 	struct tnbc_xep *xep;
 	size_t slot = tnbc_env.slot_size;
-	size_t nslots = TNBC_SHM_CELL;
+	size_t bytes = TNBC_SHM_CELL, nslots;
 	int ret;
 
 	/* rx_slots packets of the largest size, in a power of two of cells */
-	while (nslots < tnbc_env.rx_slots * slot && nslots < TNBC_SHM_RING_MAX)
-		nslots <<= 1;
-	nslots /= TNBC_SHM_CELL;
+	while (bytes < tnbc_env.rx_slots * slot && bytes < TNBC_SHM_RING_MAX)
+		bytes <<= 1;
+	nslots = bytes / TNBC_SHM_CELL;
 	xep = calloc(1, sizeof(*xep));
 	if (!xep)
 		return -FI_ENOMEM;
