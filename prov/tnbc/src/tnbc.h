@@ -677,6 +677,7 @@ void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
 /* A zeroed transfer, and one given back; ep->lock held. */
 struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep);
 void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer);
+void tnbc_xfer_cache_free(struct tnbc_ep *ep);
 void tnbc_ep_flush_queues(struct tnbc_ep *ep);
 int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context);
 ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,

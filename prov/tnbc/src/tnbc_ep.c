@@ -49,8 +49,7 @@ static int tnbc_ep_close(struct fid *fid)
 	tnbc_ep_lock(ep);
 	tnbc_ep_flush_pulls(ep);
 	tnbc_ep_flush_queues(ep);
-	while (ep->xfer_nfree)
-		free(tnbc_xfer_get(ep));
+	tnbc_xfer_cache_free(ep);
 	pthread_mutex_unlock(&ep->lock);
 
 	dom->xops->ep_close(ep->xep);

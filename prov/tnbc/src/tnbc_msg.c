@@ -160,6 +160,17 @@ void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer)
 	ep->xfer_nfree++;
 }
 
+void tnbc_xfer_cache_free(struct tnbc_ep *ep)
+{
+	while (ep->xfer_free) {
+		struct tnbc_xfer *x = ep->xfer_free;
+
+		ep->xfer_free = (struct tnbc_xfer *)x->entry.next;
+		free(x);
+	}
+	ep->xfer_nfree = 0;
+}
+
 /* A send's completion, from what it was posted with (no transfer: an
  * eager send that left at once has none). */
 static void tnbc_ep_report_send(struct tnbc_ep *ep, void *context,
