@@ -340,6 +340,8 @@ struct tnbc_cntr {
 	enum fi_wait_obj wait_obj;
 	atomic_uint_fast64_t cnt;
 	atomic_uint_fast64_t err;
+	/* provider threads inside tnbc_cntr_bump (close waits for them) */
+	atomic_int changing;
 	pthread_mutex_t lock; /* heap, and the waiters' condition */
 	pthread_cond_t cond;
 	atomic_int waiters;
@@ -633,6 +635,10 @@ int tnbc_cq_write_err(struct tnbc_cq *cq, void *context, uint64_t flags,
 		      size_t len, void *buf, uint64_t data, uint64_t tag,
 		      size_t olen, int err, int prov_errno, fi_addr_t src);
 bool tnbc_cq_has_entries(struct tnbc_cq *cq);
+/* Adds value to (or sets) *v, cnt or err of cntr, and reports the change
+ * as tnbc_cntr_changed does, safely against a concurrent close. */
+void tnbc_cntr_bump(struct tnbc_cntr *cntr, atomic_uint_fast64_t *v,
+		    uint64_t value, bool set);
 void tnbc_cntr_inc(struct tnbc_cntr *cntr);
 void tnbc_cntr_inc_err(struct tnbc_cntr *cntr);
 /* After any change of a counter's value: wakes waiters and releases

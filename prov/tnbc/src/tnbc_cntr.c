@@ -38,16 +38,31 @@ void tnbc_cntr_changed(struct tnbc_cntr *cntr)
 	tnbc_trig_check(cntr);
 }
 
+/* A change made by the provider (a completion, a triggered add or set).
+ * The application may see the new value at once and close the counter
+ * while this thread still signals it: close waits for changing to drop,
+ * and changing goes up before the value changes, so a closer that saw
+ * the value sees the change in progress. */
+void tnbc_cntr_bump(struct tnbc_cntr *cntr, atomic_uint_fast64_t *v,
+		    uint64_t value, bool set)
+{
+	atomic_fetch_add(&cntr->changing, 1);
+	if (set)
+		atomic_store(v, value);
+	else
+		atomic_fetch_add(v, value);
+	tnbc_cntr_changed(cntr);
+	atomic_fetch_sub(&cntr->changing, 1);
+}
+
 void tnbc_cntr_inc(struct tnbc_cntr *cntr)
 {
-	atomic_fetch_add(&cntr->cnt, 1);
-	tnbc_cntr_changed(cntr);
+	tnbc_cntr_bump(cntr, &cntr->cnt, 1, false);
 }
 
 void tnbc_cntr_inc_err(struct tnbc_cntr *cntr)
 {
-	atomic_fetch_add(&cntr->err, 1);
-	tnbc_cntr_changed(cntr);
+	tnbc_cntr_bump(cntr, &cntr->err, 1, false);
 }
 
 /* An application call changed the counter: it holds no provider lock,
@@ -178,6 +193,8 @@ static int tnbc_cntr_close(struct fid *fid)
 		tnbc_trig_quiesce(cntr->domain);
 	if (atomic_load(&cntr->ref))
 		return -FI_EBUSY;
+	while (atomic_load(&cntr->changing))
+		sched_yield();
 	pthread_mutex_lock(&cntr->domain->cntr_lock);
 	tnbc_list_remove(&cntr->dom_entry);
 	pthread_mutex_unlock(&cntr->domain->cntr_lock);

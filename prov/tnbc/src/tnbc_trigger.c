@@ -247,11 +247,7 @@ static void tnbc_trig_release_refs(struct tnbc_trig *t)
 
 static void tnbc_cntr_apply(struct tnbc_cntr *c, bool set, uint64_t value)
 {
-	if (set)
-		atomic_store(&c->cnt, value);
-	else
-		atomic_fetch_add(&c->cnt, value);
-	tnbc_cntr_changed(c);
+	tnbc_cntr_bump(c, &c->cnt, value, set);
 }
 
 static bool tnbc_trig_is_rx(enum fi_op_type op)
