@@ -571,6 +571,12 @@ struct tnbc_ep {
 	struct tnbc_xfer *xfer_free;
 	unsigned xfer_nfree;
 	uint64_t peer_check_ns; /* last liveness check of waiting peers */
+	/* Queued sends or answers, or operations waiting on a peer: set
+	 * under the lock when one is added, recomputed by progress.  While
+	 * it is clear and the transport has nothing to offer, a poll need
+	 * not take the lock (two locked instructions on every empty poll
+	 * of an application's loop). */
+	atomic_bool work;
 	/* Rendezvous reads matched during a poll pass: made once the pass
 	 * ends, those from one peer in as few calls as possible (each call
 	 * costs a system call and a walk of the peer's page tables). */
@@ -660,6 +666,12 @@ static inline void tnbc_ep_lock(struct tnbc_ep *ep)
 		atomic_store_explicit(&e->app_blocked, true,
 				      memory_order_relaxed);
 	pthread_mutex_lock(&ep->lock);
+}
+
+/* Something was queued or now waits on a peer; ep->lock held. */
+static inline void tnbc_ep_mark_work(struct tnbc_ep *ep)
+{
+	atomic_store_explicit(&ep->work, true, memory_order_relaxed);
 }
 
 static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)

@@ -264,6 +264,7 @@ void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 	if (len)
 		memcpy(c->data, data, len);
 	tnbc_list_insert_tail(&c->entry, &ep->ctrl_queue);
+	tnbc_ep_mark_work(ep);
 	tnbc_engine_kick(ep->domain);
 }
 
@@ -415,6 +416,7 @@ static void tnbc_rndv_done(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 		rx->peer_name = hdr->src;
 		rx->hdr.msg_id = hdr->msg_id;
 		tnbc_list_insert_tail(&rx->entry, &ep->stream_rx);
+		tnbc_ep_mark_work(ep);
 		atomic_fetch_add(&ep->domain->engine.rndv_stream, 1);
 		tnbc_send_answer(ep, peer, TNBC_PKT_CTS, hdr->msg_id,
 				 rx->hdr.token, want);
@@ -789,6 +791,7 @@ void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	tnbc_list_insert_tail(&tx->entry, it->next);
 	tx->queued = true;
 	ep->tx_queued++;
+	tnbc_ep_mark_work(ep);
 	/* Whoever queued it may stop calling in: the engine must retry it
 	 * (a kick costs a fence while the engine is awake). */
 	tnbc_engine_kick(ep->domain);
@@ -1201,6 +1204,7 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 			ret = -FI_EAGAIN;
 			goto out;
 		}
+		tnbc_ep_mark_work(ep);
 		if (tnbc_tx_may_bypass(ep, prio)) {
 			ret = tnbc_tx_one(ep, tx);
 			if (!ret) {

@@ -46,6 +46,12 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 {
 	int n;
 
+	/* The common poll of a waiting application finds nothing: it says
+	 * so without the lock (a posting thread holds it for as long as it
+	 * takes to queue work, and marks the work before letting go). */
+	if (!atomic_load_explicit(&ep->work, memory_order_relaxed) &&
+	    ep->domain->xops->idle(ep->xep))
+		return 0;
 	if (pthread_mutex_trylock(&ep->lock))
 		return 0;
 	/* Eager messages nobody has posted a receive for stay in the queue
@@ -71,6 +77,12 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	    !tnbc_list_empty(&ep->tx_queue))
 		n += tnbc_tx_queue_progress(ep);
 	tnbc_ep_check_peers(ep);
+	atomic_store_explicit(&ep->work,
+			      !tnbc_list_empty(&ep->ctrl_queue) ||
+				      !tnbc_list_empty(&ep->tx_queue) ||
+				      !tnbc_list_empty(&ep->stream_rx) ||
+				      ep->rndv.used || ep->rma_ids.used,
+			      memory_order_relaxed);
 	pthread_mutex_unlock(&ep->lock);
 	if (n)
 		atomic_fetch_add_explicit(

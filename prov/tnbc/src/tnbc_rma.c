@@ -407,6 +407,7 @@ ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		free(tx->inject_buf);
 		goto err_rma;
 	}
+	tnbc_ep_mark_work(ep);
 	if (tnbc_rma_issued(tx)) {
 		/* nothing to move: complete at once */
 		tnbc_rma_finish(ep, tx);

@@ -93,6 +93,11 @@ struct tnbc_xport_ops {
 	 * died writing): poll again within a bounded time, since nobody
 	 * may ring for it.  Consumer only. */
 	bool (*stalled)(struct tnbc_xep *xep);
+	/* Nothing to offer now, as a look without the consumer's lock
+	 * sees it (any thread, the consumer's lock not held): a hint that
+	 * errs towards polling, and says no now and then so that poll can
+	 * look for a stalled queue. */
+	bool (*idle)(struct tnbc_xep *xep);
 	/* Only eager messages queued (or none), and room for as many more:
 	 * with no receive posted they can wait for the application. */
 	bool (*quiet)(struct tnbc_xep *xep);

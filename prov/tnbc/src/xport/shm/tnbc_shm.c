@@ -149,8 +149,13 @@ struct tnbc_xep {
 	uint32_t *done;
 	/* a claimed cell the queue waits behind */
 	uint64_t stall_pos, stall_seq, stall_ns, stall_check_ns;
-	bool stalled;
-	unsigned idle; /* polls that found nothing, for tnbc_shm_poll */
+	atomic_bool stalled; /* also read by tnbc_shm_idle, without lock */
+	/* polls that found nothing: every 1024th looks for a claim its
+	 * sender never marked.  Counted with plain loads and stores: a
+	 * lost count only moves that look. */
+	atomic_uint idle;
+	/* scan, for tnbc_shm_idle: the consumer's lock is not held there */
+	atomic_uint_fast64_t peek;
 	/* packets before it were seen to be eager messages (quiet): each
 	 * is looked at once, however often quiet is asked */
 	uint64_t quiet_pos;
@@ -1006,8 +1011,11 @@ static void tnbc_shm_consumed(struct tnbc_xep *xep, uint64_t pos, uint64_t k)
 		xep->done[xep->head & xep->mask] = 0;
 		xep->head += k;
 	}
-	if (xep->scan < xep->head) /* a rewound scan must not look back */
+	if (xep->scan < xep->head) { /* a rewound scan must not look back */
 		xep->scan = xep->head;
+		atomic_store_explicit(&xep->peek, xep->scan,
+				      memory_order_relaxed);
+	}
 	tnbc_shm_tsan_release(xep->ino, xep->nslots);
 	atomic_store_explicit(&xep->region->head, xep->head,
 			      memory_order_release);
@@ -1021,7 +1029,17 @@ static uint64_t tnbc_shm_next(struct tnbc_xep *xep)
 	while (xep->scan < xep->head + xep->nslots &&
 	       (k = xep->done[xep->scan & xep->mask]))
 		xep->scan += k;
+	atomic_store_explicit(&xep->peek, xep->scan, memory_order_relaxed);
 	return xep->scan;
+}
+
+/* A look for an idle poll, which the 1024th one is not. */
+static bool tnbc_shm_idle_tick(struct tnbc_xep *xep)
+{
+	unsigned n = atomic_load_explicit(&xep->idle, memory_order_relaxed);
+
+	atomic_store_explicit(&xep->idle, n + 1, memory_order_relaxed);
+	return (n + 1) & 1023;
 }
 
 /* Whether a sender moved tail past pos: a packet is on its way there. */
@@ -1050,8 +1068,10 @@ static uint64_t tnbc_shm_dead_claim(struct tnbc_xep *xep, uint64_t pos,
 	if (!marked && !tnbc_shm_claimed_past(xep, pos))
 		return 0;
 	now = tnbc_now_ns();
-	if (!xep->stalled || xep->stall_pos != pos || xep->stall_seq != seq) {
-		xep->stalled = true;
+	if (!atomic_load_explicit(&xep->stalled, memory_order_relaxed) ||
+	    xep->stall_pos != pos || xep->stall_seq != seq) {
+		atomic_store_explicit(&xep->stalled, true,
+				      memory_order_relaxed);
 		xep->stall_pos = pos;
 		xep->stall_seq = seq;
 		xep->stall_ns = xep->stall_check_ns = now;
@@ -1090,7 +1110,7 @@ static uint64_t tnbc_shm_dead_claim(struct tnbc_xep *xep, uint64_t pos,
 			      memory_order_relaxed))
 		return 0;
 	tnbc_shm_free_cells(xep, pos, k);
-	xep->stalled = false;
+	atomic_store_explicit(&xep->stalled, false, memory_order_relaxed);
 	atomic_fetch_add_explicit(&xep->xdom->dead_cells, 1,
 				  memory_order_relaxed);
 	if (marked)
@@ -1191,7 +1211,10 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			/* The common case, nothing there: whether a sender
 			 * claimed the cell without marking it (tail, a line
 			 * the senders write) is looked at now and then. */
-			if (seq == 0 && !xep->stalled && (++xep->idle & 1023))
+			if (seq == 0 &&
+			    !atomic_load_explicit(&xep->stalled,
+						  memory_order_relaxed) &&
+			    tnbc_shm_idle_tick(xep))
 				break;
 			k = tnbc_shm_dead_claim(xep, pos, seq);
 			if (!k)
@@ -1201,7 +1224,8 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			n++;
 			continue;
 		}
-		xep->stalled = false;
+		atomic_store_explicit(&xep->stalled, false,
+				      memory_order_relaxed);
 		tnbc_shm_tsan_acquire(xep->ino, pos & xep->mask);
 		/* One read of each field a peer may still change: the
 		 * checks and every use below see the same values. */
@@ -1229,12 +1253,37 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		tnbc_shm_consumed(xep, pos, k);
 		n++;
 	}
+	tnbc_shm_next(xep); /* publishes peek */
 	return n;
 }
 
 static void tnbc_shm_rewind(struct tnbc_xep *xep)
 {
 	xep->scan = xep->head;
+	atomic_store_explicit(&xep->peek, xep->scan, memory_order_relaxed);
+}
+
+/* Without the consumer's lock: the cell poll would look at first is
+ * empty, and poll would not look further this time.  A stale peek names
+ * a cell poll has passed: freed cells read 0 only after head moved past
+ * them, and kept ones stay published, so it errs towards polling. */
+static bool tnbc_shm_idle(struct tnbc_xep *xep)
+{
+	uint64_t pos = atomic_load_explicit(&xep->peek, memory_order_relaxed);
+	unsigned n;
+
+	if (atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
+				 memory_order_relaxed))
+		return false;
+	if (atomic_load_explicit(&xep->stalled, memory_order_relaxed))
+		return false;
+	/* the look for an unmarked claim is poll's to make: leave it the
+	 * tick that makes it */
+	n = atomic_load_explicit(&xep->idle, memory_order_relaxed);
+	if (!((n + 1) & 1023))
+		return false;
+	atomic_store_explicit(&xep->idle, n + 1, memory_order_relaxed);
+	return true;
 }
 
 static bool tnbc_shm_pending(struct tnbc_xep *xep)
@@ -1469,6 +1518,7 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.rewind = tnbc_shm_rewind,
 	.pending = tnbc_shm_pending,
 	.stalled = tnbc_shm_stalled,
+	.idle = tnbc_shm_idle,
 	.quiet = tnbc_shm_quiet,
 	.pull = tnbc_shm_pull,
 	.app_mark = tnbc_shm_app_mark,
