@@ -47,6 +47,10 @@
  * the count is published with release semantics).
  * Progress uses trylock on ep->lock: whichever thread gets there first does
  * the work, and nobody waits for another thread to finish polling.
+ * Two hot paths take no endpoint lock at all: a poll that finds ep->work
+ * clear and the transport idle (the common poll of a waiting
+ * application), and an eager send while nothing is queued
+ * (ep->tx_queued is 0; the transport takes concurrent senders).
  *
  * Triggered operations (tnbc_trigger.c) are released under these locks
  * but always run with none held: counters change inside progress, and a
@@ -555,7 +559,10 @@ struct tnbc_ep {
 	struct tnbc_list rx_msg, rx_tagged; /* posted receives */
 	struct tnbc_list unexp_msg, unexp_tagged;
 	struct tnbc_list tx_queue; /* sends waiting for queue space */
-	size_t tx_queued; /* entries on tx_queue: bounded by tx_attr->size */
+	/* entries on tx_queue, bounded by tx_attr->size; changed under
+	 * the lock, read without it by a sender looking for an empty queue
+	 * (a queued send leaves the count once the transport has it) */
+	atomic_size_t tx_queued;
 	size_t ux_bytes; /* held by unexp_msg and unexp_tagged */
 	size_t ux_kept; /* messages left in the transport's queue */
 	bool rx_engine; /* the engine is the one consuming right now */

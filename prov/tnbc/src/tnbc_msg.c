@@ -1147,10 +1147,28 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	rndv = !(flags & FI_INJECT) && (len > tnbc_eager_limit(ep, peer) ||
 					(flags & FI_DELIVERY_COMPLETE));
 
-	tnbc_ep_lock(ep);
 	if (!rndv) {
 		hdr.type = TNBC_PKT_EAGER;
 		hdr.payload_len = (uint32_t)len;
+		/* Nothing queued: the message goes out without the lock
+		 * (the transport takes concurrent senders).  A send queued
+		 * before this one was handed to the transport before the
+		 * count dropped, so it stays ahead; one queued meanwhile by
+		 * another thread is concurrent with this one. */
+		if (!atomic_load_explicit(&ep->tx_queued,
+					  memory_order_acquire)) {
+			ret = xops->send(peer, &hdr, iov, count);
+			if (!ret) {
+				tnbc_ep_report_send(ep, context, flags, tagged,
+						    comp_cntr, 0);
+				goto out_unlocked;
+			}
+			if (ret != -FI_EAGAIN)
+				return ret;
+		}
+	}
+	tnbc_ep_lock(ep);
+	if (!rndv) {
 		if (tnbc_tx_may_bypass(ep, prio)) {
 			ret = xops->send(peer, &hdr, iov, count);
 			if (!ret) {
@@ -1222,6 +1240,7 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	ret = 0;
 out:
 	pthread_mutex_unlock(&ep->lock);
+out_unlocked:
 	/* the completion may have released triggered work */
 	tnbc_trig_run(ep->domain, false);
 	return ret;
