@@ -120,6 +120,18 @@ struct tnbc_xdom {
 	 * application thread: a lost update only costs one more write) */
 	atomic_uint_fast64_t app_written;
 	atomic_uint app_calls; /* application polls, for clock sampling */
+	/* The clock is read on every app_every-th poll (a power of two),
+	 * app_read_ns being the last reading: app_every doubles while
+	 * readings come less than a 32nd of a window apart, and drops to
+	 * 1 when one comes more than an eighth apart.  A poll loop then
+	 * reads it every few microseconds, however fast it spins (the
+	 * clock costs tens of ns in a virtual machine).  A loop that slows
+	 * down abruptly may leave app_seen stale for up to app_every of its
+	 * polls: the engine and senders then act as if it had stopped
+	 * (wake-ups, no loss) until the next reading. */
+	atomic_uint app_every;
+	atomic_uint_fast64_t app_read_ns;
+#define TNBC_SHM_APP_EVERY_MAX 256u
 	/* bell->window_ns as the engine set it: the copy this process
 	 * trusts */
 	atomic_uint_fast64_t window_ns;
@@ -425,6 +437,7 @@ static int tnbc_shm_dom_open(struct tnbc_xdom **out)
 	xdom->bell->version = TNBC_SHM_VERSION;
 	xdom->bell->asym = xdom->asym;
 	atomic_store(&xdom->window_ns, tnbc_env.app_window_us * 1000u);
+	atomic_store(&xdom->app_every, 1);
 	atomic_store(&xdom->bell->window_ns, tnbc_env.app_window_us * 1000u);
 	*out = xdom;
 	return 0;
@@ -1394,8 +1407,8 @@ static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer, const struct iovec *local,
 static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 {
 	struct tnbc_shm_bell *bell = xdom->bell;
-	unsigned calls;
-	uint64_t now;
+	uint64_t now, eighth, gap;
+	unsigned calls, every;
 
 	if (!active) {
 		atomic_store_explicit(&xdom->app_written, 0,
@@ -1404,23 +1417,35 @@ static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 		return;
 	}
 	/* A poll loop calls in every few hundred nanoseconds: the clock
-	 * (tens of nanoseconds) is read on every 8th call only, and at once
-	 * when no thread was marked polling.  The count is not a locked
-	 * add: threads polling together may lose some, which only moves
-	 * the 8th call. */
+	 * (tens of nanoseconds) is read on every app_every-th call only,
+	 * and at once when no thread was marked polling.  The count is not
+	 * a locked add: threads polling together may lose some, which only
+	 * moves the next reading. */
 	calls = atomic_load_explicit(&xdom->app_calls, memory_order_relaxed);
 	atomic_store_explicit(&xdom->app_calls, calls + 1,
 			      memory_order_relaxed);
-	if ((calls & 7) &&
+	every = atomic_load_explicit(&xdom->app_every, memory_order_relaxed);
+	if ((calls & (every - 1)) &&
 	    atomic_load_explicit(&bell->app_seen, memory_order_relaxed))
 		return;
+	now = tnbc_now_ns();
+	eighth = atomic_load_explicit(&xdom->window_ns, memory_order_relaxed) /
+		 8;
+	gap = now -
+	      atomic_load_explicit(&xdom->app_read_ns, memory_order_relaxed);
+	atomic_store_explicit(&xdom->app_read_ns, now, memory_order_relaxed);
+	if (gap < eighth / 4 && every < TNBC_SHM_APP_EVERY_MAX)
+		atomic_store_explicit(&xdom->app_every, every * 2,
+				      memory_order_relaxed);
+	else if (gap > eighth && every > 1)
+		atomic_store_explicit(&xdom->app_every, 1,
+				      memory_order_relaxed);
 	/* Every sender reads this line while the engine naps: writing it
 	 * on every poll would cost each of them a cache miss per packet.
 	 * An eighth of a window late is still well inside the window. */
-	now = tnbc_now_ns();
 	if (now - atomic_load_explicit(&xdom->app_written,
 				       memory_order_relaxed) <
-	    atomic_load_explicit(&xdom->window_ns, memory_order_relaxed) / 8)
+	    eighth)
 		return;
 	atomic_store_explicit(&xdom->app_written, now, memory_order_relaxed);
 	atomic_store_explicit(&bell->app_seen, now, memory_order_relaxed);
