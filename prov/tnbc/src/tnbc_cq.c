@@ -62,12 +62,22 @@ static void tnbc_cq_unnotify(struct tnbc_cq *cq)
 	}
 }
 
-int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
-		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+static void tnbc_cq_fill(struct tnbc_cq_slot *s, void *context, uint64_t flags,
+			 size_t len, void *buf, uint64_t data, uint64_t tag,
+			 fi_addr_t src)
 {
-	struct tnbc_cq_slot *s;
+	s->e.op_context = context;
+	s->e.flags = flags;
+	s->e.len = len;
+	s->e.buf = buf;
+	s->e.data = data;
+	s->e.tag = tag;
+	s->src = src;
+}
 
-	pthread_mutex_lock(&cq->lock);
+/* cq->lock held: room for one more entry at the ring's end */
+static int tnbc_cq_make_room(struct tnbc_cq *cq)
+{
 	if (cq->count == cq->ring_size) {
 		size_t nsize = cq->ring_size * 2;
 		struct tnbc_cq_slot *nr = malloc(nsize * sizeof(*nr));
@@ -85,18 +95,66 @@ int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
 		cq->ring_size = nsize;
 		cq->head = 0;
 	}
-	s = &cq->ring[(cq->head + cq->count) % cq->ring_size];
-	s->e.op_context = context;
-	s->e.flags = flags;
-	s->e.len = len;
-	s->e.buf = buf;
-	s->e.data = data;
-	s->e.tag = tag;
-	s->src = src;
+	return 0;
+}
+
+static void tnbc_cq_unstage(struct tnbc_cq *cq, size_t from);
+
+int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
+		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	int ret;
+
+	if (atomic_load_explicit(&cq->stage_owner, memory_order_relaxed) ==
+	    (uintptr_t)pthread_self()) {
+		/* a full stage goes to the ring first: entries keep the
+		 * order they were made in */
+		if (cq->nstage == TNBC_CQ_STAGE)
+			tnbc_cq_unstage(cq, 0);
+		if (cq->nstage < TNBC_CQ_STAGE) {
+			tnbc_cq_fill(&cq->stage[cq->nstage++], context, flags,
+				     len, buf, data, tag, src);
+			return 0;
+		}
+	}
+	pthread_mutex_lock(&cq->lock);
+	ret = tnbc_cq_make_room(cq);
+	if (ret) {
+		pthread_mutex_unlock(&cq->lock);
+		FI_WARN(&tnbc_prov, FI_LOG_CQ, "out of memory growing CQ\n");
+		return ret;
+	}
+	tnbc_cq_fill(&cq->ring[(cq->head + cq->count) % cq->ring_size], context,
+		     flags, len, buf, data, tag, src);
 	cq->count++;
 	tnbc_cq_notify(cq);
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
+}
+
+/* The staged completions, after those already queued.  An entry that
+ * finds no memory stays staged for the next read. */
+static void tnbc_cq_unstage(struct tnbc_cq *cq, size_t from)
+{
+	size_t i;
+
+	if (from >= cq->nstage) {
+		cq->nstage = 0;
+		return;
+	}
+	pthread_mutex_lock(&cq->lock);
+	for (i = from; i < cq->nstage; i++) {
+		if (tnbc_cq_make_room(cq))
+			break;
+		cq->ring[(cq->head + cq->count) % cq->ring_size] = cq->stage[i];
+		cq->count++;
+	}
+	if (i > from)
+		tnbc_cq_notify(cq);
+	pthread_mutex_unlock(&cq->lock);
+	memmove(cq->stage, cq->stage + i,
+		(cq->nstage - i) * sizeof(*cq->stage));
+	cq->nstage -= i;
 }
 
 int tnbc_cq_write_err(struct tnbc_cq *cq, void *context, uint64_t flags,
@@ -170,15 +228,41 @@ static ssize_t tnbc_cq_readfrom(struct fid_cq *fid, void *buf, size_t count,
 
 	if (!buf && count)
 		return -FI_EINVAL;
-	tnbc_domain_progress(cq->domain, false);
+	if (cq->domain->threading == FI_THREAD_DOMAIN) {
+		atomic_store_explicit(&cq->stage_owner,
+				      (uintptr_t)pthread_self(),
+				      memory_order_relaxed);
+		tnbc_domain_progress(cq->domain, false);
+		atomic_store_explicit(&cq->stage_owner, 0,
+				      memory_order_relaxed);
+	} else {
+		tnbc_domain_progress(cq->domain, false);
+	}
 	/* An empty poll, the common one, takes no lock: an entry queued
 	 * meanwhile is read by the next poll.  A signaled wait fd with
 	 * nothing queued still needs the lock, to be drained. */
 	if (!atomic_load_explicit(&cq->avail, memory_order_relaxed) &&
 	    !atomic_load_explicit(&cq->signaled, memory_order_relaxed)) {
+		if (cq->nstage) {
+			/* nothing queued before them: straight to the
+			 * caller, the rest behind in the ring */
+			while ((size_t)n < count && (size_t)n < cq->nstage) {
+				tnbc_cq_copy(cq,
+					     (uint8_t *)buf + (size_t)n * esize,
+					     &cq->stage[n]);
+				if (src_addr)
+					src_addr[n] = cq->stage[n].src;
+				n++;
+			}
+			tnbc_cq_unstage(cq, (size_t)n);
+			if (n)
+				return n;
+		}
 		n = -FI_EAGAIN;
 		goto yield;
 	}
+	if (cq->nstage)
+		tnbc_cq_unstage(cq, 0);
 	pthread_mutex_lock(&cq->lock);
 	if (!tnbc_list_empty(&cq->err_list)) {
 		n = -FI_EAVAIL;
