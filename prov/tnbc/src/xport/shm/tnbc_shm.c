@@ -119,18 +119,21 @@ struct tnbc_xdom {
 	/* when an application thread last wrote bell->app_seen (any
 	 * application thread: a lost update only costs one more write) */
 	atomic_uint_fast64_t app_written;
-	atomic_uint app_calls; /* application polls, for clock sampling */
-	/* The clock is read on every app_every-th poll (a power of two),
-	 * app_read_ns being the last reading: app_every doubles while
-	 * readings come less than a 32nd of a window apart, and drops to
-	 * 1 when one comes more than an eighth apart.  A poll loop then
-	 * reads it every few microseconds, however fast it spins (the
-	 * clock costs tens of ns in a virtual machine).  A loop that slows
-	 * down abruptly may leave app_seen stale for up to app_every of its
-	 * polls: the engine and senders then act as if it had stopped
-	 * (wake-ups, no loss) until the next reading. */
+	/* Application polls left before the clock is read again (a poll
+	 * loop calls in every hundred nanoseconds or so, and the clock
+	 * costs tens of ns in a virtual machine).  Set to app_every - 1 at
+	 * each reading, app_read_ns being the reading: app_every doubles
+	 * while readings come less than a 32nd of a window apart and drops
+	 * to 1 when one comes more than an eighth apart, so a loop reads
+	 * the clock every few microseconds however fast it spins.  A
+	 * packet a poll consumed counts as TNBC_SHM_APP_PKT_POLLS polls: a
+	 * loop whose passes got longer must not leave app_seen stale for
+	 * app_every long passes (the engine would take the application for
+	 * gone, and senders would ring). */
+	atomic_uint app_skip;
 	atomic_uint app_every;
 	atomic_uint_fast64_t app_read_ns;
+#define TNBC_SHM_APP_PKT_POLLS 4u
 #define TNBC_SHM_APP_EVERY_MAX 256u
 	/* bell->window_ns as the engine set it: the copy this process
 	 * trusts */
@@ -1283,6 +1286,17 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		n++;
 	}
 	tnbc_shm_next(xep); /* publishes peek */
+	/* a pass that moved packets took longer than an empty poll (see
+	 * app_skip) */
+	if (n) {
+		unsigned skip = atomic_load_explicit(&xep->xdom->app_skip,
+						     memory_order_relaxed);
+		unsigned w = (unsigned)n * TNBC_SHM_APP_PKT_POLLS;
+
+		atomic_store_explicit(&xep->xdom->app_skip,
+				      skip > w ? skip - w : 0,
+				      memory_order_relaxed);
+	}
 	return n;
 }
 
@@ -1424,7 +1438,7 @@ static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 {
 	struct tnbc_shm_bell *bell = xdom->bell;
 	uint64_t now, eighth, gap;
-	unsigned calls, every;
+	unsigned skip, every;
 
 	if (!active) {
 		atomic_store_explicit(&xdom->app_written, 0,
@@ -1432,18 +1446,17 @@ static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 		atomic_store_explicit(&bell->app_seen, 0, memory_order_relaxed);
 		return;
 	}
-	/* A poll loop calls in every few hundred nanoseconds: the clock
-	 * (tens of nanoseconds) is read on every app_every-th call only,
-	 * and at once when no thread was marked polling.  The count is not
-	 * a locked add: threads polling together may lose some, which only
-	 * moves the next reading. */
-	calls = atomic_load_explicit(&xdom->app_calls, memory_order_relaxed);
-	atomic_store_explicit(&xdom->app_calls, calls + 1,
-			      memory_order_relaxed);
-	every = atomic_load_explicit(&xdom->app_every, memory_order_relaxed);
-	if ((calls & (every - 1)) &&
-	    atomic_load_explicit(&bell->app_seen, memory_order_relaxed))
+	/* Counted without a locked add: threads polling together may lose
+	 * some polls, which only moves the next reading.  With no thread
+	 * marked polling the clock is read at once. */
+	skip = atomic_load_explicit(&xdom->app_skip, memory_order_relaxed);
+	if (skip &&
+	    atomic_load_explicit(&bell->app_seen, memory_order_relaxed)) {
+		atomic_store_explicit(&xdom->app_skip, skip - 1,
+				      memory_order_relaxed);
 		return;
+	}
+	every = atomic_load_explicit(&xdom->app_every, memory_order_relaxed);
 	now = tnbc_now_ns();
 	eighth = atomic_load_explicit(&xdom->window_ns, memory_order_relaxed) /
 		 8;
@@ -1451,11 +1464,11 @@ static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 	      atomic_load_explicit(&xdom->app_read_ns, memory_order_relaxed);
 	atomic_store_explicit(&xdom->app_read_ns, now, memory_order_relaxed);
 	if (gap < eighth / 4 && every < TNBC_SHM_APP_EVERY_MAX)
-		atomic_store_explicit(&xdom->app_every, every * 2,
-				      memory_order_relaxed);
-	else if (gap > eighth && every > 1)
-		atomic_store_explicit(&xdom->app_every, 1,
-				      memory_order_relaxed);
+		every *= 2;
+	else if (gap > eighth)
+		every = 1;
+	atomic_store_explicit(&xdom->app_every, every, memory_order_relaxed);
+	atomic_store_explicit(&xdom->app_skip, every - 1, memory_order_relaxed);
 	/* Every sender reads this line while the engine naps: writing it
 	 * on every poll would cost each of them a cache miss per packet.
 	 * An eighth of a window late is still well inside the window. */
