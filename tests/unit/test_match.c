@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <inttypes.h>
+
 #include "tnbc_unit.h"
 
 #define R 0
@@ -1275,6 +1277,46 @@ START_TEST(match_directed_after_dup_remove)
 }
 END_TEST
 
+/* The source of an arrival follows the AV as it changes: found, gone
+ * once the sender's address is removed, and the new address once it is
+ * inserted again (the endpoint remembers its last lookup). */
+START_TEST(match_source_follows_av)
+{
+	struct tu_world w;
+	fi_addr_t again = FI_ADDR_NOTAVAIL, want[3];
+	struct fi_cq_tagged_entry e;
+	char s[8] = "src", r[8];
+
+	tu_world_open(&w, 2, NULL);
+	want[0] = w.addr[A];
+	want[1] = FI_ADDR_NOTAVAIL;
+	for (int round = 0; round < 3; round++) {
+		fi_addr_t src = 12345;
+
+		if (round == 1)
+			ck_assert_int_eq(fi_av_remove(w.av, &w.addr[A], 1, 0),
+					 0);
+		if (round == 2) {
+			ck_assert_int_eq(fi_av_insert(w.av, &w.ep[A].name, 1,
+						      &again, 0, NULL),
+					 1);
+			want[2] = again;
+		}
+		/* A sends to R's address, which stays in the AV */
+		trecv(&w, R, r, sizeof(r), FI_ADDR_UNSPEC, 4, 0, &ctx[1]);
+		tsend(&w, A, R, s, sizeof(s), 4, &ctx[10]);
+		expect_tx(&w, A, &ctx[10]);
+		ck_assert_int_eq(
+			tu_cq_wait(w.ep[R].rx_cq, &e, &src, NULL, TU_WAIT_MS),
+			1);
+		ck_assert_msg(src == want[round],
+			      "round %d: source %" PRIu64 ", expected %" PRIu64,
+			      round, (uint64_t)src, (uint64_t)want[round]);
+	}
+	tu_world_close(&w);
+}
+END_TEST
+
 /* Opens an endpoint with its own CQs, bound to av, not yet enabled. */
 static void ep_open_av(struct tu_dom *d, struct fid_av *av, struct tu_ep *e)
 {
@@ -1794,6 +1836,7 @@ Suite *tu_match_suite(void)
 	tcase_add_test(tc, match_close_with_pending);
 	tcase_add_loop_test(tc, match_inject_above_eager, 0, 2);
 	tcase_add_test(tc, match_directed_after_dup_remove);
+	tcase_add_test(tc, match_source_follows_av);
 	tcase_add_test(tc, match_unknown_sender);
 	tcase_add_test(tc, match_loopback);
 	tcase_add_loop_test(tc, match_rndv_into_empty, 0, 2);

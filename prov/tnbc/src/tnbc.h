@@ -301,6 +301,16 @@ struct tnbc_av {
 	/* open-addressed hash: name -> index + 1 (0 = empty), for FI_SOURCE */
 	size_t *hash;
 	size_t hash_size;
+	/* changes with every insert and remove: what a lookup answered
+	 * holds while it has not changed */
+	atomic_uint_fast64_t gen;
+};
+
+/* The last name an endpoint looked up, and what the AV answered. */
+struct tnbc_av_memo {
+	struct tnbc_name name;
+	fi_addr_t addr;
+	uint64_t gen; /* av->gen then; 0: empty */
 };
 
 /* A completion as the provider keeps it; converted to the CQ's format
@@ -588,6 +598,7 @@ struct tnbc_ep {
 	struct tnbc_xfer *xfer_free;
 	unsigned xfer_nfree;
 	uint64_t peer_check_ns; /* last liveness check of waiting peers */
+	struct tnbc_av_memo src_memo; /* sources of arrivals */
 	/* Queued sends or answers, or operations waiting on a peer: set
 	 * under the lock when one is added, recomputed by progress.  While
 	 * it is clear and the transport has nothing to offer, a poll need
@@ -649,6 +660,10 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints);
 /* av */
 struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr);
 fi_addr_t tnbc_av_reverse(struct tnbc_av *av, const struct tnbc_name *name);
+/* The same, answered from memo while the AV has not changed (messages
+ * mostly come from the sender of the last one); memo is the caller's. */
+fi_addr_t tnbc_av_reverse_memo(struct tnbc_av *av, const struct tnbc_name *name,
+			       struct tnbc_av_memo *memo);
 int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer);
 
 /* cq / cntr: called with the owning ep lock held (leaf locks inside) */

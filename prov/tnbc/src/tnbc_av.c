@@ -131,6 +131,22 @@ out:
 	return ret;
 }
 
+fi_addr_t tnbc_av_reverse_memo(struct tnbc_av *av, const struct tnbc_name *name,
+			       struct tnbc_av_memo *memo)
+{
+	uint64_t gen;
+
+	if (!av)
+		return FI_ADDR_NOTAVAIL;
+	gen = atomic_load_explicit(&av->gen, memory_order_acquire);
+	if (memo->gen == gen && tnbc_av_name_eq(&memo->name, name))
+		return memo->addr;
+	memo->addr = tnbc_av_reverse(av, name);
+	memo->name = *name;
+	memo->gen = gen;
+	return memo->addr;
+}
+
 static bool tnbc_name_valid(const struct tnbc_name *n)
 {
 	return n->version == TNBC_PROTO_VERSION && n->xport == TNBC_XPORT_SHM &&
@@ -162,6 +178,7 @@ static int tnbc_av_insert_one(struct tnbc_av *av, const struct tnbc_name *name,
 	e->peer = NULL;
 	atomic_store(&e->valid, true);
 	atomic_store_explicit(&av->count, idx + 1, memory_order_release);
+	atomic_fetch_add_explicit(&av->gen, 1, memory_order_release);
 	*out = idx;
 	return 0;
 }
@@ -282,6 +299,7 @@ static int tnbc_av_remove(struct fid_av *fid, fi_addr_t *fi_addr, size_t count,
 		}
 		atomic_store(&e->valid, false);
 		tnbc_av_rehash_name(av, &e->name);
+		atomic_fetch_add_explicit(&av->gen, 1, memory_order_release);
 	}
 	pthread_mutex_unlock(&av->lock);
 	return ret;
@@ -395,6 +413,7 @@ int tnbc_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 	av->domain = dom;
 	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_TABLE : attr->type;
 	av->addrlen = sizeof(struct tnbc_name);
+	atomic_init(&av->gen, 1); /* a memo of generation 0 is empty */
 	pthread_mutex_init(&av->lock, NULL);
 	av->av_fid.fid.fclass = FI_CLASS_AV;
 	av->av_fid.fid.context = context;

@@ -365,7 +365,7 @@ static fi_addr_t tnbc_src_addr(struct tnbc_ep *ep, fi_addr_t *src,
 			       const struct tnbc_name *n)
 {
 	if (*src == TNBC_ADDR_UNRESOLVED || *src == FI_ADDR_NOTAVAIL)
-		*src = tnbc_av_reverse(ep->av, n);
+		*src = tnbc_av_reverse_memo(ep->av, n, &ep->src_memo);
 	return *src;
 }
 
