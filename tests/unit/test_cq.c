@@ -260,38 +260,45 @@ START_TEST(cq_readfrom)
 }
 END_TEST
 
-/* With FI_THREAD_DOMAIN, the completions a read makes while it
- * progresses are staged without the CQ's lock.  Each must still arrive
- * once, in the order the messages matched, with its source, whether the
- * read takes one at a time or more than the stage holds, and behind an
- * entry queued before the read. */
-START_TEST(cq_thread_domain_staged)
+/* With FI_THREAD_DOMAIN and FI_WAIT_NONE, completions made by the
+ * application's own calls queue without the CQ's lock.  Pass 0 and 1
+ * (no engine): each arrives once, in the order the messages matched,
+ * with its source and data, read one at a time or in batches, behind
+ * an entry queued before the read, through the queue's growth.  Pass 2
+ * (engine running, so completions come from both sides): each arrives
+ * exactly once. */
+START_TEST(cq_thread_domain_app_queue)
 {
-	enum { N = 3 * TNBC_CQ_STAGE + 5 };
+	enum { N = 3 * TNBC_CQ_APP_QUEUE + 5 };
 	struct fi_info *hints = fi_allocinfo();
 	int old_engine = tnbc_env.engine;
 	static uint64_t rbuf[N];
+	static bool seen[N];
 	struct fi_cq_tagged_entry e[64];
 	fi_addr_t src[64];
-	struct tu_world w;
 
-	tnbc_env.engine = 0; /* every completion is made inside a read */
 	hints->caps = FI_TAGGED | FI_SOURCE;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	tu_world_open(&w, 2, &(struct tu_world_opts){.hints = hints});
-	ck_assert_int_eq(tu_tnbc_domain(&w.d)->threading, FI_THREAD_DOMAIN);
-	for (int pass = 0; pass < 2; pass++) {
-		size_t batch = pass ? 64 : 1, want = N + (size_t)pass, got = 0;
+	for (int pass = 0; pass < 3; pass++) {
+		size_t batch = pass ? 64 : 1, want = N + (pass == 1), got = 0;
 		uint64_t deadline = tu_now_ms() + TU_WAIT_MS;
+		struct tu_world w;
 
+		tnbc_env.engine = pass == 2;
+		tu_world_open(&w, 2,
+			      &(struct tu_world_opts){.hints = hints,
+						      .cq_wait_none = true});
+		ck_assert(tcq(w.ep[1].rx_cq)->app_queue);
 		for (uint64_t i = 0; i < N; i++) {
 			rbuf[i] = 0;
-			ck_assert_int_eq(
-				fi_trecv(w.ep[1].ep, &rbuf[i], sizeof(rbuf[i]),
-					 NULL, FI_ADDR_UNSPEC, i, 0, &ctx[i]),
-				0);
+			seen[i] = false;
+			ck_assert_int_eq(fi_trecv(w.ep[1].ep, &rbuf[i],
+						  sizeof(rbuf[i]), NULL,
+						  FI_ADDR_UNSPEC, i, 0,
+						  &ctx[i % 200]),
+					 0);
 		}
-		if (pass)
+		if (pass == 1)
 			tnbc_cq_write(tcq(w.ep[1].rx_cq), &ctx[200], FI_RECV, 0,
 				      NULL, 0, 0, FI_ADDR_NOTAVAIL);
 		for (uint64_t i = 0; i < N; i++) {
@@ -308,27 +315,33 @@ START_TEST(cq_thread_domain_staged)
 			ck_assert_msg(n > 0 || n == -FI_EAGAIN,
 				      "fi_cq_readfrom: %zd", n);
 			ck_assert_msg(tu_now_ms() < deadline,
-				      "%zu of %zu completions", got, want);
+				      "pass %d: %zu of %zu completions", pass,
+				      got, want);
 			for (ssize_t k = 0; k < n; k++, got++) {
-				size_t i = got - (size_t)pass;
+				size_t i = got - (pass == 1);
 
-				if (pass && !got) {
+				if (pass == 1 && !got) {
 					ck_assert_ptr_eq(e[k].op_context,
 							 &ctx[200]);
 					continue;
 				}
-				ck_assert_msg(e[k].op_context == &ctx[i],
-					      "pass %d: completion %zu out of "
-					      "order",
+				if (pass == 2)
+					i = e[k].tag;
+				ck_assert_msg(i < N && !seen[i],
+					      "pass %d: completion %zu twice "
+					      "or out of order",
 					      pass, i);
+				seen[i] = true;
 				ck_assert_uint_eq(e[k].tag, i);
+				ck_assert_ptr_eq(e[k].op_context,
+						 &ctx[i % 200]);
 				ck_assert_uint_eq(src[k], w.addr[0]);
 				ck_assert_uint_eq(rbuf[i], i + 1000);
 			}
 		}
 		ck_assert_int_eq(fi_cq_read(w.ep[1].rx_cq, e, 64), -FI_EAGAIN);
+		tu_world_close(&w);
 	}
-	tu_world_close(&w);
 	fi_freeinfo(hints);
 	tnbc_env.engine = old_engine;
 }
@@ -635,7 +648,7 @@ Suite *tu_cq_suite(void)
 	tcase_add_test(tc, cq_grows);
 	tcase_add_test(tc, cq_errors);
 	tcase_add_test(tc, cq_readfrom);
-	tcase_add_test(tc, cq_thread_domain_staged);
+	tcase_add_test(tc, cq_thread_domain_app_queue);
 	tcase_add_test(tc, cq_sread);
 	tcase_add_test(tc, cq_sread_threshold);
 	tcase_add_test(tc, cq_wait_fd);

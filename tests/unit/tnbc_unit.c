@@ -150,8 +150,9 @@ void tu_world_open(struct tu_world *w, size_t n,
 		struct tu_ep *e = &w->ep[i];
 		struct fi_cq_attr cq_attr = {
 			.format = FI_CQ_FORMAT_TAGGED,
-			.wait_obj = opts && opts->cq_wait ? opts->cq_wait
-							  : FI_WAIT_UNSPEC};
+			.wait_obj = opts && opts->cq_wait_none ? FI_WAIT_NONE
+				    : opts && opts->cq_wait    ? opts->cq_wait
+							    : FI_WAIT_UNSPEC};
 
 		ck_assert_int_eq(
 			fi_cq_open(w->d.domain, &cq_attr, &e->tx_cq, NULL), 0);

@@ -106,6 +106,7 @@ struct tu_world_opts {
 	bool cntrs;
 	enum fi_wait_obj cq_wait; /* FI_WAIT_NONE (0) means FI_WAIT_UNSPEC */
 	const struct fi_info *hints; /* for tnbc_getinfo; NULL: none */
+	bool cq_wait_none; /* CQs with FI_WAIT_NONE (overrides cq_wait) */
 };
 
 void tu_world_open(struct tu_world *w, size_t n,

@@ -102,8 +102,8 @@
 #define TNBC_MAX_MSG_SIZE ((size_t)1 << 40)
 #define TNBC_CQ_DATA_SIZE 8
 #define TNBC_DEF_CQ_SIZE  1024
-/* completions one fi_cq_read gathers without the CQ lock */
-#define TNBC_CQ_STAGE	    16
+/* first size of a CQ's application queue (it grows) */
+#define TNBC_CQ_APP_QUEUE   64
 #define TNBC_DEF_QUEUE_SIZE 65536
 
 #define TNBC_EP_CAPS                                                           \
@@ -243,6 +243,9 @@ struct tnbc_engine {
 	atomic_bool host_busy;
 	/* rendezvous sends and RMA operations in flight in the domain */
 	atomic_int peer_waits;
+	/* the engine thread's pthread_self(), stored by the thread itself
+	 * (0 until it runs) */
+	atomic_uintptr_t self;
 };
 
 #define TNBC_MR_HASH 1024
@@ -345,14 +348,11 @@ struct tnbc_cq {
 	 * lock (written under it) */
 	atomic_bool avail;
 	bool kicked; /* fi_cq_signal: release one sread */
-	/* With FI_THREAD_DOMAIN, the completions an application thread
-	 * makes while it progresses inside fi_cq_read of this CQ go to
-	 * stage, which only that thread (stage_owner, its pthread_self)
-	 * touches, and are handed to it without the lock when nothing
-	 * else is queued: two lock round trips per message fewer. */
-	atomic_uintptr_t stage_owner;
-	size_t nstage;
-	struct tnbc_cq_slot stage[TNBC_CQ_STAGE];
+	/* FI_THREAD_DOMAIN and FI_WAIT_NONE: completions made by
+	 * application threads queue here, without the lock (tnbc_cq.c) */
+	bool app_queue;
+	struct tnbc_cq_slot *aq;
+	size_t aq_size, aq_head, aq_count;
 };
 
 struct tnbc_trig;
@@ -704,6 +704,13 @@ static inline void tnbc_ep_lock(struct tnbc_ep *ep)
 static inline void tnbc_ep_mark_work(struct tnbc_ep *ep)
 {
 	atomic_store_explicit(&ep->work, true, memory_order_relaxed);
+}
+
+/* Whether the calling thread is the domain's engine. */
+static inline bool tnbc_engine_is_self(struct tnbc_domain *dom)
+{
+	return atomic_load_explicit(&dom->engine.self, memory_order_relaxed) ==
+	       (uintptr_t)pthread_self();
 }
 
 static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)

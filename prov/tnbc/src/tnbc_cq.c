@@ -98,24 +98,47 @@ static int tnbc_cq_make_room(struct tnbc_cq *cq)
 	return 0;
 }
 
-static void tnbc_cq_unstage(struct tnbc_cq *cq, size_t from);
+/* With FI_THREAD_DOMAIN and no wait object, the application makes one
+ * call at a time in the domain and only it reads the CQ: completions
+ * its own threads make queue in cq->aq without the lock (two lock round
+ * trips per message fewer).  The engine's go to the ring. */
+static bool tnbc_cq_app_side(struct tnbc_cq *cq)
+{
+	return cq->app_queue && !tnbc_engine_is_self(cq->domain);
+}
+
+/* Room for one more entry in the application's queue; false when out
+ * of memory (the entry then goes to the ring). */
+static bool tnbc_cq_aq_room(struct tnbc_cq *cq)
+{
+	size_t nsize = cq->aq_size ? cq->aq_size * 2 : TNBC_CQ_APP_QUEUE;
+	struct tnbc_cq_slot *nq;
+
+	if (cq->aq_count < cq->aq_size)
+		return true;
+	nq = malloc(nsize * sizeof(*nq));
+	if (!nq)
+		return false;
+	for (size_t i = 0; i < cq->aq_count; i++)
+		nq[i] = cq->aq[(cq->aq_head + i) % cq->aq_size];
+	free(cq->aq);
+	cq->aq = nq;
+	cq->aq_size = nsize;
+	cq->aq_head = 0;
+	return true;
+}
 
 int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
 		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	int ret;
 
-	if (atomic_load_explicit(&cq->stage_owner, memory_order_relaxed) ==
-	    (uintptr_t)pthread_self()) {
-		/* a full stage goes to the ring first: entries keep the
-		 * order they were made in */
-		if (cq->nstage == TNBC_CQ_STAGE)
-			tnbc_cq_unstage(cq, 0);
-		if (cq->nstage < TNBC_CQ_STAGE) {
-			tnbc_cq_fill(&cq->stage[cq->nstage++], context, flags,
-				     len, buf, data, tag, src);
-			return 0;
-		}
+	if (tnbc_cq_app_side(cq) && tnbc_cq_aq_room(cq)) {
+		tnbc_cq_fill(
+			&cq->aq[(cq->aq_head + cq->aq_count) % cq->aq_size],
+			context, flags, len, buf, data, tag, src);
+		cq->aq_count++;
+		return 0;
 	}
 	pthread_mutex_lock(&cq->lock);
 	ret = tnbc_cq_make_room(cq);
@@ -130,31 +153,6 @@ int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
 	tnbc_cq_notify(cq);
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
-}
-
-/* The staged completions, after those already queued.  An entry that
- * finds no memory stays staged for the next read. */
-static void tnbc_cq_unstage(struct tnbc_cq *cq, size_t from)
-{
-	size_t i;
-
-	if (from >= cq->nstage) {
-		cq->nstage = 0;
-		return;
-	}
-	pthread_mutex_lock(&cq->lock);
-	for (i = from; i < cq->nstage; i++) {
-		if (tnbc_cq_make_room(cq))
-			break;
-		cq->ring[(cq->head + cq->count) % cq->ring_size] = cq->stage[i];
-		cq->count++;
-	}
-	if (i > from)
-		tnbc_cq_notify(cq);
-	pthread_mutex_unlock(&cq->lock);
-	memmove(cq->stage, cq->stage + i,
-		(cq->nstage - i) * sizeof(*cq->stage));
-	cq->nstage -= i;
 }
 
 int tnbc_cq_write_err(struct tnbc_cq *cq, void *context, uint64_t flags,
@@ -219,6 +217,28 @@ static void tnbc_cq_copy(struct tnbc_cq *cq, void *dst,
 	}
 }
 
+/* Copies entries of the application's queue to buf from index n on;
+ * returns the new n.  Application threads only. */
+static ssize_t tnbc_cq_aq_read(struct tnbc_cq *cq, void *buf, size_t count,
+			       fi_addr_t *src_addr, size_t n)
+{
+	size_t esize = tnbc_cq_entry_size(cq->format);
+
+	if (!cq->app_queue)
+		return (ssize_t)n;
+	while (n < count && cq->aq_count) {
+		const struct tnbc_cq_slot *s = &cq->aq[cq->aq_head];
+
+		tnbc_cq_copy(cq, (uint8_t *)buf + n * esize, s);
+		if (src_addr)
+			src_addr[n] = s->src;
+		cq->aq_head = (cq->aq_head + 1) % cq->aq_size;
+		cq->aq_count--;
+		n++;
+	}
+	return (ssize_t)n;
+}
+
 static ssize_t tnbc_cq_readfrom(struct fid_cq *fid, void *buf, size_t count,
 				fi_addr_t *src_addr)
 {
@@ -228,41 +248,18 @@ static ssize_t tnbc_cq_readfrom(struct fid_cq *fid, void *buf, size_t count,
 
 	if (!buf && count)
 		return -FI_EINVAL;
-	if (cq->domain->threading == FI_THREAD_DOMAIN) {
-		atomic_store_explicit(&cq->stage_owner,
-				      (uintptr_t)pthread_self(),
-				      memory_order_relaxed);
-		tnbc_domain_progress(cq->domain, false);
-		atomic_store_explicit(&cq->stage_owner, 0,
-				      memory_order_relaxed);
-	} else {
-		tnbc_domain_progress(cq->domain, false);
-	}
+	tnbc_domain_progress(cq->domain, false);
 	/* An empty poll, the common one, takes no lock: an entry queued
 	 * meanwhile is read by the next poll.  A signaled wait fd with
 	 * nothing queued still needs the lock, to be drained. */
 	if (!atomic_load_explicit(&cq->avail, memory_order_relaxed) &&
 	    !atomic_load_explicit(&cq->signaled, memory_order_relaxed)) {
-		if (cq->nstage) {
-			/* nothing queued before them: straight to the
-			 * caller, the rest behind in the ring */
-			while ((size_t)n < count && (size_t)n < cq->nstage) {
-				tnbc_cq_copy(cq,
-					     (uint8_t *)buf + (size_t)n * esize,
-					     &cq->stage[n]);
-				if (src_addr)
-					src_addr[n] = cq->stage[n].src;
-				n++;
-			}
-			tnbc_cq_unstage(cq, (size_t)n);
-			if (n)
-				return n;
-		}
+		n = tnbc_cq_aq_read(cq, buf, count, src_addr, 0);
+		if (n)
+			return n;
 		n = -FI_EAGAIN;
 		goto yield;
 	}
-	if (cq->nstage)
-		tnbc_cq_unstage(cq, 0);
 	pthread_mutex_lock(&cq->lock);
 	if (!tnbc_list_empty(&cq->err_list)) {
 		n = -FI_EAVAIL;
@@ -278,6 +275,9 @@ static ssize_t tnbc_cq_readfrom(struct fid_cq *fid, void *buf, size_t count,
 		cq->count--;
 		n++;
 	}
+	/* the engine's entries and the application's are concurrent: any
+	 * interleaving is an order they could have completed in */
+	n = tnbc_cq_aq_read(cq, buf, count, src_addr, (size_t)n);
 	if (!n)
 		n = -FI_EAGAIN;
 	tnbc_cq_unnotify(cq);
@@ -435,6 +435,7 @@ static int tnbc_cq_close(struct fid *fid)
 	if (cq->efd >= 0)
 		close(cq->efd);
 	free(cq->ring);
+	free(cq->aq);
 	atomic_fetch_sub(&cq->domain->ref, 1);
 	pthread_cond_destroy(&cq->cond);
 	pthread_mutex_destroy(&cq->lock);
@@ -488,7 +489,8 @@ bool tnbc_cq_has_entries(struct tnbc_cq *cq)
 	pthread_mutex_lock(&cq->lock);
 	ret = cq->count || !tnbc_list_empty(&cq->err_list);
 	pthread_mutex_unlock(&cq->lock);
-	return ret;
+	/* an application call: the application's queue is its own */
+	return ret || (cq->app_queue && cq->aq_count);
 }
 
 int tnbc_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
@@ -526,6 +528,8 @@ int tnbc_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	cq->domain = dom;
 	cq->format = attr->format;
 	cq->wait_obj = attr->wait_obj;
+	cq->app_queue = dom->threading == FI_THREAD_DOMAIN &&
+			attr->wait_obj == FI_WAIT_NONE;
 	cq->wait_cond = attr->wait_cond;
 	cq->efd = -1;
 	cq->ring_size = attr->size ? attr->size : TNBC_DEF_CQ_SIZE;

@@ -355,6 +355,8 @@ static void *tnbc_engine_main(void *arg)
 	uint64_t nap_ns = 0;
 	bool app = false;
 
+	atomic_store_explicit(&e->self, (uintptr_t)pthread_self(),
+			      memory_order_relaxed);
 	e->window_ns = window;
 	e->busy = false;
 	e->load_ns = 0;
