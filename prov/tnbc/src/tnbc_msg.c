@@ -1105,12 +1105,25 @@ int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
 	return 0;
 }
 
+/* An eager message straight to the transport, and its completion when
+ * it left; -FI_EAGAIN when the peer's queue is full. */
+static int tnbc_send_eager(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+			   const struct tnbc_hdr *hdr, const struct iovec *iov,
+			   size_t count, void *context, uint64_t flags,
+			   bool tagged, struct tnbc_cntr *comp_cntr)
+{
+	int ret = ep->domain->xops->send(peer, hdr, iov, count);
+
+	if (!ret)
+		tnbc_ep_report_send(ep, context, flags, tagged, comp_cntr, 0);
+	return ret;
+}
+
 ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 			  size_t count, fi_addr_t dest, uint64_t tag,
 			  uint64_t data, void *context, uint64_t flags,
 			  bool tagged, const struct tnbc_opx *x)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	struct tnbc_cntr *comp_cntr = x ? x->comp_cntr : NULL;
 	uint8_t prio = x ? x->prio : (uint8_t)atomic_load(&ep->prio);
 	struct tnbc_xpeer *peer;
@@ -1157,12 +1170,11 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 		 * another thread is concurrent with this one. */
 		if (!atomic_load_explicit(&ep->tx_queued,
 					  memory_order_acquire)) {
-			ret = xops->send(peer, &hdr, iov, count);
-			if (!ret) {
-				tnbc_ep_report_send(ep, context, flags, tagged,
-						    comp_cntr, 0);
+			ret = tnbc_send_eager(ep, peer, &hdr, iov, count,
+					      context, flags, tagged,
+					      comp_cntr);
+			if (!ret)
 				goto out_unlocked;
-			}
 			if (ret != -FI_EAGAIN)
 				return ret;
 		}
@@ -1170,12 +1182,9 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	tnbc_ep_lock(ep);
 	if (!rndv) {
 		if (tnbc_tx_may_bypass(ep, prio)) {
-			ret = xops->send(peer, &hdr, iov, count);
-			if (!ret) {
-				tnbc_ep_report_send(ep, context, flags, tagged,
-						    comp_cntr, 0);
-				goto out;
-			}
+			ret = tnbc_send_eager(ep, peer, &hdr, iov, count,
+					      context, flags, tagged,
+					      comp_cntr);
 			if (ret != -FI_EAGAIN)
 				goto out;
 		}
