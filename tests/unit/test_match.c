@@ -1064,6 +1064,61 @@ END_TEST
 
 /* 1 MiB through rendezvous; _i: 0 = single-copy pull, 1 = streamed
  * through the receive queue (FI_TNBC_CMA=0). */
+/* A receive posted for a rendezvous message the application already
+ * took off the queue (engine off: only its own calls progress) puts its
+ * read off to the end of the next poll pass; that pass must make it even
+ * though the queue is empty by then. */
+START_TEST(match_rndv_posted_late_no_engine)
+{
+	const size_t len = 64 * 1024;
+	int old_engine = tnbc_env.engine;
+	uint8_t *sbuf[2], *rbuf[2];
+	struct tu_world w;
+
+	tnbc_env.engine = 0;
+	tu_world_open(&w, 2, NULL);
+	for (int i = 0; i < 2; i++) {
+		sbuf[i] = malloc(len);
+		rbuf[i] = malloc(len);
+	}
+	for (int round = 0; round < 8; round++) {
+		struct fi_cq_tagged_entry e;
+		ssize_t n = -FI_EAGAIN;
+
+		for (int i = 0; i < 2; i++) {
+			memset(rbuf[i], 0, len);
+			tu_fill(sbuf[i], len, 0x7777 + i + 2 * round);
+			tsend(&w, A, R, sbuf[i], len, 5 + i, &ctx[10 + i]);
+		}
+		/* R's polls take both RTS into its unexpected list */
+		ck_assert(tu_cq_quiet(w.ep[R].rx_cq, 5));
+		/* another RTS waits behind this one's: its read is put off
+		 * to the next pass, which must come with the next calls (an
+		 * idle endpoint is looked at again only every 1024th poll) */
+		trecv(&w, R, rbuf[0], len, FI_ADDR_UNSPEC, 5, 0, &ctx[2]);
+		for (int poll = 0; poll < 16 && n == -FI_EAGAIN; poll++)
+			n = fi_cq_read(w.ep[R].rx_cq, &e, 1);
+		ck_assert_msg(n == 1, "round %d: the put-off read was not made",
+			      round);
+		ck_assert_ptr_eq(e.op_context, &ctx[2]);
+		ck_assert_uint_eq(tu_check(rbuf[0], len, 0x7777 + 2 * round, 0),
+				  (size_t)-1);
+		trecv(&w, R, rbuf[1], len, FI_ADDR_UNSPEC, 6, 0, &ctx[3]);
+		expect_rx(&w, R, &ctx[3], len, 6, A);
+		ck_assert_uint_eq(tu_check(rbuf[1], len, 0x7778 + 2 * round, 0),
+				  (size_t)-1);
+		expect_tx(&w, A, &ctx[10]);
+		expect_tx(&w, A, &ctx[11]);
+	}
+	tu_world_close(&w);
+	tnbc_env.engine = old_engine;
+	for (int i = 0; i < 2; i++) {
+		free(sbuf[i]);
+		free(rbuf[i]);
+	}
+}
+END_TEST
+
 START_TEST(match_rndv_1mib)
 {
 	const size_t len = 1 << 20;
@@ -1850,6 +1905,7 @@ Suite *tu_match_suite(void)
 	tcase_set_timeout(tr, TU_TCASE_TIMEOUT);
 	tcase_add_loop_test(tr, match_rndv_1mib, 0, 2);
 	tcase_add_test(tr, match_stream_concurrent);
+	tcase_add_test(tr, match_rndv_posted_late_no_engine);
 	tcase_add_loop_test(tr, match_auto_progress, 0, 3);
 	suite_add_tcase(s, tr);
 	return s;

@@ -599,7 +599,8 @@ struct tnbc_ep {
 	unsigned xfer_nfree;
 	uint64_t peer_check_ns; /* last liveness check of waiting peers */
 	struct tnbc_av_memo src_memo; /* sources of arrivals */
-	/* Queued sends or answers, or operations waiting on a peer: set
+	/* Queued sends or answers, reads put off to the end of a poll
+	 * pass, or operations waiting on a peer: set
 	 * under the lock when one is added, recomputed by progress.  While
 	 * it is clear and the transport has nothing to offer, a poll need
 	 * not take the lock (two locked instructions on every empty poll

@@ -493,6 +493,7 @@ static bool tnbc_pull_defer(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	if (ep->npulls == TNBC_PULL_BATCH)
 		tnbc_ep_flush_pulls(ep);
 	p = &ep->pulls[ep->npulls++];
+	tnbc_ep_mark_work(ep); /* made by the next pass, even an idle one */
 	p->rx = rx;
 	p->peer = peer;
 	p->hdr = *hdr;

@@ -81,7 +81,8 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 			      !tnbc_list_empty(&ep->ctrl_queue) ||
 				      !tnbc_list_empty(&ep->tx_queue) ||
 				      !tnbc_list_empty(&ep->stream_rx) ||
-				      ep->rndv.used || ep->rma_ids.used,
+				      ep->rndv.used || ep->rma_ids.used ||
+				      ep->npulls,
 			      memory_order_relaxed);
 	pthread_mutex_unlock(&ep->lock);
 	if (n)

@@ -169,6 +169,9 @@ struct tnbc_xep {
 	 * sender never marked.  Counted with plain loads and stores: a
 	 * lost count only moves that look. */
 	atomic_uint idle;
+	/* tnbc_shm_idle sent the next poll to make that look (it counts
+	 * its own idle polls, and poll may not run for long) */
+	atomic_bool look;
 	/* scan, for tnbc_shm_idle: the consumer's lock is not held there */
 	atomic_uint_fast64_t peek;
 	/* packets before it were seen to be eager messages (quiet): each
@@ -1245,9 +1248,15 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			 * the senders write) is looked at now and then. */
 			if (seq == 0 &&
 			    !atomic_load_explicit(&xep->stalled,
-						  memory_order_relaxed) &&
-			    tnbc_shm_idle_tick(xep))
-				break;
+						  memory_order_relaxed)) {
+				if (atomic_load_explicit(&xep->look,
+							 memory_order_relaxed))
+					atomic_store_explicit(
+						&xep->look, false,
+						memory_order_relaxed);
+				else if (tnbc_shm_idle_tick(xep))
+					break;
+			}
 			k = tnbc_shm_dead_claim(xep, pos, seq);
 			if (!k)
 				break;
@@ -1320,13 +1329,13 @@ static bool tnbc_shm_idle(struct tnbc_xep *xep)
 		return false;
 	if (atomic_load_explicit(&xep->stalled, memory_order_relaxed))
 		return false;
-	/* the look for an unmarked claim is poll's to make: leave it the
-	 * tick that makes it */
-	n = atomic_load_explicit(&xep->idle, memory_order_relaxed);
-	if (!((n + 1) & 1023))
-		return false;
-	atomic_store_explicit(&xep->idle, n + 1, memory_order_relaxed);
-	return true;
+	/* every 1024th idle look, poll looks for an unmarked claim */
+	n = atomic_load_explicit(&xep->idle, memory_order_relaxed) + 1;
+	atomic_store_explicit(&xep->idle, n, memory_order_relaxed);
+	if (n & 1023)
+		return true;
+	atomic_store_explicit(&xep->look, true, memory_order_relaxed);
+	return false;
 }
 
 static bool tnbc_shm_pending(struct tnbc_xep *xep)
