@@ -75,26 +75,26 @@ static void tnbc_cq_fill(struct tnbc_cq_slot *s, void *context, uint64_t flags,
 	s->src = src;
 }
 
-/* cq->lock held: room for one more entry at the ring's end */
-static int tnbc_cq_make_room(struct tnbc_cq *cq)
+/* Room for one more entry in a ring of *size slots, count of them used
+ * from *head: a full ring is copied into one twice as big (an empty one
+ * gets TNBC_CQ_APP_QUEUE slots).  -FI_ENOMEM leaves it as it was. */
+static int tnbc_cq_ring_room(struct tnbc_cq_slot **ring, size_t *size,
+			     size_t *head, size_t count)
 {
-	if (cq->count == cq->ring_size) {
-		size_t nsize = cq->ring_size * 2;
-		struct tnbc_cq_slot *nr = malloc(nsize * sizeof(*nr));
+	size_t nsize = *size ? *size * 2 : TNBC_CQ_APP_QUEUE;
+	struct tnbc_cq_slot *nr;
 
-		if (!nr) {
-			pthread_mutex_unlock(&cq->lock);
-			FI_WARN(&tnbc_prov, FI_LOG_CQ,
-				"out of memory growing CQ\n");
-			return -FI_ENOMEM;
-		}
-		for (size_t i = 0; i < cq->count; i++)
-			nr[i] = cq->ring[(cq->head + i) % cq->ring_size];
-		free(cq->ring);
-		cq->ring = nr;
-		cq->ring_size = nsize;
-		cq->head = 0;
-	}
+	if (count < *size)
+		return 0;
+	nr = malloc(nsize * sizeof(*nr));
+	if (!nr)
+		return -FI_ENOMEM;
+	for (size_t i = 0; i < count; i++)
+		nr[i] = (*ring)[(*head + i) % *size];
+	free(*ring);
+	*ring = nr;
+	*size = nsize;
+	*head = 0;
 	return 0;
 }
 
@@ -107,33 +107,15 @@ static bool tnbc_cq_app_side(struct tnbc_cq *cq)
 	return cq->app_queue && !tnbc_engine_is_self(cq->domain);
 }
 
-/* Room for one more entry in the application's queue; false when out
- * of memory (the entry then goes to the ring). */
-static bool tnbc_cq_aq_room(struct tnbc_cq *cq)
-{
-	size_t nsize = cq->aq_size ? cq->aq_size * 2 : TNBC_CQ_APP_QUEUE;
-	struct tnbc_cq_slot *nq;
-
-	if (cq->aq_count < cq->aq_size)
-		return true;
-	nq = malloc(nsize * sizeof(*nq));
-	if (!nq)
-		return false;
-	for (size_t i = 0; i < cq->aq_count; i++)
-		nq[i] = cq->aq[(cq->aq_head + i) % cq->aq_size];
-	free(cq->aq);
-	cq->aq = nq;
-	cq->aq_size = nsize;
-	cq->aq_head = 0;
-	return true;
-}
-
 int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
 		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	int ret;
 
-	if (tnbc_cq_app_side(cq) && tnbc_cq_aq_room(cq)) {
+	/* out of memory there, it goes to the ring */
+	if (tnbc_cq_app_side(cq) &&
+	    !tnbc_cq_ring_room(&cq->aq, &cq->aq_size, &cq->aq_head,
+			       cq->aq_count)) {
 		tnbc_cq_fill(
 			&cq->aq[(cq->aq_head + cq->aq_count) % cq->aq_size],
 			context, flags, len, buf, data, tag, src);
@@ -141,7 +123,8 @@ int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
 		return 0;
 	}
 	pthread_mutex_lock(&cq->lock);
-	ret = tnbc_cq_make_room(cq);
+	ret = tnbc_cq_ring_room(&cq->ring, &cq->ring_size, &cq->head,
+				cq->count);
 	if (ret) {
 		pthread_mutex_unlock(&cq->lock);
 		FI_WARN(&tnbc_prov, FI_LOG_CQ, "out of memory growing CQ\n");

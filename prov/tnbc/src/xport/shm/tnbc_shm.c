@@ -1322,7 +1322,6 @@ static void tnbc_shm_rewind(struct tnbc_xep *xep)
 static bool tnbc_shm_idle(struct tnbc_xep *xep)
 {
 	uint64_t pos = atomic_load_explicit(&xep->peek, memory_order_relaxed);
-	unsigned n;
 
 	if (atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
 				 memory_order_relaxed))
@@ -1330,9 +1329,7 @@ static bool tnbc_shm_idle(struct tnbc_xep *xep)
 	if (atomic_load_explicit(&xep->stalled, memory_order_relaxed))
 		return false;
 	/* every 1024th idle look, poll looks for an unmarked claim */
-	n = atomic_load_explicit(&xep->idle, memory_order_relaxed) + 1;
-	atomic_store_explicit(&xep->idle, n, memory_order_relaxed);
-	if (n & 1023)
+	if (tnbc_shm_idle_tick(xep))
 		return true;
 	atomic_store_explicit(&xep->look, true, memory_order_relaxed);
 	return false;
