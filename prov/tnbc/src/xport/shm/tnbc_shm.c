@@ -133,6 +133,9 @@ struct tnbc_xdom {
 	atomic_uint app_skip;
 	atomic_uint app_every;
 	atomic_uint_fast64_t app_read_ns;
+	/* the clock as a sender last read it to look at a peer's app_seen
+	 * (tnbc_shm_peer_polls) */
+	atomic_uint_fast64_t ring_ns;
 #define TNBC_SHM_APP_PKT_POLLS 4u
 #define TNBC_SHM_APP_EVERY_MAX 256u
 	/* bell->window_ns as the engine set it: the copy this process
@@ -724,7 +727,7 @@ static bool tnbc_shm_roomy(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 /* Whether an application thread of the bell's domain polled within the
  * last window (window_ns), or is inside a single-copy read.  The clock
  * is read only when the engine naps, and not even then when hint, a
- * time no later than now (a sender's own last poll), answers: a packet
+ * time no later than now (a sender's clock reading), answers: a packet
  * that hint wrongly leaves to the application is taken when the
  * engine's bounded nap ends. */
 static bool tnbc_shm_app_polls(struct tnbc_shm_bell *bell, uint64_t window_ns,
@@ -740,6 +743,35 @@ static bool tnbc_shm_app_polls(struct tnbc_shm_bell *bell, uint64_t window_ns,
 	if (!hint || hint < seen)
 		hint = tnbc_now_ns();
 	return hint - seen < window_ns;
+}
+
+/* tnbc_shm_app_polls for a sender, whose idea of now may be any clock
+ * reading this process made that is no older than the peer's app_seen:
+ * a packet a stale one wrongly leaves to the peer's application waits at
+ * most for the end of its engine's nap, as it would if the application
+ * had stopped just after it.  A burst of sends from a thread that does
+ * not poll then reads the clock once, not once per packet (tens of ns
+ * in a virtual machine, a tenth of a small send). */
+static bool tnbc_shm_peer_polls(struct tnbc_xdom *xdom,
+				struct tnbc_shm_bell *bell)
+{
+	uint64_t seen =
+		atomic_load_explicit(&bell->app_seen, memory_order_relaxed);
+	uint64_t hint =
+		atomic_load_explicit(&xdom->app_read_ns, memory_order_relaxed);
+	uint64_t rung =
+		atomic_load_explicit(&xdom->ring_ns, memory_order_relaxed);
+
+	if (rung > hint)
+		hint = rung;
+	if (seen && hint < seen) {
+		hint = tnbc_now_ns();
+		atomic_store_explicit(&xdom->ring_ns, hint,
+				      memory_order_relaxed);
+	}
+	return tnbc_shm_app_polls(
+		bell, atomic_load_explicit(&bell->window_ns, memory_order_relaxed),
+		hint);
 }
 
 /* After publishing the packet at pos: wakes the peer's engine if it
@@ -764,12 +796,7 @@ static void tnbc_shm_ring(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 	/* An application thread polls there and the engine's nap is
 	 * bounded: the application takes the packet, or, if it has just
 	 * stopped, the engine does when the nap ends. */
-	if (state == TNBC_SHM_NAPPING &&
-	    tnbc_shm_app_polls(bell,
-			       atomic_load_explicit(&bell->window_ns,
-						    memory_order_relaxed),
-			       atomic_load_explicit(&peer->xdom->app_written,
-						    memory_order_relaxed)))
+	if (state == TNBC_SHM_NAPPING && tnbc_shm_peer_polls(peer->xdom, bell))
 		return;
 	/* Pairs with tnbc_shm_rx_posted: a receive posted after this load
 	 * finds the packet itself (an application thread posting one runs
