@@ -104,6 +104,8 @@
 #define TNBC_DEF_CQ_SIZE  1024
 /* first size of a CQ's application queue (it grows) */
 #define TNBC_CQ_APP_QUEUE   64
+/* the most entries a CQ's ring starts with, whatever its size asks */
+#define TNBC_CQ_START_MAX (1u << 20)
 #define TNBC_DEF_QUEUE_SIZE 65536
 
 #define TNBC_EP_CAPS                                                           \
@@ -462,12 +464,10 @@ struct tnbc_xfer {
 	uint64_t ignore;
 	uint64_t cq_data;
 	fi_addr_t addr;
-	struct iovec iov[TNBC_IOV_LIMIT];
 	size_t iov_count;
 	size_t len; /* total of iov */
 	/* sender side */
 	struct tnbc_xpeer *peer;
-	struct tnbc_hdr hdr; /* fully built at post time */
 	void *inject_buf; /* owned copy for FI_INJECT sends */
 	uint64_t stall_ns; /* when the peer's queue was first found full */
 	uint64_t stream_off; /* streamed rendezvous: bytes handed out */
@@ -489,12 +489,19 @@ struct tnbc_xfer {
 	struct tnbc_cntr *comp_cntr;
 	/* RMA and atomics (initiator) */
 	struct tnbc_rma_args *rma;
+	bool rma_queued; /* on tx_queue */
+	/* Not cleared for a receive taken from the endpoint's cache
+	 * (tnbc_xfer_get), which a send or RMA operation (calloc'd) never
+	 * is: iov is read up to iov_count, a receive writes the fields of
+	 * hdr it uses (a streamed one) first, and the rest is an RMA
+	 * initiator's.  Clearing them was a fifth of a receive's post. */
+	struct iovec iov[TNBC_IOV_LIMIT];
 	size_t rma_seg, rma_seg_off; /* next chunk: remote segment, offset */
 	size_t rma_loc_off; /* bytes of the local buffers covered so far */
 	size_t rma_inflight; /* chunks sent, response not yet back */
 	size_t rma_done; /* bytes acknowledged */
 	int rma_err;
-	bool rma_queued; /* on tx_queue */
+	struct tnbc_hdr hdr; /* a send's: fully built at post time */
 };
 
 /* Where a rendezvous send is: which answers it may take. */

@@ -145,7 +145,7 @@ struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep)
 		return calloc(1, sizeof(*x));
 	ep->xfer_free = (struct tnbc_xfer *)x->entry.next;
 	ep->xfer_nfree--;
-	memset(x, 0, sizeof(*x));
+	memset(x, 0, offsetof(struct tnbc_xfer, iov));
 	return x;
 }
 
