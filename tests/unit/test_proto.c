@@ -2,10 +2,14 @@
  * Wire format, iovec helpers, the shm ring (wrap-around and a full
  * queue), and robustness against malformed packets.
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "tnbc_unit.h"
+#include "xport/shm/tnbc_shm_region.h"
 
 #define R	   0
 #define A	   1
@@ -736,6 +740,122 @@ static void xdom_wait(struct fid_cq *cq, int fd, void *ctx_want,
 	ck_assert_ptr_eq(e.op_context, ctx_want);
 }
 
+/* The doorbell of the domain that owns the endpoint named n, mapped the
+ * way a peer maps it. */
+static struct tnbc_shm_bell *bell_map(const struct tnbc_name *n)
+{
+	char path[TNBC_SHM_NAME_MAX];
+	struct tnbc_shm_region *r;
+	struct tnbc_shm_bell *b;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tnbc-%u-%u-%016llx", n->pid, n->uid,
+		 (unsigned long long)n->nonce);
+	fd = shm_open(path, O_RDONLY, 0);
+	ck_assert_msg(fd >= 0, "shm_open %s", path);
+	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	ck_assert(r != MAP_FAILED);
+	memcpy(path, r->bell_name, sizeof(path));
+	path[sizeof(path) - 1] = '\0';
+	munmap(r, sizeof(*r));
+	fd = shm_open(path, O_RDONLY, 0);
+	ck_assert_msg(fd >= 0, "shm_open %s", path);
+	b = mmap(NULL, sizeof(*b), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	ck_assert(b != MAP_FAILED);
+	return b;
+}
+
+/* Watches the bell's count of endpoints with receives posted, with no
+ * provider call, for up to ms; true once it reads want. */
+static bool bell_posted_is(struct tnbc_shm_bell *b, int want, unsigned ms)
+{
+	uint64_t deadline = tu_now_ms() + ms;
+	bool hit;
+
+	TU_WATCH_BEGIN();
+	while (!(hit = atomic_load(&b->rx_posted) == want) &&
+	       tu_now_ms() < deadline)
+		tu_sleep_ms(1);
+	TU_WATCH_END();
+	return hit;
+}
+
+/*
+ * What senders read to decide whether an eager message must wake the
+ * engine: the endpoint is counted from its first posted receive on, and
+ * the engine takes the count back before it sleeps once no receive is
+ * left (cancelled or matched), so that messages to an application that
+ * computes wait in the queue, and are there for its next receive.
+ */
+START_TEST(proto_rx_posted_settles)
+{
+	struct tu_world w;
+	struct tnbc_shm_bell *b;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	char sbuf[8] = "settle", rbuf[8];
+
+	tu_world_open(&w, 2, NULL);
+	b = bell_map(&w.ep[R].name);
+	ck_assert_int_eq(atomic_load(&b->rx_posted), 0);
+
+	/* counted at once: a sender that reads it next must ring */
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, rbuf, sizeof(rbuf), NULL,
+				  FI_ADDR_UNSPEC, 1, 0, &ctx[0]),
+			 0);
+	ck_assert_int_eq(atomic_load(&b->rx_posted), 1);
+	ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf, sizeof(sbuf), NULL,
+				  w.addr[R], 1, &ctx[1]),
+			 0);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[0]);
+	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	ck_assert_msg(bell_posted_is(b, 0, TU_WAIT_MS),
+		      "the engine left the endpoint counted with no receive "
+		      "posted: %d",
+		      atomic_load(&b->rx_posted));
+
+	/* once per endpoint, however many receives */
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(fi_trecv(w.ep[R].ep, rbuf, sizeof(rbuf), NULL,
+					  FI_ADDR_UNSPEC, 2 + (uint64_t)i, 0,
+					  &ctx[2 + i]),
+				 0);
+	ck_assert_int_eq(atomic_load(&b->rx_posted), 1);
+	ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf, sizeof(sbuf), NULL,
+				  w.addr[R], 2, &ctx[1]),
+			 0);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[2]);
+	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	/* the receive still posted keeps it */
+	ck_assert(!bell_posted_is(b, 0, TU_QUIET_MS));
+	ck_assert_int_eq(atomic_load(&b->rx_posted), 1);
+
+	ck_assert_int_eq(fi_cancel(&w.ep[R].ep->fid, &ctx[3]), 0);
+	tu_cq_expect_err(w.ep[R].rx_cq, &err);
+	ck_assert_int_eq(err.err, FI_ECANCELED);
+	/* a message for a receive not posted yet */
+	ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf, sizeof(sbuf), NULL,
+				  w.addr[R], 4, &ctx[1]),
+			 0);
+	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	ck_assert_msg(bell_posted_is(b, 0, TU_WAIT_MS),
+		      "still counted after the last receive was cancelled");
+	memset(rbuf, 0, sizeof(rbuf));
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, rbuf, sizeof(rbuf), NULL,
+				  FI_ADDR_UNSPEC, 4, 0, &ctx[4]),
+			 0);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[4]);
+	ck_assert_str_eq(rbuf, sbuf);
+	munmap(b, sizeof(*b));
+	tu_world_close(&w);
+}
+END_TEST
+
 /*
  * Two domains, so two engines and two doorbells, as between processes.
  * Each side posts and then only sleeps in poll(2) on its CQ fds: every
@@ -822,6 +942,7 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tr, proto_svc_in_use);
 	tcase_add_test(tr, proto_svc_reopen);
 	tcase_add_test(tr, proto_cross_domain_wakeup);
+	tcase_add_test(tr, proto_rx_posted_settles);
 	suite_add_tcase(s, tr);
 	return s;
 }

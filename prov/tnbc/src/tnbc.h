@@ -600,6 +600,16 @@ struct tnbc_ep {
 	atomic_uint prio; /* for operations posted from now on */
 	uint64_t next_token;
 	uint64_t rx_matches; /* arrivals that found a posted receive */
+	/* Receives on rx_msg and rx_tagged, and whether the transport
+	 * counts this endpoint among those with some (xops->rx_posted):
+	 * marked on the first post, cleared only by the engine before it
+	 * sleeps (tnbc_ep_rx_settle).  A mark left behind while none is
+	 * posted only wakes the engine for an eager message it need not
+	 * see; taking it off and back on for every message cost two
+	 * locked instructions on a line every sender reads.  Written under
+	 * the lock, read by the engine without it. */
+	atomic_size_t rx_nposted;
+	atomic_bool rx_marked;
 	/* receives that completed, kept for the next ones (a malloc and a
 	 * free per message are a fifth of a small message's cost) */
 	struct tnbc_xfer *xfer_free;
@@ -721,6 +731,19 @@ static inline bool tnbc_engine_is_self(struct tnbc_domain *dom)
 	       (uintptr_t)pthread_self();
 }
 
+/* A receive went onto rx_msg or rx_tagged (add) or left it.  Lock
+ * held. */
+void tnbc_ep_rx_add(struct tnbc_ep *ep);
+static inline void tnbc_ep_rx_del(struct tnbc_ep *ep)
+{
+	atomic_store_explicit(
+		&ep->rx_nposted,
+		atomic_load_explicit(&ep->rx_nposted, memory_order_relaxed) -
+			1,
+		memory_order_relaxed);
+}
+/* Takes the endpoint's mark off if no receive is posted.  Lock held. */
+void tnbc_ep_rx_settle(struct tnbc_ep *ep);
 static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
 {
 	return tnbc_list_empty(&ep->rx_msg) && tnbc_list_empty(&ep->rx_tagged);

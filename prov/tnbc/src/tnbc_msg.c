@@ -645,7 +645,7 @@ static int tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		if (tnbc_match_from(ep, rx, tagged, hdr->tag, &src,
 				    &hdr->src)) {
 			tnbc_list_remove(&rx->entry);
-			ep->domain->xops->rx_posted(ep->domain->xdom, -1);
+			tnbc_ep_rx_del(ep);
 			ep->rx_matches++;
 			tnbc_deliver(ep, rx, hdr, payload, src);
 			return TNBC_RX_DONE;
@@ -1028,8 +1028,7 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 			tnbc_list_remove(it);
 			if (lists[l] == &ep->rx_msg ||
 			    lists[l] == &ep->rx_tagged)
-				ep->domain->xops->rx_posted(ep->domain->xdom,
-							    -1);
+				tnbc_ep_rx_del(ep);
 			if (lists[l] == &ep->tx_queue) {
 				struct tnbc_xfer *tx = tnbc_container_of(
 					it, struct tnbc_xfer, entry);
@@ -1042,6 +1041,7 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 			free(it); /* entry is the first member of each type */
 		}
 	}
+	tnbc_ep_rx_settle(ep);
 	ep->tx_queued = 0;
 	ep->ux_bytes = 0;
 	ep->ux_kept = 0;
@@ -1440,7 +1440,7 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 	} else {
 		tnbc_list_insert_tail(&rx->entry,
 				      tagged ? &ep->rx_tagged : &ep->rx_msg);
-		ep->domain->xops->rx_posted(ep->domain->xdom, 1);
+		tnbc_ep_rx_add(ep);
 		/* it may match a message held in the queue */
 		if (kept)
 			tnbc_ux_rewind(ep);
@@ -1466,6 +1466,28 @@ out:
 	return ret;
 }
 
+void tnbc_ep_rx_add(struct tnbc_ep *ep)
+{
+	atomic_store_explicit(
+		&ep->rx_nposted,
+		atomic_load_explicit(&ep->rx_nposted, memory_order_relaxed) +
+			1,
+		memory_order_relaxed);
+	if (atomic_load_explicit(&ep->rx_marked, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&ep->rx_marked, true, memory_order_relaxed);
+	ep->domain->xops->rx_posted(ep->domain->xdom, 1);
+}
+
+void tnbc_ep_rx_settle(struct tnbc_ep *ep)
+{
+	if (!atomic_load_explicit(&ep->rx_marked, memory_order_relaxed) ||
+	    atomic_load_explicit(&ep->rx_nposted, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&ep->rx_marked, false, memory_order_relaxed);
+	ep->domain->xops->rx_posted(ep->domain->xdom, -1);
+}
+
 int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context)
 {
 	struct tnbc_list *lists[] = {&ep->rx_tagged, &ep->rx_msg};
@@ -1480,7 +1502,7 @@ int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context)
 			if (rx->context != context)
 				continue;
 			tnbc_list_remove(&rx->entry);
-			ep->domain->xops->rx_posted(ep->domain->xdom, -1);
+			tnbc_ep_rx_del(ep);
 			if (ep->rx_cq)
 				tnbc_cq_write_err(
 					ep->rx_cq, context,

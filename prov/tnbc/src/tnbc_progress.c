@@ -234,6 +234,30 @@ static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
 	return need;
 }
 
+/* Takes off the marks of endpoints that no longer have receives
+ * posted (tnbc_ep.rx_marked), so that eager messages to an application
+ * that computes stay in their queues without waking this engine. */
+static void tnbc_engine_settle(struct tnbc_domain *dom)
+{
+	struct tnbc_list *it;
+
+	pthread_rwlock_rdlock(&dom->ep_lock);
+	for (it = dom->ep_list.next; it != &dom->ep_list; it = it->next) {
+		struct tnbc_ep *ep =
+			tnbc_container_of(it, struct tnbc_ep, dom_entry);
+
+		if (!atomic_load_explicit(&ep->rx_marked,
+					  memory_order_relaxed) ||
+		    atomic_load_explicit(&ep->rx_nposted,
+					 memory_order_relaxed) ||
+		    pthread_mutex_trylock(&ep->lock))
+			continue;
+		tnbc_ep_rx_settle(ep);
+		pthread_mutex_unlock(&ep->lock);
+	}
+	pthread_rwlock_unlock(&dom->ep_lock);
+}
+
 /* Sleeps until a peer rings the bell, a thread kicks, or the timeout
  * passes; returns app (whether an application thread was polling, in
  * which case the nap was bounded). */
@@ -261,6 +285,11 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	} else {
 		*nap_ns = 0;
 	}
+	/* Before the token: a sender that sees the mark gone and this
+	 * engine awake leaves its eager message to whoever polls next,
+	 * which is this engine's look below. */
+	if (!app)
+		tnbc_engine_settle(dom);
 	/* The token first: a kick or a ring from now on cuts the sleep
 	 * short, so nothing found missing below can be lost. */
 	token = xops->sleep_begin(dom->xdom, app);

@@ -119,12 +119,13 @@ struct tnbc_xport_ops {
 	 * lock across the wait: a packet queued after sleep_begin makes
 	 * sleep_wait return at once. */
 	void (*app_mark)(struct tnbc_xdom *xdom, bool active);
-	/* Receives posted (delta > 0) or taken off (< 0) in this domain.
-	 * While none is posted, a sender need not wake the engine for an
-	 * eager message: it completes nothing until the application calls
-	 * in, and the application finds it in the queue.  After posting,
-	 * the caller must look at its queue itself (a sender may have
-	 * seen the old count). */
+	/* An endpoint of this domain now has receives posted (delta > 0)
+	 * or no longer has (< 0; see tnbc_ep.rx_marked).  While none has,
+	 * a sender need not wake the engine for an eager message: it
+	 * completes nothing until the application calls in, and the
+	 * application finds it in the queue.  After posting, the caller
+	 * must look at its queue itself (a sender may have seen the old
+	 * count). */
 	void (*rx_posted)(struct tnbc_xdom *xdom, int delta);
 	bool (*app_active)(struct tnbc_xdom *xdom);
 	/* How long a poll counts as polling, for app_active and for

@@ -87,7 +87,8 @@ struct tnbc_shm_bell {
 	 * cache; 0 while no application thread polls */
 	_Alignas(64) atomic_uint_fast64_t app_seen;
 	atomic_uint pulls; /* single-copy reads in flight in this domain */
-	/* receives posted in this domain: while there are none, an eager
+	/* endpoints of this domain with receives posted (or that had some
+	 * since the engine last slept): while there are none, an eager
 	 * message has nothing to complete and may wait in the queue for
 	 * the application's next call, without a wake-up */
 	_Alignas(64) atomic_int rx_posted;
