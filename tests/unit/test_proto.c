@@ -856,6 +856,78 @@ START_TEST(proto_rx_posted_settles)
 }
 END_TEST
 
+/* Watches, with no provider call, for up to TU_WAIT_MS until the
+ * bell's engine sleeps with no timeout. */
+static void bell_wait_asleep(struct tnbc_shm_bell *b)
+{
+	uint64_t deadline = tu_now_ms() + TU_WAIT_MS;
+	bool asleep;
+
+	TU_WATCH_BEGIN();
+	while (!(asleep = atomic_load(&b->sleeping) == TNBC_SHM_ASLEEP) &&
+	       tu_now_ms() < deadline)
+		tu_sleep_ms(1);
+	TU_WATCH_END();
+	ck_assert_msg(asleep, "the engine never fell asleep");
+}
+
+/*
+ * Eager messages that came while no receive was posted and the engine
+ * slept stay in the queue, and their sender rang for none of them.
+ * Receives then posted for them, with no other call, must still get
+ * them, every one: nothing else will wake the engine.  The test watches
+ * the receive buffers, with no provider call.
+ */
+START_TEST(proto_posted_burst_no_calls)
+{
+	enum { N = 3, LEN = 100 };
+	struct tu_world w;
+	struct tnbc_shm_bell *b;
+	uint8_t sbuf[N][LEN], rbuf[N][LEN];
+	struct fi_cq_tagged_entry e;
+	uint64_t deadline;
+	int filled = 0;
+
+	tu_world_open(&w, 2, NULL);
+	b = bell_map(&w.ep[R].name);
+	memset(rbuf, 0, sizeof(rbuf));
+	for (int i = 0; i < N; i++) {
+		tu_fill(sbuf[i], LEN, 300 + (uint32_t)i);
+		ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf[i], LEN, NULL,
+					  w.addr[R], 40 + (uint64_t)i,
+					  &ctx[4]),
+				 0);
+		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	}
+	bell_wait_asleep(b);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(fi_trecv(w.ep[R].ep, rbuf[i], LEN, NULL,
+					  FI_ADDR_UNSPEC, 40 + (uint64_t)i, 0,
+					  &ctx[i]),
+				 0);
+	deadline = tu_now_ms() + TU_WAIT_MS;
+	TU_WATCH_BEGIN();
+	while (filled != N && tu_now_ms() < deadline) {
+		filled = 0;
+		for (int i = 0; i < N; i++)
+			filled += !memcmp(rbuf[i], sbuf[i], LEN);
+		if (filled != N)
+			tu_sleep_ms(1);
+	}
+	TU_WATCH_END();
+	ck_assert_msg(filled == N,
+		      "%d of %d messages delivered without further calls",
+		      filled, N);
+	for (int i = 0; i < N; i++) {
+		tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+		ck_assert_ptr_eq(e.op_context, &ctx[i]);
+		ck_assert_uint_eq(e.len, LEN);
+	}
+	munmap(b, sizeof(*b));
+	tu_world_close(&w);
+}
+END_TEST
+
 /*
  * Two domains, so two engines and two doorbells, as between processes.
  * Each side posts and then only sleeps in poll(2) on its CQ fds: every
@@ -943,6 +1015,7 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tr, proto_svc_reopen);
 	tcase_add_test(tr, proto_cross_domain_wakeup);
 	tcase_add_test(tr, proto_rx_posted_settles);
+	tcase_add_test(tr, proto_posted_burst_no_calls);
 	suite_add_tcase(s, tr);
 	return s;
 }

@@ -731,9 +731,9 @@ static inline bool tnbc_engine_is_self(struct tnbc_domain *dom)
 	       (uintptr_t)pthread_self();
 }
 
-/* A receive went onto rx_msg or rx_tagged (add) or left it.  Lock
- * held. */
-void tnbc_ep_rx_add(struct tnbc_ep *ep);
+/* A receive went onto rx_msg or rx_tagged (add: true when that marked
+ * the endpoint) or left it.  Lock held. */
+bool tnbc_ep_rx_add(struct tnbc_ep *ep);
 static inline void tnbc_ep_rx_del(struct tnbc_ep *ep)
 {
 	atomic_store_explicit(

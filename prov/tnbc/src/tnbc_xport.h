@@ -89,6 +89,13 @@ struct tnbc_xport_ops {
 	void (*rewind)(struct tnbc_xep *xep);
 	/* A packet not offered yet is queued.  Consumer only. */
 	bool (*pending)(struct tnbc_xep *xep);
+	/* look_mark remembers how far senders have taken the queue now;
+	 * unlooked then says whether a packet from before that point is
+	 * still to be offered.  Called after rx_posted(+1): those are the
+	 * packets whose senders may have seen no receive posted and left
+	 * them without a wake-up.  Consumer only. */
+	void (*look_mark)(struct tnbc_xep *xep);
+	bool (*unlooked)(struct tnbc_xep *xep);
 	/* The queue waits behind a packet a sender is still writing (or
 	 * died writing): poll again within a bounded time, since nobody
 	 * may ring for it.  Consumer only. */

@@ -180,6 +180,7 @@ struct tnbc_xep {
 	/* packets before it were seen to be eager messages (quiet): each
 	 * is looked at once, however often quiet is asked */
 	uint64_t quiet_pos;
+	uint64_t look_until; /* tail at the last look_mark */
 };
 
 static atomic_uint tnbc_shm_next_uid;
@@ -1370,6 +1371,20 @@ static bool tnbc_shm_pending(struct tnbc_xep *xep)
 				    memory_order_acquire) == pos + 1;
 }
 
+static void tnbc_shm_look_mark(struct tnbc_xep *xep)
+{
+	/* a hint a hostile peer may have moved: too far only means looks
+	 * that find nothing, as every post made before */
+	xep->look_until =
+		atomic_load_explicit(&xep->region->tail, memory_order_acquire);
+}
+
+static bool tnbc_shm_unlooked(struct tnbc_xep *xep)
+{
+	return (int64_t)(xep->look_until - tnbc_shm_next(xep)) > 0 &&
+	       tnbc_shm_pending(xep);
+}
+
 static bool tnbc_shm_stalled(struct tnbc_xep *xep)
 {
 	uint64_t pos = tnbc_shm_next(xep);
@@ -1604,6 +1619,8 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.poll = tnbc_shm_poll,
 	.rewind = tnbc_shm_rewind,
 	.pending = tnbc_shm_pending,
+	.look_mark = tnbc_shm_look_mark,
+	.unlooked = tnbc_shm_unlooked,
 	.stalled = tnbc_shm_stalled,
 	.idle = tnbc_shm_idle,
 	.quiet = tnbc_shm_quiet,
