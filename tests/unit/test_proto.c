@@ -894,8 +894,7 @@ START_TEST(proto_posted_burst_no_calls)
 	for (int i = 0; i < N; i++) {
 		tu_fill(sbuf[i], LEN, 300 + (uint32_t)i);
 		ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf[i], LEN, NULL,
-					  w.addr[R], 40 + (uint64_t)i,
-					  &ctx[4]),
+					  w.addr[R], 40 + (uint64_t)i, &ctx[4]),
 				 0);
 		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
 	}

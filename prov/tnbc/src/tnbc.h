@@ -103,9 +103,9 @@
 #define TNBC_CQ_DATA_SIZE 8
 #define TNBC_DEF_CQ_SIZE  1024
 /* first size of a CQ's application queue (it grows) */
-#define TNBC_CQ_APP_QUEUE   64
+#define TNBC_CQ_APP_QUEUE 64
 /* the most entries a CQ's ring starts with, whatever its size asks */
-#define TNBC_CQ_START_MAX (1u << 20)
+#define TNBC_CQ_START_MAX   (1u << 20)
 #define TNBC_DEF_QUEUE_SIZE 65536
 
 #define TNBC_EP_CAPS                                                           \
@@ -738,8 +738,7 @@ static inline void tnbc_ep_rx_del(struct tnbc_ep *ep)
 {
 	atomic_store_explicit(
 		&ep->rx_nposted,
-		atomic_load_explicit(&ep->rx_nposted, memory_order_relaxed) -
-			1,
+		atomic_load_explicit(&ep->rx_nposted, memory_order_relaxed) - 1,
 		memory_order_relaxed);
 }
 /* Takes the endpoint's mark off if no receive is posted.  Lock held. */

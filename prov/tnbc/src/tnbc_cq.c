@@ -141,8 +141,9 @@ int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
 		FI_WARN(&tnbc_prov, FI_LOG_CQ, "out of memory growing CQ\n");
 		return ret;
 	}
-	tnbc_cq_fill(tnbc_cq_slot(cq->ring, cq->ring_size, cq->head + cq->count),
-		     context, flags, len, buf, data, tag, src);
+	tnbc_cq_fill(
+		tnbc_cq_slot(cq->ring, cq->ring_size, cq->head + cq->count),
+		context, flags, len, buf, data, tag, src);
 	cq->count++;
 	tnbc_cq_notify(cq);
 	pthread_mutex_unlock(&cq->lock);

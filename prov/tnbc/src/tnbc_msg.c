@@ -1478,8 +1478,7 @@ bool tnbc_ep_rx_add(struct tnbc_ep *ep)
 {
 	atomic_store_explicit(
 		&ep->rx_nposted,
-		atomic_load_explicit(&ep->rx_nposted, memory_order_relaxed) +
-			1,
+		atomic_load_explicit(&ep->rx_nposted, memory_order_relaxed) + 1,
 		memory_order_relaxed);
 	if (atomic_load_explicit(&ep->rx_marked, memory_order_relaxed))
 		return false;

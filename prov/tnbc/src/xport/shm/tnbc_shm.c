@@ -771,7 +771,8 @@ static bool tnbc_shm_peer_polls(struct tnbc_xdom *xdom,
 				      memory_order_relaxed);
 	}
 	return tnbc_shm_app_polls(
-		bell, atomic_load_explicit(&bell->window_ns, memory_order_relaxed),
+		bell,
+		atomic_load_explicit(&bell->window_ns, memory_order_relaxed),
 		hint);
 }
 
