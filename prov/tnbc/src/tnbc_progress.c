@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <hwloc.h>
+#include <hwloc/glibc-sched.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -331,15 +332,23 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
  * else the idle hyperthread siblings of the CPUs the process is bound to.
  * Without either, the engine keeps the process's binding (on a machine
  * with fewer cores than busy threads there is nowhere better to go).
+ * Returns true with *cs filled when the engine is to be bound.
+ *
+ * Called by the thread that starts the engine, which then creates it
+ * bound: hwloc's discovery loads (and later unloads) its plugins, and
+ * run on the new engine thread, beside the application's first calls
+ * that map and unmap queues, it made ThreadSanitizer report the
+ * plugins' reuse of that memory as a race.
  */
-static void tnbc_engine_place(void)
+static bool tnbc_engine_cpus(cpu_set_t *cs)
 {
 	hwloc_bitmap_t app = NULL, set = NULL;
 	hwloc_topology_t topo;
 	hwloc_obj_t core = NULL;
+	bool bind = false;
 
 	if (hwloc_topology_init(&topo))
-		return;
+		return false;
 	if (hwloc_topology_load(topo))
 		goto out;
 	app = hwloc_bitmap_alloc();
@@ -366,13 +375,13 @@ static void tnbc_engine_place(void)
 	hwloc_bitmap_and(set, set, hwloc_topology_get_allowed_cpuset(topo));
 	if (hwloc_bitmap_iszero(set))
 		goto out;
-	if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD))
-		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
-			"cannot bind the progress engine\n");
+	bind = !hwloc_cpuset_to_glibc_sched_affinity(topo, set, cs,
+						     sizeof(*cs));
 out:
 	hwloc_bitmap_free(app);
 	hwloc_bitmap_free(set);
 	hwloc_topology_destroy(topo);
+	return bind;
 }
 
 static void *tnbc_engine_main(void *arg)
@@ -391,7 +400,6 @@ static void *tnbc_engine_main(void *arg)
 	e->busy = false;
 	e->load_ns = 0;
 	e->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-	tnbc_engine_place();
 	atomic_store(&e->cpu, sched_getcpu());
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
 		/* While an application thread polls, it moves the data
@@ -438,10 +446,28 @@ static void *tnbc_engine_main(void *arg)
 
 int tnbc_engine_start(struct tnbc_domain *dom)
 {
+	pthread_attr_t attr;
+	cpu_set_t cs;
+	bool bind = tnbc_engine_cpus(&cs);
 	int ret;
 
 	atomic_store(&dom->engine.stop, false);
-	ret = pthread_create(&dom->engine.thread, NULL, tnbc_engine_main, dom);
+	ret = pthread_attr_init(&attr);
+	if (!ret) {
+		if (bind)
+			bind = !pthread_attr_setaffinity_np(&attr, sizeof(cs),
+							    &cs);
+		ret = pthread_create(&dom->engine.thread, &attr,
+				     tnbc_engine_main, dom);
+		pthread_attr_destroy(&attr);
+	}
+	/* a CPU set the kernel refuses: the engine runs unbound */
+	if (ret == EINVAL && bind) {
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+			"cannot bind the progress engine\n");
+		ret = pthread_create(&dom->engine.thread, NULL,
+				     tnbc_engine_main, dom);
+	}
 	if (ret) {
 		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
 			"cannot start the progress engine: %s\n",
