@@ -349,6 +349,15 @@ static bool tnbc_engine_cpus(cpu_set_t *cs)
 
 	if (hwloc_topology_init(&topo))
 		return false;
+#if HWLOC_API_VERSION >= 0x00020100
+	/* The x86 backend reads CPUID on each CPU in turn, moving the
+	 * calling thread there: the application's thread, here, which it
+	 * then left on the last CPU, beside the peer's (pingpongs 20x
+	 * slower until the scheduler parted them).  The OS's view of the
+	 * cores is all this needs. */
+	hwloc_topology_set_components(
+		topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+#endif
 	if (hwloc_topology_load(topo))
 		goto out;
 	app = hwloc_bitmap_alloc();
