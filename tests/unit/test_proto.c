@@ -767,19 +767,43 @@ static struct tnbc_shm_bell *bell_map(const struct tnbc_name *n)
 	return b;
 }
 
-/* Watches the bell's count of endpoints with receives posted, with no
- * provider call, for up to ms; true once it reads want. */
-static bool bell_posted_is(struct tnbc_shm_bell *b, int want, unsigned ms)
+/* Watches the bell, with no provider call, for up to ms until its
+ * engine's state (sleeping) or its count of endpoints with receives
+ * posted reads want; false if it never did. */
+static bool bell_reads(struct tnbc_shm_bell *b, bool sleeping, unsigned want,
+		       unsigned ms)
 {
 	uint64_t deadline = tu_now_ms() + ms;
 	bool hit;
 
 	TU_WATCH_BEGIN();
-	while (!(hit = atomic_load(&b->rx_posted) == want) &&
+	while (!(hit = (sleeping ? atomic_load(&b->sleeping)
+				 : (unsigned)atomic_load(&b->rx_posted)) ==
+		       want) &&
 	       tu_now_ms() < deadline)
 		tu_sleep_ms(1);
 	TU_WATCH_END();
 	return hit;
+}
+
+static bool bell_posted_is(struct tnbc_shm_bell *b, unsigned want, unsigned ms)
+{
+	return bell_reads(b, false, want, ms);
+}
+
+/* Sends sbuf from A to R with tag; its receive completes with rx_ctx. */
+static void settle_send(struct tu_world *w, char *sbuf, uint64_t tag,
+			void *rx_ctx)
+{
+	struct fi_cq_tagged_entry e;
+
+	ck_assert_int_eq(
+		fi_tsend(w->ep[A].ep, sbuf, 8, NULL, w->addr[R], tag, &ctx[1]),
+		0);
+	tu_cq_expect(w->ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, rx_ctx);
+	tu_cq_expect(w->ep[A].tx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[1]);
 }
 
 /*
@@ -806,12 +830,7 @@ START_TEST(proto_rx_posted_settles)
 				  FI_ADDR_UNSPEC, 1, 0, &ctx[0]),
 			 0);
 	ck_assert_int_eq(atomic_load(&b->rx_posted), 1);
-	ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf, sizeof(sbuf), NULL,
-				  w.addr[R], 1, &ctx[1]),
-			 0);
-	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
-	ck_assert_ptr_eq(e.op_context, &ctx[0]);
-	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	settle_send(&w, sbuf, 1, &ctx[0]);
 	ck_assert_msg(bell_posted_is(b, 0, TU_WAIT_MS),
 		      "the engine left the endpoint counted with no receive "
 		      "posted: %d",
@@ -824,12 +843,7 @@ START_TEST(proto_rx_posted_settles)
 					  &ctx[2 + i]),
 				 0);
 	ck_assert_int_eq(atomic_load(&b->rx_posted), 1);
-	ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf, sizeof(sbuf), NULL,
-				  w.addr[R], 2, &ctx[1]),
-			 0);
-	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
-	ck_assert_ptr_eq(e.op_context, &ctx[2]);
-	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	settle_send(&w, sbuf, 2, &ctx[2]);
 	/* the receive still posted keeps it */
 	ck_assert(!bell_posted_is(b, 0, TU_QUIET_MS));
 	ck_assert_int_eq(atomic_load(&b->rx_posted), 1);
@@ -856,19 +870,12 @@ START_TEST(proto_rx_posted_settles)
 }
 END_TEST
 
-/* Watches, with no provider call, for up to TU_WAIT_MS until the
- * bell's engine sleeps with no timeout. */
+/* Waits, with no provider call, until the bell's engine sleeps with
+ * no timeout. */
 static void bell_wait_asleep(struct tnbc_shm_bell *b)
 {
-	uint64_t deadline = tu_now_ms() + TU_WAIT_MS;
-	bool asleep;
-
-	TU_WATCH_BEGIN();
-	while (!(asleep = atomic_load(&b->sleeping) == TNBC_SHM_ASLEEP) &&
-	       tu_now_ms() < deadline)
-		tu_sleep_ms(1);
-	TU_WATCH_END();
-	ck_assert_msg(asleep, "the engine never fell asleep");
+	ck_assert_msg(bell_reads(b, true, TNBC_SHM_ASLEEP, TU_WAIT_MS),
+		      "the engine never fell asleep");
 }
 
 /*
