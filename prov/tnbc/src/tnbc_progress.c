@@ -3,11 +3,12 @@
  * done inside application calls.  See the design comment in tnbc.h.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
-#include <hwloc/glibc-sched.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -332,29 +333,22 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
  * else the idle hyperthread siblings of the CPUs the process is bound to.
  * Without either, the engine keeps the process's binding (on a machine
  * with fewer cores than busy threads there is nowhere better to go).
- * Returns true with *cs filled when the engine is to be bound.
  *
- * Called by the thread that starts the engine, which then creates it
- * bound: hwloc's discovery loads (and later unloads) its plugins, and
- * run on the new engine thread, beside the application's first calls
- * that map and unmap queues, it made ThreadSanitizer report the
- * plugins' reuse of that memory as a race.
+ * Runs on the engine thread, before tnbc_engine_start returns (see
+ * there).
  */
-static bool tnbc_engine_cpus(cpu_set_t *cs)
+static void tnbc_engine_place(void)
 {
 	hwloc_bitmap_t app = NULL, set = NULL;
 	hwloc_topology_t topo;
 	hwloc_obj_t core = NULL;
-	bool bind = false;
 
 	if (hwloc_topology_init(&topo))
-		return false;
+		return;
 #if HWLOC_API_VERSION >= 0x00020100
-	/* The x86 backend reads CPUID on each CPU in turn, moving the
-	 * calling thread there: the application's thread, here, which it
-	 * then left on the last CPU, beside the peer's (pingpongs 20x
-	 * slower until the scheduler parted them).  The OS's view of the
-	 * cores is all this needs. */
+	/* The x86 backend reads CPUID on each CPU in turn by moving the
+	 * calling thread there; the OS's view of the cores is all this
+	 * needs. */
 	hwloc_topology_set_components(
 		topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
 #endif
@@ -384,18 +378,25 @@ static bool tnbc_engine_cpus(cpu_set_t *cs)
 	hwloc_bitmap_and(set, set, hwloc_topology_get_allowed_cpuset(topo));
 	if (hwloc_bitmap_iszero(set))
 		goto out;
-	bind = !hwloc_cpuset_to_glibc_sched_affinity(topo, set, cs,
-						     sizeof(*cs));
+	if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD))
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+			"cannot bind the progress engine\n");
 out:
 	hwloc_bitmap_free(app);
 	hwloc_bitmap_free(set);
 	hwloc_topology_destroy(topo);
-	return bind;
 }
+
+/* What tnbc_engine_start hands the engine thread, on its stack. */
+struct tnbc_engine_boot {
+	struct tnbc_domain *dom;
+	sem_t placed;
+};
 
 static void *tnbc_engine_main(void *arg)
 {
-	struct tnbc_domain *dom = arg;
+	struct tnbc_engine_boot *boot = arg;
+	struct tnbc_domain *dom = boot->dom;
 	struct tnbc_engine *e = &dom->engine;
 	uint64_t spin_ns = tnbc_env.spin_us * 1000u;
 	uint64_t window = tnbc_env.app_window_us * 1000u;
@@ -409,6 +410,8 @@ static void *tnbc_engine_main(void *arg)
 	e->busy = false;
 	e->load_ns = 0;
 	e->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	tnbc_engine_place();
+	sem_post(&boot->placed); /* boot is gone from here on */
 	atomic_store(&e->cpu, sched_getcpu());
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
 		/* While an application thread polls, it moves the data
@@ -455,28 +458,25 @@ static void *tnbc_engine_main(void *arg)
 
 int tnbc_engine_start(struct tnbc_domain *dom)
 {
-	pthread_attr_t attr;
-	cpu_set_t cs;
-	bool bind = tnbc_engine_cpus(&cs);
+	struct tnbc_engine_boot boot = {.dom = dom};
 	int ret;
 
+	if (sem_init(&boot.placed, 0, 0))
+		return -FI_EOTHER;
 	atomic_store(&dom->engine.stop, false);
-	ret = pthread_attr_init(&attr);
-	if (!ret) {
-		if (bind)
-			bind = !pthread_attr_setaffinity_np(&attr, sizeof(cs),
-							    &cs);
-		ret = pthread_create(&dom->engine.thread, &attr,
-				     tnbc_engine_main, dom);
-		pthread_attr_destroy(&attr);
-	}
-	/* a CPU set the kernel refuses: the engine runs unbound */
-	if (ret == EINVAL && bind) {
-		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
-			"cannot bind the progress engine\n");
-		ret = pthread_create(&dom->engine.thread, NULL,
-				     tnbc_engine_main, dom);
-	}
+	ret = pthread_create(&dom->engine.thread, NULL, tnbc_engine_main,
+			     &boot);
+	/* The engine places itself first, and the application goes on
+	 * only then: hwloc's discovery loads and unloads its plugins, and
+	 * beside the application's first calls, which map and unmap
+	 * queues, ThreadSanitizer took a plugin's reuse of such memory
+	 * for a race (a clean-clone CI run, 1 in about 15).  Run by the
+	 * application's thread instead, it cost SEMI's receive a third,
+	 * for reasons not found. */
+	if (!ret)
+		while (sem_wait(&boot.placed) && errno == EINTR)
+			;
+	sem_destroy(&boot.placed);
 	if (ret) {
 		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
 			"cannot start the progress engine: %s\n",
