@@ -288,8 +288,9 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 		*nap_ns = 0;
 	}
 	/* Before the token: a sender that sees the mark gone and this
-	 * engine awake leaves its eager message to whoever polls next,
-	 * which is this engine's look below. */
+	 * engine awake leaves its eager message for a receive yet to be
+	 * posted, and a receive posted meanwhile marks the endpoint again,
+	 * so that the look below finds the message for it. */
 	if (!app)
 		tnbc_engine_settle(dom);
 	/* The token first: a kick or a ring from now on cuts the sleep
