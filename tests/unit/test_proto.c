@@ -821,7 +821,7 @@ static int shm_rss_kb(const char *path, long *out, int max)
 		unsigned long lo, hi;
 		long kb;
 
-		/* a mapping's first line: "lo-hi perms offset dev inode path" */
+		/* a mapping starts "lo-hi perms offset dev inode path" */
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
 			char *nl = strchr(line, '\n');
 
@@ -879,6 +879,50 @@ START_TEST(proto_ring_prefaulted)
 		ck_assert_msg((size_t)rss[i] >= kb,
 			      "mapping %d of %s: %ld of %zu kB resident", i,
 			      path, rss[i], kb);
+	tu_world_close(&w);
+}
+END_TEST
+
+/* Engine wake-ups counted in dom over ms, with no provider call but the
+ * counter read (which is not a poll). */
+static uint64_t wakeups_over(struct fid_domain *dom, unsigned ms)
+{
+	struct fi_tnbc_engine_stats a, b;
+
+	tu_engine_stats(dom, &a);
+	tu_sleep_ms(ms);
+	tu_engine_stats(dom, &b);
+	return b.engine_wakeups - a.engine_wakeups;
+}
+
+/*
+ * With its application away, an engine that had work lately sleeps in
+ * bounded steps, which need no barrier (a packet its sender published
+ * unseen as the engine went to sleep waits for the end of the step), and
+ * once it has had nothing to do for a second it sleeps for good: an idle
+ * process uses no CPU.
+ */
+START_TEST(proto_idle_engine_sleeps_for_good)
+{
+	struct tu_world w;
+	char sbuf[8] = "idle", rbuf[8];
+	uint64_t deadline, n = 1;
+
+	tu_world_open(&w, 2, NULL);
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, rbuf, sizeof(rbuf), NULL,
+				  FI_ADDR_UNSPEC, 5, 0, &ctx[0]),
+			 0);
+	settle_send(&w, sbuf, 5, &ctx[0]);
+
+	/* lately busy: once its naps beside the polling test thread are
+	 * over (3.2 ms at most), its sleeps end on their own (10 ms) */
+	tu_sleep_ms(50);
+	ck_assert_uint_gt(wakeups_over(w.d.domain, 300), 0);
+	/* then idle: no wake-up at all for a while */
+	deadline = tu_now_ms() + 10000;
+	while (n && tu_now_ms() < deadline)
+		n = wakeups_over(w.d.domain, 300);
+	ck_assert_msg(n == 0, "an idle engine still wakes up after 10 s");
 	tu_world_close(&w);
 }
 END_TEST
@@ -1092,6 +1136,7 @@ Suite *tu_proto_suite(void)
 	tcase_set_timeout(tr, TU_TCASE_TIMEOUT);
 	tcase_add_test(tr, proto_ring_wrap);
 	tcase_add_test(tr, proto_ring_prefaulted);
+	tcase_add_test(tr, proto_idle_engine_sleeps_for_good);
 	tcase_add_loop_test(tr, proto_ring_burst, 0, 2);
 	tcase_add_test(tr, proto_bad_packets);
 	tcase_add_test(tr, proto_bad_rts);

@@ -234,6 +234,9 @@ struct tnbc_engine {
 	 * not polled lately (the engine may have held the lock, or the
 	 * core) */
 	atomic_bool app_blocked;
+	/* when it last moved anything or saw an application poll (engine
+	 * thread only; chooses how it sleeps) */
+	uint64_t active_ns;
 	/* engine thread only: the host's load, sampled from /proc/loadavg,
 	 * and the application window it implies (tnbc_progress.c) */
 	int load_fd;

@@ -27,6 +27,14 @@
  * busy or virtual machine. */
 #define TNBC_NAP_MAX 16u
 
+/* The application away, the engine sleeps in steps of at most this long
+ * while it has had work within TNBC_IDLE_NS, and without a bound once it
+ * has not (TNBC_SLEEP_SHORT and _LONG): only the unbounded sleep needs
+ * the barrier that lets senders publish without a fence, and that
+ * barrier interrupts every computing rank's CPU. */
+#define TNBC_SHORT_SLEEP_NS 10000000u
+#define TNBC_IDLE_NS	    1000000000u
+
 /* On a host with more runnable threads than CPUs (ranks oversubscribe
  * the cores), an application thread waits for a core for milliseconds
  * between polls, and every wake-up of an engine only adds a thread that
@@ -269,8 +277,9 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	struct tnbc_engine *e = &dom->engine;
 	uint64_t window = e->window_ns;
 	uint64_t cap = tnbc_env.app_window_us * 1000u * TNBC_NAP_MAX;
-	uint64_t timeout = 0;
+	uint64_t timeout = 0, now = tnbc_now_ns();
 	enum tnbc_ep_need need = TNBC_NEED_NONE;
+	enum tnbc_sleep how = TNBC_SLEEP_NAP;
 	struct tnbc_list *it;
 	unsigned token;
 
@@ -284,8 +293,14 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 		if (*nap_ns > cap)
 			*nap_ns = cap;
 		timeout = *nap_ns;
+		e->active_ns = now;
+	} else if (now - e->active_ns < TNBC_IDLE_NS) {
+		*nap_ns = 0;
+		how = TNBC_SLEEP_SHORT;
+		timeout = TNBC_SHORT_SLEEP_NS;
 	} else {
 		*nap_ns = 0;
+		how = TNBC_SLEEP_LONG;
 	}
 	/* Before the token: a sender that sees the mark gone and this
 	 * engine awake leaves its eager message for a receive yet to be
@@ -295,7 +310,7 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 		tnbc_engine_settle(dom);
 	/* The token first: a kick or a ring from now on cuts the sleep
 	 * short, so nothing found missing below can be lost. */
-	token = xops->sleep_begin(dom->xdom, app);
+	token = xops->sleep_begin(dom->xdom, how);
 	pthread_rwlock_rdlock(&dom->ep_lock);
 	/* With an application thread polling, queued packets are its to
 	 * take; only an unbounded sleep must not miss one. */
@@ -408,6 +423,7 @@ static void *tnbc_engine_main(void *arg)
 	atomic_store_explicit(&e->self, (uintptr_t)pthread_self(),
 			      memory_order_relaxed);
 	e->window_ns = window;
+	e->active_ns = last;
 	e->busy = false;
 	e->load_ns = 0;
 	e->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
@@ -431,7 +447,7 @@ static void *tnbc_engine_main(void *arg)
 					goto nap;
 			}
 			if (n) {
-				last = now;
+				last = e->active_ns = now;
 				continue;
 			}
 			if (now - last < spin_ns) {

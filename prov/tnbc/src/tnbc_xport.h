@@ -55,6 +55,20 @@ struct tnbc_xport_stats {
 	uint64_t refused; /* peers not mapped: not a trusted owner */
 };
 
+/* How the engine sleeps (sleep_begin). */
+enum tnbc_sleep {
+	/* bounded, while an application thread polls: senders may leave
+	 * packets to it */
+	TNBC_SLEEP_NAP,
+	/* bounded, the application away: senders ring, and a sender that
+	 * publishes as the engine goes to sleep may go unseen until the
+	 * bound (no barrier is run for it, see TNBC_SLEEP_LONG) */
+	TNBC_SLEEP_SHORT,
+	/* unbounded, the application away: senders ring, and none is
+	 * missed (the transport runs whatever barrier that takes) */
+	TNBC_SLEEP_LONG,
+};
+
 struct tnbc_xport_ops {
 	const char *name;
 	enum tnbc_xport_id id;
@@ -119,8 +133,8 @@ struct tnbc_xport_ops {
 	 * domain).  app_mark records that an application thread is driving
 	 * progress itself (or, false, that none is); app_active says
 	 * whether one did within the last window (set_window).  Senders
-	 * skip waking an engine that naps with a bounded timeout
-	 * (sleep_begin with bounded) while the application polls.
+	 * skip waking an engine that naps (TNBC_SLEEP_NAP) while the
+	 * application polls.
 	 * Sleeping is split so the caller can check its queues for pending
 	 * packets between sleep_begin and sleep_wait without holding any
 	 * lock across the wait: a packet queued after sleep_begin makes
@@ -138,7 +152,7 @@ struct tnbc_xport_ops {
 	/* How long a poll counts as polling, for app_active and for
 	 * senders (FI_TNBC_APP_WINDOW_US until the engine changes it). */
 	void (*set_window)(struct tnbc_xdom *xdom, uint64_t ns);
-	unsigned (*sleep_begin)(struct tnbc_xdom *xdom, bool bounded);
+	unsigned (*sleep_begin)(struct tnbc_xdom *xdom, enum tnbc_sleep how);
 	void (*sleep_cancel)(struct tnbc_xdom *xdom);
 	void (*sleep_wait)(struct tnbc_xdom *xdom, unsigned token,
 			   uint64_t timeout_ns);

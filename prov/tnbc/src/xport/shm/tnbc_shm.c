@@ -116,6 +116,8 @@ struct tnbc_xdom {
 	/* this process is registered for global expedited membarriers, and
 	 * the engine uses them (tnbc_shm_bell.asym) */
 	bool asym;
+	/* the engine's sleep as begun (engine thread only) */
+	enum tnbc_sleep sleep_how;
 	/* when an application thread last wrote bell->app_seen (any
 	 * application thread: a lost update only costs one more write) */
 	atomic_uint_fast64_t app_written;
@@ -811,9 +813,10 @@ static void tnbc_shm_ring(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 	/* Pairs with the fence in tnbc_shm_sleep_begin: either the engine
 	 * sees our packet before sleeping, or we see it asleep.  With
 	 * membarrier on both sides the engine's barrier before it sleeps
-	 * stands for ours: the store of the packet is not held up here
-	 * waiting for its cache line, which is most of a small message's
-	 * cost. */
+	 * without a bound stands for ours: the store of the packet is not
+	 * held up here waiting for its cache line, which is most of a
+	 * small message's cost.  A packet that goes unseen by a bounded
+	 * sleep waits for its end. */
 	if (!peer->asym)
 		atomic_thread_fence(memory_order_seq_cst);
 	state = atomic_load_explicit(&bell->sleeping, memory_order_relaxed);
@@ -1568,18 +1571,25 @@ static void tnbc_shm_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 	atomic_store_explicit(&xdom->bell->window_ns, ns, memory_order_relaxed);
 }
 
-static unsigned tnbc_shm_sleep_begin(struct tnbc_xdom *xdom, bool bounded)
+static unsigned tnbc_shm_sleep_begin(struct tnbc_xdom *xdom,
+				     enum tnbc_sleep how)
 {
 	struct tnbc_shm_bell *bell = xdom->bell;
 	unsigned seq = atomic_load_explicit(&bell->seq, memory_order_acquire);
 
+	xdom->sleep_how = how;
 	atomic_store_explicit(&bell->sleeping,
-			      bounded ? TNBC_SHM_NAPPING : TNBC_SHM_ASLEEP,
+			      how == TNBC_SLEEP_NAP ? TNBC_SHM_NAPPING
+						    : TNBC_SHM_ASLEEP,
 			      memory_order_relaxed);
 	/* Pairs with the fence in tnbc_shm_ring, or, for senders that skip
-	 * it (tnbc_shm_bell.asym), stands for it.  A bounded nap needs no
-	 * more: while it lasts, the polling application takes packets. */
-	if (!bounded && xdom->asym &&
+	 * it (tnbc_shm_bell.asym), stands for it.  A bounded sleep needs no
+	 * more: a packet such a sender published unseen waits for its end
+	 * at worst.  The barrier interrupts every CPU that runs a
+	 * registered process (a computing rank), and in a virtual machine
+	 * it cost a fully subscribed LAMMPS run a tenth of its time when
+	 * run before every sleep. */
+	if (how == TNBC_SLEEP_LONG && xdom->asym &&
 	    !syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0))
 		return seq;
 	atomic_thread_fence(memory_order_seq_cst);
@@ -1597,10 +1607,14 @@ static void tnbc_shm_sleep_wait(struct tnbc_xdom *xdom, unsigned seq,
 	struct timespec ts, *tsp = NULL;
 
 	if (timeout_ns) {
-		/* bounded after all (a retry): senders may leave packets to
-		 * a polling application, as in a nap */
-		atomic_store_explicit(&xdom->bell->sleeping, TNBC_SHM_NAPPING,
-				      memory_order_relaxed);
+		/* an unbounded sleep bounded after all (a retry): senders
+		 * may leave packets to a polling application, as in a nap.
+		 * A short sleep stays a sleep: the application is away, and
+		 * every packet rings. */
+		if (xdom->sleep_how == TNBC_SLEEP_LONG)
+			atomic_store_explicit(&xdom->bell->sleeping,
+					      TNBC_SHM_NAPPING,
+					      memory_order_relaxed);
 		ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
 		ts.tv_nsec = (long)(timeout_ns % 1000000000u);
 		tsp = &ts;
