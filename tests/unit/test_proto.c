@@ -740,22 +740,33 @@ static void xdom_wait(struct fid_cq *cq, int fd, void *ctx_want,
 	ck_assert_ptr_eq(e.op_context, ctx_want);
 }
 
-/* The doorbell of the domain that owns the endpoint named n, mapped the
- * way a peer maps it. */
-static struct tnbc_shm_bell *bell_map(const struct tnbc_name *n)
+/* The header of the queue of the endpoint named n, mapped read-only
+ * (munmap sizeof(*r) when done); its name goes to path. */
+static struct tnbc_shm_region *region_map(const struct tnbc_name *n,
+					  char path[TNBC_SHM_NAME_MAX])
 {
-	char path[TNBC_SHM_NAME_MAX];
 	struct tnbc_shm_region *r;
-	struct tnbc_shm_bell *b;
 	int fd;
 
-	snprintf(path, sizeof(path), "/tnbc-%u-%u-%016llx", n->pid, n->uid,
+	snprintf(path, TNBC_SHM_NAME_MAX, "/tnbc-%u-%u-%016llx", n->pid, n->uid,
 		 (unsigned long long)n->nonce);
 	fd = shm_open(path, O_RDONLY, 0);
 	ck_assert_msg(fd >= 0, "shm_open %s", path);
 	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	ck_assert(r != MAP_FAILED);
+	return r;
+}
+
+/* The doorbell of the domain that owns the endpoint named n, mapped the
+ * way a peer maps it. */
+static struct tnbc_shm_bell *bell_map(const struct tnbc_name *n)
+{
+	char path[TNBC_SHM_NAME_MAX];
+	struct tnbc_shm_region *r = region_map(n, path);
+	struct tnbc_shm_bell *b;
+	int fd;
+
 	memcpy(path, r->bell_name, sizeof(path));
 	path[sizeof(path) - 1] = '\0';
 	munmap(r, sizeof(*r));
@@ -850,10 +861,9 @@ START_TEST(proto_ring_prefaulted)
 	struct tu_world w;
 	struct tnbc_shm_region *r;
 	char path[TNBC_SHM_NAME_MAX], sbuf[8] = "fault", rbuf[8];
-	const struct tnbc_name *n;
 	long rss[4];
 	size_t kb;
-	int fd, maps;
+	int maps;
 
 	tu_world_open(&w, 2, NULL);
 	ck_assert_int_eq(fi_trecv(w.ep[R].ep, rbuf, sizeof(rbuf), NULL,
@@ -861,14 +871,7 @@ START_TEST(proto_ring_prefaulted)
 			 0);
 	settle_send(&w, sbuf, 3, &ctx[0]);
 
-	n = &w.ep[R].name;
-	snprintf(path, sizeof(path), "/tnbc-%u-%u-%016llx", n->pid, n->uid,
-		 (unsigned long long)n->nonce);
-	fd = shm_open(path, O_RDONLY, 0);
-	ck_assert_msg(fd >= 0, "shm_open %s", path);
-	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	ck_assert(r != MAP_FAILED);
+	r = region_map(&w.ep[R].name, path);
 	kb = (sizeof(*r) + (size_t)r->nslots * TNBC_SHM_CELL) / 1024;
 	munmap(r, sizeof(*r));
 
