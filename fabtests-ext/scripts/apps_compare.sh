@@ -98,15 +98,10 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
-
-# Debian packages, installed when absent: apt_install PACKAGE...
-apt_install() {
-	local -a sudo_cmd=() lock=(-o DPkg::Lock::Timeout=600)
-	[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-	{ "${sudo_cmd[@]}" apt-get "${lock[@]}" update -qq &&
-		DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get "${lock[@]}" \
-			install -y -qq "$@"; } >"$tmp/apt" 2>&1
-}
+# shellcheck disable=SC2034 # read by compare_lib.sh
+cmp_name=apps_compare.sh
+# shellcheck source-path=SCRIPTDIR source=compare_lib.sh
+. "$(dirname "$0")/compare_lib.sh"
 
 # The applications: hpcc and lmp, Debian's (built against Debian's Open
 # MPI).  hpcc's example input is its documentation; where dpkg leaves
@@ -118,7 +113,7 @@ pkgs=()
 [ -x "$lmp_bin" ] || pkgs+=(lammps)
 if [ "${#pkgs[@]}" -gt 0 ]; then
 	echo "# apps_compare: installing ${pkgs[*]}" >&2
-	if ! apt_install "${pkgs[@]}"; then
+	if ! cmp_apt_install "${pkgs[@]}"; then
 		tail -5 "$tmp/apt" >&2
 		echo "apps_compare.sh: could not install ${pkgs[*]} (Debian packages)" >&2
 		exit 2
@@ -263,26 +258,10 @@ figures_of() {
 }
 
 # Both stacks get the same launch options, Open MPI's defaults unless
-# BIND or YIELD say otherwise; Debian's openmpi-mca-params.conf sets
-# "mtl = ^ofi", which "--mca mtl ofi" overrides.  opal_common_ofi_verbose
-# makes each rank's OFI MTL name its provider ("mtl:ofi:prov: tnbc") on
-# stderr, which is kept in logs/ and checked after every tnbc run.
+# BIND or YIELD say otherwise (cmp_stack_opts adds each stack's own).
 common=(--allow-run-as-root --oversubscribe)
 [ -n "$bind" ] && common+=(--bind-to "$bind")
 [ "$yield" != auto ] && common+=(--mca mpi_yield_when_idle "$yield")
-stack_opts() {
-	case $1 in
-	tnbc)
-		opts=(--mca pml cm --mca mtl ofi --mca btl self
-			--mca mtl_ofi_provider_include tnbc
-			--mca opal_common_ofi_verbose 1)
-		[ -n "${FI_PROVIDER_PATH:-}" ] && opts+=(-x FI_PROVIDER_PATH)
-		;;
-	vader)
-		opts=(--mca pml ob1 --mca btl 'self,vader')
-		;;
-	esac
-}
 
 # the provider the ranks load, to notice a rebuild or make install during
 # the run: the first libtnbc-fi.so in FI_PROVIDER_PATH when that is set,
@@ -332,12 +311,12 @@ done
 failed=0
 # run_one IDX ROUND STACK: one mpirun, figures appended to $tmp/raw as
 # "idx,fidx,app,np,figure,stack,round,value,unit".
+# shellcheck disable=SC2317 # called by cmp_rounds
 run_one() {
-	local idx=$1 round=$2 stack=$3 app np a3 a4 log dir desc rc t0 got
-	local n_tnbc why bad
+	local idx=$1 round=$2 stack=$3 app np a3 a4 log dir desc rc t0 bad
 	local -a opts cmd
 	read -r app np a3 a4 <<<"${tests[$idx]}"
-	stack_opts "$stack"
+	cmp_stack_opts "$stack"
 	case $app in
 	hpcc)
 		log=$out/logs/hpcc.np$np.$stack.r$round
@@ -369,22 +348,8 @@ run_one() {
 	rc=$?
 	echo "# round $round/$rounds: $desc on $stack: exit $rc," \
 		"$(($(date +%s) - t0)) s" >&2
-	if [ "$stack" = tnbc ]; then
-		got=$(grep -o 'mtl:ofi:prov: [^ ]*' "$log.err" |
-			sed 's/^mtl:ofi:prov: //' | sort | uniq -c |
-			sed 's/^ *\([0-9]*\) \(.*\)/\2 (\1 ranks)/' | paste -sd, -)
-		n_tnbc=$(grep -c 'mtl:ofi:prov: tnbc$' "$log.err")
-		if grep 'mtl:ofi:prov: ' "$log.err" | grep -qv 'prov: tnbc$' ||
-			{ [ "$rc" -eq 0 ] && [ "$n_tnbc" -ne "$np" ]; }; then
-			echo "apps_compare.sh: FATAL: $app -np $np on tnbc: the OFI" \
-				"MTL of the ranks selected '${got:-nothing}'," \
-				"not tnbc on all $np ranks; see $log.err" >&2
-			exit 1
-		fi
-	fi
-	# stderr beyond the OFI MTL's verbose lines: show its first line
-	why=$(grep -v -e 'mtl_ofi_component\.c:' -e '^$' "$log.err" | head -n 1)
-	[ -n "$why" ] && echo "#   stderr: $why" >&2
+	[ "$stack" = tnbc ] && cmp_check_tnbc "$app -np $np" "$np" "$rc" "$log.err"
+	cmp_stderr_note "$log.err"
 	if [ "$rc" -ne 0 ]; then
 		[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && echo "#   timed out after $tmo s" >&2
 		failed=$((failed + 1))
@@ -461,15 +426,7 @@ run_one() {
 }
 
 : >"$tmp/raw"
-for ((r = 1; r <= rounds; r++)); do
-	order=(tnbc vader)
-	[ $((r % 2)) -eq 0 ] && order=(vader tnbc)
-	for i in "${!tests[@]}"; do
-		for st in "${order[@]}"; do
-			run_one "$i" "$r" "$st"
-		done
-	done
-done
+cmp_rounds "$rounds" "${#tests[@]}" run_one
 
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
 if [ "$(lib_sum)" != "$lib0" ]; then
@@ -481,21 +438,7 @@ fi
 # Medians over rounds (the mean of the middle two for an even count).
 echo "app,np,figure,stack,round,value,unit" >"$out/raw.csv"
 cut -d, -f3- "$tmp/raw" >>"$out/raw.csv"
-sort -t, -k1,1n -k2,2n -k6,6 -k8,8g "$tmp/raw" | awk -F, '
-function flush() {
-	if (n == 0)
-		return
-	m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-	printf "%s,%.6g,%s\n", key, m, unit
-	n = 0
-}
-{
-	k = $1 "," $2 "," $3 "," $4 "," $5 "," $6
-	if (k != key) { flush(); key = k }
-	v[++n] = $8
-	unit = $9
-}
-END { flush() }' >"$tmp/med"
+sort -t, -k1,1n -k2,2n -k6,6 -k8,8g "$tmp/raw" | cmp_medians 6 >"$tmp/med"
 echo "app,np,figure,stack,value,unit" >"$out/results.csv"
 cut -d, -f3- "$tmp/med" >>"$out/results.csv"
 
@@ -544,28 +487,9 @@ END {
 			cnt[order[i]] ? sprintf("%.2f", exp(lsum[order[i]] / cnt[order[i]])) : "n/a"
 }' "$tmp/ratio" | tee "$out/table.txt"
 
-# The plot: matplotlib, installed from Debian when absent.  Debian's
-# python3-matplotlib is for /usr/bin/python3, which another python3 first
-# in PATH (pyenv, a venv) may hide.
+# The plot: matplotlib, installed from Debian when absent.
 py=
-pick_python() {
-	local p
-	for p in "$(command -v python3)" /usr/bin/python3; do
-		if [ -n "$p" ] && "$p" -c 'import matplotlib' 2>/dev/null; then
-			py=$p
-			return 0
-		fi
-	done
-	return 1
-}
-if [ "$plot" = 1 ] && ! pick_python; then
-	echo "# apps_compare: installing python3-matplotlib for the plot" >&2
-	if ! apt_install python3-matplotlib || ! pick_python; then
-		tail -5 "$tmp/apt" >&2
-		echo "# apps_compare: matplotlib unavailable: no plot" >&2
-		plot=0
-	fi
-fi
+[ "$plot" = 1 ] && ! cmp_plot_python && plot=0
 if [ "$plot" = 1 ]; then
 	MPLBACKEND=Agg "$py" - "$out" "$rounds" <<'EOF' ||
 import csv, sys

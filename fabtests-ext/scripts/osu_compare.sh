@@ -104,6 +104,10 @@ out=$(cd "$out" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
+# shellcheck disable=SC2034 # read by compare_lib.sh
+cmp_name=osu_compare.sh
+# shellcheck source-path=SCRIPTDIR source=compare_lib.sh
+. "$(dirname "$0")/compare_lib.sh"
 
 # The tests: benchmark, ranks, options.
 tests=(
@@ -120,27 +124,12 @@ tests=(
 )
 
 # Both stacks get the same launch options, Open MPI's defaults unless
-# BIND or YIELD say otherwise; Debian's openmpi-mca-params.conf sets
-# "mtl = ^ofi", which "--mca mtl ofi" overrides.  opal_common_ofi_verbose
-# makes each rank's OFI MTL name its provider ("mtl:ofi:prov: tnbc") on
-# stderr, which is kept in logs/ and checked after every tnbc run.
+# BIND or YIELD say otherwise (cmp_stack_opts adds each stack's own).
 common=(--allow-run-as-root --oversubscribe)
 [ -n "$bind" ] && common+=(--bind-to "$bind")
 [ "$yield" != auto ] && common+=(--mca mpi_yield_when_idle "$yield")
-stack_opts() {
-	case $1 in
-	tnbc)
-		opts=(--mca pml cm --mca mtl ofi --mca btl self
-			--mca mtl_ofi_provider_include tnbc
-			--mca opal_common_ofi_verbose 1)
-		[ -n "${FI_PROVIDER_PATH:-}" ] && opts+=(-x FI_PROVIDER_PATH)
-		;;
-	vader)
-		opts=(--mca pml ob1 --mca btl 'self,vader')
-		;;
-	esac
-}
 
+# shellcheck disable=SC2317 # called by run_one
 unit_of() {
 	case $1 in
 	osu_bw | osu_mbw_mr) echo MB/s ;;
@@ -172,12 +161,13 @@ echo "# osu_compare: OSU in $osu; $rounds round(s)${iter_args[*]:+, ${iter_args[
 failed=0
 # run_one IDX ROUND STACK: one mpirun, figures appended to $tmp/raw as
 # "idx,benchmark,np,size,stack,round,value,unit".
+# shellcheck disable=SC2317 # called by cmp_rounds
 run_one() {
-	local idx=$1 round=$2 stack=$3 b np args_s log rc t0 got n_tnbc why
+	local idx=$1 round=$2 stack=$3 b np args_s log rc t0
 	local -a args opts
 	read -r b np args_s <<<"${tests[$idx]}"
 	read -r -a args <<<"${args_s:-}"
-	stack_opts "$stack"
+	cmp_stack_opts "$stack"
 	log=$out/logs/$b.np$np.$stack.r$round
 	t0=$(date +%s)
 	timeout -k 10 "$tmo" env -u FI_PROVIDER mpirun "${common[@]}" \
@@ -186,22 +176,8 @@ run_one() {
 	rc=$?
 	echo "# round $round/$rounds: $b -np $np${args_s:+ $args_s} on $stack:" \
 		"exit $rc, $(($(date +%s) - t0)) s" >&2
-	if [ "$stack" = tnbc ]; then
-		got=$(grep -o 'mtl:ofi:prov: [^ ]*' "$log.err" |
-			sed 's/^mtl:ofi:prov: //' | sort | uniq -c |
-			sed 's/^ *\([0-9]*\) \(.*\)/\2 (\1 ranks)/' | paste -sd, -)
-		n_tnbc=$(grep -c 'mtl:ofi:prov: tnbc$' "$log.err")
-		if grep 'mtl:ofi:prov: ' "$log.err" | grep -qv 'prov: tnbc$' ||
-			{ [ "$rc" -eq 0 ] && [ "$n_tnbc" -ne "$np" ]; }; then
-			echo "osu_compare.sh: FATAL: $b -np $np on tnbc: the OFI" \
-				"MTL of the ranks selected '${got:-nothing}'," \
-				"not tnbc on all $np ranks; see $log.err" >&2
-			exit 1
-		fi
-	fi
-	# stderr beyond the OFI MTL's verbose lines: show its first line
-	why=$(grep -v -e 'mtl_ofi_component\.c:' -e '^$' "$log.err" | head -n 1)
-	[ -n "$why" ] && echo "#   stderr: $why" >&2
+	[ "$stack" = tnbc ] && cmp_check_tnbc "$b -np $np" "$np" "$rc" "$log.err"
+	cmp_stderr_note "$log.err"
 	if [ "$rc" -ne 0 ]; then
 		[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && echo "#   timed out after $tmo s" >&2
 		failed=$((failed + 1))
@@ -218,15 +194,7 @@ run_one() {
 }
 
 : >"$tmp/raw"
-for ((r = 1; r <= rounds; r++)); do
-	order=(tnbc vader)
-	[ $((r % 2)) -eq 0 ] && order=(vader tnbc)
-	for i in "${!tests[@]}"; do
-		for st in "${order[@]}"; do
-			run_one "$i" "$r" "$st"
-		done
-	done
-done
+cmp_rounds "$rounds" "${#tests[@]}" run_one
 
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
 if [ "$(lib_sum)" != "$lib0" ]; then
@@ -238,21 +206,7 @@ fi
 # Medians over rounds (the mean of the middle two for an even count).
 echo "benchmark,np,size,stack,round,value,unit" >"$out/raw.csv"
 cut -d, -f2- "$tmp/raw" >>"$out/raw.csv"
-sort -t, -k1,1n -k3,3n -k4,4n -k5,5 -k7,7g "$tmp/raw" | awk -F, '
-function flush() {
-	if (n == 0)
-		return
-	m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-	printf "%s,%.6g,%s\n", key, m, unit
-	n = 0
-}
-{
-	k = $1 "," $2 "," $3 "," $4 "," $5
-	if (k != key) { flush(); key = k }
-	v[++n] = $7
-	unit = $8
-}
-END { flush() }' >"$tmp/med"
+sort -t, -k1,1n -k3,3n -k4,4n -k5,5 -k7,7g "$tmp/raw" | cmp_medians 5 >"$tmp/med"
 echo "benchmark,np,size,stack,value,unit" >"$out/results.csv"
 cut -d, -f2- "$tmp/med" >>"$out/results.csv"
 
@@ -300,34 +254,9 @@ END {
 			cnt[order[i]] ? sprintf("%.2f", exp(lsum[order[i]] / cnt[order[i]])) : "n/a"
 }' "$tmp/ratio" | tee "$out/table.txt"
 
-# The plot: matplotlib, installed from Debian when absent.  Debian's
-# python3-matplotlib is for /usr/bin/python3, which another python3 first
-# in PATH (pyenv, a venv) may hide.
+# The plot: matplotlib, installed from Debian when absent.
 py=
-pick_python() {
-	local p
-	for p in "$(command -v python3)" /usr/bin/python3; do
-		if [ -n "$p" ] && "$p" -c 'import matplotlib' 2>/dev/null; then
-			py=$p
-			return 0
-		fi
-	done
-	return 1
-}
-if [ "$plot" = 1 ] && ! pick_python; then
-	echo "# osu_compare: installing python3-matplotlib for the plot" >&2
-	sudo_cmd=()
-	[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-	lock=(-o DPkg::Lock::Timeout=600)
-	if ! { "${sudo_cmd[@]}" apt-get "${lock[@]}" update -qq &&
-		DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get "${lock[@]}" \
-			install -y -qq python3-matplotlib; } >"$tmp/apt" 2>&1 ||
-		! pick_python; then
-		tail -5 "$tmp/apt" >&2
-		echo "# osu_compare: matplotlib unavailable: no plot" >&2
-		plot=0
-	fi
-fi
+[ "$plot" = 1 ] && ! cmp_plot_python && plot=0
 if [ "$plot" = 1 ]; then
 	MPLBACKEND=Agg "$py" - "$out" "$rounds" <<'EOF' ||
 import csv, sys

@@ -1,0 +1,131 @@
+# shellcheck shell=bash disable=SC2034,SC2154
+# (the caller sets cmp_name and tmp, and reads opts and py)
+# SPDX-License-Identifier: BSD-2-Clause
+#
+# What osu_compare.sh and apps_compare.sh share: sourced, never run.  The
+# caller sets cmp_name (its own name, for messages) and tmp (a scratch
+# directory) first.  Every function here is prefixed cmp_.
+
+# cmp_stack_opts STACK: the mpirun options of STACK (tnbc: pml cm and the
+# OFI MTL on tnbc; vader: ob1 with Open MPI's own shared memory) in the
+# array opts.  Debian's openmpi-mca-params.conf sets "mtl = ^ofi", which
+# "--mca mtl ofi" overrides.  opal_common_ofi_verbose makes each rank's OFI
+# MTL name its provider ("mtl:ofi:prov: tnbc") on stderr, which
+# cmp_check_tnbc reads.
+cmp_stack_opts() {
+	case $1 in
+	tnbc)
+		opts=(--mca pml cm --mca mtl ofi --mca btl self
+			--mca mtl_ofi_provider_include tnbc
+			--mca opal_common_ofi_verbose 1)
+		[ -n "${FI_PROVIDER_PATH:-}" ] && opts+=(-x FI_PROVIDER_PATH)
+		;;
+	vader)
+		opts=(--mca pml ob1 --mca btl 'self,vader')
+		;;
+	esac
+}
+
+# cmp_check_tnbc WHAT NP RC ERRLOG: stops the whole comparison (exit 1)
+# unless every one of the NP ranks of a tnbc run selected tnbc; then
+# shows the first line of stderr beyond the OFI MTL's own.
+cmp_check_tnbc() {
+	local what=$1 np=$2 rc=$3 err=$4 got n_tnbc
+
+	got=$(grep -o 'mtl:ofi:prov: [^ ]*' "$err" |
+		sed 's/^mtl:ofi:prov: //' | sort | uniq -c |
+		sed 's/^ *\([0-9]*\) \(.*\)/\2 (\1 ranks)/' | paste -sd, -)
+	n_tnbc=$(grep -c 'mtl:ofi:prov: tnbc$' "$err")
+	if grep 'mtl:ofi:prov: ' "$err" | grep -qv 'prov: tnbc$' ||
+		{ [ "$rc" -eq 0 ] && [ "$n_tnbc" -ne "$np" ]; }; then
+		echo "$cmp_name: FATAL: $what on tnbc: the OFI MTL of the" \
+			"ranks selected '${got:-nothing}', not tnbc on all $np" \
+			"ranks; see $err" >&2
+		exit 1
+	fi
+}
+
+# cmp_stderr_note ERRLOG: the first line of stderr beyond the OFI MTL's
+# verbose lines, shown under the run's line.
+cmp_stderr_note() {
+	local why
+
+	why=$(grep -v -e 'mtl_ofi_component\.c:' -e '^$' "$1" | head -n 1)
+	[ -n "$why" ] && echo "#   stderr: $why" >&2
+	return 0
+}
+
+# cmp_rounds ROUNDS NTESTS FUNCTION: FUNCTION IDX ROUND STACK for every
+# test on both stacks, every round, the stack that goes first alternating.
+cmp_rounds() {
+	local r i st
+	local -a order
+
+	for ((r = 1; r <= $1; r++)); do
+		order=(tnbc vader)
+		[ $((r % 2)) -eq 0 ] && order=(vader tnbc)
+		for ((i = 0; i < $2; i++)); do
+			for st in "${order[@]}"; do
+				"$3" "$i" "$r" "$st"
+			done
+		done
+	done
+}
+
+# cmp_medians K: reads "key fields (K of them),round,value,unit" lines
+# sorted by key then value, writes "key fields,median,unit" (the mean of
+# the middle two for an even count).
+cmp_medians() {
+	awk -F, -v nk="$1" '
+	function flush() {
+		if (n == 0)
+			return
+		m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+		printf "%s,%.6g,%s\n", key, m, unit
+		n = 0
+	}
+	{
+		k = $1
+		for (i = 2; i <= nk; i++)
+			k = k "," $i
+		if (k != key) { flush(); key = k }
+		v[++n] = $(nk + 2)
+		unit = $(nk + 3)
+	}
+	END { flush() }'
+}
+
+# cmp_apt_install PACKAGE...: installs Debian packages (sudo unless root,
+# waiting for another apt-get's lock); its output goes to $tmp/apt.
+cmp_apt_install() {
+	local -a sudo_cmd=() lock=(-o DPkg::Lock::Timeout=600)
+
+	[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+	{ "${sudo_cmd[@]}" apt-get "${lock[@]}" update -qq &&
+		DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get "${lock[@]}" \
+			install -y -qq "$@"; } >"$tmp/apt" 2>&1
+}
+
+# cmp_plot_python: sets py to a python3 that has matplotlib, installing
+# Debian's python3-matplotlib when none has; returns 1 (no plot) when that
+# fails.  Debian's package is for /usr/bin/python3, which another python3
+# first in PATH (pyenv, a venv) may hide.
+cmp_find_python() {
+	local p
+
+	for p in "$(command -v python3)" /usr/bin/python3; do
+		if [ -n "$p" ] && "$p" -c 'import matplotlib' 2>/dev/null; then
+			py=$p
+			return 0
+		fi
+	done
+	return 1
+}
+cmp_plot_python() {
+	cmp_find_python && return 0
+	echo "# $cmp_name: installing python3-matplotlib for the plot" >&2
+	cmp_apt_install python3-matplotlib && cmp_find_python && return 0
+	tail -5 "$tmp/apt" >&2
+	echo "# $cmp_name: matplotlib unavailable: no plot" >&2
+	return 1
+}
