@@ -263,22 +263,7 @@ common=(--allow-run-as-root --oversubscribe)
 [ -n "$bind" ] && common+=(--bind-to "$bind")
 [ "$yield" != auto ] && common+=(--mca mpi_yield_when_idle "$yield")
 
-# the provider the ranks load, to notice a rebuild or make install during
-# the run: the first libtnbc-fi.so in FI_PROVIDER_PATH when that is set,
-# the installed one otherwise
-lib_sum() {
-	local lib d
-	local -a dirs
-	lib=$(pkg-config --variable=libdir libfabric 2>/dev/null)/libfabric/libtnbc-fi.so
-	if [ -n "${FI_PROVIDER_PATH:-}" ]; then
-		IFS=: read -r -a dirs <<<"$FI_PROVIDER_PATH"
-		for d in "${dirs[@]}"; do
-			[ -e "$d/libtnbc-fi.so" ] && { lib=$d/libtnbc-fi.so; break; }
-		done
-	fi
-	if [ -e "$lib" ]; then md5sum "$lib"; else echo "(no $lib)"; fi
-}
-lib0=$(lib_sum)
+lib0=$(cmp_lib_sum)
 echo "# apps_compare: $rounds round(s); hpcc N=$hpcc_n; LAMMPS steps" \
 	"$(lmp_steps 2000) (x=10) and $(lmp_steps 200) (x=20);" \
 	"mpi_yield_when_idle $yield; bind ${bind:-default};" \
@@ -288,7 +273,7 @@ echo "# apps_compare: $rounds round(s); hpcc N=$hpcc_n; LAMMPS steps" \
 	echo "host: $(uname -n), $(nproc) cpus, $(uname -r)"
 	echo "open mpi: $(mpirun --version 2>/dev/null | head -n 1)"
 	echo "libfabric: $(fi_info --version 2>/dev/null | tr '\n' ' ')"
-	echo "tnbc: $(lib_sum)"
+	echo "tnbc: $(cmp_lib_sum)"
 	echo "hpcc: $hpcc_bin, $(dpkg-query -W -f '${Version}' hpcc 2>/dev/null ||
 		echo 'version unknown'); input from $hpcc_src; N=$hpcc_n"
 	echo "lammps: $lmp_bin, $(dpkg-query -W -f '${Version}' lammps 2>/dev/null ||
@@ -428,12 +413,7 @@ run_one() {
 : >"$tmp/raw"
 cmp_rounds "$rounds" "${#tests[@]}" run_one
 
-echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
-if [ "$(lib_sum)" != "$lib0" ]; then
-	echo "# apps_compare: WARNING: libtnbc-fi.so changed during the run;" \
-		"the tnbc figures mix two builds" >&2
-	echo "tnbc at end: $(lib_sum) (CHANGED during the run)" >>"$out/env.txt"
-fi
+cmp_end "$out/env.txt" "$lib0"
 
 # Medians over rounds (the mean of the middle two for an even count).
 echo "app,np,figure,stack,round,value,unit" >"$out/raw.csv"

@@ -45,6 +45,34 @@ cmp_check_tnbc() {
 	fi
 }
 
+# cmp_lib_sum: the checksum of the provider the ranks load, to notice a
+# rebuild or make install during the run: the first libtnbc-fi.so in
+# FI_PROVIDER_PATH when that is set, the installed one otherwise.
+cmp_lib_sum() {
+	local lib d
+	local -a dirs
+
+	lib=$(pkg-config --variable=libdir libfabric 2>/dev/null)/libfabric/libtnbc-fi.so
+	if [ -n "${FI_PROVIDER_PATH:-}" ]; then
+		IFS=: read -r -a dirs <<<"$FI_PROVIDER_PATH"
+		for d in "${dirs[@]}"; do
+			[ -e "$d/libtnbc-fi.so" ] && { lib=$d/libtnbc-fi.so; break; }
+		done
+	fi
+	if [ -e "$lib" ]; then md5sum "$lib"; else echo "(no $lib)"; fi
+}
+
+# cmp_end ENV SUM0: notes the load at the end in ENV (env.txt), and warns
+# when the provider changed since its checksum was SUM0.
+cmp_end() {
+	echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$1"
+	if [ "$(cmp_lib_sum)" != "$2" ]; then
+		echo "# $cmp_name: WARNING: libtnbc-fi.so changed during the" \
+			"run; the tnbc figures mix two builds" >&2
+		echo "tnbc at end: $(cmp_lib_sum) (CHANGED during the run)" >>"$1"
+	fi
+}
+
 # cmp_stderr_note ERRLOG: the first line of stderr beyond the OFI MTL's
 # verbose lines, shown under the run's line.
 cmp_stderr_note() {

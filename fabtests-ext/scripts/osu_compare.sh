@@ -137,13 +137,7 @@ unit_of() {
 	esac
 }
 
-# the installed provider, to notice a make install during the run
-lib_sum() {
-	local lib
-	lib=$(pkg-config --variable=libdir libfabric 2>/dev/null)/libfabric/libtnbc-fi.so
-	if [ -e "$lib" ]; then md5sum "$lib"; else echo "(no $lib)"; fi
-}
-lib0=$(lib_sum)
+lib0=$(cmp_lib_sum)
 echo "# osu_compare: OSU in $osu; $rounds round(s)${iter_args[*]:+, ${iter_args[*]}};" \
 	"mpi_yield_when_idle $yield; bind ${bind:-default}; FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-(unset)};" \
 	"output in $out" >&2
@@ -153,7 +147,7 @@ echo "# osu_compare: OSU in $osu; $rounds round(s)${iter_args[*]:+, ${iter_args[
 	echo "osu: $osu"
 	echo "open mpi: $(mpirun --version 2>/dev/null | head -n 1)"
 	echo "libfabric: $(fi_info --version 2>/dev/null | tr '\n' ' ')"
-	echo "tnbc: $(lib_sum)"
+	echo "tnbc: $(cmp_lib_sum)"
 	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "rounds: $rounds; quick: $quick; yield: $yield; bind: ${bind:-default}; timeout: $tmo"
 } >"$out/env.txt"
@@ -196,12 +190,7 @@ run_one() {
 : >"$tmp/raw"
 cmp_rounds "$rounds" "${#tests[@]}" run_one
 
-echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
-if [ "$(lib_sum)" != "$lib0" ]; then
-	echo "# osu_compare: WARNING: the installed libtnbc-fi.so changed during" \
-		"the run; the tnbc figures mix two builds" >&2
-	echo "tnbc at end: $(lib_sum) (CHANGED during the run)" >>"$out/env.txt"
-fi
+cmp_end "$out/env.txt" "$lib0"
 
 # Medians over rounds (the mean of the middle two for an even count).
 echo "benchmark,np,size,stack,round,value,unit" >"$out/raw.csv"

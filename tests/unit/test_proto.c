@@ -740,22 +740,27 @@ static void xdom_wait(struct fid_cq *cq, int fd, void *ctx_want,
 	ck_assert_ptr_eq(e.op_context, ctx_want);
 }
 
+/* The first len bytes of /dev/shm<path>, mapped read-only. */
+static void *shm_map_ro(const char *path, size_t len)
+{
+	void *p;
+	int fd = shm_open(path, O_RDONLY, 0);
+
+	ck_assert_msg(fd >= 0, "shm_open %s", path);
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	ck_assert(p != MAP_FAILED);
+	return p;
+}
+
 /* The header of the queue of the endpoint named n, mapped read-only
  * (munmap sizeof(*r) when done); its name goes to path. */
 static struct tnbc_shm_region *region_map(const struct tnbc_name *n,
 					  char path[TNBC_SHM_NAME_MAX])
 {
-	struct tnbc_shm_region *r;
-	int fd;
-
 	snprintf(path, TNBC_SHM_NAME_MAX, "/tnbc-%u-%u-%016llx", n->pid, n->uid,
 		 (unsigned long long)n->nonce);
-	fd = shm_open(path, O_RDONLY, 0);
-	ck_assert_msg(fd >= 0, "shm_open %s", path);
-	r = mmap(NULL, sizeof(*r), PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	ck_assert(r != MAP_FAILED);
-	return r;
+	return shm_map_ro(path, sizeof(struct tnbc_shm_region));
 }
 
 /* The doorbell of the domain that owns the endpoint named n, mapped the
@@ -764,18 +769,11 @@ static struct tnbc_shm_bell *bell_map(const struct tnbc_name *n)
 {
 	char path[TNBC_SHM_NAME_MAX];
 	struct tnbc_shm_region *r = region_map(n, path);
-	struct tnbc_shm_bell *b;
-	int fd;
 
 	memcpy(path, r->bell_name, sizeof(path));
 	path[sizeof(path) - 1] = '\0';
 	munmap(r, sizeof(*r));
-	fd = shm_open(path, O_RDONLY, 0);
-	ck_assert_msg(fd >= 0, "shm_open %s", path);
-	b = mmap(NULL, sizeof(*b), PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	ck_assert(b != MAP_FAILED);
-	return b;
+	return shm_map_ro(path, sizeof(struct tnbc_shm_bell));
 }
 
 /* Watches the bell, with no provider call, for up to ms until its
