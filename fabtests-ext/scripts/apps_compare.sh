@@ -46,6 +46,11 @@
 
 set -u
 
+# shellcheck disable=SC2034 # read by compare_lib.sh
+cmp_name=apps_compare.sh
+# shellcheck source-path=SCRIPTDIR source=compare_lib.sh
+. "$(dirname "$0")/compare_lib.sh"
+
 usage() { sed -n '4,45p' "$0" | sed 's/^# \{0,1\}//'; }
 
 case ${1:-} in
@@ -69,15 +74,10 @@ bind=${BIND:-}
 plot=${PLOT:-1}
 out=${OUT:-./apps-compare-$(date +%Y%m%d-%H%M%S)}
 
-case $rounds in
-'' | *[!0-9]* | 0) echo "apps_compare.sh: ROUNDS must be a positive integer" >&2; exit 2 ;;
-esac
-case $tmo in
-'' | *[!0-9]* | 0) echo "apps_compare.sh: TMO must be a positive integer" >&2; exit 2 ;;
-esac
-case $hpcc_n in
-'' | *[!0-9]* | 0) echo "apps_compare.sh: HPCC_N must be a positive integer" >&2; exit 2 ;;
-esac
+cmp_positive_int ROUNDS "$rounds" || exit 2
+cmp_positive_int TMO "$tmo" || exit 2
+cmp_positive_int HPCC_N "$hpcc_n" || exit 2
+
 if ! [[ $lmp_scale =~ ^[0-9]*\.?[0-9]+$ ]] ||
 	! awk -v s="$lmp_scale" 'BEGIN { exit !(s > 0) }'; then
 	echo "apps_compare.sh: LMP_STEPS_SCALE must be a positive number" >&2
@@ -98,10 +98,6 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
-# shellcheck disable=SC2034 # read by compare_lib.sh
-cmp_name=apps_compare.sh
-# shellcheck source-path=SCRIPTDIR source=compare_lib.sh
-. "$(dirname "$0")/compare_lib.sh"
 
 # The applications: hpcc and lmp, Debian's (built against Debian's Open
 # MPI).  hpcc's example input is its documentation; where dpkg leaves
@@ -534,11 +530,4 @@ EOF
 		echo "# apps_compare: the plot failed" >&2
 fi
 
-echo "# apps_compare: $out/{table.txt,results.csv,ratio.csv,raw.csv}" \
-	"$([ -f "$out/apps_compare.png" ] && echo "$out/apps_compare.png"), logs/" >&2
-if [ "$failed" -gt 0 ]; then
-	echo "# apps_compare: $failed run(s) failed or gave no figures" \
-		"(n/a above); see $out/logs" >&2
-	exit 1
-fi
-exit 0
+cmp_exit "$out" apps_compare.png "$failed"

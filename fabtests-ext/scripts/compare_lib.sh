@@ -3,8 +3,20 @@
 # SPDX-License-Identifier: BSD-2-Clause
 #
 # What osu_compare.sh and apps_compare.sh share: sourced, never run.  The
-# caller sets cmp_name (its own name, for messages) and tmp (a scratch
-# directory) first.  Every function here is prefixed cmp_.
+# caller sets cmp_name (its own name, for messages) before sourcing it, and
+# tmp (a scratch directory) before calling what writes there.  Every
+# function here is prefixed cmp_.
+
+# cmp_positive_int NAME VALUE: whether VALUE, of the environment variable
+# NAME, is a positive integer; says so on stderr when not.
+cmp_positive_int() {
+	case $2 in
+	'' | *[!0-9]* | 0)
+		echo "$cmp_name: $1 must be a positive integer" >&2
+		return 1
+		;;
+	esac
+}
 
 # cmp_stack_opts STACK: the mpirun options of STACK (tnbc: pml cm and the
 # OFI MTL on tnbc; vader: ob1 with Open MPI's own shared memory) in the
@@ -71,6 +83,19 @@ cmp_end() {
 			"run; the tnbc figures mix two builds" >&2
 		echo "tnbc at end: $(cmp_lib_sum) (CHANGED during the run)" >>"$1"
 	fi
+}
+
+# cmp_exit OUT PNG FAILED: names the outputs in OUT and exits, 1 when
+# FAILED runs gave no figures, 0 otherwise.
+cmp_exit() {
+	echo "# ${cmp_name%.sh}: $1/{table.txt,results.csv,ratio.csv,raw.csv}" \
+		"$([ -f "$1/$2" ] && echo "$1/$2"), logs/" >&2
+	if [ "$3" -gt 0 ]; then
+		echo "# ${cmp_name%.sh}: $3 run(s) failed or gave no figures" \
+			"(n/a above); see $1/logs" >&2
+		exit 1
+	fi
+	exit 0
 }
 
 # cmp_stderr_note ERRLOG: the first line of stderr beyond the OFI MTL's

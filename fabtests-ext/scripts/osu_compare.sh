@@ -37,6 +37,11 @@
 
 set -u
 
+# shellcheck disable=SC2034 # read by compare_lib.sh
+cmp_name=osu_compare.sh
+# shellcheck source-path=SCRIPTDIR source=compare_lib.sh
+. "$(dirname "$0")/compare_lib.sh"
+
 usage() { sed -n '4,36p' "$0" | sed 's/^# \{0,1\}//'; }
 
 case ${1:-} in
@@ -57,12 +62,8 @@ bind=${BIND:-}
 plot=${PLOT:-1}
 out=${OUT:-./osu-compare-$(date +%Y%m%d-%H%M%S)}
 
-case $rounds in
-'' | *[!0-9]* | 0) echo "osu_compare.sh: ROUNDS must be a positive integer" >&2; exit 2 ;;
-esac
-case $tmo in
-'' | *[!0-9]* | 0) echo "osu_compare.sh: TMO must be a positive integer" >&2; exit 2 ;;
-esac
+cmp_positive_int ROUNDS "$rounds" || exit 2
+cmp_positive_int TMO "$tmo" || exit 2
 
 benches=(osu_bw osu_latency osu_mbw_mr osu_multi_lat osu_allreduce osu_alltoall)
 if [ -z "$osu" ]; then
@@ -104,10 +105,6 @@ out=$(cd "$out" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
-# shellcheck disable=SC2034 # read by compare_lib.sh
-cmp_name=osu_compare.sh
-# shellcheck source-path=SCRIPTDIR source=compare_lib.sh
-. "$(dirname "$0")/compare_lib.sh"
 
 # The tests: benchmark, ranks, options.
 tests=(
@@ -299,11 +296,4 @@ EOF
 		echo "# osu_compare: the plot failed" >&2
 fi
 
-echo "# osu_compare: $out/{table.txt,results.csv,ratio.csv,raw.csv}" \
-	"$([ -f "$out/osu_compare.png" ] && echo "$out/osu_compare.png"), logs/" >&2
-if [ "$failed" -gt 0 ]; then
-	echo "# osu_compare: $failed run(s) failed or gave no figures" \
-		"(n/a above); see $out/logs" >&2
-	exit 1
-fi
-exit 0
+cmp_exit "$out" osu_compare.png "$failed"
