@@ -596,6 +596,9 @@ struct tnbc_ep {
 	size_t ux_bytes; /* held by unexp_msg and unexp_tagged */
 	size_t ux_kept; /* messages left in the transport's queue */
 	bool rx_engine; /* the engine is the one consuming right now */
+	/* This poll stops once no receive is posted and what is left in
+	 * the queue can wait there (see tnbc_ep_progress). */
+	bool rx_lazy;
 	struct tnbc_list ctrl_queue; /* ACK/CTS waiting for queue space */
 	struct tnbc_list stream_rx; /* receives fed by DATA packets */
 	struct tnbc_id_table rndv;

@@ -655,6 +655,12 @@ static int tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	 * one would let a receive see it first). */
 	if (ep->ux_kept || !tnbc_ux_room(ep, hdr->payload_len))
 		goto keep;
+	/* The rest of a burst whose receives are yet to come: each of them
+	 * takes its message straight from the queue while it has room
+	 * (buffered now, every message would be copied twice). */
+	if (ep->rx_lazy && tnbc_ep_rx_idle(ep) &&
+	    ep->domain->xops->quiet(ep->xep))
+		return TNBC_RX_LATER;
 	ux = tnbc_pull_early(ep, hdr, payload);
 	if (!ux) {
 		ux = tnbc_ux_new(ep, hdr->payload_len);

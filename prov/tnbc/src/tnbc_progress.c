@@ -68,15 +68,19 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	 * while it has room: the receive posted for one takes it straight
 	 * from there (one copy, no unexpected buffer), and the engine
 	 * leaves a computing application its core.  The application's own
-	 * polls leave them too: taken now, they would be copied twice. */
+	 * polls leave them too: taken now, they would be copied twice.
+	 * For the same reason a poll stops at an unmatched eager message
+	 * once no receive is posted, while the queue is still quiet. */
 	if (tnbc_ep_rx_idle(ep) && ep->domain->xops->quiet(ep->xep)) {
 		n = 0;
 	} else {
 		ep->rx_engine = engine;
+		ep->rx_lazy = true;
 		ep->batch_pulls = true;
 		n = ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
 					   TNBC_RX_POLL_BUDGET);
 		ep->batch_pulls = false;
+		ep->rx_lazy = false;
 		ep->rx_engine = false;
 	}
 	if (ep->npulls) {

@@ -38,6 +38,7 @@ struct tnbc_xpeer; /* a remote endpoint we can send to */
 enum tnbc_rx_verdict {
 	TNBC_RX_DONE = 0, /* consumed: its buffer may be reused */
 	TNBC_RX_KEEP, /* leave it queued; offered again after rewind */
+	TNBC_RX_LATER, /* not consumed: the next poll offers it first */
 };
 
 /* Called by poll for each packet; returns an enum tnbc_rx_verdict.  hdr

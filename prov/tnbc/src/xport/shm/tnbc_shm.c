@@ -1340,6 +1340,8 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			verdict = fn(arg, &hdr, pkt + hlen);
 		else if (!k || fmt != TNBC_SHM_FMT_PAD)
 			tnbc_shm_bad_packet(xep, len);
+		if (verdict == TNBC_RX_LATER)
+			break;
 		if (!k)
 			k = 1;
 		xep->scan += k;
