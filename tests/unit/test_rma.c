@@ -1092,7 +1092,7 @@ START_TEST(rma_events)
 	struct fid_mr *mra, *mrb;
 	const size_t alen = 256 * 1024;
 	uint8_t *a, *src, b[256];
-	uint64_t ka, kb, v[4000], old;
+	uint64_t ka, kb, v[16384], old; /* 3 atomic chunks and one more */
 	struct iovec iov;
 	struct fi_rma_iov riov[3];
 	struct fi_msg_rma msg;

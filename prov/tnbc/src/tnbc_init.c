@@ -7,10 +7,15 @@
 
 #include "tnbc.h"
 
+#define TNBC_RX_SLOTS_DEFAULT 16
+
+/* Eager up to 32 KiB: below that, a copy in and a copy out through the
+ * queue beat the system call and page-table walk of a single-copy read
+ * (osu_latency at 16 KiB: 1.6 against 3.5 us). */
 struct tnbc_env tnbc_env = {
-	.rx_slots = 64,
-	.slot_size = 8192,
-	.eager_size = 8192,
+	.rx_slots = TNBC_RX_SLOTS_DEFAULT,
+	.slot_size = 32768 + 128, /* its headers, in whole 64-byte cells */
+	.eager_size = 32768,
 	.cma = 1,
 	.spin_us = 5,
 	.app_window_us = 200,
@@ -132,8 +137,9 @@ static void tnbc_init_env(void)
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
 		FI_WARN(&tnbc_prov, FI_LOG_CORE,
-			"FI_TNBC_RX_SLOTS must be a power of two, using 64\n");
-		tnbc_env.rx_slots = 64;
+			"FI_TNBC_RX_SLOTS must be a power of two, using %d\n",
+			TNBC_RX_SLOTS_DEFAULT);
+		tnbc_env.rx_slots = TNBC_RX_SLOTS_DEFAULT;
 	}
 	tnbc_param_size("slot_size", &tnbc_env.slot_size, 1024, 1u << 20);
 	tnbc_env.slot_size = (tnbc_env.slot_size + 63) & ~(size_t)63;
