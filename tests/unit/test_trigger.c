@@ -1463,6 +1463,52 @@ END_TEST
  * FI_COMPLETION; the completion counter counts them; FI_COMPLETION
  * reports &work->context.
  */
+/*
+ * A request is checked when it is posted and started, unchecked, when
+ * it fires; only its address can have changed in between.  A triggered
+ * send whose address left the AV meanwhile completes with an error
+ * (its CQ entry and its endpoint counter), and the endpoint goes on.
+ */
+START_TEST(trig_addr_gone)
+{
+	struct tu_world w;
+	struct fid_cntr *T;
+	struct fi_triggered_context ts;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	uint8_t buf[64], rbuf[64];
+	fi_addr_t gone;
+	int rctx;
+
+	tu_fill(buf, sizeof(buf), 7);
+	tt_world_open(&w, 3, true);
+	T = tt_cntr(w.d.domain);
+	gone = w.addr[2];
+	tt_trig_ctx(&ts, T, 1);
+	ck_assert_int_eq(
+		tt_tsendmsg(&w, A, 2, buf, sizeof(buf), 0x5, &ts, FI_TRIGGER),
+		0);
+	ck_assert_int_eq(fi_av_remove(w.av, &gone, 1, 0), 0);
+	ck_assert_int_eq(fi_cntr_add(T, 1), 0);
+	tu_cq_expect_err(w.ep[A].tx_cq, &err);
+	ck_assert_ptr_eq(err.op_context, &ts);
+	ck_assert_int_eq(err.err, FI_EADDRNOTAVAIL);
+	ck_assert_uint_eq(err.flags & (FI_SEND | FI_TAGGED),
+			  FI_SEND | FI_TAGGED);
+	ck_assert(tt_cntr_err_reach(w.ep[A].tx_cntr, 1, TU_WAIT_MS));
+	/* the endpoint still sends to the peers that are left */
+	ck_assert_int_eq(fi_tsend(w.ep[A].ep, buf, sizeof(buf), NULL, w.addr[R],
+				  0x6, NULL),
+			 0);
+	tt_trecv(&w, R, rbuf, sizeof(rbuf), 0x6, 0, &rctx);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &rctx);
+	ck_assert_uint_eq(tu_check(rbuf, sizeof(rbuf), 7, 0), (size_t)-1);
+	tt_close(T);
+	tu_world_close(&w);
+}
+END_TEST
+
 START_TEST(trig_deferred_msg)
 {
 	enum { MLEN = 256 };
@@ -1902,6 +1948,7 @@ Suite *tu_trigger_suite(void)
 	tcase_add_test(tc, trig_bad_input);
 	tcase_add_test(tc, trig_close_busy);
 	tcase_add_loop_test(tc, trig_flag_msg, 0, 2);
+	tcase_add_test(tc, trig_addr_gone);
 	tcase_add_test(tc, trig_deferred_msg);
 	tcase_add_test(tc, trig_deferred_rma);
 	tcase_add_loop_test(tc, trig_engine_fires, 0, 2);

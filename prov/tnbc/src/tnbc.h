@@ -452,6 +452,19 @@ struct tnbc_rma_args {
 	uint64_t flags;
 };
 
+/* A send or a receive, checked once where it is posted (the entry
+ * points, or the trigger unit when it queues one): the start functions
+ * trust it. */
+struct tnbc_msg_args {
+	const struct iovec *iov;
+	size_t iov_count;
+	fi_addr_t addr; /* the destination, or the source a receive takes */
+	uint64_t tag, ignore, data;
+	void *context;
+	uint64_t flags;
+	bool tagged;
+};
+
 /* Per-operation options that are not fi_* arguments. */
 struct tnbc_opx {
 	struct tnbc_cntr *comp_cntr; /* deferred work's completion_cntr */
@@ -781,6 +794,11 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 			  size_t count, fi_addr_t dest, uint64_t tag,
 			  uint64_t data, void *context, uint64_t flags,
 			  bool tagged, const struct tnbc_opx *x);
+/* Start a checked send or receive (see struct tnbc_msg_args). */
+ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
+			    const struct tnbc_opx *x);
+ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
+			    const struct tnbc_opx *x);
 int tnbc_ep_check_recv(struct tnbc_ep *ep, const struct iovec *iov,
 		       size_t count, fi_addr_t src, uint64_t flags,
 		       bool tagged);
@@ -809,6 +827,9 @@ extern const struct fi_ops_rma tnbc_rma_ops;
 extern const struct fi_ops_atomic tnbc_atomic_ops;
 ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		      const struct tnbc_opx *x);
+/* Start a checked RMA or atomic operation (tnbc_rma_check). */
+ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
+		       const struct tnbc_opx *x);
 int tnbc_rma_check(struct tnbc_ep *ep, const struct tnbc_rma_args *a);
 int tnbc_rma_args_msg(struct tnbc_rma_args *a, const struct fi_msg_rma *msg,
 		      uint8_t kind, uint64_t flags);
@@ -867,9 +888,7 @@ static inline void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
 		tnbc_trig_run_ready(dom, engine);
 }
 ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
-			   const struct iovec *iov, size_t count,
-			   fi_addr_t addr, uint64_t tag, uint64_t ignore,
-			   uint64_t data, void *context, uint64_t flags);
+			   const struct tnbc_msg_args *a);
 ssize_t tnbc_trig_post_rma(struct tnbc_ep *ep, enum fi_op_type op,
 			   const struct tnbc_rma_args *a);
 int tnbc_trig_cancel_ctx(struct tnbc_ep *ep, void *context);

@@ -1131,6 +1131,34 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 			  uint64_t data, void *context, uint64_t flags,
 			  bool tagged, const struct tnbc_opx *x)
 {
+	const struct tnbc_msg_args a = {
+		.iov = iov,
+		.iov_count = count,
+		.addr = dest,
+		.tag = tag,
+		.data = data,
+		.context = context,
+		.flags = flags,
+		.tagged = tagged,
+	};
+	int ret;
+
+	if (flags & FI_TRIGGER)
+		return tnbc_trig_post_msg(ep, tagged ? FI_OP_TSEND : FI_OP_SEND,
+					  &a);
+	ret = tnbc_ep_check_send(ep, iov, count, dest, flags);
+	return ret ? ret : tnbc_msg_start_send(ep, &a, x);
+}
+
+ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
+			    const struct tnbc_opx *x)
+{
+	const struct iovec *iov = a->iov;
+	size_t count = a->iov_count;
+	fi_addr_t dest = a->addr;
+	uint64_t tag = a->tag, data = a->data, flags = a->flags;
+	void *context = a->context;
+	bool tagged = a->tagged;
 	struct tnbc_cntr *comp_cntr = x ? x->comp_cntr : NULL;
 	uint8_t prio = x ? x->prio : (uint8_t)atomic_load(&ep->prio);
 	struct tnbc_xpeer *peer;
@@ -1140,15 +1168,12 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 	bool rndv;
 	int ret;
 
-	if (flags & FI_TRIGGER)
-		return tnbc_trig_post_msg(ep, tagged ? FI_OP_TSEND : FI_OP_SEND,
-					  iov, count, dest, tag, 0, data,
-					  context, flags);
-	ret = tnbc_ep_check_send(ep, iov, count, dest, flags);
+	/* checked when posted, but a triggered send starts later: its
+	 * address may have left the AV since */
+	ret = tnbc_av_peer(ep->av, dest, &peer);
 	if (ret)
-		return ret;
+		return ret == -FI_EINVAL ? -FI_EADDRNOTAVAIL : ret;
 	len = tnbc_iov_len(iov, count);
-	tnbc_av_peer(ep->av, dest, &peer);
 
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.version = TNBC_PROTO_VERSION;
@@ -1379,20 +1404,41 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 			  uint64_t ignore, void *context, uint64_t flags,
 			  bool tagged, const struct tnbc_opx *x)
 {
-	struct tnbc_unexp *ux;
-	struct tnbc_xfer *rx;
-	size_t kept;
-	ssize_t ret;
+	const struct tnbc_msg_args a = {
+		.iov = iov,
+		.iov_count = count,
+		.addr = src,
+		.tag = tag,
+		.ignore = ignore,
+		.context = context,
+		.flags = flags,
+		.tagged = tagged,
+	};
+	int ret;
 
 	if (flags & FI_TRIGGER)
 		return tnbc_trig_post_msg(ep, tagged ? FI_OP_TRECV : FI_OP_RECV,
-					  iov, count, src, tag, ignore, 0,
-					  context, flags);
+					  &a);
 	if ((flags & (FI_CLAIM | FI_PEEK)) && !context)
 		return -FI_EINVAL;
 	ret = tnbc_ep_check_recv(ep, iov, count, src, flags, tagged);
-	if (ret)
-		return ret;
+	return ret ? ret : tnbc_msg_start_recv(ep, &a, x);
+}
+
+ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
+			    const struct tnbc_opx *x)
+{
+	const struct iovec *iov = a->iov;
+	size_t count = a->iov_count;
+	fi_addr_t src = a->addr;
+	uint64_t tag = a->tag, ignore = a->ignore, flags = a->flags;
+	void *context = a->context;
+	bool tagged = a->tagged;
+	struct tnbc_unexp *ux;
+	struct tnbc_xfer *rx;
+	size_t kept;
+	ssize_t ret = 0;
+
 	if (!(ep->info->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 

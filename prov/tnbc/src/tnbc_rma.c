@@ -347,8 +347,6 @@ int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		      const struct tnbc_opx *x)
 {
-	struct tnbc_xfer *tx;
-	size_t total;
 	int ret;
 
 	static const enum fi_op_type ops[] = {
@@ -362,8 +360,22 @@ ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 	if (a->flags & FI_TRIGGER)
 		return tnbc_trig_post_rma(ep, ops[a->kind], a);
 	ret = tnbc_rma_check(ep, a);
+	return ret ? ret : tnbc_rma_start(ep, a, x);
+}
+
+ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
+		       const struct tnbc_opx *x)
+{
+	struct tnbc_xpeer *peer;
+	struct tnbc_xfer *tx;
+	size_t total;
+	int ret;
+
+	/* checked when posted, but a triggered operation starts later:
+	 * its address may have left the AV since */
+	ret = tnbc_av_peer(ep->av, a->addr, &peer);
 	if (ret)
-		return ret;
+		return ret == -FI_EINVAL ? -FI_EADDRNOTAVAIL : ret;
 	tx = calloc(1, sizeof(*tx));
 	if (!tx)
 		return -FI_EAGAIN;
@@ -375,7 +387,7 @@ ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 	tx->flags = a->flags;
 	tx->prio = x ? x->prio : (uint8_t)atomic_load(&ep->prio);
 	tx->comp_cntr = x ? x->comp_cntr : NULL;
-	tnbc_av_peer(ep->av, a->addr, &tx->peer);
+	tx->peer = peer;
 	tx->peer_name = tnbc_av_get(ep->av, a->addr)->name;
 	total = tnbc_rma_total(a);
 	if ((a->flags & FI_INJECT) && total) {

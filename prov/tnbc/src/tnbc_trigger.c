@@ -43,26 +43,103 @@ struct tnbc_trig {
 	struct fi_deferred_work *work; /* NULL for an FI_TRIGGER op */
 	void *context; /* what its completion reports */
 	struct tnbc_opx x;
-	/* FI_OP_SEND, TSEND, RECV, TRECV */
+	/* FI_OP_SEND, TSEND, RECV, TRECV: msg.iov is iov */
+	struct tnbc_msg_args msg;
 	struct iovec iov[TNBC_IOV_LIMIT];
-	size_t iov_count;
-	fi_addr_t addr;
-	uint64_t tag, ignore, data, flags;
 	/* FI_OP_READ ... COMPARE_ATOMIC */
 	struct tnbc_rma_args rma;
 };
 
-/* Only as much of a request as its kind uses: counter operations, the
- * bulk of a collective schedule, need no data arguments. */
+/* Which of its endpoint's counters counts a request's completion. */
+enum tnbc_trig_ep_cntr {
+	TNBC_TRIG_NO_CNTR,
+	TNBC_TRIG_RX_CNTR,
+	TNBC_TRIG_TX_CNTR,
+	TNBC_TRIG_WR_CNTR,
+	TNBC_TRIG_RD_CNTR,
+};
+
+/* What the trigger unit knows of each kind of request.  A kind with no
+ * entry cannot be built, so a request never reaches a start function
+ * that is not its own. */
+struct tnbc_trig_kind {
+	ssize_t (*start)(struct tnbc_trig *t); /* trusts what was built */
+	size_t size; /* only as much of struct tnbc_trig as it uses */
+	uint64_t cq_flags; /* of its completion */
+	bool rx; /* completes in the receive CQ */
+	enum tnbc_trig_ep_cntr ep_cntr;
+};
+
+static void tnbc_cntr_apply(struct tnbc_cntr *c, bool set, uint64_t value)
+{
+	tnbc_cntr_bump(c, &c->cnt, value, set);
+}
+
+static ssize_t tnbc_trig_start_send(struct tnbc_trig *t)
+{
+	return tnbc_msg_start_send(t->ep, &t->msg, &t->x);
+}
+
+static ssize_t tnbc_trig_start_recv(struct tnbc_trig *t)
+{
+	return tnbc_msg_start_recv(t->ep, &t->msg, &t->x);
+}
+
+static ssize_t tnbc_trig_start_rma(struct tnbc_trig *t)
+{
+	return tnbc_rma_start(t->ep, &t->rma, &t->x);
+}
+
+static ssize_t tnbc_trig_start_cntr(struct tnbc_trig *t)
+{
+	tnbc_cntr_apply(t->op_cntr, t->op == FI_OP_CNTR_SET, t->value);
+	return 0;
+}
+
+#define TNBC_TRIG_MSG_SIZE  offsetof(struct tnbc_trig, rma)
+#define TNBC_TRIG_CNTR_SIZE offsetof(struct tnbc_trig, msg)
+
+static const struct tnbc_trig_kind tnbc_trig_kinds[] = {
+	[FI_OP_RECV] = {tnbc_trig_start_recv, TNBC_TRIG_MSG_SIZE,
+			FI_RECV | FI_MSG, true, TNBC_TRIG_RX_CNTR},
+	[FI_OP_SEND] = {tnbc_trig_start_send, TNBC_TRIG_MSG_SIZE,
+			FI_SEND | FI_MSG, false, TNBC_TRIG_TX_CNTR},
+	[FI_OP_TRECV] = {tnbc_trig_start_recv, TNBC_TRIG_MSG_SIZE,
+			 FI_RECV | FI_TAGGED, true, TNBC_TRIG_RX_CNTR},
+	[FI_OP_TSEND] = {tnbc_trig_start_send, TNBC_TRIG_MSG_SIZE,
+			 FI_SEND | FI_TAGGED, false, TNBC_TRIG_TX_CNTR},
+	[FI_OP_READ] = {tnbc_trig_start_rma, sizeof(struct tnbc_trig),
+			FI_RMA | FI_READ, false, TNBC_TRIG_RD_CNTR},
+	[FI_OP_WRITE] = {tnbc_trig_start_rma, sizeof(struct tnbc_trig),
+			 FI_RMA | FI_WRITE, false, TNBC_TRIG_WR_CNTR},
+	[FI_OP_ATOMIC] = {tnbc_trig_start_rma, sizeof(struct tnbc_trig),
+			  FI_ATOMIC | FI_WRITE, false, TNBC_TRIG_WR_CNTR},
+	[FI_OP_FETCH_ATOMIC] = {tnbc_trig_start_rma, sizeof(struct tnbc_trig),
+				FI_ATOMIC | FI_READ, false, TNBC_TRIG_RD_CNTR},
+	[FI_OP_COMPARE_ATOMIC] = {tnbc_trig_start_rma, sizeof(struct tnbc_trig),
+				  FI_ATOMIC | FI_READ, false,
+				  TNBC_TRIG_RD_CNTR},
+	[FI_OP_CNTR_SET] = {tnbc_trig_start_cntr, TNBC_TRIG_CNTR_SIZE, 0, false,
+			    TNBC_TRIG_NO_CNTR},
+	[FI_OP_CNTR_ADD] = {tnbc_trig_start_cntr, TNBC_TRIG_CNTR_SIZE, 0, false,
+			    TNBC_TRIG_NO_CNTR},
+};
+
+static const struct tnbc_trig_kind *tnbc_trig_kind_of(enum fi_op_type op)
+{
+	size_t i = (size_t)op;
+
+	if (i >= sizeof(tnbc_trig_kinds) / sizeof(tnbc_trig_kinds[0]) ||
+	    !tnbc_trig_kinds[i].start)
+		return NULL;
+	return &tnbc_trig_kinds[i];
+}
+
 static struct tnbc_trig *tnbc_trig_alloc(enum fi_op_type op)
 {
-	size_t len = sizeof(struct tnbc_trig);
+	const struct tnbc_trig_kind *k = tnbc_trig_kind_of(op);
 
-	if (op == FI_OP_CNTR_SET || op == FI_OP_CNTR_ADD)
-		len = offsetof(struct tnbc_trig, iov);
-	else if (op <= FI_OP_TSEND)
-		len = offsetof(struct tnbc_trig, rma);
-	return calloc(1, len);
+	return k ? calloc(1, k->size) : NULL;
 }
 
 static inline struct tnbc_domain *tnbc_cntr_dom(struct tnbc_cntr *c)
@@ -245,53 +322,19 @@ static void tnbc_trig_release_refs(struct tnbc_trig *t)
 		atomic_fetch_sub(&t->op_cntr->ref, 1);
 }
 
-static void tnbc_cntr_apply(struct tnbc_cntr *c, bool set, uint64_t value)
+static struct tnbc_cntr *tnbc_trig_ep_cntr(const struct tnbc_trig *t)
 {
-	tnbc_cntr_bump(c, &c->cnt, value, set);
-}
-
-static bool tnbc_trig_is_rx(enum fi_op_type op)
-{
-	return op == FI_OP_RECV || op == FI_OP_TRECV;
-}
-
-static uint64_t tnbc_trig_cq_flags(enum fi_op_type op)
-{
-	switch (op) {
-	case FI_OP_RECV:
-		return FI_RECV | FI_MSG;
-	case FI_OP_TRECV:
-		return FI_RECV | FI_TAGGED;
-	case FI_OP_SEND:
-		return FI_SEND | FI_MSG;
-	case FI_OP_TSEND:
-		return FI_SEND | FI_TAGGED;
-	case FI_OP_READ:
-		return FI_RMA | FI_READ;
-	case FI_OP_WRITE:
-		return FI_RMA | FI_WRITE;
-	case FI_OP_ATOMIC:
-		return FI_ATOMIC | FI_WRITE;
+	switch (tnbc_trig_kind_of(t->op)->ep_cntr) {
+	case TNBC_TRIG_RX_CNTR:
+		return t->ep->rx_cntr;
+	case TNBC_TRIG_TX_CNTR:
+		return t->ep->tx_cntr;
+	case TNBC_TRIG_WR_CNTR:
+		return t->ep->wr_cntr;
+	case TNBC_TRIG_RD_CNTR:
+		return t->ep->rd_cntr;
 	default:
-		return FI_ATOMIC | FI_READ;
-	}
-}
-
-static struct tnbc_cntr *tnbc_trig_ep_cntr(struct tnbc_ep *ep,
-					   enum fi_op_type op)
-{
-	switch (op) {
-	case FI_OP_RECV:
-	case FI_OP_TRECV:
-		return ep->rx_cntr;
-	case FI_OP_SEND:
-	case FI_OP_TSEND:
-		return ep->tx_cntr;
-	case FI_OP_WRITE:
-	case FI_OP_ATOMIC:
-		return ep->wr_cntr;
-	default:
-		return ep->rd_cntr;
+		return NULL;
 	}
 }
 
@@ -299,21 +342,21 @@ static struct tnbc_cntr *tnbc_trig_ep_cntr(struct tnbc_ep *ep,
  * counter (an error completion is reported even for deferred work). */
 static void tnbc_trig_report(struct tnbc_trig *t, int err)
 {
+	const struct tnbc_trig_kind *k = tnbc_trig_kind_of(t->op);
+
 	if (t->ep) {
-		struct tnbc_cq *cq =
-			tnbc_trig_is_rx(t->op) ? t->ep->rx_cq : t->ep->tx_cq;
+		struct tnbc_cq *cq = k->rx ? t->ep->rx_cq : t->ep->tx_cq;
 
 		if (cq)
-			tnbc_cq_write_err(cq, t->context,
-					  tnbc_trig_cq_flags(t->op), 0, NULL, 0,
-					  0, 0, err, -err, FI_ADDR_NOTAVAIL);
+			tnbc_cq_write_err(cq, t->context, k->cq_flags, 0, NULL,
+					  0, 0, 0, err, -err, FI_ADDR_NOTAVAIL);
 	}
 	if (t->x.comp_cntr)
 		tnbc_cntr_inc_err(t->x.comp_cntr);
 	/* an FI_TRIGGER operation completes like any other: its endpoint
 	 * counter counts the error too (deferred work leaves it alone) */
 	if (t->ep && !t->work) {
-		struct tnbc_cntr *c = tnbc_trig_ep_cntr(t->ep, t->op);
+		struct tnbc_cntr *c = tnbc_trig_ep_cntr(t);
 
 		if (c)
 			tnbc_cntr_inc_err(c);
@@ -322,26 +365,7 @@ static void tnbc_trig_report(struct tnbc_trig *t, int err)
 
 static ssize_t tnbc_trig_exec(struct tnbc_trig *t)
 {
-	bool tagged = t->op == FI_OP_TSEND || t->op == FI_OP_TRECV;
-
-	switch (t->op) {
-	case FI_OP_SEND:
-	case FI_OP_TSEND:
-		return tnbc_ep_post_send(t->ep, t->iov, t->iov_count, t->addr,
-					 t->tag, t->data, t->context, t->flags,
-					 tagged, &t->x);
-	case FI_OP_RECV:
-	case FI_OP_TRECV:
-		return tnbc_ep_post_recv(t->ep, t->iov, t->iov_count, t->addr,
-					 t->tag, t->ignore, t->context,
-					 t->flags, tagged, &t->x);
-	case FI_OP_CNTR_SET:
-	case FI_OP_CNTR_ADD:
-		tnbc_cntr_apply(t->op_cntr, t->op == FI_OP_CNTR_SET, t->value);
-		return 0;
-	default:
-		return tnbc_rma_post(t->ep, &t->rma, &t->x);
-	}
+	return tnbc_trig_kind_of(t->op)->start(t);
 }
 
 /* Moves the whole ready list to batch, in order. */
@@ -490,45 +514,38 @@ static int tnbc_trig_queue(struct tnbc_domain *dom, struct tnbc_trig *t)
 }
 
 static int tnbc_trig_build_msg(struct tnbc_trig *t, enum fi_op_type op,
-			       const struct iovec *iov, size_t count,
-			       fi_addr_t addr, uint64_t tag, uint64_t ignore,
-			       uint64_t data, uint64_t flags)
+			       const struct tnbc_msg_args *a)
 {
-	bool tagged = op == FI_OP_TSEND || op == FI_OP_TRECV;
 	int ret;
 
-	if (count > TNBC_IOV_LIMIT)
+	if (a->iov_count > TNBC_IOV_LIMIT)
 		return -FI_EINVAL;
-	ret = tnbc_trig_is_rx(op)
-		      ? tnbc_ep_check_recv(t->ep, iov, count, addr, flags,
-					   tagged)
-		      : tnbc_ep_check_send(t->ep, iov, count, addr, flags);
+	ret = tnbc_trig_kind_of(op)->rx
+		      ? tnbc_ep_check_recv(t->ep, a->iov, a->iov_count, a->addr,
+					   a->flags, a->tagged)
+		      : tnbc_ep_check_send(t->ep, a->iov, a->iov_count, a->addr,
+					   a->flags);
 	if (ret)
 		return ret;
 	t->op = op;
-	t->iov_count = count;
-	if (count)
-		memcpy(t->iov, iov, count * sizeof(*iov));
-	t->addr = addr;
-	t->tag = tag;
-	t->ignore = ignore;
-	t->data = data;
-	t->flags = flags;
+	t->msg = *a;
+	if (a->iov_count)
+		memcpy(t->iov, a->iov, a->iov_count * sizeof(*a->iov));
+	t->msg.iov = t->iov;
 	return 0;
 }
 
 ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
-			   const struct iovec *iov, size_t count,
-			   fi_addr_t addr, uint64_t tag, uint64_t ignore,
-			   uint64_t data, void *context, uint64_t flags)
+			   const struct tnbc_msg_args *a)
 {
-	struct fi_triggered_context *tc = context;
+	struct fi_triggered_context *tc = a->context;
+	struct tnbc_msg_args b = *a;
 	struct tnbc_trig *t;
 	int ret;
 
-	flags &= ~(uint64_t)FI_TRIGGER;
+	b.flags &= ~(uint64_t)FI_TRIGGER;
 	if (!tc || tc->event_type != FI_TRIGGER_THRESHOLD ||
-	    (flags & FI_INJECT))
+	    (b.flags & FI_INJECT))
 		return -FI_EINVAL;
 	t = tnbc_trig_alloc(op);
 	if (!t)
@@ -536,11 +553,9 @@ ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
 	t->cntr = tnbc_cntr_of(ep->domain, tc->trigger.threshold.cntr);
 	t->threshold = tc->trigger.threshold.threshold;
 	t->ep = ep;
-	t->context = context;
+	t->context = a->context;
 	t->x.prio = (uint8_t)atomic_load(&ep->prio);
-	ret = t->cntr ? tnbc_trig_build_msg(t, op, iov, count, addr, tag,
-					    ignore, data, flags)
-		      : -FI_EINVAL;
+	ret = t->cntr ? tnbc_trig_build_msg(t, op, &b) : -FI_EINVAL;
 	if (ret) {
 		free(t);
 		return ret;
@@ -625,9 +640,14 @@ static int tnbc_trig_build_work(struct tnbc_domain *dom, struct tnbc_trig *t,
 			ret = tnbc_work_ep(dom, t, o->ep, o->flags);
 		if (ret)
 			return ret;
-		return tnbc_trig_build_msg(t, w->op_type, o->msg.msg_iov,
-					   o->msg.iov_count, o->msg.addr, 0, 0,
-					   o->msg.data, o->flags | df);
+		return tnbc_trig_build_msg(
+			t, w->op_type,
+			&(struct tnbc_msg_args){.iov = o->msg.msg_iov,
+						.iov_count = o->msg.iov_count,
+						.addr = o->msg.addr,
+						.data = o->msg.data,
+						.context = t->context,
+						.flags = o->flags | df});
 	}
 	case FI_OP_TSEND:
 	case FI_OP_TRECV: {
@@ -637,10 +657,17 @@ static int tnbc_trig_build_work(struct tnbc_domain *dom, struct tnbc_trig *t,
 			ret = tnbc_work_ep(dom, t, o->ep, o->flags);
 		if (ret)
 			return ret;
-		return tnbc_trig_build_msg(t, w->op_type, o->msg.msg_iov,
-					   o->msg.iov_count, o->msg.addr,
-					   o->msg.tag, o->msg.ignore,
-					   o->msg.data, o->flags | df);
+		return tnbc_trig_build_msg(
+			t, w->op_type,
+			&(struct tnbc_msg_args){.iov = o->msg.msg_iov,
+						.iov_count = o->msg.iov_count,
+						.addr = o->msg.addr,
+						.tag = o->msg.tag,
+						.ignore = o->msg.ignore,
+						.data = o->msg.data,
+						.context = t->context,
+						.flags = o->flags | df,
+						.tagged = true});
 	}
 	case FI_OP_READ:
 	case FI_OP_WRITE: {
@@ -822,6 +849,8 @@ int tnbc_trig_control(struct tnbc_domain *dom, int command, void *arg)
 	case FI_QUEUE_WORK:
 		if (!w)
 			return -FI_EINVAL;
+		if (!tnbc_trig_kind_of(w->op_type))
+			return -FI_ENOSYS;
 		t = tnbc_trig_alloc(w->op_type);
 		if (!t)
 			return -FI_ENOMEM;
