@@ -39,7 +39,7 @@
  *         > domain->atomic_lock (target-side atomics of the domain)
  *       > domain->cntr_lock (the domain's counter list)
  *         > cntr->lock (waiters, and the heap of triggered work)
- *           > domain->trig_lock (the ready list of triggered work)
+ *           > domain->tu.lock (the trigger unit's ready list)
  *       > cq->lock, eq->lock  (leaf locks)
  *
  * av->lock is a leaf taken only by AV insert/remove; the send path reads
@@ -255,6 +255,17 @@ struct tnbc_engine {
 
 #define TNBC_MR_HASH 1024
 
+/* The soft NIC's trigger unit (tnbc_trigger.c): requests whose
+ * threshold was met wait on ready until one thread starts them, in the
+ * order they were released.  The waiting requests themselves live in
+ * their counters' heaps. */
+struct tnbc_trig_unit {
+	pthread_mutex_t lock; /* ready */
+	struct tnbc_list ready;
+	atomic_size_t nready;
+	atomic_int running; /* one thread starts ready work at a time */
+};
+
 struct tnbc_domain {
 	struct fid_domain domain_fid;
 	struct tnbc_fabric *fabric;
@@ -279,13 +290,10 @@ struct tnbc_domain {
 	/* serialises target-side atomics of all endpoints of the domain */
 	pthread_mutex_t atomic_lock;
 
-	/* triggered work (tnbc_trigger.c): see the lock order above */
+	/* the counters triggered work may name: see the lock order above */
 	pthread_mutex_t cntr_lock; /* cntr_list */
 	struct tnbc_list cntr_list;
-	pthread_mutex_t trig_lock; /* trig_ready */
-	struct tnbc_list trig_ready; /* threshold met, waiting to run */
-	atomic_size_t trig_nready;
-	atomic_int trig_running; /* one thread runs ready work at a time */
+	struct tnbc_trig_unit tu;
 };
 
 struct tnbc_av_entry {
@@ -878,7 +886,7 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine);
 void tnbc_trig_quiesce(struct tnbc_domain *dom);
 static inline bool tnbc_trig_has_ready(struct tnbc_domain *dom)
 {
-	return atomic_load_explicit(&dom->trig_nready, memory_order_acquire);
+	return atomic_load_explicit(&dom->tu.nready, memory_order_acquire);
 }
 /* Runs ready requests.  Must be called with no provider lock held.  Every
  * poll calls it: with nothing ready it is one load. */

@@ -8,10 +8,10 @@
  * been told about.  It then waits in its triggering counter's min-heap,
  * ordered by (threshold, submission order).  Whenever the counter
  * changes, every request whose threshold success + error has reached
- * moves, in heap order, to the domain's ready list; whoever runs ready
- * work next (the thread that changed the counter once it holds no lock,
- * the thread progressing the endpoint, or the engine) starts them in
- * list order.  One thread at a time runs ready work, so requests start
+ * moves, in heap order, to the trigger unit's ready list; whoever runs
+ * ready work next (the thread that changed the counter once it holds no
+ * lock, the thread progressing the endpoint, or the engine) starts them
+ * in list order.  One thread at a time runs ready work, so requests start
  * in exactly the order they were released.
  *
  * The post/increment race: a poster inserts under cntr->lock and then
@@ -23,7 +23,7 @@
  * O(1) per counter change that releases nothing.
  *
  * Lock order (extends tnbc.h): dom->cntr_lock > cntr->lock >
- * dom->trig_lock.  No lock is held while a request runs.
+ * dom->tu.lock.  No lock is held while a request runs.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -31,7 +31,8 @@
 #include "tnbc.h"
 
 struct tnbc_trig {
-	struct tnbc_list entry; /* trig_ready, or a local list */
+	struct tnbc_list
+		entry; /* the trigger unit's ready list, or a local one */
 	struct tnbc_cntr *cntr; /* triggering counter */
 	uint64_t threshold;
 	uint64_t seq;
@@ -279,13 +280,13 @@ static void tnbc_trig_release(struct tnbc_cntr *cntr, bool kick)
 	}
 	/* Still under cntr->lock: a later release of this counter by
 	 * another thread must queue behind this one. */
-	pthread_mutex_lock(&dom->trig_lock);
-	local.next->prev = dom->trig_ready.prev;
-	dom->trig_ready.prev->next = local.next;
-	local.prev->next = &dom->trig_ready;
-	dom->trig_ready.prev = local.prev;
-	atomic_fetch_add_explicit(&dom->trig_nready, n, memory_order_release);
-	pthread_mutex_unlock(&dom->trig_lock);
+	pthread_mutex_lock(&dom->tu.lock);
+	local.next->prev = dom->tu.ready.prev;
+	dom->tu.ready.prev->next = local.next;
+	local.prev->next = &dom->tu.ready;
+	dom->tu.ready.prev = local.prev;
+	atomic_fetch_add_explicit(&dom->tu.nready, n, memory_order_release);
+	pthread_mutex_unlock(&dom->tu.lock);
 	pthread_mutex_unlock(&cntr->lock);
 	atomic_fetch_add_explicit(&dom->engine.trig_fired, n,
 				  memory_order_relaxed);
@@ -373,15 +374,15 @@ static void tnbc_trig_take_ready(struct tnbc_domain *dom,
 				 struct tnbc_list *batch)
 {
 	tnbc_list_init(batch);
-	pthread_mutex_lock(&dom->trig_lock);
-	if (!tnbc_list_empty(&dom->trig_ready)) {
-		batch->next = dom->trig_ready.next;
-		batch->prev = dom->trig_ready.prev;
+	pthread_mutex_lock(&dom->tu.lock);
+	if (!tnbc_list_empty(&dom->tu.ready)) {
+		batch->next = dom->tu.ready.next;
+		batch->prev = dom->tu.ready.prev;
 		batch->next->prev = batch;
 		batch->prev->next = batch;
-		tnbc_list_init(&dom->trig_ready);
+		tnbc_list_init(&dom->tu.ready);
 	}
-	pthread_mutex_unlock(&dom->trig_lock);
+	pthread_mutex_unlock(&dom->tu.lock);
 }
 
 void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
@@ -394,8 +395,7 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 		uint64_t n = 0;
 		int idle = 0;
 
-		if (!atomic_compare_exchange_strong(&dom->trig_running, &idle,
-						    1))
+		if (!atomic_compare_exchange_strong(&dom->tu.running, &idle, 1))
 			return;
 		/* a batch at a time: one lock round trip, not one per
 		 * request */
@@ -414,15 +414,15 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 					 * what is left, this one first */
 					tnbc_list_insert_tail(&t->entry,
 							      batch.next);
-					pthread_mutex_lock(&dom->trig_lock);
-					batch.prev->next = dom->trig_ready.next;
-					dom->trig_ready.next->prev = batch.prev;
-					dom->trig_ready.next = batch.next;
-					batch.next->prev = &dom->trig_ready;
-					pthread_mutex_unlock(&dom->trig_lock);
+					pthread_mutex_lock(&dom->tu.lock);
+					batch.prev->next = dom->tu.ready.next;
+					dom->tu.ready.next->prev = batch.prev;
+					dom->tu.ready.next = batch.next;
+					batch.next->prev = &dom->tu.ready;
+					pthread_mutex_unlock(&dom->tu.lock);
 					goto retry_later;
 				}
-				atomic_fetch_sub_explicit(&dom->trig_nready, 1,
+				atomic_fetch_sub_explicit(&dom->tu.nready, 1,
 							  memory_order_release);
 				n++;
 				if (ret) {
@@ -440,7 +440,7 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 			atomic_fetch_add_explicit(
 				&dom->engine.trig_fired_by_engine, n,
 				memory_order_relaxed);
-		atomic_store(&dom->trig_running, 0);
+		atomic_store(&dom->tu.running, 0);
 		continue;
 	retry_later:
 		/* the engine's next pass tries again */
@@ -448,14 +448,14 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 			atomic_fetch_add_explicit(
 				&dom->engine.trig_fired_by_engine, n,
 				memory_order_relaxed);
-		atomic_store(&dom->trig_running, 0);
+		atomic_store(&dom->tu.running, 0);
 		return;
 	}
 }
 
 void tnbc_trig_quiesce(struct tnbc_domain *dom)
 {
-	while (atomic_load(&dom->trig_running))
+	while (atomic_load(&dom->tu.running))
 		sched_yield();
 }
 
@@ -876,11 +876,11 @@ int tnbc_trig_control(struct tnbc_domain *dom, int command, void *arg)
 int tnbc_trig_domain_init(struct tnbc_domain *dom)
 {
 	tnbc_list_init(&dom->cntr_list);
-	tnbc_list_init(&dom->trig_ready);
-	atomic_init(&dom->trig_running, 0);
+	tnbc_list_init(&dom->tu.ready);
+	atomic_init(&dom->tu.running, 0);
 	if (pthread_mutex_init(&dom->cntr_lock, NULL))
 		return -FI_ENOMEM;
-	if (pthread_mutex_init(&dom->trig_lock, NULL)) {
+	if (pthread_mutex_init(&dom->tu.lock, NULL)) {
 		pthread_mutex_destroy(&dom->cntr_lock);
 		return -FI_ENOMEM;
 	}
@@ -889,6 +889,6 @@ int tnbc_trig_domain_init(struct tnbc_domain *dom)
 
 void tnbc_trig_domain_fini(struct tnbc_domain *dom)
 {
-	pthread_mutex_destroy(&dom->trig_lock);
+	pthread_mutex_destroy(&dom->tu.lock);
 	pthread_mutex_destroy(&dom->cntr_lock);
 }
