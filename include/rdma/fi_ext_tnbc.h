@@ -9,8 +9,10 @@
 #define FI_EXT_TNBC_H
 
 #include <stdint.h>
+#include <string.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_trigger.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +91,59 @@ struct fi_tnbc_ops_ep {
 	int (*set_priority)(struct fid_ep *ep, unsigned int prio);
 	int (*get_priority)(struct fid_ep *ep, unsigned int *prio);
 };
+
+/*
+ * Compute steps for deferred work (fi_trigger(3)).
+ *
+ * enum fi_op_type has no step that computes, so tnbc adds two, queued
+ * with fi_control(&domain->fid, FI_QUEUE_WORK, &work) like the standard
+ * ones: once work.triggering_cntr reaches work.threshold, the domain's
+ * engine folds one local buffer into another (a reduce) or copies it (a
+ * copy), and then adds one to work.completion_cntr (when set).  With
+ * sends, receives and counters they make a schedule that runs with no
+ * application thread in the loop: for example, receive a child's
+ * contribution, fold it in once the receive has completed, and send the
+ * result on once every child's has been folded.
+ *
+ * Set them up with fi_tnbc_work_reduce() or fi_tnbc_work_copy(), which
+ * store the step in the work's op union.  The step, like the standard
+ * fi_op_* structures, must stay valid until the work completes or is
+ * cancelled.  Neither buffer may be changed by anybody else in between.
+ * A step that fails at fire time (never, for one that was accepted)
+ * adds to the completion counter's error count instead.
+ */
+#define FI_TNBC_OP_REDUCE ((enum fi_op_type)(FI_PROV_SPECIFIC_TNBC | 1))
+#define FI_TNBC_OP_COPY	  ((enum fi_op_type)(FI_PROV_SPECIFIC_TNBC | 2))
+
+struct fi_tnbc_op_reduce {
+	size_t size; /* sizeof(struct fi_tnbc_op_reduce) */
+	void *dst; /* dst[i] = dst[i] op src[i], i < count */
+	const void *src;
+	size_t count; /* elements */
+	enum fi_op op; /* a reduction: FI_MIN ... FI_BXOR (fi_atomic(3)) */
+	enum fi_datatype datatype;
+};
+
+struct fi_tnbc_op_copy {
+	size_t size; /* sizeof(struct fi_tnbc_op_copy) */
+	void *dst; /* the two may not overlap */
+	const void *src;
+	size_t len; /* bytes */
+};
+
+static inline void fi_tnbc_work_reduce(struct fi_deferred_work *work,
+				       struct fi_tnbc_op_reduce *reduce)
+{
+	work->op_type = FI_TNBC_OP_REDUCE;
+	memcpy(&work->op, &reduce, sizeof(reduce));
+}
+
+static inline void fi_tnbc_work_copy(struct fi_deferred_work *work,
+				     struct fi_tnbc_op_copy *copy)
+{
+	work->op_type = FI_TNBC_OP_COPY;
+	memcpy(&work->op, &copy, sizeof(copy));
+}
 
 #ifdef __cplusplus
 }

@@ -1932,6 +1932,203 @@ END_TEST
 
 /* ------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------ */
+/* The extension's compute steps (FI_TNBC_OP_REDUCE, FI_TNBC_OP_COPY)   */
+
+static void tt_reduce_init(struct fi_deferred_work *w,
+			   struct fi_tnbc_op_reduce *r, void *dst,
+			   const void *src, size_t count, enum fi_op op,
+			   enum fi_datatype dt, struct fid_cntr *trig,
+			   uint64_t thr, struct fid_cntr *comp)
+{
+	memset(w, 0, sizeof(*w));
+	*r = (struct fi_tnbc_op_reduce){.size = sizeof(*r),
+					.dst = dst,
+					.src = src,
+					.count = count,
+					.op = op,
+					.datatype = dt};
+	w->triggering_cntr = trig;
+	w->threshold = thr;
+	w->completion_cntr = comp;
+	fi_tnbc_work_reduce(w, r);
+}
+
+/*
+ * A reduce step folds its source into its destination once its counter
+ * reaches the threshold, and not before; a copy step chained on its
+ * completion counter then copies the result.  Three op/datatype pairs,
+ * each checked against the same fold done here.
+ */
+START_TEST(trig_reduce_steps)
+{
+	struct tu_world w;
+	struct fid_cntr *T, *C1, *C2;
+	struct fi_deferred_work wr[3], wc;
+	struct fi_tnbc_op_reduce r[3];
+	struct fi_tnbc_op_copy c;
+	double dd[6], ds[6], dw[6], copy[6];
+	int32_t id[5] = {-7, 3, 100, -100, 0}, is[5] = {-8, 4, 99, -99, 0};
+	int32_t iw[5];
+	uint64_t ud[3] = {0xff00ff00ff00ff00ull, 1, 0};
+	uint64_t us[3] = {0x0ff00ff00ff00ff0ull, 3, ~0ull}, uw[3];
+
+	for (int i = 0; i < 6; i++) {
+		dd[i] = 1.5 * i - 2;
+		ds[i] = 0.25 * i * i;
+		dw[i] = dd[i] + ds[i];
+		copy[i] = -1;
+	}
+	for (int i = 0; i < 5; i++)
+		iw[i] = id[i] > is[i] ? id[i] : is[i];
+	for (int i = 0; i < 3; i++)
+		uw[i] = ud[i] ^ us[i];
+	tt_world_open(&w, 1, false);
+	T = tt_cntr(w.d.domain);
+	C1 = tt_cntr(w.d.domain);
+	C2 = tt_cntr(w.d.domain);
+	tt_reduce_init(&wr[0], &r[0], dd, ds, 6, FI_SUM, FI_DOUBLE, T, 2, C1);
+	tt_reduce_init(&wr[1], &r[1], id, is, 5, FI_MAX, FI_INT32, T, 2, C1);
+	tt_reduce_init(&wr[2], &r[2], ud, us, 3, FI_BXOR, FI_UINT64, T, 2, C1);
+	for (int i = 0; i < 3; i++)
+		tt_queue(w.d.domain, &wr[i]);
+	memset(&wc, 0, sizeof(wc));
+	c = (struct fi_tnbc_op_copy){
+		.size = sizeof(c), .dst = copy, .src = dd, .len = sizeof(dd)};
+	wc.triggering_cntr = C1;
+	wc.threshold = 3;
+	wc.completion_cntr = C2;
+	fi_tnbc_work_copy(&wc, &c);
+	tt_queue(w.d.domain, &wc);
+
+	/* the thread that changes a counter starts what it releases */
+	ck_assert_int_eq(fi_cntr_add(T, 1), 0);
+	ck_assert_uint_eq(fi_cntr_read(C1), 0);
+	ck_assert_msg(dd[1] == -0.5 && id[0] == -7 && ud[2] == 0,
+		      "a step ran below its threshold");
+	ck_assert_int_eq(fi_cntr_add(T, 1), 0);
+	tt_cntr_expect(C1, 3, "reduce completions");
+	tt_cntr_expect(C2, 1, "copy completion");
+	ck_assert(tt_mem_same((uint8_t *)dd, (uint8_t *)dw, sizeof(dd)));
+	ck_assert(tt_mem_same((uint8_t *)id, (uint8_t *)iw, sizeof(id)));
+	ck_assert(tt_mem_same((uint8_t *)ud, (uint8_t *)uw, sizeof(ud)));
+	ck_assert(tt_mem_same((uint8_t *)copy, (uint8_t *)dw, sizeof(dw)));
+	ck_assert_uint_eq(fi_cntr_readerr(C1) + fi_cntr_readerr(C2), 0);
+	tt_close(T);
+	tt_close(C1);
+	tt_close(C2);
+	tu_world_close(&w);
+}
+END_TEST
+
+/* Each bad step is refused when queued, and the domain goes on. */
+START_TEST(trig_reduce_bad_input)
+{
+	struct tu_world w;
+	struct fid_cntr *T, *C;
+	struct fi_deferred_work wk;
+	struct fi_tnbc_op_reduce r;
+	struct fi_tnbc_op_copy c;
+	double d[2] = {1, 2}, s[2] = {3, 4};
+	const struct {
+		enum fi_op op;
+		enum fi_datatype dt;
+		void *dst;
+		size_t count;
+		size_t size;
+	} bad[] = {
+		{FI_BAND, FI_DOUBLE, d, 2, sizeof(r)}, /* no such pair */
+		{FI_CSWAP, FI_INT32, d, 2, sizeof(r)}, /* not a reduction */
+		{FI_ATOMIC_WRITE, FI_INT32, d, 2, sizeof(r)},
+		{FI_SUM, (enum fi_datatype)999, d, 2, sizeof(r)},
+		{FI_SUM, FI_DOUBLE, NULL, 2, sizeof(r)},
+		{FI_SUM, FI_DOUBLE, d, SIZE_MAX / 4, sizeof(r)}, /* overflows */
+		{FI_SUM, FI_DOUBLE, d, 2, sizeof(r) - 1}, /* a wrong size */
+	};
+
+	tt_world_open(&w, 1, false);
+	T = tt_cntr(w.d.domain);
+	C = tt_cntr(w.d.domain);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tt_reduce_init(&wk, &r, bad[i].dst, s, bad[i].count, bad[i].op,
+			       bad[i].dt, T, 1, C);
+		r.size = bad[i].size;
+		ck_assert_msg(tt_ctl(w.d.domain, FI_QUEUE_WORK, &wk) ==
+				      -FI_EINVAL,
+			      "bad reduce %zu accepted", i);
+	}
+	memset(&wk, 0, sizeof(wk));
+	c = (struct fi_tnbc_op_copy){
+		.size = sizeof(c), .dst = d, .src = NULL, .len = 8};
+	wk.triggering_cntr = T;
+	wk.threshold = 1;
+	fi_tnbc_work_copy(&wk, &c);
+	ck_assert_int_eq(tt_ctl(w.d.domain, FI_QUEUE_WORK, &wk), -FI_EINVAL);
+	fi_tnbc_work_copy(&wk, NULL);
+	ck_assert_int_eq(tt_ctl(w.d.domain, FI_QUEUE_WORK, &wk), -FI_EINVAL);
+	wk.op_type = (enum fi_op_type)(FI_PROV_SPECIFIC_TNBC | 3);
+	ck_assert_int_eq(tt_ctl(w.d.domain, FI_QUEUE_WORK, &wk), -FI_ENOSYS);
+	/* nothing was queued, and a good step still runs */
+	tt_reduce_init(&wk, &r, d, s, 2, FI_SUM, FI_DOUBLE, T, 1, C);
+	tt_queue(w.d.domain, &wk);
+	ck_assert_int_eq(fi_cntr_add(T, 1), 0);
+	tt_cntr_expect(C, 1, "the good step's completion");
+	ck_assert(d[0] == 4 && d[1] == 6);
+	tt_close(T);
+	tt_close(C);
+	tu_world_close(&w);
+}
+END_TEST
+
+/*
+ * A step triggered by a receive runs in the engine: the application
+ * posts the receive and the step, and then watches memory only.
+ */
+START_TEST(trig_reduce_by_engine)
+{
+	enum { N = 6 };
+	struct tu_world w;
+	struct fid_cntr *C;
+	struct fi_deferred_work wk;
+	struct fi_tnbc_op_reduce r;
+	struct fi_tnbc_engine_stats st0, st;
+	double acc[N], in[N], send[N], want[N];
+	int rctx, sctx;
+	uint64_t deadline;
+
+	for (int i = 0; i < N; i++) {
+		acc[i] = i;
+		send[i] = 100.0 + i;
+		want[i] = acc[i] + send[i];
+		in[i] = 0;
+	}
+	tt_world_open(&w, 2, true);
+	C = tt_cntr(w.d.domain);
+	tt_trecv(&w, R, in, sizeof(in), 0x41, 0, &rctx);
+	tt_reduce_init(&wk, &r, acc, in, N, FI_SUM, FI_DOUBLE, w.ep[R].rx_cntr,
+		       1, C);
+	tt_queue(w.d.domain, &wk);
+	tt_stats(w.d.domain, &st0);
+	ck_assert_int_eq(fi_tsend(w.ep[A].ep, send, sizeof(send), NULL,
+				  w.addr[R], 0x41, &sctx),
+			 0);
+	/* no provider call until the sum is there */
+	ck_assert_msg(tt_mem_arrives((uint8_t *)acc, (uint8_t *)want,
+				     sizeof(acc), TU_WAIT_MS),
+		      "the reduce step did not run without application "
+		      "progress");
+	deadline = tu_now_ms() + 1000;
+	do
+		tt_stats(w.d.domain, &st);
+	while (st.trig_fired_by_engine == st0.trig_fired_by_engine &&
+	       tu_now_ms() < deadline);
+	ck_assert_uint_gt(st.trig_fired_by_engine, st0.trig_fired_by_engine);
+	tt_cntr_expect(C, 1, "completion counter");
+	tt_close(C);
+	tu_world_close(&w);
+}
+END_TEST
+
 Suite *tu_trigger_suite(void)
 {
 	Suite *s = suite_create("trigger");
@@ -1952,6 +2149,9 @@ Suite *tu_trigger_suite(void)
 	tcase_add_test(tc, trig_deferred_msg);
 	tcase_add_test(tc, trig_deferred_rma);
 	tcase_add_loop_test(tc, trig_engine_fires, 0, 2);
+	tcase_add_test(tc, trig_reduce_steps);
+	tcase_add_test(tc, trig_reduce_bad_input);
+	tcase_add_test(tc, trig_reduce_by_engine);
 	suite_add_tcase(s, tc);
 
 	tcase_set_timeout(tl, TU_TCASE_TIMEOUT);

@@ -44,12 +44,37 @@ struct tnbc_trig {
 	struct fi_deferred_work *work; /* NULL for an FI_TRIGGER op */
 	void *context; /* what its completion reports */
 	struct tnbc_opx x;
+	/* TNBC_TRIG_REDUCE, TNBC_TRIG_COPY (count: bytes for a copy) */
+	struct {
+		void *dst;
+		const void *src;
+		size_t count;
+		enum fi_op op;
+		enum fi_datatype dt;
+	} step;
 	/* FI_OP_SEND, TSEND, RECV, TRECV: msg.iov is iov */
 	struct tnbc_msg_args msg;
 	struct iovec iov[TNBC_IOV_LIMIT];
 	/* FI_OP_READ ... COMPARE_ATOMIC */
 	struct tnbc_rma_args rma;
 };
+
+/* The extension's compute steps (fi_ext_tnbc.h), after the standard
+ * kinds in the kind table. */
+enum {
+	TNBC_TRIG_REDUCE = FI_OP_CNTR_ADD + 1,
+	TNBC_TRIG_COPY,
+};
+
+/* Where a public op_type sits in the kind table. */
+static enum fi_op_type tnbc_trig_op_index(enum fi_op_type op)
+{
+	if (op == FI_TNBC_OP_REDUCE)
+		return (enum fi_op_type)TNBC_TRIG_REDUCE;
+	if (op == FI_TNBC_OP_COPY)
+		return (enum fi_op_type)TNBC_TRIG_COPY;
+	return op;
+}
 
 /* Which of its endpoint's counters counts a request's completion. */
 enum tnbc_trig_ep_cntr {
@@ -97,8 +122,31 @@ static ssize_t tnbc_trig_start_cntr(struct tnbc_trig *t)
 	return 0;
 }
 
+/* A local step completes as it runs: no endpoint reports it. */
+static ssize_t tnbc_trig_start_reduce(struct tnbc_trig *t)
+{
+	int ret = tnbc_alu_apply(t->step.op, t->step.dt, t->step.dst,
+				 t->step.src, NULL, NULL, t->step.count);
+
+	if (ret)
+		return ret;
+	if (t->x.comp_cntr)
+		tnbc_cntr_inc(t->x.comp_cntr);
+	return 0;
+}
+
+static ssize_t tnbc_trig_start_copy(struct tnbc_trig *t)
+{
+	if (t->step.count)
+		memcpy(t->step.dst, t->step.src, t->step.count);
+	if (t->x.comp_cntr)
+		tnbc_cntr_inc(t->x.comp_cntr);
+	return 0;
+}
+
 #define TNBC_TRIG_MSG_SIZE  offsetof(struct tnbc_trig, rma)
-#define TNBC_TRIG_CNTR_SIZE offsetof(struct tnbc_trig, msg)
+#define TNBC_TRIG_STEP_SIZE offsetof(struct tnbc_trig, msg)
+#define TNBC_TRIG_CNTR_SIZE offsetof(struct tnbc_trig, step)
 
 static const struct tnbc_trig_kind tnbc_trig_kinds[] = {
 	[FI_OP_RECV] = {tnbc_trig_start_recv, TNBC_TRIG_MSG_SIZE,
@@ -123,6 +171,10 @@ static const struct tnbc_trig_kind tnbc_trig_kinds[] = {
 	[FI_OP_CNTR_SET] = {tnbc_trig_start_cntr, TNBC_TRIG_CNTR_SIZE, 0, false,
 			    TNBC_TRIG_NO_CNTR},
 	[FI_OP_CNTR_ADD] = {tnbc_trig_start_cntr, TNBC_TRIG_CNTR_SIZE, 0, false,
+			    TNBC_TRIG_NO_CNTR},
+	[TNBC_TRIG_REDUCE] = {tnbc_trig_start_reduce, TNBC_TRIG_STEP_SIZE, 0,
+			      false, TNBC_TRIG_NO_CNTR},
+	[TNBC_TRIG_COPY] = {tnbc_trig_start_copy, TNBC_TRIG_STEP_SIZE, 0, false,
 			    TNBC_TRIG_NO_CNTR},
 };
 
@@ -604,6 +656,45 @@ static int tnbc_work_ep(struct tnbc_domain *dom, struct tnbc_trig *t,
 	return 0;
 }
 
+/* The ops that fold one value into another: fi_atomic(3)'s FI_MIN to
+ * FI_BXOR, where the ALU has them for the datatype. */
+static bool tnbc_trig_reduce_op(enum fi_op op, enum fi_datatype dt)
+{
+	return op >= FI_MIN && op <= FI_BXOR &&
+	       tnbc_alu_valid(TNBC_ATOMIC_PLAIN, op, dt);
+}
+
+static int tnbc_trig_build_reduce(struct tnbc_trig *t,
+				  const struct fi_tnbc_op_reduce *o)
+{
+	size_t esize;
+
+	if (!o || o->size < sizeof(*o) ||
+	    !tnbc_trig_reduce_op(o->op, o->datatype))
+		return -FI_EINVAL;
+	esize = tnbc_alu_size(o->datatype);
+	if (!esize || o->count > SIZE_MAX / esize ||
+	    (o->count && (!o->dst || !o->src)))
+		return -FI_EINVAL;
+	t->step.dst = o->dst;
+	t->step.src = o->src;
+	t->step.count = o->count;
+	t->step.op = o->op;
+	t->step.dt = o->datatype;
+	return 0;
+}
+
+static int tnbc_trig_build_copy(struct tnbc_trig *t,
+				const struct fi_tnbc_op_copy *o)
+{
+	if (!o || o->size < sizeof(*o) || (o->len && (!o->dst || !o->src)))
+		return -FI_EINVAL;
+	t->step.dst = o->dst;
+	t->step.src = o->src;
+	t->step.count = o->len;
+	return 0;
+}
+
 /* Builds the request of an fi_deferred_work. */
 static int tnbc_trig_build_work(struct tnbc_domain *dom, struct tnbc_trig *t,
 				struct fi_deferred_work *w)
@@ -622,8 +713,20 @@ static int tnbc_trig_build_work(struct tnbc_domain *dom, struct tnbc_trig *t,
 	t->threshold = w->threshold;
 	t->work = w;
 	t->context = &w->context;
-	t->op = w->op_type;
+	t->op = tnbc_trig_op_index(w->op_type);
 
+	if (w->op_type == FI_TNBC_OP_REDUCE) {
+		const struct fi_tnbc_op_reduce *o;
+
+		memcpy(&o, &w->op, sizeof(o));
+		return tnbc_trig_build_reduce(t, o);
+	}
+	if (w->op_type == FI_TNBC_OP_COPY) {
+		const struct fi_tnbc_op_copy *o;
+
+		memcpy(&o, &w->op, sizeof(o));
+		return tnbc_trig_build_copy(t, o);
+	}
 	switch (w->op_type) {
 	case FI_OP_CNTR_SET:
 	case FI_OP_CNTR_ADD:
@@ -849,9 +952,9 @@ int tnbc_trig_control(struct tnbc_domain *dom, int command, void *arg)
 	case FI_QUEUE_WORK:
 		if (!w)
 			return -FI_EINVAL;
-		if (!tnbc_trig_kind_of(w->op_type))
+		if (!tnbc_trig_kind_of(tnbc_trig_op_index(w->op_type)))
 			return -FI_ENOSYS;
-		t = tnbc_trig_alloc(w->op_type);
+		t = tnbc_trig_alloc(tnbc_trig_op_index(w->op_type));
 		if (!t)
 			return -FI_ENOMEM;
 		ret = tnbc_trig_build_work(dom, t, w);
