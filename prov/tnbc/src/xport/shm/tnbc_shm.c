@@ -887,7 +887,11 @@ out:
 static bool tnbc_shm_room(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 			  uint64_t pos, uint64_t k)
 {
-	uint64_t head = atomic_load_explicit(&peer->head, memory_order_relaxed);
+	/* Acquire and release: the copy is shared by the process's sending
+	 * threads, and a thread that finds room by another's copy reuses
+	 * cells that the consumer freed after that thread's acquire of the
+	 * queue's head, not its own (free on x86). */
+	uint64_t head = atomic_load_explicit(&peer->head, memory_order_acquire);
 
 	if (pos + k - head <= peer->nslots)
 		return true;
@@ -895,7 +899,7 @@ static bool tnbc_shm_room(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 	 * on every packet. */
 	head = atomic_load_explicit(&r->head, memory_order_acquire);
 	tnbc_shm_tsan_acquire(peer->ino, peer->nslots);
-	atomic_store_explicit(&peer->head, head, memory_order_relaxed);
+	atomic_store_explicit(&peer->head, head, memory_order_release);
 	return pos + k - head <= peer->nslots && (int64_t)(pos - head) >= 0;
 }
 
