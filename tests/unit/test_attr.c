@@ -54,7 +54,7 @@ START_TEST(attr_defaults)
 	ck_assert_uint_eq(info->tx_attr->rma_iov_limit, TNBC_IOV_LIMIT);
 	ck_assert_uint_eq(info->tx_attr->inject_size, slot_payload());
 	ck_assert_uint_eq(info->tx_attr->inject_size,
-			  8192 - 16 - sizeof(struct tnbc_hdr));
+			  32768 + 128 - 16 - sizeof(struct tnbc_hdr));
 	ck_assert_uint_eq(info->tx_attr->iov_limit, 8);
 	ck_assert_uint_eq(info->rx_attr->iov_limit, 8);
 	ck_assert_uint_eq(info->domain_attr->cq_data_size, 8);
