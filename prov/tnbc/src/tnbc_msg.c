@@ -1126,28 +1126,39 @@ static int tnbc_send_eager(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 	return ret;
 }
 
+/* The entry points' common path: trigger, or check and start. */
+static ssize_t tnbc_msg_post(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
+			     const struct tnbc_opx *x, bool rx)
+{
+	int ret;
+
+	if (a->flags & FI_TRIGGER)
+		return tnbc_trig_post_msg(
+			ep,
+			rx ? (a->tagged ? FI_OP_TRECV : FI_OP_RECV)
+			   : (a->tagged ? FI_OP_TSEND : FI_OP_SEND),
+			a);
+	if (!rx) {
+		ret = tnbc_ep_check_send(ep, a->iov, a->iov_count, a->addr,
+					 a->flags);
+		return ret ? ret : tnbc_msg_start_send(ep, a, x);
+	}
+	if ((a->flags & (FI_CLAIM | FI_PEEK)) && !a->context)
+		return -FI_EINVAL;
+	ret = tnbc_ep_check_recv(ep, a->iov, a->iov_count, a->addr, a->flags,
+				 a->tagged);
+	return ret ? ret : tnbc_msg_start_recv(ep, a, x);
+}
+
 ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 			  size_t count, fi_addr_t dest, uint64_t tag,
 			  uint64_t data, void *context, uint64_t flags,
 			  bool tagged, const struct tnbc_opx *x)
 {
-	const struct tnbc_msg_args a = {
-		.iov = iov,
-		.iov_count = count,
-		.addr = dest,
-		.tag = tag,
-		.data = data,
-		.context = context,
-		.flags = flags,
-		.tagged = tagged,
-	};
-	int ret;
+	const struct tnbc_msg_args a = {iov,  count,   dest,  tag,   0,
+					data, context, flags, tagged};
 
-	if (flags & FI_TRIGGER)
-		return tnbc_trig_post_msg(ep, tagged ? FI_OP_TSEND : FI_OP_SEND,
-					  &a);
-	ret = tnbc_ep_check_send(ep, iov, count, dest, flags);
-	return ret ? ret : tnbc_msg_start_send(ep, &a, x);
+	return tnbc_msg_post(ep, &a, x, false);
 }
 
 ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
@@ -1404,36 +1415,16 @@ ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
 			  uint64_t ignore, void *context, uint64_t flags,
 			  bool tagged, const struct tnbc_opx *x)
 {
-	const struct tnbc_msg_args a = {
-		.iov = iov,
-		.iov_count = count,
-		.addr = src,
-		.tag = tag,
-		.ignore = ignore,
-		.context = context,
-		.flags = flags,
-		.tagged = tagged,
-	};
-	int ret;
+	const struct tnbc_msg_args a = {iov, count,   src,   tag,   ignore,
+					0,   context, flags, tagged};
 
-	if (flags & FI_TRIGGER)
-		return tnbc_trig_post_msg(ep, tagged ? FI_OP_TRECV : FI_OP_RECV,
-					  &a);
-	if ((flags & (FI_CLAIM | FI_PEEK)) && !context)
-		return -FI_EINVAL;
-	ret = tnbc_ep_check_recv(ep, iov, count, src, flags, tagged);
-	return ret ? ret : tnbc_msg_start_recv(ep, &a, x);
+	return tnbc_msg_post(ep, &a, x, true);
 }
 
 ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			    const struct tnbc_opx *x)
 {
-	const struct iovec *iov = a->iov;
-	size_t count = a->iov_count;
 	fi_addr_t src = a->addr;
-	uint64_t tag = a->tag, ignore = a->ignore, flags = a->flags;
-	void *context = a->context;
-	bool tagged = a->tagged;
 	struct tnbc_unexp *ux;
 	struct tnbc_xfer *rx;
 	size_t kept;
@@ -1448,30 +1439,30 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 		pthread_mutex_unlock(&ep->lock);
 		return -FI_EAGAIN;
 	}
-	rx->context = context;
-	rx->flags = flags;
+	rx->context = a->context;
+	rx->flags = a->flags;
 	rx->comp_cntr = x ? x->comp_cntr : NULL;
-	rx->tag = tag;
-	rx->ignore = ignore;
+	rx->tag = a->tag;
+	rx->ignore = a->ignore;
 	rx->addr = src;
-	rx->iov_count = count;
-	if (count) /* iov may be NULL for a zero-length receive */
-		memcpy(rx->iov, iov, count * sizeof(*iov));
-	rx->len = tnbc_iov_len(iov, count);
+	rx->iov_count = a->iov_count;
+	if (a->iov_count) /* iov may be NULL for a zero-length receive */
+		memcpy(rx->iov, a->iov, a->iov_count * sizeof(*a->iov));
+	rx->len = tnbc_iov_len(a->iov, a->iov_count);
 
-	if (flags & (FI_PEEK | FI_CLAIM)) {
+	if (a->flags & (FI_PEEK | FI_CLAIM)) {
 		/* A peek must see what has already arrived in the queue. */
-		if (flags & FI_PEEK)
+		if (a->flags & FI_PEEK)
 			ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
 					       1 << 30);
 		ret = tnbc_post_peek_claim(ep, rx);
 		goto out;
 	}
 	kept = ep->ux_kept;
-	ux = tnbc_find_unexp(ep, tagged, rx);
+	ux = tnbc_find_unexp(ep, a->tagged, rx);
 	if (ux) {
 		struct tnbc_list *ul =
-			tagged ? &ep->unexp_tagged : &ep->unexp_msg;
+			a->tagged ? &ep->unexp_tagged : &ep->unexp_msg;
 		size_t had = ep->npulls;
 
 		tnbc_list_remove(&ux->entry);
@@ -1491,7 +1482,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			tnbc_engine_kick(ep->domain);
 	} else {
 		tnbc_list_insert_tail(&rx->entry,
-				      tagged ? &ep->rx_tagged : &ep->rx_msg);
+				      a->tagged ? &ep->rx_tagged : &ep->rx_msg);
 		if (tnbc_ep_rx_add(ep))
 			ep->domain->xops->look_mark(ep->xep);
 		/* it may match a message held in the queue */
