@@ -1,0 +1,105 @@
+/*
+ * k-ary tree maths for the collectives (see tnbc_tree.h).  Positions are
+ * computed in 64 bits: degree * r + degree overflows an int long before
+ * either does.
+ */
+#include <stdint.h>
+
+#include <rdma/fi_errno.h>
+
+#include "coll/tnbc_tree.h"
+
+static int64_t tnbc_tree_rel(const struct tnbc_tree *t, int member)
+{
+	return ((int64_t)member - t->root + t->size) % t->size;
+}
+
+static int tnbc_tree_abs(const struct tnbc_tree *t, int64_t rel)
+{
+	return (int)((rel + t->root) % t->size);
+}
+
+static int tnbc_tree_bad(const struct tnbc_tree *t, int member)
+{
+	return member < 0 || member >= t->size;
+}
+
+int tnbc_tree_init(struct tnbc_tree *t, int size, int root, int degree)
+{
+	if (size < 1 || degree < 1 || root < 0 || root >= size)
+		return -FI_EINVAL;
+	t->size = size;
+	t->root = root;
+	t->degree = degree;
+	return 0;
+}
+
+int tnbc_tree_parent(const struct tnbc_tree *t, int member)
+{
+	int64_t r;
+
+	if (tnbc_tree_bad(t, member))
+		return -FI_EINVAL;
+	r = tnbc_tree_rel(t, member);
+	return r ? tnbc_tree_abs(t, (r - 1) / t->degree) : -1;
+}
+
+int tnbc_tree_nchildren(const struct tnbc_tree *t, int member)
+{
+	int64_t first, n;
+
+	if (tnbc_tree_bad(t, member))
+		return -FI_EINVAL;
+	first = (int64_t)t->degree * tnbc_tree_rel(t, member) + 1;
+	if (first >= t->size)
+		return 0;
+	n = t->size - first;
+	return n < t->degree ? (int)n : t->degree;
+}
+
+int tnbc_tree_child(const struct tnbc_tree *t, int member, int i)
+{
+	int n = tnbc_tree_nchildren(t, member);
+
+	if (n < 0 || i < 0 || i >= n)
+		return -FI_EINVAL;
+	return tnbc_tree_abs(t, (int64_t)t->degree * tnbc_tree_rel(t, member) +
+					1 + i);
+}
+
+int tnbc_tree_depth(const struct tnbc_tree *t, int member)
+{
+	int64_t r;
+	int d = 0;
+
+	if (tnbc_tree_bad(t, member))
+		return -FI_EINVAL;
+	for (r = tnbc_tree_rel(t, member); r; r = (r - 1) / t->degree)
+		d++;
+	return d;
+}
+
+int tnbc_tree_height(const struct tnbc_tree *t)
+{
+	/* depth never falls as the position grows: the last is deepest */
+	return tnbc_tree_depth(t, tnbc_tree_abs(t, t->size - 1));
+}
+
+int tnbc_tree_subtree(const struct tnbc_tree *t, int member)
+{
+	int64_t first, last, n = 0;
+
+	if (tnbc_tree_bad(t, member))
+		return -FI_EINVAL;
+	/* one level at a time: positions first .. last of the subtree */
+	first = last = tnbc_tree_rel(t, member);
+	while (first < t->size) {
+		if (last >= t->size)
+			last = t->size -
+			       1; /* and the next level stays in 64 bits */
+		n += last - first + 1;
+		first = first * t->degree + 1;
+		last = last * t->degree + t->degree;
+	}
+	return (int)n;
+}

@@ -1,0 +1,39 @@
+/*
+ * k-ary trees over the members of a group, rooted at any member: the
+ * shape seed 002's reduction descriptors run on (children send their
+ * partial results up, the root's result comes back down).
+ *
+ * Members are 0 .. size - 1.  Counted from the root (r = (member - root)
+ * mod size), member r's parent is (r - 1) / degree and its children are
+ * degree * r + 1 ... degree * r + degree, those below size: a member finds
+ * its neighbours with no table, and every level but the last is full, so
+ * the height is the smallest a tree of that degree can have.
+ *
+ * Pure maths, apart from the engine and unit-tested alone.  Members out of
+ * range give -FI_EINVAL.
+ */
+#ifndef TNBC_TREE_H
+#define TNBC_TREE_H
+
+struct tnbc_tree {
+	int size;
+	int root;
+	int degree; /* children per member at most; 1 makes a chain */
+};
+
+/* 0, or -FI_EINVAL unless size >= 1, 0 <= root < size and degree >= 1. */
+int tnbc_tree_init(struct tnbc_tree *t, int size, int root, int degree);
+/* The parent of member, or -1 for the root. */
+int tnbc_tree_parent(const struct tnbc_tree *t, int member);
+/* How many children member has: its branch degree in a reduction. */
+int tnbc_tree_nchildren(const struct tnbc_tree *t, int member);
+/* Child i of member, i < tnbc_tree_nchildren(). */
+int tnbc_tree_child(const struct tnbc_tree *t, int member, int i);
+/* Edges between member and the root. */
+int tnbc_tree_depth(const struct tnbc_tree *t, int member);
+/* The largest depth. */
+int tnbc_tree_height(const struct tnbc_tree *t);
+/* Members in member's subtree, itself included. */
+int tnbc_tree_subtree(const struct tnbc_tree *t, int member);
+
+#endif /* TNBC_TREE_H */

@@ -1,0 +1,131 @@
+/*
+ * The collectives' k-ary tree maths, alone: every group size 1 to 64,
+ * every degree 1 to 8, and three roots each.
+ */
+#include "tnbc_unit.h"
+
+#include "coll/tnbc_tree.h"
+
+/* Every member but the root has one parent, which counts it among its
+ * children once; depths and subtree sizes agree with the edges. */
+static void tree_check(const struct tnbc_tree *t)
+{
+	int n = t->size, edges = 0, height = 0;
+
+	ck_assert_int_eq(tnbc_tree_parent(t, t->root), -1);
+	ck_assert_int_eq(tnbc_tree_depth(t, t->root), 0);
+	ck_assert_int_eq(tnbc_tree_subtree(t, t->root), n);
+	for (int m = 0; m < n; m++) {
+		int nc = tnbc_tree_nchildren(t, m), sub = 1, p, d, steps = 0;
+
+		ck_assert_int_ge(nc, 0);
+		ck_assert_int_le(nc, t->degree);
+		edges += nc;
+		for (int i = 0; i < nc; i++) {
+			int c = tnbc_tree_child(t, m, i);
+
+			ck_assert_int_ge(c, 0);
+			ck_assert_int_lt(c, n);
+			ck_assert_int_eq(tnbc_tree_parent(t, c), m);
+			ck_assert_int_eq(tnbc_tree_depth(t, c),
+					 tnbc_tree_depth(t, m) + 1);
+			sub += tnbc_tree_subtree(t, c);
+		}
+		ck_assert_int_eq(tnbc_tree_child(t, m, nc), -FI_EINVAL);
+		ck_assert_int_eq(tnbc_tree_subtree(t, m), sub);
+		if (m == t->root)
+			continue;
+		p = tnbc_tree_parent(t, m);
+		ck_assert_int_ge(p, 0);
+		ck_assert_int_lt(p, n);
+		ck_assert_int_ne(p, m);
+		/* p's children hold m once */
+		d = 0;
+		for (int i = 0; i < tnbc_tree_nchildren(t, p); i++)
+			d += tnbc_tree_child(t, p, i) == m;
+		ck_assert_int_eq(d, 1);
+		/* up to the root in exactly depth steps */
+		for (int q = m; q != t->root; q = tnbc_tree_parent(t, q))
+			ck_assert_int_le(++steps, n);
+		ck_assert_int_eq(steps, tnbc_tree_depth(t, m));
+		if (steps > height)
+			height = steps;
+	}
+	ck_assert_int_eq(edges, n - 1);
+	ck_assert_int_eq(tnbc_tree_height(t), height);
+}
+
+START_TEST(tree_shapes)
+{
+	for (int n = 1; n <= 64; n++)
+		for (int k = 1; k <= 8; k++) {
+			const int roots[] = {0, n / 2, n - 1};
+
+			for (int i = 0; i < 3; i++) {
+				struct tnbc_tree t;
+
+				ck_assert_int_eq(
+					tnbc_tree_init(&t, n, roots[i], k), 0);
+				tree_check(&t);
+			}
+		}
+}
+END_TEST
+
+/* The heights a full k-ary tree gives, and a chain for degree 1. */
+START_TEST(tree_heights)
+{
+	struct tnbc_tree t;
+
+	ck_assert_int_eq(tnbc_tree_init(&t, 1, 0, 2), 0);
+	ck_assert_int_eq(tnbc_tree_height(&t), 0);
+	ck_assert_int_eq(tnbc_tree_init(&t, 7, 3, 2), 0);
+	ck_assert_int_eq(tnbc_tree_height(&t), 2);
+	ck_assert_int_eq(tnbc_tree_init(&t, 8, 3, 2), 0);
+	ck_assert_int_eq(tnbc_tree_height(&t), 3);
+	ck_assert_int_eq(tnbc_tree_init(&t, 64, 0, 4), 0);
+	ck_assert_int_eq(tnbc_tree_height(&t), 3);
+	ck_assert_int_eq(tnbc_tree_nchildren(&t, 0), 4);
+	ck_assert_int_eq(tnbc_tree_init(&t, 10, 9, 1), 0);
+	ck_assert_int_eq(tnbc_tree_height(&t), 9);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 0), 9);
+	ck_assert_int_eq(tnbc_tree_child(&t, 9, 0), 0);
+	/* large groups stay in range: no position overflows an int */
+	ck_assert_int_eq(tnbc_tree_init(&t, 2147483647, 5, 2147483647), 0);
+	ck_assert_int_eq(tnbc_tree_nchildren(&t, 5), 2147483646);
+	ck_assert_int_eq(tnbc_tree_nchildren(&t, 6), 0);
+	ck_assert_int_eq(tnbc_tree_subtree(&t, 5), 2147483647);
+	ck_assert_int_eq(tnbc_tree_height(&t), 1);
+}
+END_TEST
+
+START_TEST(tree_bad_input)
+{
+	struct tnbc_tree t;
+
+	ck_assert_int_eq(tnbc_tree_init(&t, 0, 0, 2), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_init(&t, -3, 0, 2), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_init(&t, 4, 0, 0), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_init(&t, 4, -1, 2), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_init(&t, 4, 4, 2), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_init(&t, 4, 1, 2), 0);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 4), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_parent(&t, -1), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_nchildren(&t, 4), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_child(&t, 1, -1), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_depth(&t, 7), -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_subtree(&t, 7), -FI_EINVAL);
+}
+END_TEST
+
+Suite *tu_tree_suite(void)
+{
+	Suite *s = suite_create("tree");
+	TCase *tc = tcase_create("tree");
+
+	tcase_add_test(tc, tree_shapes);
+	tcase_add_test(tc, tree_heights);
+	tcase_add_test(tc, tree_bad_input);
+	suite_add_tcase(s, tc);
+	return s;
+}
