@@ -441,27 +441,9 @@ END {
 echo "app,np,figure,unit,tnbc,vader,tnbc_x" >"$out/ratio.csv"
 cat "$tmp/ratio" >>"$out/ratio.csv"
 
-awk -F, -v rounds="$rounds" '
-BEGIN {
-	fmt = "%-6s %3s %-36s %-7s %11s %11s %7s\n"
-	printf fmt, "app", "np", "figure", "unit", "tnbc", "vader", "tnbc_x"
-}
-{
-	if (NR > 1 && ($1 != pa || $2 != pn))
-		printf "\n"
-	pa = $1; pn = $2
-	printf fmt, $1, $2, $3, $4, $5, $6, $7
-	g = $1 " -np " $2
-	if (!(g in cnt)) { order[++ng] = g; cnt[g] = 0 }
-	if ($7 != "n/a") { cnt[g]++; lsum[g] += log($7) }
-}
-END {
-	printf "\n# medians over %d round(s); tnbc_x: tnbc time over vader time " \
-		"(us, s: tnbc/vader; others: vader/tnbc), > 1: tnbc slower\n", rounds
-	for (i = 1; i <= ng; i++)
-		printf "# geometric mean tnbc_x, %-14s %s\n", order[i] ":", \
-			cnt[order[i]] ? sprintf("%.2f", exp(lsum[order[i]] / cnt[order[i]])) : "n/a"
-}' "$tmp/ratio" | tee "$out/table.txt"
+cmp_table "$tmp/ratio" "$rounds" "%-6s %3s %-36s %-7s %11s %11s %7s\n" \
+	"us, s: tnbc/vader; others: vader/tnbc" 14 \
+	app np figure unit tnbc vader tnbc_x | tee "$out/table.txt"
 
 # The plot: matplotlib, installed from Debian when absent.
 py=

@@ -148,6 +148,38 @@ cmp_medians() {
 	END { flush() }'
 }
 
+# cmp_table RATIO ROUNDS FMT HOW GMW NAME...: prints RATIO ("group,np,
+# what,unit,tnbc,vader,tnbc_x" lines) as a table with columns NAME... in
+# printf format FMT, a blank line between groups of one np, then each
+# group's geometric mean of tnbc_x (labels GMW wide); HOW says which way
+# tnbc_x was taken.
+cmp_table() {
+	local ratio=$1 rounds=$2 fmt=$3 how=$4 gmw=$5
+	shift 5
+	awk -F, -v rounds="$rounds" -v fmt="$fmt" -v how="$how" -v gmw="$gmw" \
+		-v head="$*" '
+BEGIN {
+	split(head, h, " ")
+	printf fmt, h[1], h[2], h[3], h[4], h[5], h[6], h[7]
+}
+{
+	if (NR > 1 && ($1 != pg || $2 != pn))
+		printf "\n"
+	pg = $1; pn = $2
+	printf fmt, $1, $2, $3, $4, $5, $6, $7
+	g = $1 " -np " $2
+	if (!(g in cnt)) { order[++ng] = g; cnt[g] = 0 }
+	if ($7 != "n/a") { cnt[g]++; lsum[g] += log($7) }
+}
+END {
+	printf "\n# medians over %d round(s); tnbc_x: tnbc time over vader time " \
+		"(%s), > 1: tnbc slower\n", rounds, how
+	for (i = 1; i <= ng; i++)
+		printf "# geometric mean tnbc_x, %-" gmw "s %s\n", order[i] ":", \
+			cnt[order[i]] ? sprintf("%.2f", exp(lsum[order[i]] / cnt[order[i]])) : "n/a"
+}' "$ratio"
+}
+
 # cmp_apt_install PACKAGE...: installs Debian packages (sudo unless root,
 # waiting for another apt-get's lock); its output goes to $tmp/apt.
 cmp_apt_install() {

@@ -218,27 +218,9 @@ END {
 echo "benchmark,np,size,unit,tnbc,vader,tnbc_x" >"$out/ratio.csv"
 cat "$tmp/ratio" >>"$out/ratio.csv"
 
-awk -F, -v rounds="$rounds" '
-{
-	if (NR > 1 && ($1 != pb || $2 != pn))
-		printf "\n"
-	pb = $1; pn = $2
-	printf "%-14s %3s %8s %5s %11s %11s %7s\n", $1, $2, $3, $4, $5, $6, $7
-	g = $1 " -np " $2
-	if (!(g in cnt)) { order[++ng] = g; cnt[g] = 0 }
-	if ($7 != "n/a") { cnt[g]++; lsum[g] += log($7) }
-}
-BEGIN {
-	printf "%-14s %3s %8s %5s %11s %11s %7s\n", "benchmark", "np", "size", \
-		"unit", "tnbc", "vader", "tnbc_x"
-}
-END {
-	printf "\n# medians over %d round(s); tnbc_x: tnbc time over vader time " \
-		"(latency tnbc/vader, bandwidth vader/tnbc), > 1: tnbc slower\n", rounds
-	for (i = 1; i <= ng; i++)
-		printf "# geometric mean tnbc_x, %-20s %s\n", order[i] ":", \
-			cnt[order[i]] ? sprintf("%.2f", exp(lsum[order[i]] / cnt[order[i]])) : "n/a"
-}' "$tmp/ratio" | tee "$out/table.txt"
+cmp_table "$tmp/ratio" "$rounds" "%-14s %3s %8s %5s %11s %11s %7s\n" \
+	"latency tnbc/vader, bandwidth vader/tnbc" 20 \
+	benchmark np size unit tnbc vader tnbc_x | tee "$out/table.txt"
 
 # The plot: matplotlib, installed from Debian when absent.
 py=
