@@ -552,8 +552,8 @@ START_TEST(cntr_basic)
 	ck_assert_uint_eq(fi_cntr_readerr(c), 1);
 	ck_assert_uint_eq(fi_cntr_read(c), 2);
 	/* the provider's own increments */
-	tnbc_cntr_inc(tnbc_container_of(c, struct tnbc_cntr, cntr_fid));
-	tnbc_cntr_inc_err(tnbc_container_of(c, struct tnbc_cntr, cntr_fid));
+	tnbc_cntr_inc(tnbc_cntr_fid(&c->fid));
+	tnbc_cntr_inc_err(tnbc_cntr_fid(&c->fid));
 	ck_assert_uint_eq(fi_cntr_read(c), 3);
 	ck_assert_uint_eq(fi_cntr_readerr(c), 2);
 

@@ -370,22 +370,19 @@ struct tnbc_cq {
 
 struct tnbc_trig;
 
+/* A counter: what completions count and triggered work waits on.  A
+ * schedule makes its own by the dozen (tnbc_cntr_init: no fid, no
+ * condition variable); an application's fid_cntr wraps one in struct
+ * tnbc_cntr_user, which adds what blocked waiters need. */
 struct tnbc_cntr {
-	struct fid_cntr cntr_fid;
 	struct tnbc_domain *domain;
 	atomic_int ref;
-	enum fi_wait_obj wait_obj;
 	atomic_uint_fast64_t cnt;
 	atomic_uint_fast64_t err;
 	/* provider threads inside tnbc_cntr_bump (close waits for them) */
 	atomic_int changing;
-	pthread_mutex_t lock; /* heap, and the waiters' condition */
-	pthread_cond_t cond;
-	atomic_int waiters;
-	/* what the blocked waiters wait for (tnbc_cntr_signal) */
-	atomic_uint_fast64_t wait_min;
-	atomic_uint_fast64_t wait_err;
-	struct tnbc_list dom_entry;
+	pthread_mutex_t lock; /* the heap, and a user counter's condition */
+	struct tnbc_cntr_user *user; /* NULL: the provider's own */
 	/* Triggered work waiting on this counter: a binary min-heap by
 	 * (threshold, submission order).  heap_len is atomic so that an
 	 * increment can skip the lock when nothing waits (see
@@ -395,6 +392,25 @@ struct tnbc_cntr {
 	atomic_size_t heap_len;
 	uint64_t trig_seq; /* submission order, under lock */
 };
+
+struct tnbc_cntr_user {
+	struct fid_cntr cntr_fid;
+	struct tnbc_cntr c;
+	enum fi_wait_obj wait_obj;
+	pthread_cond_t cond; /* with c.lock */
+	atomic_int waiters;
+	/* what the blocked waiters wait for (tnbc_cntr_signal) */
+	atomic_uint_fast64_t wait_min;
+	atomic_uint_fast64_t wait_err;
+	struct tnbc_list dom_entry;
+};
+
+/* The counter behind an application's fid_cntr (fclass checked by the
+ * caller). */
+static inline struct tnbc_cntr *tnbc_cntr_fid(struct fid *fid)
+{
+	return &tnbc_container_of(fid, struct tnbc_cntr_user, cntr_fid.fid)->c;
+}
 
 struct tnbc_eq_item {
 	struct tnbc_list entry;
@@ -723,6 +739,10 @@ bool tnbc_cq_has_entries(struct tnbc_cq *cq);
 void tnbc_cntr_bump(struct tnbc_cntr *cntr, atomic_uint_fast64_t *v,
 		    uint64_t value, bool set);
 void tnbc_cntr_inc(struct tnbc_cntr *cntr);
+/* A provider counter (no fid) and its end: fini waits for the work and
+ * references it still has to go. */
+int tnbc_cntr_init(struct tnbc_cntr *cntr, struct tnbc_domain *dom);
+void tnbc_cntr_fini(struct tnbc_cntr *cntr);
 void tnbc_cntr_inc_err(struct tnbc_cntr *cntr);
 /* After any change of a counter's value: wakes waiters and releases
  * triggered work (which runs later, outside the caller's locks). */

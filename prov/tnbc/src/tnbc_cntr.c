@@ -1,12 +1,16 @@
 /*
  * Counters.  Values are atomics so that the engine can bump them without
- * a lock; the mutex guards the condition variable of fi_cntr_wait and
- * the heap of triggered work (tnbc_trigger.c).  Every change goes
+ * a lock; the mutex guards the heap of triggered work (tnbc_trigger.c)
+ * and, for an application's counter, the condition variable of
+ * fi_cntr_wait.  The provider's own counters (collective schedules make
+ * them by the dozen) have no fid and no condition: nobody blocks on
+ * them, and nothing outside the provider can name them.  Every change goes
  * through tnbc_cntr_changed(), which releases the work it satisfies.
  */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tnbc.h"
@@ -20,15 +24,17 @@
  * of the two always sees the other. */
 static void tnbc_cntr_signal(struct tnbc_cntr *cntr)
 {
-	if (!atomic_load(&cntr->waiters))
+	struct tnbc_cntr_user *u = cntr->user;
+
+	if (!u || !atomic_load(&u->waiters))
 		return;
-	if (atomic_load(&cntr->cnt) < atomic_load(&cntr->wait_min) &&
-	    atomic_load(&cntr->err) == atomic_load(&cntr->wait_err))
+	if (atomic_load(&cntr->cnt) < atomic_load(&u->wait_min) &&
+	    atomic_load(&cntr->err) == atomic_load(&u->wait_err))
 		return;
 	pthread_mutex_lock(&cntr->lock);
 	/* every waiter wakes and publishes its threshold again */
-	atomic_store(&cntr->wait_min, UINT64_MAX);
-	pthread_cond_broadcast(&cntr->cond);
+	atomic_store(&u->wait_min, UINT64_MAX);
+	pthread_cond_broadcast(&u->cond);
 	pthread_mutex_unlock(&cntr->lock);
 }
 
@@ -76,8 +82,7 @@ static void tnbc_cntr_app_changed(struct tnbc_cntr *cntr)
 
 static uint64_t tnbc_cntr_read(struct fid_cntr *fid)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	struct tnbc_cntr *cntr = tnbc_cntr_fid(&fid->fid);
 
 	tnbc_domain_progress(cntr->domain, false);
 	return atomic_load(&cntr->cnt);
@@ -85,8 +90,7 @@ static uint64_t tnbc_cntr_read(struct fid_cntr *fid)
 
 static uint64_t tnbc_cntr_readerr(struct fid_cntr *fid)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	struct tnbc_cntr *cntr = tnbc_cntr_fid(&fid->fid);
 
 	tnbc_domain_progress(cntr->domain, false);
 	return atomic_load(&cntr->err);
@@ -94,8 +98,7 @@ static uint64_t tnbc_cntr_readerr(struct fid_cntr *fid)
 
 static int tnbc_cntr_add(struct fid_cntr *fid, uint64_t value)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	struct tnbc_cntr *cntr = tnbc_cntr_fid(&fid->fid);
 
 	atomic_fetch_add(&cntr->cnt, value);
 	tnbc_cntr_app_changed(cntr);
@@ -104,8 +107,7 @@ static int tnbc_cntr_add(struct fid_cntr *fid, uint64_t value)
 
 static int tnbc_cntr_set(struct fid_cntr *fid, uint64_t value)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	struct tnbc_cntr *cntr = tnbc_cntr_fid(&fid->fid);
 
 	atomic_store(&cntr->cnt, value);
 	tnbc_cntr_app_changed(cntr);
@@ -114,8 +116,7 @@ static int tnbc_cntr_set(struct fid_cntr *fid, uint64_t value)
 
 static int tnbc_cntr_adderr(struct fid_cntr *fid, uint64_t value)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	struct tnbc_cntr *cntr = tnbc_cntr_fid(&fid->fid);
 
 	atomic_fetch_add(&cntr->err, value);
 	tnbc_cntr_app_changed(cntr);
@@ -124,8 +125,7 @@ static int tnbc_cntr_adderr(struct fid_cntr *fid, uint64_t value)
 
 static int tnbc_cntr_seterr(struct fid_cntr *fid, uint64_t value)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	struct tnbc_cntr *cntr = tnbc_cntr_fid(&fid->fid);
 
 	atomic_store(&cntr->err, value);
 	tnbc_cntr_app_changed(cntr);
@@ -134,15 +134,16 @@ static int tnbc_cntr_seterr(struct fid_cntr *fid, uint64_t value)
 
 static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	struct tnbc_cntr_user *u =
+		tnbc_container_of(fid, struct tnbc_cntr_user, cntr_fid);
+	struct tnbc_cntr *cntr = &u->c;
 	uint64_t err0 = atomic_load(&cntr->err);
 	uint64_t deadline = 0;
 	int ret = 0;
 
 	if (timeout >= 0)
 		deadline = tnbc_now_ns() + (uint64_t)timeout * 1000000u;
-	atomic_fetch_add(&cntr->waiters, 1);
+	atomic_fetch_add(&u->waiters, 1);
 	for (;;) {
 		struct timespec ts;
 		uint64_t slice;
@@ -161,7 +162,7 @@ static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 		/* The engine signals the condition; the bounded slice keeps
 		 * a waiter progressing when the engine is disabled. */
 		slice = cntr->domain->engine.running ? 10000000u : 100000u;
-		if (cntr->wait_obj == FI_WAIT_NONE) {
+		if (u->wait_obj == FI_WAIT_NONE) {
 			/* no wait object was asked for: poll */
 			sched_yield();
 			continue;
@@ -170,39 +171,58 @@ static int tnbc_cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 		tnbc_app_wait(cntr->domain, true);
 		pthread_mutex_lock(&cntr->lock);
 		/* the lowest threshold of all waiters; reset by a wake-up */
-		if (threshold < atomic_load(&cntr->wait_min))
-			atomic_store(&cntr->wait_min, threshold);
-		atomic_store(&cntr->wait_err, err0);
+		if (threshold < atomic_load(&u->wait_min))
+			atomic_store(&u->wait_min, threshold);
+		atomic_store(&u->wait_err, err0);
 		if (atomic_load(&cntr->cnt) < threshold &&
 		    atomic_load(&cntr->err) == err0)
-			pthread_cond_timedwait(&cntr->cond, &cntr->lock, &ts);
+			pthread_cond_timedwait(&u->cond, &cntr->lock, &ts);
 		pthread_mutex_unlock(&cntr->lock);
 		tnbc_app_wait(cntr->domain, false);
 	}
-	atomic_fetch_sub(&cntr->waiters, 1);
+	atomic_fetch_sub(&u->waiters, 1);
 	return ret;
+}
+
+int tnbc_cntr_init(struct tnbc_cntr *cntr, struct tnbc_domain *dom)
+{
+	memset(cntr, 0, sizeof(*cntr));
+	cntr->domain = dom;
+	if (pthread_mutex_init(&cntr->lock, NULL))
+		return -FI_ENOMEM;
+	atomic_fetch_add(&dom->ref, 1);
+	return 0;
+}
+
+void tnbc_cntr_fini(struct tnbc_cntr *cntr)
+{
+	/* queued triggered work holds references; a request that just
+	 * ran drops its own once it returns */
+	while (atomic_load(&cntr->ref) || atomic_load(&cntr->changing))
+		sched_yield();
+	free(cntr->heap);
+	pthread_mutex_destroy(&cntr->lock);
+	atomic_fetch_sub(&cntr->domain->ref, 1);
 }
 
 static int tnbc_cntr_close(struct fid *fid)
 {
-	struct tnbc_cntr *cntr =
-		tnbc_container_of(fid, struct tnbc_cntr, cntr_fid.fid);
+	struct tnbc_cntr_user *u =
+		tnbc_container_of(fid, struct tnbc_cntr_user, cntr_fid.fid);
+	struct tnbc_cntr *cntr = &u->c;
+	struct tnbc_domain *dom = cntr->domain;
 
 	/* bound endpoints and MRs, and queued triggered work, hold refs */
 	if (atomic_load(&cntr->ref))
-		tnbc_trig_quiesce(cntr->domain);
+		tnbc_trig_quiesce(dom);
 	if (atomic_load(&cntr->ref))
 		return -FI_EBUSY;
-	while (atomic_load(&cntr->changing))
-		sched_yield();
-	pthread_mutex_lock(&cntr->domain->cntr_lock);
-	tnbc_list_remove(&cntr->dom_entry);
-	pthread_mutex_unlock(&cntr->domain->cntr_lock);
-	free(cntr->heap);
-	atomic_fetch_sub(&cntr->domain->ref, 1);
-	pthread_cond_destroy(&cntr->cond);
-	pthread_mutex_destroy(&cntr->lock);
-	free(cntr);
+	pthread_mutex_lock(&dom->cntr_lock);
+	tnbc_list_remove(&u->dom_entry);
+	pthread_mutex_unlock(&dom->cntr_lock);
+	tnbc_cntr_fini(cntr);
+	pthread_cond_destroy(&u->cond);
+	free(u);
 	return 0;
 }
 
@@ -236,7 +256,7 @@ static struct fi_ops_cntr tnbc_cntr_ops = {
 int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		   struct fid_cntr **cntr_out, void *context)
 {
-	struct tnbc_cntr *cntr;
+	struct tnbc_cntr_user *u;
 	struct tnbc_domain *dom;
 	enum fi_wait_obj wait = FI_WAIT_UNSPEC;
 
@@ -257,22 +277,24 @@ int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		}
 	}
 	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
-	cntr = calloc(1, sizeof(*cntr));
-	if (!cntr)
+	u = calloc(1, sizeof(*u));
+	if (!u)
 		return -FI_ENOMEM;
-	cntr->domain = dom;
-	cntr->wait_obj = wait;
-	atomic_init(&cntr->wait_min, UINT64_MAX);
-	pthread_mutex_init(&cntr->lock, NULL);
-	pthread_cond_init(&cntr->cond, NULL);
-	cntr->cntr_fid.fid.fclass = FI_CLASS_CNTR;
-	cntr->cntr_fid.fid.context = context;
-	cntr->cntr_fid.fid.ops = &tnbc_cntr_fi_ops;
-	cntr->cntr_fid.ops = &tnbc_cntr_ops;
+	if (tnbc_cntr_init(&u->c, dom)) {
+		free(u);
+		return -FI_ENOMEM;
+	}
+	u->c.user = u;
+	u->wait_obj = wait;
+	atomic_init(&u->wait_min, UINT64_MAX);
+	pthread_cond_init(&u->cond, NULL);
+	u->cntr_fid.fid.fclass = FI_CLASS_CNTR;
+	u->cntr_fid.fid.context = context;
+	u->cntr_fid.fid.ops = &tnbc_cntr_fi_ops;
+	u->cntr_fid.ops = &tnbc_cntr_ops;
 	pthread_mutex_lock(&dom->cntr_lock);
-	tnbc_list_insert_tail(&cntr->dom_entry, &dom->cntr_list);
+	tnbc_list_insert_tail(&u->dom_entry, &dom->cntr_list);
 	pthread_mutex_unlock(&dom->cntr_lock);
-	atomic_fetch_add(&dom->ref, 1);
-	*cntr_out = &cntr->cntr_fid;
+	*cntr_out = &u->cntr_fid;
 	return 0;
 }

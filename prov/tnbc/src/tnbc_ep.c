@@ -155,8 +155,7 @@ static int tnbc_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		break;
 	}
 	case FI_CLASS_CNTR: {
-		struct tnbc_cntr *c =
-			tnbc_container_of(bfid, struct tnbc_cntr, cntr_fid.fid);
+		struct tnbc_cntr *c = tnbc_cntr_fid(bfid);
 
 		ret = c->domain != ep->domain ? -FI_EINVAL
 					      : tnbc_ep_bind_cntr(ep, c, flags);

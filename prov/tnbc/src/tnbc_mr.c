@@ -72,7 +72,7 @@ static int tnbc_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		return -FI_EINVAL;
 	if (!flags || (flags & ~(uint64_t)(FI_REMOTE_READ | FI_REMOTE_WRITE)))
 		return -FI_EBADFLAGS;
-	cntr = tnbc_container_of(bfid, struct tnbc_cntr, cntr_fid.fid);
+	cntr = tnbc_cntr_fid(bfid);
 	if (cntr->domain != mr->domain || mr->rma_cntr)
 		return -FI_EINVAL;
 	pthread_rwlock_wrlock(&mr->domain->mr_lock);

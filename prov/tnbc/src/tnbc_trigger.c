@@ -521,7 +521,7 @@ static struct tnbc_cntr *tnbc_cntr_of(struct tnbc_domain *dom,
 
 	if (!fid || fid->fid.fclass != FI_CLASS_CNTR)
 		return NULL;
-	c = tnbc_container_of(fid, struct tnbc_cntr, cntr_fid);
+	c = tnbc_cntr_fid(&fid->fid);
 	return c->domain == dom ? c : NULL;
 }
 
@@ -891,10 +891,11 @@ static int tnbc_trig_cancel(struct tnbc_domain *dom,
 	pthread_mutex_lock(&dom->cntr_lock);
 	for (it = dom->cntr_list.next; it != &dom->cntr_list && !n;
 	     it = it->next) {
-		struct tnbc_cntr *c =
-			tnbc_container_of(it, struct tnbc_cntr, dom_entry);
+		struct tnbc_cntr_user *u =
+			tnbc_container_of(it, struct tnbc_cntr_user, dom_entry);
+		struct tnbc_cntr *c = &u->c;
 
-		if (work && &c->cntr_fid != work->triggering_cntr)
+		if (work && &u->cntr_fid != work->triggering_cntr)
 			continue;
 		pthread_mutex_lock(&c->lock);
 		n = tnbc_trig_take(c, &out, work, ep, context);
@@ -920,10 +921,11 @@ static int tnbc_trig_flush(struct tnbc_domain *dom,
 	tnbc_list_init(&out);
 	pthread_mutex_lock(&dom->cntr_lock);
 	for (it = dom->cntr_list.next; it != &dom->cntr_list; it = it->next) {
-		struct tnbc_cntr *c =
-			tnbc_container_of(it, struct tnbc_cntr, dom_entry);
+		struct tnbc_cntr_user *u =
+			tnbc_container_of(it, struct tnbc_cntr_user, dom_entry);
+		struct tnbc_cntr *c = &u->c;
 
-		if (sel && &c->cntr_fid != sel->triggering_cntr)
+		if (sel && &u->cntr_fid != sel->triggering_cntr)
 			continue;
 		pthread_mutex_lock(&c->lock);
 		n += tnbc_trig_take(c, &out, NULL, NULL, NULL);
