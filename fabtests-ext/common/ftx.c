@@ -827,6 +827,7 @@ void
 ftx_teardown(struct ftx_ctx *ctx)
 {
 	close_fid((struct fid **) &ctx->ep, "ep");
+	close_fid((struct fid **) &ctx->eq, "eq");
 	close_fid((struct fid **) &ctx->cntr[FTX_TX], "tx counter");
 	close_fid((struct fid **) &ctx->cntr[FTX_RX], "rx counter");
 	close_fid((struct fid **) &ctx->cq[FTX_TX], "tx cq");

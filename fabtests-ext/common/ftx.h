@@ -138,6 +138,7 @@ struct ftx_ctx {
 	struct fid_cq *cq[2]; /* FTX_TX, FTX_RX */
 	struct fid_ep *ep;
 	struct fid_cntr *cntr[2]; /* optional; closed after the ep */
+	struct fid_eq *eq; /* optional; closed after the ep */
 	fi_addr_t addrs[FTX_MAX_PROCS];
 	struct ftx_cqq q[2];
 	uint64_t deadline_ns;

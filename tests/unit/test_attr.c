@@ -48,9 +48,10 @@ START_TEST(attr_defaults)
 	ck_assert_uint_eq(
 		info->caps & (FI_RMA | FI_ATOMIC | FI_TRIGGER | FI_RMA_EVENT),
 		FI_RMA | FI_ATOMIC | FI_TRIGGER | FI_RMA_EVENT);
-	ck_assert_uint_eq(info->caps & (FI_MULTI_RECV | FI_COLLECTIVE |
-					FI_MULTICAST | FI_REMOTE_COMM),
-			  0);
+	ck_assert_uint_eq(info->caps & FI_COLLECTIVE, FI_COLLECTIVE);
+	ck_assert_uint_eq(info->tx_attr->caps & FI_COLLECTIVE, FI_COLLECTIVE);
+	ck_assert_uint_eq(
+		info->caps & (FI_MULTI_RECV | FI_MULTICAST | FI_REMOTE_COMM), 0);
 	ck_assert_uint_eq(info->tx_attr->rma_iov_limit, TNBC_IOV_LIMIT);
 	ck_assert_uint_eq(info->tx_attr->inject_size, slot_payload());
 	ck_assert_uint_eq(info->tx_attr->inject_size,
@@ -114,7 +115,6 @@ END_TEST
 enum {
 	BAD_EP_MSG,
 	BAD_EP_DGRAM,
-	BAD_COLLECTIVE,
 	BAD_MULTICAST,
 	BAD_HMEM,
 	BAD_MULTI_RECV,
@@ -122,7 +122,6 @@ enum {
 	BAD_TX_IOV,
 	BAD_RX_IOV,
 	BAD_SOCKADDR_IN,
-	BAD_TX_CAPS_COLL,
 	BAD_DOMAIN_NAME,
 	BAD_FABRIC_NAME,
 	BAD_CQ_DATA,
@@ -142,9 +141,6 @@ START_TEST(attr_hints_rejected)
 		break;
 	case BAD_EP_DGRAM:
 		hints->ep_attr->type = FI_EP_DGRAM;
-		break;
-	case BAD_COLLECTIVE:
-		hints->caps = FI_TAGGED | FI_COLLECTIVE;
 		break;
 	case BAD_MULTICAST:
 		hints->caps = FI_TAGGED | FI_MULTICAST;
@@ -166,9 +162,6 @@ START_TEST(attr_hints_rejected)
 		break;
 	case BAD_SOCKADDR_IN:
 		hints->addr_format = FI_SOCKADDR_IN;
-		break;
-	case BAD_TX_CAPS_COLL:
-		hints->tx_attr->caps = FI_COLLECTIVE;
 		break;
 	case BAD_DOMAIN_NAME:
 		hints->domain_attr->name = strdup("mlx5_0");
@@ -317,9 +310,14 @@ START_TEST(attr_progress_node)
 	struct fi_info *hints = fi_allocinfo();
 	struct fi_info *info;
 
+	/* what upstream fi_multinode_coll asks for */
+	hints->caps = FI_MSG | FI_COLLECTIVE;
+	hints->mode = FI_CONTEXT;
+	hints->ep_attr->type = FI_EP_RDM;
 	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
 	info = getinfo_ok(FI_VERSION(1, 17), NULL, 0, hints);
+	ck_assert_uint_eq(info->caps & FI_COLLECTIVE, FI_COLLECTIVE);
 	ck_assert_int_eq(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
 	ck_assert_int_eq(info->domain_attr->control_progress,
 			 FI_PROGRESS_MANUAL);

@@ -19,7 +19,7 @@ static int ctx[8];
 
 START_TEST(proto_wire_format)
 {
-	ck_assert_uint_eq(TNBC_PROTO_VERSION, 3);
+	ck_assert_uint_eq(TNBC_PROTO_VERSION, 4);
 	ck_assert_uint_eq(sizeof(struct tnbc_rma_req), 8);
 	ck_assert_uint_eq(sizeof(struct tnbc_hdr), 88);
 	ck_assert_uint_eq(sizeof(struct tnbc_name), 32);

@@ -71,6 +71,7 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
+#include <rdma/fi_collective.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
@@ -111,14 +112,15 @@
 #define TNBC_EP_CAPS                                                           \
 	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV |         \
 	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |               \
-	 FI_DIRECTED_RECV | FI_SOURCE | FI_TRIGGER | FI_RMA_EVENT)
+	 FI_DIRECTED_RECV | FI_SOURCE | FI_TRIGGER | FI_RMA_EVENT |            \
+	 FI_COLLECTIVE)
 #define TNBC_TX_CAPS                                                           \
 	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ |         \
-	 FI_WRITE | FI_TRIGGER)
+	 FI_WRITE | FI_TRIGGER | FI_COLLECTIVE)
 #define TNBC_RX_CAPS                                                           \
 	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |  \
 	 FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_TRIGGER |         \
-	 FI_RMA_EVENT)
+	 FI_RMA_EVENT | FI_COLLECTIVE)
 #define TNBC_DOM_CAPS (FI_LOCAL_COMM)
 #define TNBC_CAPS     (TNBC_EP_CAPS | TNBC_DOM_CAPS)
 /* Accepted in hints, returned only when asked for: multi-host MPI stacks
@@ -136,6 +138,9 @@
 /* Deferred work (fi_trigger(3)): no EP completion or EP counter update
  * unless FI_COMPLETION is set; the completion counter is bumped. */
 #define TNBC_DEFERRED (1ULL << 62)
+/* A step of a collective schedule: it reports only to its completion
+ * counter (errors too), never to the endpoint's CQs or counters. */
+#define TNBC_INTERNAL (1ULL << 63)
 
 extern struct fi_provider tnbc_prov;
 
@@ -152,6 +157,7 @@ struct tnbc_env {
 	int engine; /* run the engine thread at all */
 	char *engine_cpus; /* hwloc list string, or NULL for automatic */
 	size_t unexp_max; /* bytes of unexpected messages one ep buffers */
+	size_t coll_degree; /* children per member in collective trees */
 	/* trust model: same user only, or also this group's members */
 	char *shm_group_name;
 	bool shm_group;
@@ -487,6 +493,40 @@ struct tnbc_msg_args {
 	void *context;
 	uint64_t flags;
 	bool tagged;
+	bool coll; /* the collectives' match space (TNBC_HDR_COLL) */
+};
+
+/* The trigger unit's kinds beyond enum fi_op_type: the extension's
+ * compute steps (fi_ext_tnbc.h), and a schedule's call of its own. */
+enum {
+	TNBC_TRIG_REDUCE = FI_OP_CNTR_ADD + 1,
+	TNBC_TRIG_COPY,
+	TNBC_TRIG_CALL,
+};
+
+/* A compute step: reduce count elements of src into dst, copy count
+ * bytes, or call call(arg) once the request is gone. */
+struct tnbc_trig_step {
+	void *dst;
+	const void *src;
+	size_t count;
+	enum fi_op op;
+	enum fi_datatype dt;
+	void (*call)(void *arg);
+	void *arg;
+};
+
+/* A request the provider builds itself (a collective's step): trusted,
+ * queued as it is.  A send or receive reports only to comp_cntr
+ * (TNBC_INTERNAL). */
+struct tnbc_trig_req {
+	int op; /* FI_OP_SEND, RECV, TSEND, TRECV or a TNBC_TRIG_* kind */
+	struct tnbc_ep *ep;
+	struct tnbc_cntr *cntr; /* fires once cnt + err >= threshold */
+	uint64_t threshold;
+	struct tnbc_cntr *comp_cntr;
+	struct tnbc_msg_args msg;
+	struct tnbc_trig_step step;
 };
 
 /* Per-operation options that are not fi_* arguments. */
@@ -625,6 +665,12 @@ struct tnbc_ep {
 
 	struct tnbc_list rx_msg, rx_tagged; /* posted receives */
 	struct tnbc_list unexp_msg, unexp_tagged;
+	/* the collectives' own match space: tags of their own, which no
+	 * application receive can take (TNBC_HDR_COLL) */
+	struct tnbc_list rx_coll, unexp_coll;
+	struct tnbc_eq *eq; /* FI_JOIN_COMPLETE goes here */
+	struct tnbc_list groups; /* joined (struct tnbc_mc), under lock */
+	struct tnbc_list coll_joins; /* memberships joined, and how often */
 	struct tnbc_list tx_queue; /* sends waiting for queue space */
 	/* entries on tx_queue, bounded by tx_attr->size; changed under
 	 * the lock, read without it by a sender looking for an empty queue
@@ -686,6 +732,22 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		     struct fid_domain **domain, void *context);
 int tnbc_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		 struct fid_eq **eq, void *context);
+/* fi_join_collective and fi_collective(3) (coll/tnbc_coll.c) */
+int tnbc_coll_join(struct fid_ep *ep, const void *addr, uint64_t flags,
+		   struct fid_mc **mc, void *context);
+extern struct fi_ops_collective tnbc_coll_ops;
+int tnbc_coll_query(struct fid_domain *domain, enum fi_collective_op coll,
+		    struct fi_collective_attr *attr, uint64_t flags);
+int tnbc_av_set_open(struct tnbc_av *av, struct fi_av_set_attr *attr,
+		     struct fid_av_set **set, void *context);
+/* The addresses of a set of av, in order (valid while it is open). */
+int tnbc_av_set_members(const struct fid_av_set *set, struct tnbc_av *av,
+			const fi_addr_t **addrs, size_t *n);
+/* Frees what joins left on a closing endpoint. */
+void tnbc_coll_ep_fini(struct tnbc_ep *ep);
+/* Queues an event (is_err: buf is a struct fi_eq_err_entry). */
+int tnbc_eq_post(struct tnbc_eq *eq, uint32_t event, const void *buf,
+		 size_t len, bool is_err);
 int tnbc_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		 struct fid_av **av, void *context);
 int tnbc_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
@@ -792,7 +854,8 @@ static inline void tnbc_ep_rx_del(struct tnbc_ep *ep)
 void tnbc_ep_rx_settle(struct tnbc_ep *ep);
 static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
 {
-	return tnbc_list_empty(&ep->rx_msg) && tnbc_list_empty(&ep->rx_tagged);
+	return tnbc_list_empty(&ep->rx_msg) &&
+	       tnbc_list_empty(&ep->rx_tagged) && tnbc_list_empty(&ep->rx_coll);
 }
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
@@ -893,6 +956,10 @@ int tnbc_alu_apply(enum fi_op op, enum fi_datatype dt, void *dst,
 int tnbc_trig_domain_init(struct tnbc_domain *dom);
 void tnbc_trig_domain_fini(struct tnbc_domain *dom);
 int tnbc_trig_control(struct tnbc_domain *dom, int command, void *arg);
+/* Queues a request the provider built (struct tnbc_trig_req). */
+int tnbc_trig_submit(struct tnbc_domain *dom, const struct tnbc_trig_req *r);
+/* Takes every request waiting on c out, unreported; returns how many. */
+size_t tnbc_trig_drop(struct tnbc_cntr *c);
 /* A counter changed: moves the requests it releases to the ready list.
  * Callable with any lock held; does not run them. */
 void tnbc_trig_check(struct tnbc_cntr *cntr);

@@ -347,14 +347,11 @@ static const char *tnbc_av_straddr(struct fid_av *fid, const void *addr,
 	return buf;
 }
 
-static int tnbc_av_set(struct fid_av *av, struct fi_av_set_attr *attr,
+static int tnbc_av_set(struct fid_av *fid, struct fi_av_set_attr *attr,
 		       struct fid_av_set **av_set, void *context)
 {
-	(void)av;
-	(void)attr;
-	(void)av_set;
-	(void)context;
-	return -FI_ENOSYS; /* FI_COLLECTIVE is not advertised yet */
+	return tnbc_av_set_open(tnbc_container_of(fid, struct tnbc_av, av_fid),
+				attr, av_set, context);
 }
 
 static int tnbc_av_close(struct fid *fid)

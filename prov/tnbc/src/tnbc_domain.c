@@ -153,18 +153,6 @@ static int tnbc_no_srx(struct fid_domain *d, struct fi_rx_attr *a,
 	return -FI_ENOSYS;
 }
 
-static int tnbc_query_collective(struct fid_domain *d,
-				 enum fi_collective_op coll,
-				 struct fi_collective_attr *attr,
-				 uint64_t flags)
-{
-	(void)d;
-	(void)coll;
-	(void)attr;
-	(void)flags;
-	return -FI_EOPNOTSUPP;
-}
-
 static int tnbc_endpoint2(struct fid_domain *d, struct fi_info *info,
 			  struct fid_ep **ep, uint64_t flags, void *context)
 {
@@ -184,7 +172,7 @@ static struct fi_ops_domain tnbc_domain_ops = {
 	.stx_ctx = tnbc_no_stx,
 	.srx_ctx = tnbc_no_srx,
 	.query_atomic = tnbc_query_atomic,
-	.query_collective = tnbc_query_collective,
+	.query_collective = tnbc_coll_query,
 	.endpoint2 = tnbc_endpoint2,
 };
 

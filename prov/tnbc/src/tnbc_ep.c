@@ -11,6 +11,8 @@ static void tnbc_ep_unbind_all(struct tnbc_ep *ep)
 {
 	if (ep->av)
 		atomic_fetch_sub(&ep->av->ref, 1);
+	if (ep->eq)
+		atomic_fetch_sub(&ep->eq->ref, 1);
 	if (ep->tx_cq)
 		atomic_fetch_sub(&ep->tx_cq->ref, 1);
 	if (ep->rx_cq)
@@ -54,6 +56,7 @@ static int tnbc_ep_close(struct fid *fid)
 
 	dom->xops->ep_close(ep->xep);
 	tnbc_ep_unbind_all(ep);
+	tnbc_coll_ep_fini(ep);
 	free(ep->pulls);
 	free(ep->rndv.slot);
 	free(ep->rndv.gen);
@@ -161,10 +164,20 @@ static int tnbc_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 					      : tnbc_ep_bind_cntr(ep, c, flags);
 		break;
 	}
-	case FI_CLASS_EQ:
-		/* RDM endpoints raise no connection events. */
+	case FI_CLASS_EQ: {
+		/* RDM endpoints raise no connection events: only joins */
+		struct tnbc_eq *eq =
+			tnbc_container_of(bfid, struct tnbc_eq, eq_fid.fid);
+
+		if (eq->fabric != ep->domain->fabric || ep->eq) {
+			ret = -FI_EINVAL;
+			break;
+		}
+		atomic_fetch_add(&eq->ref, 1);
+		ep->eq = eq;
 		ret = 0;
 		break;
+	}
 	default:
 		ret = -FI_EINVAL;
 		break;
@@ -514,17 +527,6 @@ static int tnbc_cm_shutdown(struct fid_ep *ep, uint64_t flags)
 	return -FI_ENOSYS;
 }
 
-static int tnbc_cm_join(struct fid_ep *ep, const void *addr, uint64_t flags,
-			struct fid_mc **mc, void *context)
-{
-	(void)ep;
-	(void)addr;
-	(void)flags;
-	(void)mc;
-	(void)context;
-	return -FI_ENOSYS;
-}
-
 static struct fi_ops_cm tnbc_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
 	.setname = tnbc_cm_setname,
@@ -535,7 +537,7 @@ static struct fi_ops_cm tnbc_cm_ops = {
 	.accept = tnbc_cm_accept,
 	.reject = tnbc_cm_reject,
 	.shutdown = tnbc_cm_shutdown,
-	.join = tnbc_cm_join,
+	.join = tnbc_coll_join,
 };
 
 int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
@@ -582,6 +584,10 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	tnbc_list_init(&ep->rx_tagged);
 	tnbc_list_init(&ep->unexp_msg);
 	tnbc_list_init(&ep->unexp_tagged);
+	tnbc_list_init(&ep->rx_coll);
+	tnbc_list_init(&ep->unexp_coll);
+	tnbc_list_init(&ep->groups);
+	tnbc_list_init(&ep->coll_joins);
 	tnbc_list_init(&ep->tx_queue);
 	tnbc_list_init(&ep->ctrl_queue);
 	tnbc_list_init(&ep->stream_rx);
@@ -599,7 +605,7 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep_fid.tagged = (struct fi_ops_tagged *)&tnbc_tagged_ops;
 	ep->ep_fid.rma = (struct fi_ops_rma *)&tnbc_rma_ops;
 	ep->ep_fid.atomic = (struct fi_ops_atomic *)&tnbc_atomic_ops;
-	ep->ep_fid.collective = &tnbc_no_coll_ops;
+	ep->ep_fid.collective = &tnbc_coll_ops;
 	atomic_fetch_add(&dom->ref, 1);
 	*ep_out = &ep->ep_fid;
 	return 0;

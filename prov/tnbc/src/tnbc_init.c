@@ -22,6 +22,7 @@ struct tnbc_env tnbc_env = {
 	.engine = 1,
 	.unexp_pull = 256 * 1024,
 	.unexp_max = 32 * 1024 * 1024,
+	.coll_degree = 4,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -108,6 +109,11 @@ static void tnbc_init_env(void)
 			"in the sender's queue, and senders see back pressure "
 			"(default: %zu)",
 			tnbc_env.unexp_max);
+	fi_param_define(&tnbc_prov, "coll_degree", FI_PARAM_SIZE_T,
+			"Children per member in the trees of fi_barrier, "
+			"fi_broadcast, fi_reduce and fi_allreduce, 1 to 64 "
+			"(default: %zu)",
+			tnbc_env.coll_degree);
 	fi_param_define(&tnbc_prov, "shm_group", FI_PARAM_STRING,
 			"A group (name or number) whose members' processes may "
 			"exchange messages with this one. Default: only "
@@ -148,6 +154,7 @@ static void tnbc_init_env(void)
 		tnbc_env.cma = !!b;
 	tnbc_param_size("unexp_pull", &tnbc_env.unexp_pull, 0, 1u << 30);
 	tnbc_param_size("unexp_max", &tnbc_env.unexp_max, 0, (size_t)1 << 40);
+	tnbc_param_size("coll_degree", &tnbc_env.coll_degree, 1, 64);
 	tnbc_param_group();
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);

@@ -118,7 +118,7 @@ static void tnbc_ux_free(struct tnbc_ep *ep, struct tnbc_unexp *ux)
 
 bool tnbc_cq_wanted(bool selective, uint64_t flags)
 {
-	if (flags & TNBC_NO_COMPLETION)
+	if (flags & (TNBC_NO_COMPLETION | TNBC_INTERNAL))
 		return false;
 	/* deferred work reports only when asked to (fi_trigger(3)) */
 	if ((selective || (flags & TNBC_DEFERRED)))
@@ -129,7 +129,7 @@ bool tnbc_cq_wanted(bool selective, uint64_t flags)
 void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
 			   struct tnbc_cntr *comp_cntr, bool err)
 {
-	if (ep_cntr && !(flags & TNBC_DEFERRED))
+	if (ep_cntr && !(flags & (TNBC_DEFERRED | TNBC_INTERNAL)))
 		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(ep_cntr);
 	if (comp_cntr)
 		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(comp_cntr);
@@ -183,7 +183,7 @@ static void tnbc_ep_report_send(struct tnbc_ep *ep, void *context,
 	if (err < 0)
 		err = -err;
 	if (err) {
-		if (ep->tx_cq)
+		if (ep->tx_cq && !(flags & TNBC_INTERNAL))
 			tnbc_cq_write_err(ep->tx_cq, context, FI_SEND | kind, 0,
 					  NULL, 0, 0, 0, err, err,
 					  FI_ADDR_NOTAVAIL);
@@ -222,7 +222,7 @@ static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	if (!err && msg_size > rx->len)
 		err = FI_ETRUNC;
 	if (err) {
-		if (ep->rx_cq)
+		if (ep->rx_cq && !(rx->flags & TNBC_INTERNAL))
 			tnbc_cq_write_err(ep->rx_cq, rx->context, flags, len,
 					  buf, data, tagged ? hdr->tag : 0,
 					  err == FI_ETRUNC ? msg_size - len : 0,
@@ -621,11 +621,30 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	return ux;
 }
 
+/* The match space of a message: untagged, tagged, or the collectives'
+ * (posted receives, or unexpected messages). */
+static struct tnbc_list *tnbc_space(struct tnbc_ep *ep, uint16_t hflags,
+				    bool unexp)
+{
+	if (hflags & TNBC_HDR_COLL)
+		return unexp ? &ep->unexp_coll : &ep->rx_coll;
+	if (hflags & TNBC_HDR_TAGGED)
+		return unexp ? &ep->unexp_tagged : &ep->rx_tagged;
+	return unexp ? &ep->unexp_msg : &ep->rx_msg;
+}
+
+static uint16_t tnbc_args_hflags(const struct tnbc_msg_args *a)
+{
+	if (a->coll)
+		return TNBC_HDR_COLL | TNBC_HDR_TAGGED;
+	return a->tagged ? TNBC_HDR_TAGGED : 0;
+}
+
 static int tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		       const void *payload)
 {
 	bool tagged = hdr->flags & TNBC_HDR_TAGGED;
-	struct tnbc_list *list = tagged ? &ep->rx_tagged : &ep->rx_msg;
+	struct tnbc_list *list = tnbc_space(ep, hdr->flags, false);
 	fi_addr_t src = TNBC_ADDR_UNRESOLVED;
 	struct tnbc_list *it, *tmp;
 	struct tnbc_unexp *ux;
@@ -670,8 +689,7 @@ static int tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		memcpy(ux->data, payload, hdr->payload_len);
 	}
 	ux->src_addr = src;
-	tnbc_list_insert_tail(&ux->entry,
-			      tagged ? &ep->unexp_tagged : &ep->unexp_msg);
+	tnbc_list_insert_tail(&ux->entry, tnbc_space(ep, hdr->flags, true));
 	return TNBC_RX_DONE;
 keep:
 	if (!ep->ux_kept++)
@@ -1023,17 +1041,18 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 /* Drops every queued operation of a closing endpoint. */
 void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 {
-	struct tnbc_list *lists[] = {&ep->rx_msg,    &ep->rx_tagged,
-				     &ep->tx_queue,  &ep->stream_rx,
-				     &ep->unexp_msg, &ep->unexp_tagged,
-				     &ep->ctrl_queue};
+	struct tnbc_list *lists[] = {
+		&ep->rx_msg,	   &ep->rx_tagged,  &ep->rx_coll,
+		&ep->tx_queue,	   &ep->stream_rx,  &ep->unexp_msg,
+		&ep->unexp_tagged, &ep->unexp_coll, &ep->ctrl_queue};
 	struct tnbc_list *it, *tmp;
 
 	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++) {
 		tnbc_list_foreach_safe (lists[l], it, tmp) {
 			tnbc_list_remove(it);
 			if (lists[l] == &ep->rx_msg ||
-			    lists[l] == &ep->rx_tagged)
+			    lists[l] == &ep->rx_tagged ||
+			    lists[l] == &ep->rx_coll)
 				tnbc_ep_rx_del(ep);
 			if (lists[l] == &ep->tx_queue) {
 				struct tnbc_xfer *tx = tnbc_container_of(
@@ -1188,7 +1207,7 @@ ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.version = TNBC_PROTO_VERSION;
-	hdr.flags = tagged ? TNBC_HDR_TAGGED : 0;
+	hdr.flags = tnbc_args_hflags(a);
 	if (flags & FI_REMOTE_CQ_DATA) {
 		hdr.flags |= TNBC_HDR_CQ_DATA;
 		hdr.cq_data = data;
@@ -1298,10 +1317,10 @@ out_unlocked:
 	return ret;
 }
 
-static struct tnbc_unexp *tnbc_find_unexp(struct tnbc_ep *ep, bool tagged,
+static struct tnbc_unexp *tnbc_find_unexp(struct tnbc_ep *ep,
+					  struct tnbc_list *list, bool tagged,
 					  const struct tnbc_xfer *rx)
 {
-	struct tnbc_list *list = tagged ? &ep->unexp_tagged : &ep->unexp_msg;
 	struct tnbc_list *it, *tmp;
 
 	tnbc_list_foreach_safe (list, it, tmp) {
@@ -1338,7 +1357,7 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 	struct tnbc_unexp *ux;
 
 	if (rx->flags & FI_PEEK) {
-		ux = tnbc_find_unexp(ep, true, rx);
+		ux = tnbc_find_unexp(ep, &ep->unexp_tagged, true, rx);
 		if (!ux) {
 			if (ep->rx_cq)
 				tnbc_cq_write_err(ep->rx_cq, rx->context,
@@ -1425,12 +1444,14 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			    const struct tnbc_opx *x)
 {
 	fi_addr_t src = a->addr;
+	struct tnbc_list *ul;
 	struct tnbc_unexp *ux;
 	struct tnbc_xfer *rx;
 	size_t kept;
 	ssize_t ret = 0;
 
-	if (!(ep->info->caps & FI_DIRECTED_RECV))
+	/* a collective's step always names its source */
+	if (!(ep->info->caps & FI_DIRECTED_RECV) && !a->coll)
 		src = FI_ADDR_UNSPEC;
 
 	tnbc_ep_lock(ep);
@@ -1459,10 +1480,9 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 		goto out;
 	}
 	kept = ep->ux_kept;
-	ux = tnbc_find_unexp(ep, a->tagged, rx);
+	ul = tnbc_space(ep, tnbc_args_hflags(a), true);
+	ux = tnbc_find_unexp(ep, ul, a->tagged, rx);
 	if (ux) {
-		struct tnbc_list *ul =
-			a->tagged ? &ep->unexp_tagged : &ep->unexp_msg;
 		size_t had = ep->npulls;
 
 		tnbc_list_remove(&ux->entry);
@@ -1481,8 +1501,8 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 		if (!had && ep->npulls)
 			tnbc_engine_kick(ep->domain);
 	} else {
-		tnbc_list_insert_tail(&rx->entry,
-				      a->tagged ? &ep->rx_tagged : &ep->rx_msg);
+		tnbc_list_insert_tail(
+			&rx->entry, tnbc_space(ep, tnbc_args_hflags(a), false));
 		if (tnbc_ep_rx_add(ep))
 			ep->domain->xops->look_mark(ep->xep);
 		/* it may match a message held in the queue */

@@ -1,6 +1,6 @@
 /*
- * tnbc wire format, version 3 (2 added RMA and atomics; 3 an unguessable
- * nonce in endpoint names).
+ * tnbc wire format, version 4 (2 added RMA and atomics; 3 an unguessable
+ * nonce in endpoint names; 4 the collectives' match space).
  *
  * Every packet that crosses a transport starts with struct tnbc_hdr.  The
  * header is the same on every transport so that the protocol engine never
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define TNBC_PROTO_VERSION 3
+#define TNBC_PROTO_VERSION 4
 
 /* Endpoint names are fixed-size so they can be hashed and compared as
  * bytes; 32 bytes leave room for an IPv6 address and port later. */
@@ -71,6 +71,10 @@ enum tnbc_pkt_type {
 /* RTS of an FI_DELIVERY_COMPLETE send: its ACK must wait for the
  * receive buffer, never for a provider buffer */
 #define TNBC_HDR_DELIVERY (1u << 4)
+/* A collective's message (with TNBC_HDR_TAGGED): matched only by the
+ * provider's own receives; hdr.tag names the group, the operation and
+ * the step (coll/tnbc_sched.h) */
+#define TNBC_HDR_COLL (1u << 5)
 
 struct tnbc_hdr {
 	uint8_t version;

@@ -44,26 +44,13 @@ struct tnbc_trig {
 	struct fi_deferred_work *work; /* NULL for an FI_TRIGGER op */
 	void *context; /* what its completion reports */
 	struct tnbc_opx x;
-	/* TNBC_TRIG_REDUCE, TNBC_TRIG_COPY (count: bytes for a copy) */
-	struct {
-		void *dst;
-		const void *src;
-		size_t count;
-		enum fi_op op;
-		enum fi_datatype dt;
-	} step;
+	/* TNBC_TRIG_REDUCE, TNBC_TRIG_COPY, TNBC_TRIG_CALL */
+	struct tnbc_trig_step step;
 	/* FI_OP_SEND, TSEND, RECV, TRECV: msg.iov is iov */
 	struct tnbc_msg_args msg;
 	struct iovec iov[TNBC_IOV_LIMIT];
 	/* FI_OP_READ ... COMPARE_ATOMIC */
 	struct tnbc_rma_args rma;
-};
-
-/* The extension's compute steps (fi_ext_tnbc.h), after the standard
- * kinds in the kind table. */
-enum {
-	TNBC_TRIG_REDUCE = FI_OP_CNTR_ADD + 1,
-	TNBC_TRIG_COPY,
 };
 
 /* Where a public op_type sits in the kind table. */
@@ -135,6 +122,14 @@ static ssize_t tnbc_trig_start_reduce(struct tnbc_trig *t)
 	return 0;
 }
 
+/* Its function runs once the request is gone (tnbc_trig_run_ready):
+ * it may free what the request names, its counters included. */
+static ssize_t tnbc_trig_start_call(struct tnbc_trig *t)
+{
+	(void)t;
+	return 0;
+}
+
 static ssize_t tnbc_trig_start_copy(struct tnbc_trig *t)
 {
 	if (t->step.count)
@@ -175,6 +170,8 @@ static const struct tnbc_trig_kind tnbc_trig_kinds[] = {
 	[TNBC_TRIG_REDUCE] = {tnbc_trig_start_reduce, TNBC_TRIG_STEP_SIZE, 0,
 			      false, TNBC_TRIG_NO_CNTR},
 	[TNBC_TRIG_COPY] = {tnbc_trig_start_copy, TNBC_TRIG_STEP_SIZE, 0, false,
+			    TNBC_TRIG_NO_CNTR},
+	[TNBC_TRIG_CALL] = {tnbc_trig_start_call, TNBC_TRIG_STEP_SIZE, 0, false,
 			    TNBC_TRIG_NO_CNTR},
 };
 
@@ -485,7 +482,14 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 					tnbc_trig_report(t, (int)-ret);
 				}
 				tnbc_trig_release_refs(t);
-				free(t);
+				if (t->op == (enum fi_op_type)TNBC_TRIG_CALL) {
+					struct tnbc_trig_step st = t->step;
+
+					free(t);
+					st.call(st.arg);
+				} else {
+					free(t);
+				}
 			}
 		}
 		if (engine && n)
@@ -642,6 +646,46 @@ ssize_t tnbc_trig_post_rma(struct tnbc_ep *ep, enum fi_op_type op,
 		return ret;
 	}
 	return tnbc_trig_queue(ep->domain, t);
+}
+
+int tnbc_trig_submit(struct tnbc_domain *dom, const struct tnbc_trig_req *r)
+{
+	const struct tnbc_trig_kind *k =
+		tnbc_trig_kind_of((enum fi_op_type)r->op);
+	struct tnbc_trig *t;
+
+	if (!k || !r->cntr || r->msg.iov_count > TNBC_IOV_LIMIT)
+		return -FI_EINVAL;
+	t = tnbc_trig_alloc((enum fi_op_type)r->op);
+	if (!t)
+		return -FI_ENOMEM;
+	t->op = (enum fi_op_type)r->op;
+	t->cntr = r->cntr;
+	t->threshold = r->threshold;
+	t->ep = r->ep;
+	t->x.comp_cntr = r->comp_cntr;
+	t->step = r->step;
+	if (k->start == tnbc_trig_start_send ||
+	    k->start == tnbc_trig_start_recv) {
+		if (!t->ep)
+			goto einval;
+		t->msg = r->msg;
+		t->msg.flags |= TNBC_INTERNAL;
+		t->context = r->msg.context;
+		if (r->msg.iov_count)
+			memcpy(t->iov, r->msg.iov,
+			       r->msg.iov_count * sizeof(*t->iov));
+		t->msg.iov = t->iov;
+	} else if (k->start == tnbc_trig_start_rma ||
+		   k->start == tnbc_trig_start_cntr) {
+		goto einval; /* no step of a schedule is one of these yet */
+	} else if (r->op == TNBC_TRIG_CALL && !r->step.call) {
+		goto einval;
+	}
+	return tnbc_trig_queue(dom, t);
+einval:
+	free(t);
+	return -FI_EINVAL;
 }
 
 /* The endpoint of a deferred data operation; its flags may not ask for
@@ -875,6 +919,28 @@ static size_t tnbc_trig_take(struct tnbc_cntr *c, struct tnbc_list *out,
 		if (work || ep)
 			break;
 		/* removal moved another request to i: look at it again */
+	}
+	return n;
+}
+
+size_t tnbc_trig_drop(struct tnbc_cntr *c)
+{
+	struct tnbc_list out, *it, *tmp;
+	size_t n;
+
+	tnbc_list_init(&out);
+	pthread_mutex_lock(&c->lock);
+	n = tnbc_trig_take(c, &out, NULL, NULL, NULL);
+	pthread_mutex_unlock(&c->lock);
+	atomic_fetch_sub_explicit(&c->domain->engine.trig_pending, n,
+				  memory_order_relaxed);
+	tnbc_list_foreach_safe (&out, it, tmp) {
+		struct tnbc_trig *t =
+			tnbc_container_of(it, struct tnbc_trig, entry);
+
+		tnbc_list_remove(&t->entry);
+		tnbc_trig_release_refs(t);
+		free(t);
 	}
 	return n;
 }

@@ -1,0 +1,102 @@
+/*
+ * Collectives: what the standard API layer (tnbc_coll.c), the schedule
+ * object (tnbc_sched.c) and the algorithms (tnbc_alg_*.c) share.
+ *
+ * A collective is a schedule: ordinary triggered requests of the trigger
+ * unit (sends and receives in the collectives' own match space, local
+ * reduce and copy steps), each waiting on one of the schedule's counters
+ * for a threshold that says how many of the steps it depends on have
+ * completed.  After posting, the trigger unit and the engine run it; no
+ * application call is needed.
+ */
+#ifndef TNBC_COLL_H
+#define TNBC_COLL_H
+
+#include <rdma/fi_collective.h>
+
+#include "../tnbc.h"
+
+/* A joined group (fi_join_collective): its fi_addr_t is the address of
+ * this object. */
+struct tnbc_mc {
+	struct fid_mc mc_fid;
+	struct tnbc_ep *ep;
+	struct tnbc_list entry; /* ep->groups, under ep->lock */
+	fi_addr_t *members; /* AV addresses, in the set's order */
+	int size;
+	int rank; /* this endpoint's place in members */
+	uint32_t id; /* the group's tag (see tnbc_sched_tag) */
+	atomic_uint next_seq; /* the next operation's number */
+	atomic_int inflight; /* operations not yet completed */
+	bool joined; /* FI_JOIN_COMPLETE reported */
+};
+
+/* The counters of a schedule.  ARM releases the steps that need
+ * nothing: it is bumped once every step is queued, so a schedule that
+ * fails half built never ran any of them. */
+enum {
+	TNBC_SCHED_ARM,
+	TNBC_SCHED_C1,
+	TNBC_SCHED_C2,
+	TNBC_SCHED_C3,
+	TNBC_SCHED_NCNTR,
+	TNBC_SCHED_NONE = -1, /* a step that reports to no counter */
+};
+
+struct tnbc_sched;
+typedef void (*tnbc_sched_end_fn)(struct tnbc_sched *s, int err);
+
+struct tnbc_sched {
+	struct tnbc_mc *mc;
+	struct tnbc_ep *ep;
+	uint64_t tag; /* group and operation; steps fill the low bits */
+	void *context; /* the application's */
+	uint64_t cq_flags;
+	tnbc_sched_end_fn end; /* NULL: a completion in the tx CQ */
+	struct tnbc_cntr c[TNBC_SCHED_NCNTR];
+	void *scratch;
+};
+
+/* Steps per operation: the low bits of a tag. */
+#define TNBC_SCHED_STEP_BITS 12
+#define TNBC_SCHED_SEQ_BITS  20
+
+int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
+		   struct tnbc_sched **out);
+/* Each queues a step that starts once counter trig (cnt + err) reaches
+ * thr and reports to counter comp (or TNBC_SCHED_NONE). */
+int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		    int peer, unsigned step, const void *buf, size_t len);
+int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		    int peer, unsigned step, void *buf, size_t len);
+int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		      void *dst, const void *src, size_t count, enum fi_op op,
+		      enum fi_datatype dt);
+int tnbc_sched_copy(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		    void *dst, const void *src, size_t len);
+/* The last step: completes the operation once trig reaches thr, and
+ * arms the schedule.  After it, the schedule belongs to the engine. */
+int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr);
+/* Takes back a schedule that was never started. */
+void tnbc_sched_abort(struct tnbc_sched *s);
+
+/* Algorithms: each builds and starts one operation's schedule. */
+struct tnbc_coll_op {
+	enum fi_collective_op coll;
+	const void *buf;
+	void *result;
+	size_t count; /* elements */
+	enum fi_datatype dt;
+	enum fi_op op;
+	int root; /* member */
+	void *context;
+	tnbc_sched_end_fn end;
+};
+
+int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+
+/* The branch degree of trees (FI_TNBC_COLL_DEGREE). */
+int tnbc_coll_degree(void);
+
+#endif /* TNBC_COLL_H */

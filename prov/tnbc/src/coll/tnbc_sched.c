@@ -1,0 +1,219 @@
+/*
+ * The schedule object: one collective operation, as data.  It owns its
+ * counters, its scratch memory and, through its counters' heaps, its
+ * queued requests; it is freed as one by its last step.
+ *
+ * Lifetime: built by the poster (tnbc_sched_new, steps, tnbc_sched_start).
+ * Until start arms it, nothing of it has run, so an error while building
+ * drops every queued step and frees it (tnbc_sched_abort).  Once armed
+ * it belongs to the trigger unit: its final step (TNBC_TRIG_CALL) runs
+ * after every other step has fired and every completion it waits for has
+ * been counted, reports the operation and frees the schedule.
+ *
+ * A step's tag: the group's id (32 bits), the operation's number in its
+ * group (TNBC_SCHED_SEQ_BITS) and the step (TNBC_SCHED_STEP_BITS).  Every
+ * member numbers a group's operations in the order it posts them, which
+ * fi_collective(3) makes the same on every member.
+ */
+#include <stdlib.h>
+
+#include "tnbc_coll.h"
+
+int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
+		   struct tnbc_sched **out)
+{
+	struct tnbc_sched *s = calloc(1, sizeof(*s));
+	uint64_t seq;
+	int i, ret = -FI_ENOMEM;
+
+	if (!s)
+		return -FI_ENOMEM;
+	if (scratch) {
+		s->scratch = malloc(scratch);
+		if (!s->scratch)
+			goto err;
+	}
+	for (i = 0; i < TNBC_SCHED_NCNTR; i++) {
+		ret = tnbc_cntr_init(&s->c[i], mc->ep->domain);
+		if (ret)
+			goto err_cntr;
+	}
+	seq = atomic_fetch_add(&mc->next_seq, 1) &
+	      ((1u << TNBC_SCHED_SEQ_BITS) - 1);
+	s->mc = mc;
+	s->ep = mc->ep;
+	s->tag = ((uint64_t)mc->id << 32) | (seq << TNBC_SCHED_STEP_BITS);
+	s->context = context;
+	s->cq_flags = FI_COLLECTIVE;
+	atomic_fetch_add(&mc->inflight, 1);
+	*out = s;
+	return 0;
+err_cntr:
+	while (i--)
+		tnbc_cntr_fini(&s->c[i]);
+err:
+	free(s->scratch);
+	free(s);
+	return ret;
+}
+
+static void tnbc_sched_free(struct tnbc_sched *s)
+{
+	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
+		tnbc_cntr_fini(&s->c[i]);
+	atomic_fetch_sub(&s->mc->inflight, 1);
+	free(s->scratch);
+	free(s);
+}
+
+void tnbc_sched_abort(struct tnbc_sched *s)
+{
+	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
+		tnbc_trig_drop(&s->c[i]);
+	tnbc_sched_free(s);
+}
+
+static struct tnbc_cntr *tnbc_sched_cntr(struct tnbc_sched *s, int i)
+{
+	return i == TNBC_SCHED_NONE ? NULL : &s->c[i];
+}
+
+/* The counter a step waits on: one that waits for nothing waits to be
+ * armed, or it would run while the schedule is still being built. */
+static struct tnbc_cntr *tnbc_sched_gate(struct tnbc_sched *s, int trig,
+					 uint64_t *thr)
+{
+	if (!*thr) {
+		*thr = 1;
+		return &s->c[TNBC_SCHED_ARM];
+	}
+	return &s->c[trig];
+}
+
+static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
+			  int comp, int peer, unsigned step, const void *buf,
+			  size_t len)
+{
+	struct tnbc_cntr *gate = tnbc_sched_gate(s, trig, &thr);
+	struct iovec iov = {(void *)buf, len};
+	struct tnbc_trig_req r = {
+		.op = op,
+		.ep = s->ep,
+		.cntr = gate,
+		.threshold = thr,
+		.comp_cntr = tnbc_sched_cntr(s, comp),
+		.msg = {.iov = &iov,
+			.iov_count = 1,
+			.addr = s->mc->members[peer],
+			.tag = s->tag | step,
+			.context = s,
+			.tagged = true,
+			.coll = true},
+	};
+
+	if (step >= (1u << TNBC_SCHED_STEP_BITS))
+		return -FI_EINVAL;
+	return tnbc_trig_submit(s->ep->domain, &r);
+}
+
+int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		    int peer, unsigned step, const void *buf, size_t len)
+{
+	return tnbc_sched_msg(s, FI_OP_TSEND, trig, thr, comp, peer, step, buf,
+			      len);
+}
+
+int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		    int peer, unsigned step, void *buf, size_t len)
+{
+	return tnbc_sched_msg(s, FI_OP_TRECV, trig, thr, comp, peer, step, buf,
+			      len);
+}
+
+int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		      void *dst, const void *src, size_t count, enum fi_op op,
+		      enum fi_datatype dt)
+{
+	struct tnbc_cntr *gate = tnbc_sched_gate(s, trig, &thr);
+	struct tnbc_trig_req r = {
+		.op = TNBC_TRIG_REDUCE,
+		.cntr = gate,
+		.threshold = thr,
+		.comp_cntr = tnbc_sched_cntr(s, comp),
+		.step = {.dst = dst,
+			 .src = src,
+			 .count = count,
+			 .op = op,
+			 .dt = dt},
+	};
+
+	return tnbc_trig_submit(s->ep->domain, &r);
+}
+
+int tnbc_sched_copy(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		    void *dst, const void *src, size_t len)
+{
+	struct tnbc_cntr *gate = tnbc_sched_gate(s, trig, &thr);
+	struct tnbc_trig_req r = {
+		.op = TNBC_TRIG_COPY,
+		.cntr = gate,
+		.threshold = thr,
+		.comp_cntr = tnbc_sched_cntr(s, comp),
+		.step = {.dst = dst, .src = src, .count = len},
+	};
+
+	return tnbc_trig_submit(s->ep->domain, &r);
+}
+
+/* Steps that failed leave errors in the counters that count them. */
+static int tnbc_sched_err(struct tnbc_sched *s)
+{
+	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
+		if (atomic_load(&s->c[i].err))
+			return FI_EIO;
+	return 0;
+}
+
+static void tnbc_sched_end(void *arg)
+{
+	struct tnbc_sched *s = arg;
+	struct tnbc_ep *ep = s->ep;
+	int err = tnbc_sched_err(s);
+
+	if (s->end) {
+		s->end(s, err);
+	} else {
+		if (ep->tx_cq) {
+			if (err)
+				tnbc_cq_write_err(ep->tx_cq, s->context,
+						  s->cq_flags, 0, NULL, 0, 0, 0,
+						  err, err, FI_ADDR_NOTAVAIL);
+			else
+				tnbc_cq_write(ep->tx_cq, s->context,
+					      s->cq_flags, 0, NULL, 0, 0,
+					      FI_ADDR_NOTAVAIL);
+		}
+		if (ep->tx_cntr)
+			(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(ep->tx_cntr);
+	}
+	tnbc_sched_free(s);
+}
+
+int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr)
+{
+	struct tnbc_cntr *gate = tnbc_sched_gate(s, trig, &thr);
+	struct tnbc_trig_req r = {
+		.op = TNBC_TRIG_CALL,
+		.cntr = gate,
+		.threshold = thr,
+		.step = {.call = tnbc_sched_end, .arg = s},
+	};
+	int ret = tnbc_trig_submit(s->ep->domain, &r);
+
+	if (ret)
+		return ret;
+	/* From here the engine may finish and free s at any moment. */
+	tnbc_cntr_inc(&s->c[TNBC_SCHED_ARM]);
+	tnbc_trig_run(s->ep->domain, false);
+	return 0;
+}
