@@ -1,38 +1,54 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * fi_collective(3) on tnbc: joins, every collective call, each result
- * checked against one computed here from what every rank contributed.
+ * fi_collective(3): joins, every collective call on groups of several
+ * sizes, each result checked against one computed here (an ALU of this
+ * test's own, not the provider's) from what every rank contributed.
+ *
+ *   sweep        every reducing op x datatype fi_query_collective allows
+ *                x size, allreduce, reduce and reduce-scatter; the data
+ *                movers at every size; groups of 1, 2, 3, 5 and 8 ranks
+ *                (with -F: 11 ranks, 1 MiB for every pair)
+ *   determinism  an allreduce of doubles whose sum rounds, 20 times:
+ *                bit-identical across runs and ranks
+ *   concurrent   operations in flight on two overlapping groups at once
+ *   late_join    one rank joins after the others already posted work
+ *   sleep        8 ranks post an allreduce and stop calling libfabric;
+ *                the result appears in memory anyway
+ *   bad_input    what must be refused is, and the group still works
  */
 #include "common/ftx.h"
 
 #include <rdma/fi_collective.h>
 #include <rdma/fi_eq.h>
 
+#include <complex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct coll_priv {
-	struct fid_eq *eq;
+static bool full_sweep;
+
+struct group {
 	struct fid_av_set *set;
 	struct fid_mc *mc;
 	fi_addr_t coll;
+	int size, rank; /* rank < 0: not a member */
+	fi_addr_t members[FTX_MAX_PROCS];
 };
 
-static struct coll_priv priv;
+static struct fid_eq *eq;
 
 static void
 bind_eq(struct ftx_ctx *ctx)
 {
 	struct fi_eq_attr attr = {.wait_obj = FI_WAIT_UNSPEC};
 
-	FTX_CHK(fi_eq_open(ctx->fabric, &attr, &priv.eq, NULL));
-	FTX_CHK(fi_ep_bind(ctx->ep, &priv.eq->fid, 0));
-	ctx->eq = priv.eq;
-	ctx->priv = &priv;
+	FTX_CHK(fi_eq_open(ctx->fabric, &attr, &eq, NULL));
+	FTX_CHK(fi_ep_bind(ctx->ep, &eq->fid, 0));
+	ctx->eq = eq;
 }
 
-/* Drives progress until the EQ reports ev for fid. */
+/* Drives progress until the EQ reports want for fid. */
 static void
 wait_event(struct ftx_ctx *ctx, uint32_t want, struct fid *fid)
 {
@@ -41,12 +57,12 @@ wait_event(struct ftx_ctx *ctx, uint32_t want, struct fid *fid)
 	unsigned spins = 0;
 
 	for (;;) {
-		ssize_t n = fi_eq_read(priv.eq, &ev, &e, sizeof(e), 0);
+		ssize_t n = fi_eq_read(eq, &ev, &e, sizeof(e), 0);
 
 		if (n == -FI_EAVAIL) {
 			struct fi_eq_err_entry err = {0};
 
-			fi_eq_readerr(priv.eq, &err, 0);
+			fi_eq_readerr(eq, &err, 0);
 			ftx_fail("EQ error %d (%s)", err.err,
 				 fi_strerror(err.err));
 		}
@@ -62,34 +78,45 @@ wait_event(struct ftx_ctx *ctx, uint32_t want, struct fid *fid)
 	}
 }
 
+/* Joins the ranks start, start + stride, ... below size; every rank
+ * calls it, members join. */
 static void
-join_world(struct ftx_ctx *ctx)
+join(struct ftx_ctx *ctx, struct group *g, int start, int stride, int size)
 {
 	struct fi_av_set_attr attr = {
-		.count = (size_t) ctx->nprocs,
-		.start_addr = 0,
-		.end_addr = (fi_addr_t) ctx->nprocs - 1,
-		.stride = 1,
+		.start_addr = (fi_addr_t) start,
+		.end_addr = (fi_addr_t) size - 1,
+		.stride = (uint64_t) stride,
 	};
 	fi_addr_t set_addr;
 
-	FTX_CHK(fi_av_set(ctx->av, &attr, &priv.set, NULL));
-	FTX_CHK(fi_av_set_addr(priv.set, &set_addr));
-	ftx_note("join");
-	FTX_CHK(fi_join_collective(ctx->ep, set_addr, priv.set, 0, &priv.mc,
-				   &priv));
-	wait_event(ctx, FI_JOIN_COMPLETE, &priv.mc->fid);
-	priv.coll = fi_mc_addr(priv.mc);
+	memset(g, 0, sizeof(*g));
+	g->rank = -1;
+	for (int r = start; r < size; r += stride) {
+		if (r == ctx->rank)
+			g->rank = g->size;
+		g->members[g->size++] = ctx->addrs[r];
+	}
+	if (g->rank < 0)
+		return;
+	FTX_CHK(fi_av_set(ctx->av, &attr, &g->set, NULL));
+	FTX_CHK(fi_av_set_addr(g->set, &set_addr));
+	ftx_note("join %d/%d/%d", start, stride, size);
+	FTX_CHK(fi_join_collective(ctx->ep, set_addr, g->set, 0, &g->mc, g));
+	wait_event(ctx, FI_JOIN_COMPLETE, &g->mc->fid);
+	g->coll = fi_mc_addr(g->mc);
 }
 
 static void
-leave(struct ftx_ctx *ctx)
+leave(struct group *g)
 {
-	(void) ctx;
-	FTX_CHK(fi_close(&priv.mc->fid));
-	FTX_CHK(fi_close(&priv.set->fid));
+	if (g->rank < 0)
+		return;
+	FTX_CHK(fi_close(&g->mc->fid));
+	FTX_CHK(fi_close(&g->set->fid));
 }
 
+/* Waits for the collective completion of context (others are kept). */
 static void
 wait_coll(struct ftx_ctx *ctx, void *context)
 {
@@ -102,60 +129,756 @@ wait_coll(struct ftx_ctx *ctx, void *context)
 		   (unsigned long long) c.flags);
 }
 
-static int
-run_join_barrier(struct ftx_ctx *ctx)
+/* ------------------------------------------------------------------ */
+/* The reference ALU                                                    */
+
+static size_t
+dt_size(enum fi_datatype dt)
 {
+	switch (dt) {
+	case FI_INT8:
+	case FI_UINT8:
+		return 1;
+	case FI_INT16:
+	case FI_UINT16:
+		return 2;
+	case FI_INT32:
+	case FI_UINT32:
+	case FI_FLOAT:
+		return 4;
+	case FI_INT64:
+	case FI_UINT64:
+	case FI_DOUBLE:
+	case FI_FLOAT_COMPLEX:
+		return 8;
+	case FI_DOUBLE_COMPLEX:
+		return 16;
+	case FI_LONG_DOUBLE:
+		return sizeof(long double);
+	case FI_LONG_DOUBLE_COMPLEX:
+		return sizeof(long double complex);
+	default:
+		return 0;
+	}
+}
+
+static const enum fi_datatype all_dts[] = {
+	FI_INT8,   FI_UINT8,  FI_INT16,	      FI_UINT16,
+	FI_INT32,  FI_UINT32, FI_INT64,	      FI_UINT64,
+	FI_FLOAT,  FI_DOUBLE, FI_FLOAT_COMPLEX, FI_DOUBLE_COMPLEX,
+	FI_LONG_DOUBLE, FI_LONG_DOUBLE_COMPLEX,
+};
+#define NDTS (sizeof(all_dts) / sizeof(all_dts[0]))
+
+static const enum fi_op all_ops[] = {FI_MIN,  FI_MAX,  FI_SUM,	FI_PROD,
+				     FI_LOR,  FI_LAND, FI_BOR,	FI_BAND,
+				     FI_LXOR, FI_BXOR};
+#define NOPS (sizeof(all_ops) / sizeof(all_ops[0]))
+
+#define REF_INT(T)                                                        \
+	static void ref_##T(enum fi_op op, void *dv, const void *sv,       \
+			    size_t n)                                      \
+	{                                                                 \
+		T *d = dv;                                                \
+		const T *s = sv;                                          \
+		for (size_t i = 0; i < n; i++) {                          \
+			T a = d[i], b = s[i];                             \
+			switch (op) {                                     \
+			case FI_MIN: d[i] = b < a ? b : a; break;         \
+			case FI_MAX: d[i] = b > a ? b : a; break;         \
+			case FI_SUM: d[i] = (T) (a + b); break;           \
+			case FI_PROD: d[i] = (T) (a * b); break;          \
+			case FI_LOR: d[i] = a || b; break;                \
+			case FI_LAND: d[i] = a && b; break;               \
+			case FI_LXOR: d[i] = !a != !b; break;             \
+			case FI_BOR: d[i] = a | b; break;                 \
+			case FI_BAND: d[i] = a & b; break;                \
+			case FI_BXOR: d[i] = a ^ b; break;                \
+			default: abort();                                 \
+			}                                                 \
+		}                                                         \
+	}
+#define REF_REAL(T)                                                       \
+	static void ref_##T(enum fi_op op, void *dv, const void *sv,       \
+			    size_t n)                                      \
+	{                                                                 \
+		T *d = dv;                                                \
+		const T *s = sv;                                          \
+		for (size_t i = 0; i < n; i++) {                          \
+			T a = d[i], b = s[i];                             \
+			switch (op) {                                     \
+			case FI_MIN: d[i] = b < a ? b : a; break;         \
+			case FI_MAX: d[i] = b > a ? b : a; break;         \
+			case FI_SUM: d[i] = a + b; break;                 \
+			case FI_PROD: d[i] = a * b; break;                \
+			case FI_LOR: d[i] = a || b; break;                \
+			case FI_LAND: d[i] = a && b; break;               \
+			case FI_LXOR: d[i] = !a != !b; break;             \
+			default: abort();                                 \
+			}                                                 \
+		}                                                         \
+	}
+#define REF_CPLX(N, T)                                                    \
+	static void ref_##N(enum fi_op op, void *dv, const void *sv,       \
+			    size_t n)                                      \
+	{                                                                 \
+		T *d = dv;                                                \
+		const T *s = sv;                                          \
+		for (size_t i = 0; i < n; i++)                            \
+			d[i] = op == FI_SUM ? d[i] + s[i] : d[i] * s[i];  \
+	}
+
+typedef long double ldouble;
+REF_INT(int8_t)
+REF_INT(uint8_t)
+REF_INT(int16_t)
+REF_INT(uint16_t)
+REF_INT(int32_t)
+REF_INT(uint32_t)
+REF_INT(int64_t)
+REF_INT(uint64_t)
+REF_REAL(float)
+REF_REAL(double)
+REF_REAL(ldouble)
+REF_CPLX(fcplx, float complex)
+REF_CPLX(dcplx, double complex)
+REF_CPLX(ldcplx, long double complex)
+
+static void
+ref_fold(enum fi_datatype dt, enum fi_op op, void *d, const void *s, size_t n)
+{
+	switch (dt) {
+	case FI_INT8: ref_int8_t(op, d, s, n); break;
+	case FI_UINT8: ref_uint8_t(op, d, s, n); break;
+	case FI_INT16: ref_int16_t(op, d, s, n); break;
+	case FI_UINT16: ref_uint16_t(op, d, s, n); break;
+	case FI_INT32: ref_int32_t(op, d, s, n); break;
+	case FI_UINT32: ref_uint32_t(op, d, s, n); break;
+	case FI_INT64: ref_int64_t(op, d, s, n); break;
+	case FI_UINT64: ref_uint64_t(op, d, s, n); break;
+	case FI_FLOAT: ref_float(op, d, s, n); break;
+	case FI_DOUBLE: ref_double(op, d, s, n); break;
+	case FI_LONG_DOUBLE: ref_ldouble(op, d, s, n); break;
+	case FI_FLOAT_COMPLEX: ref_fcplx(op, d, s, n); break;
+	case FI_DOUBLE_COMPLEX: ref_dcplx(op, d, s, n); break;
+	case FI_LONG_DOUBLE_COMPLEX: ref_ldcplx(op, d, s, n); break;
+	default: abort();
+	}
+}
+
+/* Element i of member m's contribution: small values, so that every
+ * fold order gives the same (exact) result; the product's factors are
+ * 1 and 2 so that 11 of them stay exact in a float. */
+static void
+fill(enum fi_datatype dt, enum fi_op op, void *buf, size_t n, int m,
+     uint64_t salt)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t h = ftx_mix((uint64_t) m * 1000003u + i + salt);
+		int v = op == FI_PROD ? 1 + (int) (h & 1)
+			: op == FI_LAND || op == FI_LOR || op == FI_LXOR
+				? (int) (h % 3 == 0 ? 0 : h % 4)
+				: (int) (h % 60);
+		switch (dt) {
+#define SET(T) ((T *) buf)[i] = (T) v; break
+		case FI_INT8: SET(int8_t);
+		case FI_UINT8: SET(uint8_t);
+		case FI_INT16: SET(int16_t);
+		case FI_UINT16: SET(uint16_t);
+		case FI_INT32: SET(int32_t);
+		case FI_UINT32: SET(uint32_t);
+		case FI_INT64: SET(int64_t);
+		case FI_UINT64: SET(uint64_t);
+		case FI_FLOAT: SET(float);
+		case FI_DOUBLE: SET(double);
+		case FI_LONG_DOUBLE: SET(long double);
+		case FI_FLOAT_COMPLEX:
+			((float complex *) buf)[i] = v + (v % 3) * I;
+			break;
+		case FI_DOUBLE_COMPLEX:
+			((double complex *) buf)[i] = v + (v % 3) * I;
+			break;
+		case FI_LONG_DOUBLE_COMPLEX:
+			((long double complex *) buf)[i] = v + (v % 3) * I;
+			break;
+#undef SET
+		default:
+			abort();
+		}
+	}
+}
+
+/* Compares values, not bytes: long double has padding bytes. */
+static bool
+same(enum fi_datatype dt, const void *a, const void *b, size_t n,
+     size_t *bad)
+{
+	size_t es = dt_size(dt);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *x = (const char *) a + i * es;
+		const char *y = (const char *) b + i * es;
+		bool eq;
+
+		if (dt == FI_LONG_DOUBLE)
+			eq = *(const long double *) x == *(const long double *) y;
+		else if (dt == FI_LONG_DOUBLE_COMPLEX)
+			eq = *(const long double complex *) x ==
+			     *(const long double complex *) y;
+		else
+			eq = !memcmp(x, y, es);
+		if (!eq) {
+			*bad = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sweep                                                                */
+
+static const size_t small_sizes[] = {1, 6, 7, 8, 48, 49, 4096};
+#define NSMALL (sizeof(small_sizes) / sizeof(small_sizes[0]))
+#define BIG    ((size_t) 1 << 20)
+
+static size_t
+elems_of(size_t bytes, enum fi_datatype dt)
+{
+	size_t c = bytes / dt_size(dt);
+
+	return c ? c : 1;
+}
+
+/* Guard bytes after each buffer: nothing may be written past what an
+ * operation owns. */
+#define GUARD 64
+
+static void *
+gbuf(size_t len)
+{
+	char *p = malloc(len + GUARD);
+
+	if (!p)
+		ftx_fail("out of memory");
+	memset(p + len, 0xa5, GUARD);
+	return p;
+}
+
+static void
+gcheck(const void *p, size_t len, const char *what)
+{
+	const unsigned char *g = (const unsigned char *) p + len;
+
+	for (size_t i = 0; i < GUARD; i++)
+		FTX_EXPECT(g[i] == 0xa5, "%s: byte %zu past the end written",
+			   what, i);
+}
+
+static uint64_t salt_seq;
+static size_t nchecked; /* operations checked, for the log */
+
+/* One reducing operation of g, checked on every member. */
+static void
+check_reduce(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
+	     enum fi_datatype dt, enum fi_op op, size_t count, int root)
+{
+	size_t es = dt_size(dt), slices = coll == FI_REDUCE_SCATTER ? g->size : 1;
+	size_t len = es * count * slices;
+	char *in = gbuf(len), *copy = gbuf(len), *out = gbuf(len),
+	     *want = gbuf(len), *tmp = gbuf(len);
+	uint64_t salt = ++salt_seq;
 	int ctxv;
 
-	join_world(ctx);
-	for (int i = 0; i < 10; i++) {
-		FTX_POST(ctx, fi_barrier(ctx->ep, priv.coll, &ctxv));
-		wait_coll(ctx, &ctxv);
+	nchecked++;
+	fill(dt, op, in, count * slices, g->rank, salt);
+	memcpy(copy, in, len);
+	memset(out, 0xee, len);
+	/* the reference: members folded in member order */
+	fill(dt, op, want, count * slices, 0, salt);
+	for (int m = 1; m < g->size; m++) {
+		fill(dt, op, tmp, count * slices, m, salt);
+		ref_fold(dt, op, want, tmp, count * slices);
 	}
-	leave(ctx);
+	switch (coll) {
+	case FI_ALLREDUCE:
+		FTX_POST(ctx, fi_allreduce(ctx->ep, in, count, NULL, out, NULL,
+					   g->coll, dt, op, 0, &ctxv));
+		break;
+	case FI_REDUCE:
+		FTX_POST(ctx, fi_reduce(ctx->ep, in, count, NULL, out, NULL,
+					g->coll, g->members[root], dt, op, 0,
+					&ctxv));
+		break;
+	default:
+		FTX_POST(ctx, fi_reduce_scatter(ctx->ep, in, count, NULL, out,
+						NULL, g->coll, dt, op, 0,
+						&ctxv));
+		break;
+	}
+	wait_coll(ctx, &ctxv);
+	FTX_EXPECT(!memcmp(in, copy, len), "coll %d modified its input",
+		   (int) coll);
+	gcheck(in, len, "input");
+	gcheck(out, len, "result");
+	if (coll == FI_ALLREDUCE || (coll == FI_REDUCE && g->rank == root)) {
+		size_t bad;
+
+		FTX_EXPECT(same(dt, out, want, count, &bad),
+			   "coll %d op %d dt %d count %zu group %d: element "
+			   "%zu differs (first bytes %02x, want %02x)",
+			   (int) coll, (int) op, (int) dt, count, g->size,
+			   bad, (unsigned char) out[bad * es],
+			   (unsigned char) want[bad * es]);
+	} else if (coll == FI_REDUCE_SCATTER) {
+		size_t bad;
+
+		FTX_EXPECT(same(dt, out, want + (size_t) g->rank * count * es,
+				count, &bad),
+			   "reduce_scatter op %d dt %d count %zu group %d: "
+			   "element %zu differs",
+			   (int) op, (int) dt, count, g->size, bad);
+	} else {
+		unsigned char e[GUARD];
+
+		memset(e, 0xee, sizeof(e));
+		FTX_EXPECT(!memcmp(out, e, len < GUARD ? len : GUARD),
+			   "reduce (op %d dt %d count %zu root %d group %d) "
+			   "wrote a non-root's result buffer (%02x %02x %02x)",
+			   (int) op, (int) dt, count, root, g->size,
+			   (unsigned char) out[0], (unsigned char) out[1],
+			   (unsigned char) out[2]);
+	}
+	free(in);
+	free(copy);
+	free(out);
+	free(want);
+	free(tmp);
+}
+
+/* One data-moving operation of g, checked on every member. */
+static void
+check_move(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
+	   size_t bytes, int root)
+{
+	size_t n = (size_t) g->size, count = bytes;
+	size_t inlen = coll == FI_ALLTOALL || coll == FI_SCATTER ? n * bytes
+				: bytes;
+	size_t outlen = coll == FI_ALLGATHER || coll == FI_ALLTOALL ||
+				 coll == FI_GATHER
+			? n * bytes
+			: bytes;
+	char *in = gbuf(inlen), *copy = gbuf(inlen), *out = gbuf(outlen);
+	uint64_t salt = ++salt_seq;
+	bool root_side = g->rank == root;
+	int ctxv;
+
+	nchecked++;
+	/* slice j of member m: seed (m, j) */
+	for (size_t j = 0; j < inlen / bytes; j++)
+		ftx_fill(in + j * bytes, bytes, ftx_seed(salt, g->rank, j));
+	memcpy(copy, in, inlen);
+	memset(out, 0xee, outlen);
+	switch (coll) {
+	case FI_BROADCAST:
+		FTX_POST(ctx, fi_broadcast(ctx->ep, in, count, NULL, g->coll,
+					   g->members[root], FI_UINT8, 0,
+					   &ctxv));
+		break;
+	case FI_ALLGATHER:
+		FTX_POST(ctx, fi_allgather(ctx->ep, in, count, NULL, out, NULL,
+					   g->coll, FI_UINT8, 0, &ctxv));
+		break;
+	case FI_ALLTOALL:
+		FTX_POST(ctx, fi_alltoall(ctx->ep, in, count, NULL, out, NULL,
+					  g->coll, FI_UINT8, 0, &ctxv));
+		break;
+	case FI_SCATTER:
+		FTX_POST(ctx, fi_scatter(ctx->ep, root_side ? in : NULL, count,
+					 NULL, out, NULL, g->coll,
+					 g->members[root], FI_UINT8, 0,
+					 &ctxv));
+		break;
+	default:
+		FTX_POST(ctx, fi_gather(ctx->ep, in, count, NULL,
+					root_side ? out : NULL, NULL, g->coll,
+					g->members[root], FI_UINT8, 0, &ctxv));
+		break;
+	}
+	wait_coll(ctx, &ctxv);
+	gcheck(in, inlen, "input");
+	gcheck(out, outlen, "result");
+	switch (coll) {
+	case FI_BROADCAST:
+		FTX_EXPECT(ftx_check(in, bytes, ftx_seed(salt, root, 0)) ==
+				   SIZE_MAX,
+			   "broadcast of %zu B from %d: wrong data", bytes,
+			   root);
+		break;
+	case FI_ALLGATHER:
+	case FI_GATHER:
+		FTX_EXPECT(!memcmp(in, copy, inlen), "input modified");
+		if (coll == FI_GATHER && !root_side)
+			break;
+		for (size_t m = 0; m < n; m++)
+			FTX_EXPECT(ftx_check(out + m * bytes, bytes,
+					     ftx_seed(salt, m, 0)) == SIZE_MAX,
+				   "coll %d %zu B: member %zu's slice wrong",
+				   (int) coll, bytes, m);
+		break;
+	case FI_ALLTOALL:
+		FTX_EXPECT(!memcmp(in, copy, inlen), "input modified");
+		for (size_t m = 0; m < n; m++)
+			FTX_EXPECT(ftx_check(out + m * bytes, bytes,
+					     ftx_seed(salt, m, g->rank)) ==
+					   SIZE_MAX,
+				   "alltoall %zu B: slice from %zu wrong", bytes,
+				   m);
+		break;
+	default:
+		if (root_side)
+			FTX_EXPECT(!memcmp(in, copy, inlen), "input modified");
+		FTX_EXPECT(ftx_check(out, bytes,
+				     ftx_seed(salt, root, g->rank)) == SIZE_MAX,
+			   "scatter %zu B: wrong slice", bytes);
+		break;
+	}
+	free(in);
+	free(copy);
+	free(out);
+}
+
+static bool
+supported(struct ftx_ctx *ctx, enum fi_collective_op coll, enum fi_op op,
+	  enum fi_datatype dt)
+{
+	struct fi_collective_attr attr = {.op = op, .datatype = dt};
+	int ret = fi_query_collective(ctx->domain, coll, &attr, 0);
+
+	FTX_EXPECT(ret == 0 || ret == -FI_EOPNOTSUPP,
+		   "fi_query_collective: %d", ret);
+	if (!ret)
+		FTX_EXPECT(attr.datatype_attr.size == dt_size(dt) &&
+				   attr.datatype_attr.count >= BIG,
+			   "fi_query_collective: size %zu count %zu",
+			   attr.datatype_attr.size, attr.datatype_attr.count);
+	return ret == 0;
+}
+
+static void
+sweep_group(struct ftx_ctx *ctx, struct group *g)
+{
+	static const enum fi_collective_op movers[] = {
+		FI_BROADCAST, FI_ALLGATHER, FI_ALLTOALL, FI_SCATTER,
+		FI_GATHER};
+	static const enum fi_collective_op reducers[] = {
+		FI_ALLREDUCE, FI_REDUCE, FI_REDUCE_SCATTER};
+	int ctxv;
+
+	salt_seq = 0; /* members of this group only have counted */
+	FTX_POST(ctx, fi_barrier(ctx->ep, g->coll, &ctxv));
+	wait_coll(ctx, &ctxv);
+	for (size_t c = 0; c < 3; c++)
+		for (size_t o = 0; o < NOPS; o++)
+			for (size_t d = 0; d < NDTS; d++) {
+				enum fi_datatype dt = all_dts[d];
+				bool ok = supported(ctx, reducers[c],
+						    all_ops[o], dt);
+				bool big = full_sweep ||
+					   (all_ops[o] == FI_SUM &&
+					    dt == FI_DOUBLE);
+
+				if (!ok)
+					continue;
+				ftx_note("reduce coll %d op %d dt %d",
+					 (int) reducers[c], (int) all_ops[o],
+					 (int) dt);
+				for (size_t s = 0; s < NSMALL; s++)
+					check_reduce(
+						ctx, g, reducers[c], dt,
+						all_ops[o],
+						elems_of(small_sizes[s], dt),
+						(int) (s % (size_t) g->size));
+				if (big && reducers[c] != FI_REDUCE_SCATTER)
+					check_reduce(ctx, g, reducers[c], dt,
+						     all_ops[o],
+						     elems_of(BIG, dt),
+						     g->size - 1);
+			}
+	for (size_t c = 0; c < sizeof(movers) / sizeof(movers[0]); c++) {
+		FTX_EXPECT(supported(ctx, movers[c], FI_NOOP, FI_UINT8),
+			   "coll %d not offered", (int) movers[c]);
+		ftx_note("move coll %d", (int) movers[c]);
+		for (size_t s = 0; s < NSMALL; s++)
+			check_move(ctx, g, movers[c], small_sizes[s],
+				   (int) (s % (size_t) g->size));
+		check_move(ctx, g, movers[c], movers[c] == FI_BROADCAST ? BIG
+					 : BIG / 16,
+			   g->size / 2);
+	}
+}
+
+static int
+run_sweep(struct ftx_ctx *ctx)
+{
+	static const int sizes[] = {1, 2, 3, 5, 8, 11};
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct group g;
+
+		if (sizes[i] > ctx->nprocs)
+			break;
+		join(ctx, &g, 0, 1, sizes[i]);
+		if (g.rank >= 0) {
+			nchecked = 0;
+			sweep_group(ctx, &g);
+			if (!ctx->rank)
+				ftx_log("group of %d: %zu operations checked",
+					sizes[i], nchecked);
+		}
+		leave(&g);
+		ftx_barrier(ctx);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Determinism, concurrency, late joins, sleep, bad input               */
+
+static int
+run_determinism(struct ftx_ctx *ctx)
+{
+	enum { N = 1000, RUNS = 20 };
+	double *in = malloc(N * sizeof(*in)), *out = malloc(N * sizeof(*out)),
+	       *first = malloc(N * sizeof(*first));
+	uint64_t h = 0, all[FTX_MAX_PROCS];
+	struct group g;
+	int ctxv;
+
+	join(ctx, &g, 0, 1, ctx->nprocs);
+	for (int i = 0; i < N; i++)
+		in[i] = (double) (ftx_mix((uint64_t) ctx->rank * N + i) %
+				  1000003) /
+			7.0e3;
+	for (int r = 0; r < RUNS; r++) {
+		FTX_POST(ctx, fi_allreduce(ctx->ep, in, N, NULL, out, NULL,
+					   g.coll, FI_DOUBLE, FI_SUM, 0,
+					   &ctxv));
+		wait_coll(ctx, &ctxv);
+		if (!r)
+			memcpy(first, out, N * sizeof(*out));
+		FTX_EXPECT(!memcmp(first, out, N * sizeof(*out)),
+			   "run %d differs from run 0", r);
+	}
+	for (int i = 0; i < N; i++)
+		h = ftx_mix(h ^ ftx_mix(((uint64_t *) first)[i]));
+	ftx_allgather(ctx, &h, sizeof(h), all);
+	for (int r = 0; r < ctx->nprocs; r++)
+		FTX_EXPECT(all[r] == h, "rank %d's result differs", r);
+	leave(&g);
+	free(in);
+	free(out);
+	free(first);
+	return 0;
+}
+
+/* Work in flight on the whole group and on the odd ranks at once. */
+static int
+run_concurrent(struct ftx_ctx *ctx)
+{
+	enum { K = 4 };
+	struct group all, odd;
+	uint64_t v[K], r[K], ro[K];
+	int ctxa[K], ctxo[K];
+	uint64_t want = 0, want_odd = 0;
+	size_t left = 0;
+
+	join(ctx, &all, 0, 1, ctx->nprocs);
+	join(ctx, &odd, 1, 2, ctx->nprocs);
+	for (int k = 0; k < K; k++) {
+		v[k] = (uint64_t) (ctx->rank + 1) * (k + 1);
+		FTX_POST(ctx, fi_allreduce(ctx->ep, &v[k], 1, NULL, &r[k],
+					   NULL, all.coll, FI_UINT64, FI_SUM,
+					   0, &ctxa[k]));
+		left++;
+		if (odd.rank >= 0) {
+			FTX_POST(ctx, fi_allreduce(ctx->ep, &v[k], 1, NULL,
+						   &ro[k], NULL, odd.coll,
+						   FI_UINT64, FI_MAX, 0,
+						   &ctxo[k]));
+			left++;
+		}
+	}
+	while (left--) {
+		struct ftx_comp c;
+
+		ftx_wait_ok(ctx, FTX_TX, &c);
+		FTX_EXPECT(c.flags & FI_COLLECTIVE, "not a collective's");
+	}
+	for (int m = 0; m < ctx->nprocs; m++) {
+		want += (uint64_t) m + 1;
+		if (m & 1)
+			want_odd = (uint64_t) m + 1;
+	}
+	for (int k = 0; k < K; k++) {
+		FTX_EXPECT(r[k] == want * (k + 1), "sum %d: %llu", k,
+			   (unsigned long long) r[k]);
+		if (odd.rank >= 0)
+			FTX_EXPECT(ro[k] == want_odd * (k + 1), "max %d: %llu",
+				   k, (unsigned long long) ro[k]);
+	}
+	leave(&odd);
+	leave(&all);
+	return 0;
+}
+
+/* The last rank joins late: the others' join and first allreduce wait
+ * for it, their messages held for a group it has not joined yet. */
+static int
+run_late_join(struct ftx_ctx *ctx)
+{
+	uint64_t v = (uint64_t) ctx->rank + 1, r = 0, want = 0;
+	struct group g;
+	int ctxv;
+
+	if (ctx->rank == ctx->nprocs - 1)
+		ftx_sleep_ms(300);
+	join(ctx, &g, 0, 1, ctx->nprocs);
+	FTX_POST(ctx, fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
+				   FI_UINT64, FI_SUM, 0, &ctxv));
+	wait_coll(ctx, &ctxv);
+	for (int m = 0; m < ctx->nprocs; m++)
+		want += (uint64_t) m + 1;
+	FTX_EXPECT(r == want, "sum %llu, expected %llu",
+		   (unsigned long long) r, (unsigned long long) want);
+	leave(&g);
+	return 0;
+}
+
+/* Post, then touch no libfabric call: the engine alone must finish. */
+static int
+run_sleep(struct ftx_ctx *ctx)
+{
+	enum { N = 6 };
+	uint64_t v[N], want[N];
+	volatile uint64_t r[N];
+	struct group g;
+	uint64_t deadline;
+	int ctxv, done = 0;
+
+	join(ctx, &g, 0, 1, ctx->nprocs);
+	for (int i = 0; i < N; i++) {
+		v[i] = ((uint64_t) ctx->rank + 1) << i;
+		r[i] = 0;
+		want[i] = 0;
+		for (int m = 0; m < ctx->nprocs; m++)
+			want[i] += ((uint64_t) m + 1) << i;
+	}
+	ftx_barrier(ctx);
+	FTX_POST(ctx, fi_allreduce(ctx->ep, v, N, NULL, (void *) r, NULL,
+				   g.coll, FI_UINT64, FI_SUM, 0, &ctxv));
+	deadline = ftx_now_ns() + 20ull * 1000000000ull;
+	FTX_WATCH_BEGIN();
+	while (!done && ftx_now_ns() < deadline) {
+		done = 1;
+		for (int i = 0; i < N; i++)
+			done &= r[i] == want[i];
+		if (!done)
+			ftx_sleep_ms(1);
+	}
+	FTX_WATCH_END();
+	FTX_EXPECT(done, "no result after 20 s without libfabric calls");
+	wait_coll(ctx, &ctxv);
+	leave(&g);
 	return 0;
 }
 
 static int
-run_allreduce(struct ftx_ctx *ctx)
+run_bad_input(struct ftx_ctx *ctx)
 {
+	uint64_t v = (uint64_t) ctx->rank + 1, r = 0, want = 0;
+	float f = 1.0f, fr;
+	struct group g;
 	int ctxv;
-	uint64_t v[6], r[6];
 
-	join_world(ctx);
-	for (int i = 0; i < 6; i++)
-		v[i] = (uint64_t) (ctx->rank + 1) << i;
-	memset(r, 0xff, sizeof(r));
-	FTX_POST(ctx, fi_allreduce(ctx->ep, v, 6, NULL, r, NULL, priv.coll,
+	join(ctx, &g, 0, 1, ctx->nprocs);
+	/* an address never joined, and the set's own address */
+	FTX_EXPECT(fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL,
+				(fi_addr_t) 12345, FI_UINT64, FI_SUM, 0,
+				&ctxv) == -FI_EINVAL,
+		   "allreduce on a group never joined was taken");
+	FTX_EXPECT(fi_barrier(ctx->ep, ctx->addrs[0], &ctxv) == -FI_EINVAL,
+		   "barrier on a peer's address was taken");
+	/* pairs that do not exist */
+	FTX_EXPECT(fi_allreduce(ctx->ep, &f, 1, NULL, &fr, NULL, g.coll,
+				FI_FLOAT, FI_BOR, 0, &ctxv) == -FI_EOPNOTSUPP,
+		   "FI_BOR on floats was taken");
+	FTX_EXPECT(fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
+				FI_UINT64, FI_CSWAP, 0, &ctxv) ==
+			   -FI_EOPNOTSUPP,
+		   "FI_CSWAP was taken as a reduction");
+	FTX_EXPECT(fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
+				(enum fi_datatype) 999, FI_SUM, 0, &ctxv) ==
+			   -FI_EOPNOTSUPP,
+		   "datatype 999 was taken");
+	/* beyond the query's limit, NULL buffers, a root not a member */
+	FTX_EXPECT(fi_allreduce(ctx->ep, &v, SIZE_MAX / 2, NULL, &r, NULL,
+				g.coll, FI_UINT64, FI_SUM, 0, &ctxv) ==
+			   -FI_EINVAL,
+		   "a count beyond the limit was taken");
+	FTX_EXPECT(fi_allreduce(ctx->ep, NULL, 1, NULL, &r, NULL, g.coll,
+				FI_UINT64, FI_SUM, 0, &ctxv) == -FI_EINVAL,
+		   "a NULL buffer was taken");
+	FTX_EXPECT(fi_broadcast(ctx->ep, &v, 1, NULL, g.coll, 777, FI_UINT64,
+				0, &ctxv) == -FI_EINVAL,
+		   "a root outside the group was taken");
+	FTX_EXPECT(fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
+				FI_UINT64, FI_SUM, FI_INJECT, &ctxv) ==
+			   -FI_EINVAL,
+		   "FI_INJECT was taken");
+	/* the group still works */
+	FTX_POST(ctx, fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
 				   FI_UINT64, FI_SUM, 0, &ctxv));
 	wait_coll(ctx, &ctxv);
-	for (int i = 0; i < 6; i++) {
-		uint64_t want = 0;
-
-		for (int k = 0; k < ctx->nprocs; k++)
-			want += (uint64_t) (k + 1) << i;
-		FTX_EXPECT(r[i] == want, "allreduce [%d] %llu, expected %llu",
-			   i, (unsigned long long) r[i],
-			   (unsigned long long) want);
-	}
-	leave(ctx);
+	for (int m = 0; m < ctx->nprocs; m++)
+		want += (uint64_t) m + 1;
+	FTX_EXPECT(r == want, "sum %llu after refusals",
+		   (unsigned long long) r);
+	leave(&g);
 	return 0;
 }
 
 static const struct ftx_case cases[] = {
-	{.name = "join_barrier", .run = run_join_barrier, .pre_enable = bind_eq},
-	{.name = "allreduce", .run = run_allreduce, .pre_enable = bind_eq},
+	{.name = "sweep", .run = run_sweep, .pre_enable = bind_eq},
+	{.name = "determinism", .run = run_determinism, .pre_enable = bind_eq},
+	{.name = "concurrent", .run = run_concurrent, .pre_enable = bind_eq},
+	{.name = "late_join", .run = run_late_join, .pre_enable = bind_eq},
+	{.name = "sleep", .run = run_sleep, .pre_enable = bind_eq},
+	{.name = "bad_input", .run = run_bad_input, .pre_enable = bind_eq},
 	{0},
 };
+
+static int
+opt(int c, const char *arg)
+{
+	(void) arg;
+	if (c != 'F')
+		return -1;
+	full_sweep = true;
+	return 0;
+}
 
 static const struct ftx_test test = {
 	.name = "ftx_coll",
 	.desc = "fi_collective(3): joins and every collective, checked",
 	.caps = FI_MSG | FI_TAGGED | FI_COLLECTIVE,
-	.nprocs = 4,
+	.nprocs = 8,
 	.min_procs = 1,
 	.max_procs = FTX_MAX_PROCS,
-	.timeout = 60,
+	.timeout = 300,
+	.optstr = "F",
+	.opt = opt,
+	.opthelp = "  -F       full sweep: 1 MiB for every op and datatype\n",
 	.cases = cases,
 };
 

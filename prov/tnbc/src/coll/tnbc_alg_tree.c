@@ -46,7 +46,7 @@ int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	ret = tnbc_tree_init(&t, mc->size, op->root, tnbc_coll_degree());
 	if (ret)
 		return ret;
-	me = (mc->rank - op->root + mc->size) % mc->size;
+	me = mc->rank; /* the tree maths counts from the root itself */
 	parent = tnbc_tree_parent(&t, me);
 	nch = up || down ? tnbc_tree_nchildren(&t, me) : 0;
 	/* a reduce's non-root members fold into scratch after the slots */
@@ -66,7 +66,6 @@ int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	else
 		acc = op->result;
 
-#define TREE_PEER(rel) (((rel) + op->root) % mc->size)
 	if (up) {
 		if (len && acc != op->buf)
 			ret = tnbc_sched_copy(s, TNBC_SCHED_ARM, 1,
@@ -75,9 +74,8 @@ int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		for (i = 0; !ret && i < nch; i++)
 			ret = tnbc_sched_recv(
 				s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C1,
-				TREE_PEER(tnbc_tree_child(&t, me, i)),
-				TNBC_TREE_STEP_UP, slots + (size_t)i * len,
-				len);
+				tnbc_tree_child(&t, me, i), TNBC_TREE_STEP_UP,
+				slots + (size_t)i * len, len);
 		for (i = 0; !ret && len && i < nch; i++)
 			ret = tnbc_sched_reduce(s, TNBC_SCHED_C1, nch,
 						TNBC_SCHED_NONE, acc,
@@ -88,22 +86,20 @@ int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 					      TNBC_SCHED_C2, NULL, NULL, 0);
 		if (!ret && parent >= 0)
 			ret = tnbc_sched_send(s, TNBC_SCHED_C2, 1,
-					      TNBC_SCHED_C3, TREE_PEER(parent),
+					      TNBC_SCHED_C3, parent,
 					      TNBC_TREE_STEP_UP, acc, len);
 	}
 	d = up ? 1 : 0;
 	if (!ret && down && parent >= 0) {
 		ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C2,
-				      TREE_PEER(parent), TNBC_TREE_STEP_DOWN,
-				      acc, len);
+				      parent, TNBC_TREE_STEP_DOWN, acc, len);
 		d++;
 	}
 	for (i = 0; !ret && down && i < nch; i++)
 		ret = tnbc_sched_send(s, d ? TNBC_SCHED_C2 : TNBC_SCHED_ARM,
 				      d ? d : 1, TNBC_SCHED_C3,
-				      TREE_PEER(tnbc_tree_child(&t, me, i)),
+				      tnbc_tree_child(&t, me, i),
 				      TNBC_TREE_STEP_DOWN, acc, len);
-#undef TREE_PEER
 	if (!ret)
 		ret = tnbc_sched_copy(s, d ? TNBC_SCHED_C2 : TNBC_SCHED_ARM,
 				      d ? d : 1, TNBC_SCHED_C3, NULL, NULL, 0);
