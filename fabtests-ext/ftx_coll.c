@@ -22,6 +22,7 @@
 #include <rdma/fi_eq.h>
 
 #include <complex.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -848,6 +849,50 @@ run_bad_input(struct ftx_ctx *ctx)
 	return 0;
 }
 
+/* The last rank dies after the join; the survivors' next allreduce
+ * must end in an error completion, within the documented bound. */
+static int
+run_member_death(struct ftx_ctx *ctx)
+{
+	int victim = ctx->nprocs - 1;
+	uint64_t v = 1, r = 0, t0, ms;
+	struct ftx_comp c;
+	struct group g;
+	int ctxv;
+
+	join(ctx, &g, 0, 1, ctx->nprocs);
+	FTX_POST(ctx, fi_barrier(ctx->ep, g.coll, &ctxv));
+	wait_coll(ctx, &ctxv);
+	if (ctx->rank == victim) {
+		ftx_expect_death(ctx);
+		fflush(stderr);
+		raise(SIGKILL);
+		abort();
+	}
+	ctx->what = "waiting for the victim to die";
+	while (!ftx_rank_dead(victim)) {
+		FTX_EXPECT(!ftx_expired(ctx), "the victim never died");
+		ftx_sleep_ms(1);
+	}
+	ctx->what = NULL;
+	t0 = ftx_now_ns();
+	FTX_POST(ctx, fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
+				   FI_UINT64, FI_SUM, 0, &ctxv));
+	ftx_wait_comp(ctx, FTX_TX, &c);
+	ms = (ftx_now_ns() - t0) / 1000000u;
+	FTX_EXPECT(c.op_context == &ctxv && c.err,
+		   "allreduce with a dead member: err %d context %p", c.err,
+		   c.op_context);
+	/* fi_tnbc(7): within 2 s (200 ms a tree level, and slack for a
+	 * loaded machine) */
+	FTX_EXPECT(ms < 2000, "the error took %llu ms",
+		   (unsigned long long) ms);
+	ftx_log("error %d (%s) after %llu ms", c.err, fi_strerror(c.err),
+		(unsigned long long) ms);
+	leave(&g);
+	return 0;
+}
+
 static const struct ftx_case cases[] = {
 	{.name = "sweep", .run = run_sweep, .pre_enable = bind_eq},
 	{.name = "determinism", .run = run_determinism, .pre_enable = bind_eq},
@@ -855,6 +900,10 @@ static const struct ftx_case cases[] = {
 	{.name = "late_join", .run = run_late_join, .pre_enable = bind_eq},
 	{.name = "sleep", .run = run_sleep, .pre_enable = bind_eq},
 	{.name = "bad_input", .run = run_bad_input, .pre_enable = bind_eq},
+	{.name = "member_death",
+	 .run = run_member_death,
+	 .pre_enable = bind_eq,
+	 .flags = FTX_CASE_NO_FINAL_BARRIER},
 	{0},
 };
 

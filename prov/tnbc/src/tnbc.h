@@ -527,6 +527,10 @@ struct tnbc_trig_req {
 	struct tnbc_cntr *comp_cntr;
 	struct tnbc_msg_args msg;
 	struct tnbc_trig_step step;
+	/* a send asks its owner, as it starts, for an error to carry
+	 * instead of success (a positive fi_errno, or 0) */
+	int (*amend)(void *arg);
+	void *amend_arg;
 };
 
 /* Per-operation options that are not fi_* arguments. */

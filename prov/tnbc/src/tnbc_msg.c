@@ -221,6 +221,12 @@ static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 		src = FI_ADDR_NOTAVAIL;
 	if (!err && msg_size > rx->len)
 		err = FI_ETRUNC;
+	/* a collective's step that failed upstream says so */
+	if (!err && (hdr->flags & TNBC_HDR_COLL) &&
+	    (hdr->flags & TNBC_HDR_CQ_DATA))
+		err = hdr->cq_data && hdr->cq_data < INT32_MAX
+			      ? (int)hdr->cq_data
+			      : FI_EIO;
 	if (err) {
 		if (ep->rx_cq && !(rx->flags & TNBC_INTERNAL))
 			tnbc_cq_write_err(ep->rx_cq, rx->context, flags, len,
@@ -998,7 +1004,7 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 	uint64_t now;
 
 	if (!ep->rndv.used && !ep->rma_ids.used &&
-	    tnbc_list_empty(&ep->stream_rx))
+	    tnbc_list_empty(&ep->stream_rx) && tnbc_list_empty(&ep->rx_coll))
 		return;
 	now = tnbc_now_ns();
 	if (now - ep->peer_check_ns < TNBC_PEER_CHECK_NS)
@@ -1033,6 +1039,23 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 
 		if (tx && !tnbc_peer_alive_memo(ep, tx->peer, &memo))
 			tnbc_rma_fail(ep, tx, -FI_EHOSTUNREACH);
+	}
+	/* A collective's step waits for one member: a dead one fails it,
+	 * and the schedule carries the error to the others. */
+	tnbc_list_foreach_safe (&ep->rx_coll, it, tmp) {
+		struct tnbc_xfer *rx =
+			tnbc_container_of(it, struct tnbc_xfer, entry);
+		struct tnbc_hdr mh = {.flags = TNBC_HDR_TAGGED | TNBC_HDR_COLL,
+				      .tag = rx->tag};
+		struct tnbc_xpeer *peer;
+
+		if (!tnbc_av_peer(ep->av, rx->addr, &peer) &&
+		    tnbc_peer_alive_memo(ep, peer, &memo))
+			continue;
+		tnbc_list_remove(&rx->entry);
+		tnbc_ep_rx_del(ep);
+		tnbc_report_rx(ep, rx, &mh, rx->addr, 0, FI_EHOSTUNREACH);
+		free(rx);
 	}
 	/* from the end of the pass: a long pass must not start the next */
 	ep->peer_check_ns = tnbc_now_ns();
@@ -1503,6 +1526,8 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 	} else {
 		tnbc_list_insert_tail(
 			&rx->entry, tnbc_space(ep, tnbc_args_hflags(a), false));
+		if (a->coll) /* its member's liveness is watched */
+			tnbc_ep_mark_work(ep);
 		if (tnbc_ep_rx_add(ep))
 			ep->domain->xops->look_mark(ep->xep);
 		/* it may match a message held in the queue */

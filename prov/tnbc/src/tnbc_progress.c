@@ -20,6 +20,11 @@
 /* Longest nap while a receive queue waits behind a sender's cell (the
  * transport steps over it if that sender died). */
 #define TNBC_STALL_NS 10000000u
+/* How often a sleeping engine wakes to see whether the members a
+ * collective waits for still live (tnbc_ep_check_peers checks at most
+ * every 100 ms too): a dead member fails the operation within about
+ * twice this per tree level. */
+#define TNBC_WATCH_NS 100000000u
 /* Longest nap, in application windows, while the application polls: a
  * packet that came within a window of the application's last poll waits
  * at most this long if the application then stops.  Every wake-up
@@ -96,6 +101,7 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 				      !tnbc_list_empty(&ep->tx_queue) ||
 				      !tnbc_list_empty(&ep->stream_rx) ||
 				      ep->rndv.used || ep->rma_ids.used ||
+				      !tnbc_list_empty(&ep->rx_coll) ||
 				      ep->npulls,
 			      memory_order_relaxed);
 	pthread_mutex_unlock(&ep->lock);
@@ -217,6 +223,7 @@ static void tnbc_engine_load_check(struct tnbc_domain *dom, uint64_t now)
 /* What an endpoint needs from a sleeping engine. */
 enum tnbc_ep_need {
 	TNBC_NEED_NONE, /* a doorbell will say when there is work */
+	TNBC_NEED_WATCH, /* steps wait on members: check they live */
 	TNBC_NEED_STALLED, /* its queue waits on a sender: look again */
 	TNBC_NEED_RETRY, /* queued sends or answers: retry soon */
 	TNBC_NEED_POLL, /* packets to take now (or its state is unknown) */
@@ -244,6 +251,8 @@ static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
 		need = TNBC_NEED_RETRY;
 	else if (xops->stalled(ep->xep))
 		need = TNBC_NEED_STALLED;
+	else if (!tnbc_list_empty(&ep->rx_coll))
+		need = TNBC_NEED_WATCH;
 	pthread_mutex_unlock(&ep->lock);
 	return need;
 }
@@ -333,6 +342,9 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	else if (need == TNBC_NEED_STALLED &&
 		 (!timeout || timeout > TNBC_STALL_NS))
 		timeout = TNBC_STALL_NS;
+	else if (need == TNBC_NEED_WATCH &&
+		 (!timeout || timeout > TNBC_WATCH_NS))
+		timeout = TNBC_WATCH_NS;
 	/* Released work must not wait through an unbounded sleep.  While
 	 * the application polls, it runs released work itself at the end
 	 * of each call, and a bounded nap is short anyway. */

@@ -47,6 +47,8 @@ struct tnbc_trig {
 	/* TNBC_TRIG_REDUCE, TNBC_TRIG_COPY, TNBC_TRIG_CALL */
 	struct tnbc_trig_step step;
 	/* FI_OP_SEND, TSEND, RECV, TRECV: msg.iov is iov */
+	int (*amend)(void *arg); /* tnbc_trig_req */
+	void *amend_arg;
 	struct tnbc_msg_args msg;
 	struct iovec iov[TNBC_IOV_LIMIT];
 	/* FI_OP_READ ... COMPARE_ATOMIC */
@@ -90,6 +92,17 @@ static void tnbc_cntr_apply(struct tnbc_cntr *c, bool set, uint64_t value)
 
 static ssize_t tnbc_trig_start_send(struct tnbc_trig *t)
 {
+	int err = t->amend ? t->amend(t->amend_arg) : 0;
+
+	if (err) {
+		/* the error travels in place of the data's success: the
+		 * receiving step fails with it (TNBC_HDR_COLL) */
+		struct tnbc_msg_args a = t->msg;
+
+		a.flags |= FI_REMOTE_CQ_DATA;
+		a.data = (uint64_t)err;
+		return tnbc_msg_start_send(t->ep, &a, &t->x);
+	}
 	return tnbc_msg_start_send(t->ep, &t->msg, &t->x);
 }
 
@@ -671,6 +684,8 @@ int tnbc_trig_submit(struct tnbc_domain *dom, const struct tnbc_trig_req *r)
 			goto einval;
 		t->msg = r->msg;
 		t->msg.flags |= TNBC_INTERNAL;
+		t->amend = r->amend;
+		t->amend_arg = r->amend_arg;
 		t->context = r->msg.context;
 		if (r->msg.iov_count)
 			memcpy(t->iov, r->msg.iov,

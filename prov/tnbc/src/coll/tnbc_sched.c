@@ -90,12 +90,27 @@ static struct tnbc_cntr *tnbc_sched_gate(struct tnbc_sched *s, int trig,
 	return &s->c[trig];
 }
 
+/* Steps that failed leave errors in the counters that count them. */
+static int tnbc_sched_err(struct tnbc_sched *s)
+{
+	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
+		if (atomic_load(&s->c[i].err))
+			return FI_EIO;
+	return 0;
+}
+
+static int tnbc_sched_status(void *arg)
+{
+	return tnbc_sched_err(arg);
+}
+
 static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 			  int comp, int peer, unsigned step, const void *buf,
 			  size_t len)
 {
 	struct tnbc_cntr *gate = tnbc_sched_gate(s, trig, &thr);
 	struct iovec iov = {(void *)buf, len};
+	bool send = op == FI_OP_TSEND;
 	struct tnbc_trig_req r = {
 		.op = op,
 		.ep = s->ep,
@@ -109,6 +124,9 @@ static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 			.context = s,
 			.tagged = true,
 			.coll = true},
+		/* a failed step fails every member after it */
+		.amend = send ? tnbc_sched_status : NULL,
+		.amend_arg = s,
 	};
 
 	if (step >= (1u << TNBC_SCHED_STEP_BITS))
@@ -163,15 +181,6 @@ int tnbc_sched_copy(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 	};
 
 	return tnbc_trig_submit(s->ep->domain, &r);
-}
-
-/* Steps that failed leave errors in the counters that count them. */
-static int tnbc_sched_err(struct tnbc_sched *s)
-{
-	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
-		if (atomic_load(&s->c[i].err))
-			return FI_EIO;
-	return 0;
 }
 
 static void tnbc_sched_end(void *arg)
