@@ -13,6 +13,7 @@
  * Locks: ep->lock guards ep->groups (and the join table); nothing here
  * runs under it but list walks.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,10 +102,15 @@ static int tnbc_mc_close(struct fid *fid)
 {
 	struct tnbc_mc *mc = tnbc_container_of(fid, struct tnbc_mc, mc_fid.fid);
 	struct tnbc_ep *ep = mc->ep;
+	int finishing = atomic_load(&mc->finishing);
 
-	/* its schedules name it; they end only by completing */
-	if (atomic_load(&mc->inflight))
+	/* Its schedules name it and end only by completing.  Those already
+	 * reported are letting go: wait for them (finishing first, see
+	 * tnbc_sched_free). */
+	if (atomic_load(&mc->inflight) > finishing)
 		return -FI_EBUSY;
+	while (atomic_load(&mc->finishing) || atomic_load(&mc->inflight))
+		sched_yield();
 	tnbc_ep_lock(ep);
 	tnbc_list_remove(&mc->entry);
 	pthread_mutex_unlock(&ep->lock);

@@ -27,7 +27,9 @@ struct tnbc_mc {
 	int rank; /* this endpoint's place in members */
 	uint32_t id; /* the group's tag (see tnbc_sched_tag) */
 	atomic_uint next_seq; /* the next operation's number */
-	atomic_int inflight; /* operations not yet completed */
+	atomic_int inflight; /* operations not yet freed */
+	/* of those, reported already: they only have to let go of it */
+	atomic_int finishing;
 	bool joined; /* FI_JOIN_COMPLETE reported */
 };
 

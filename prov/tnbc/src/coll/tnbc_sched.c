@@ -57,20 +57,26 @@ err:
 	return ret;
 }
 
-static void tnbc_sched_free(struct tnbc_sched *s)
+static void tnbc_sched_free(struct tnbc_sched *s, bool reported)
 {
+	struct tnbc_mc *mc = s->mc;
+
 	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
 		tnbc_cntr_fini(&s->c[i]);
-	atomic_fetch_sub(&s->mc->inflight, 1);
 	free(s->scratch);
 	free(s);
+	/* the last touches of the group (tnbc_mc_close reads them in the
+	 * other order) */
+	atomic_fetch_sub(&mc->inflight, 1);
+	if (reported)
+		atomic_fetch_sub(&mc->finishing, 1);
 }
 
 void tnbc_sched_abort(struct tnbc_sched *s)
 {
 	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
 		tnbc_trig_drop(&s->c[i]);
-	tnbc_sched_free(s);
+	tnbc_sched_free(s, false);
 }
 
 static struct tnbc_cntr *tnbc_sched_cntr(struct tnbc_sched *s, int i)
@@ -189,6 +195,9 @@ static void tnbc_sched_end(void *arg)
 	struct tnbc_ep *ep = s->ep;
 	int err = tnbc_sched_err(s);
 
+	/* before the report: an application that saw it may close the
+	 * group at once, and waits for this schedule to let go */
+	atomic_fetch_add(&s->mc->finishing, 1);
 	if (s->end) {
 		s->end(s, err);
 	} else {
@@ -205,7 +214,7 @@ static void tnbc_sched_end(void *arg)
 		if (ep->tx_cntr)
 			(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(ep->tx_cntr);
 	}
-	tnbc_sched_free(s);
+	tnbc_sched_free(s, true);
 }
 
 int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr)

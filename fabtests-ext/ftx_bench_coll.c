@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Allreduce completion time as seed 002 defines it: every rank starts at
+ * the same instant t0 (a start time on CLOCK_MONOTONIC, shared by the
+ * ranks of this host), and the operation is over when the last rank has
+ * the result.  Median and minimum over repetitions, in microseconds, as
+ * CSV lines "label,nprocs,bytes,median_us,min_us" (the format of
+ * tests/mpi/bench_coll, so that the two compare side by side).
+ *
+ *   -m offload  fi_allreduce of the provider (FI_COLLECTIVE)
+ *   -m host     the same k-ary tree driven by the application over the
+ *               provider's tagged messages: receive the children, fold,
+ *               send up, receive the result, send it down (seed 002's
+ *               "software" case)
+ *
+ * Prints figures only; it never judges them.
+ */
+#include "common/ftx.h"
+
+#include <rdma/fi_collective.h>
+#include <rdma/fi_eq.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SIZES 16
+#define MAX_REPS  100000
+#define HOST_TAG  0x7c0110000000000ull
+
+static size_t sizes[MAX_SIZES] = {8, 16, 32, 48, 4096, 1048576};
+static int nsizes = 6;
+static int reps = 200, warmup = 20, degree = 4;
+static const char *mode = "offload", *label;
+static bool sleepy; /* -S: wait in fi_cq_sread */
+
+static int
+opt(int c, const char *arg)
+{
+	switch (c) {
+	case 's':
+		nsizes = ftx_parse_sizes(arg, sizes, MAX_SIZES);
+		return nsizes > 0 ? 0 : -1;
+	case 'i':
+		reps = atoi(arg);
+		return reps > 0 && reps <= MAX_REPS ? 0 : -1;
+	case 'w':
+		warmup = atoi(arg);
+		return warmup >= 0 ? 0 : -1;
+	case 'm':
+		mode = arg;
+		return strcmp(arg, "offload") && strcmp(arg, "host") ? -1 : 0;
+	case 'k':
+		degree = atoi(arg);
+		return degree > 0 ? 0 : -1;
+	case 'l':
+		label = arg;
+		return 0;
+	case 'S':
+		sleepy = true;
+		return 0;
+	}
+	return -1;
+}
+
+static struct fid_eq *eq;
+static struct fid_av_set *set;
+static struct fid_mc *mc;
+static fi_addr_t coll;
+
+static void
+bind_eq(struct ftx_ctx *ctx)
+{
+	struct fi_eq_attr attr = {.wait_obj = FI_WAIT_UNSPEC};
+
+	if (strcmp(mode, "offload"))
+		return;
+	FTX_CHK(fi_eq_open(ctx->fabric, &attr, &eq, NULL));
+	FTX_CHK(fi_ep_bind(ctx->ep, &eq->fid, 0));
+	ctx->eq = eq;
+}
+
+static void
+join_world(struct ftx_ctx *ctx)
+{
+	struct fi_av_set_attr attr = {
+		.start_addr = 0,
+		.end_addr = (fi_addr_t) ctx->nprocs - 1,
+		.stride = 1,
+	};
+	struct fi_eq_entry e;
+	fi_addr_t set_addr;
+	uint32_t ev;
+	unsigned spins = 0;
+	ssize_t n;
+
+	FTX_CHK(fi_av_set(ctx->av, &attr, &set, NULL));
+	FTX_CHK(fi_av_set_addr(set, &set_addr));
+	FTX_CHK(fi_join_collective(ctx->ep, set_addr, set, 0, &mc, NULL));
+	while ((n = fi_eq_read(eq, &ev, &e, sizeof(e), 0)) == -FI_EAGAIN) {
+		FTX_EXPECT(!ftx_expired(ctx), "join never completed");
+		ftx_progress(ctx);
+		ftx_relax(&spins);
+	}
+	FTX_EXPECT(n >= 0 && ev == FI_JOIN_COMPLETE, "join: %zd event %u", n,
+		   ev);
+	coll = fi_mc_addr(mc);
+}
+
+/* The application-driven tree: the shape of the provider's (children of
+ * r are degree * r + 1 ... degree * r + degree), rooted at rank 0. */
+static void
+host_allreduce(struct ftx_ctx *ctx, const double *in, double *out,
+	       double *slots, size_t count, uint64_t tag)
+{
+	size_t len = count * sizeof(double);
+	int me = ctx->rank, n = ctx->nprocs, nch = 0, c;
+	struct fi_context2 rctx[64], sctx[64], pctx;
+
+	memcpy(out, in, len);
+	for (c = degree * me + 1; c <= degree * me + degree && c < n; c++) {
+		FTX_POST(ctx, fi_trecv(ctx->ep, slots + (size_t) nch * count,
+				       len, NULL, ctx->addrs[c], tag, 0,
+				       &rctx[nch]));
+		nch++;
+	}
+	ftx_wait_n_ok(ctx, FTX_RX, (size_t) nch);
+	for (c = 0; c < nch; c++)
+		for (size_t i = 0; i < count; i++)
+			out[i] += slots[(size_t) c * count + i];
+	if (me) {
+		int parent = (me - 1) / degree;
+
+		FTX_POST(ctx, fi_trecv(ctx->ep, out, len, NULL,
+				       ctx->addrs[parent], tag | 1, 0, &pctx));
+		FTX_POST(ctx, fi_tsend(ctx->ep, out, len, NULL,
+				       ctx->addrs[parent], tag, &sctx[0]));
+		ftx_wait_n_ok(ctx, FTX_TX, 1);
+		ftx_wait_n_ok(ctx, FTX_RX, 1);
+	}
+	for (c = 0; c < nch; c++)
+		FTX_POST(ctx, fi_tsend(ctx->ep, out, len, NULL,
+				       ctx->addrs[degree * me + 1 + c],
+				       tag | 1, &sctx[c]));
+	ftx_wait_n_ok(ctx, FTX_TX, (size_t) nch);
+}
+
+/* One transmit completion: polled, or slept for (-S) so that the
+ * engine has the cores. */
+static void
+wait_one(struct ftx_ctx *ctx)
+{
+	struct fi_cq_tagged_entry e;
+	ssize_t n;
+
+	if (!sleepy) {
+		ftx_wait_n_ok(ctx, FTX_TX, 1);
+		return;
+	}
+	do {
+		n = fi_cq_sread(ctx->cq[FTX_TX], &e, 1, NULL, 1000);
+		FTX_EXPECT(!ftx_expired(ctx), "no completion");
+	} while (n == -FI_EAGAIN);
+	FTX_EXPECT(n == 1, "fi_cq_sread: %zd (%s)", n, fi_strerror((int) -n));
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int
+run(struct ftx_ctx *ctx)
+{
+	bool offload = !strcmp(mode, "offload");
+	char deflabel[64];
+
+	if (offload)
+		join_world(ctx);
+	if (!label) {
+		snprintf(deflabel, sizeof(deflabel), "%s-%s%s",
+			 ctx->info->fabric_attr->prov_name, mode,
+			 sleepy ? "-sleep" : "");
+		label = deflabel;
+	}
+	if (ctx->rank == 0)
+		printf("label,nprocs,bytes,median_us,min_us\n");
+	for (int s = 0; s < nsizes; s++) {
+		size_t count = sizes[s] / sizeof(double) ? sizes[s] /
+								   sizeof(double)
+							 : 1;
+		int n = sizes[s] >= 65536 ? (reps / 10 > 20 ? reps / 10 : 20)
+					  : reps;
+		double *in = ftx_alloc(count * sizeof(double));
+		double *out = ftx_alloc(count * sizeof(double));
+		double *slots =
+			ftx_alloc((size_t) degree * count * sizeof(double));
+		uint64_t *times = calloc((size_t) n, sizeof(*times));
+		uint64_t all[FTX_MAX_PROCS];
+
+		FTX_EXPECT(times, "out of memory");
+		for (size_t i = 0; i < count; i++)
+			in[i] = ctx->rank + 1;
+		for (int r = -warmup; r < n; r++) {
+			uint64_t t0 = 0, done, last = 0;
+			unsigned spins = 0;
+			int ctxv;
+
+			if (ctx->rank == 0)
+				t0 = ftx_now_ns() + 200000;
+			t0 = ftx_bcast(ctx, 40, t0);
+			while (ftx_now_ns() < t0)
+				;
+			if (offload) {
+				FTX_POST(ctx,
+					 fi_allreduce(ctx->ep, in, count, NULL,
+						      out, NULL, coll,
+						      FI_DOUBLE, FI_SUM, 0,
+						      &ctxv));
+				wait_one(ctx);
+			} else {
+				host_allreduce(ctx, in, out, slots, count,
+					       HOST_TAG |
+						       ((uint64_t) (r + warmup)
+							<< 1));
+			}
+			done = ftx_now_ns();
+			(void) spins;
+			ftx_allgather(ctx, &done, sizeof(done), all);
+			for (int k = 0; k < ctx->nprocs; k++)
+				if (all[k] > last)
+					last = all[k];
+			if (r >= 0)
+				times[r] = last - t0;
+		}
+		for (size_t i = 0; i < count; i++)
+			FTX_EXPECT(out[i] == ctx->nprocs * (ctx->nprocs + 1) /
+						     2.0,
+				   "%zu B: element %zu is %g", sizes[s], i,
+				   out[i]);
+		qsort(times, (size_t) n, sizeof(*times), cmp_u64);
+		if (ctx->rank == 0)
+			printf("%s,%d,%zu,%.3f,%.3f\n", label, ctx->nprocs,
+			       sizes[s], times[n / 2] / 1e3, times[0] / 1e3);
+		fflush(stdout);
+		free(times);
+		ftx_free(in);
+		ftx_free(out);
+		ftx_free(slots);
+	}
+	if (offload) {
+		FTX_CHK(fi_close(&mc->fid));
+		FTX_CHK(fi_close(&set->fid));
+	}
+	return 0;
+}
+
+static void
+hints(struct ftx_ctx *ctx, struct fi_info *h)
+{
+	(void) ctx;
+	if (!strcmp(mode, "offload"))
+		h->caps |= FI_COLLECTIVE;
+}
+
+static const struct ftx_case cases[] = {
+	{.name = "allreduce", .run = run, .pre_enable = bind_eq},
+	{.name = "allreduce_sleep",
+	 .run = run,
+	 .pre_enable = bind_eq,
+	 .cq_wait = FI_WAIT_UNSPEC},
+	{0},
+};
+
+static const struct ftx_test test = {
+	.name = "ftx_bench_coll",
+	.desc = "allreduce completion time (seed 002's metric), CSV",
+	.caps = FI_TAGGED | FI_DIRECTED_RECV,
+	.nprocs = 4,
+	.min_procs = 1,
+	.max_procs = FTX_MAX_PROCS,
+	.timeout = 600,
+	.optstr = "s:i:w:m:k:l:S",
+	.opt = opt,
+	.opthelp = "  -s LIST  sizes in bytes (default 8,16,32,48,4k,1m)\n"
+		   "  -i N     repetitions per size (default 200; a tenth, "
+		   "at least 20, from 64 KiB)\n"
+		   "  -w N     warm-up repetitions (default 20)\n"
+		   "  -m MODE  offload (fi_allreduce) or host (tree driven "
+		   "by the application)\n"
+		   "  -k K     branch degree of the host tree (default 4)\n"
+		   "  -l NAME  label of the CSV lines\n"
+		   "  -S       wait in fi_cq_sread (with -C allreduce_sleep)\n",
+	.hints = hints,
+	.cases = cases,
+	.quiet = true,
+};
+
+int
+main(int argc, char **argv)
+{
+	return ftx_main(&test, argc, argv);
+}
