@@ -20,6 +20,7 @@
 
 #include <rdma/fi_collective.h>
 #include <rdma/fi_eq.h>
+#include <rdma/fi_ext_tnbc.h>
 
 #include <complex.h>
 #include <signal.h>
@@ -893,6 +894,230 @@ run_member_death(struct ftx_ctx *ctx)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Seed 002's descriptors (fi_tnbc_coll(3))                             */
+
+static struct fi_tnbc_ops_coll *desc_ops(struct ftx_ctx *ctx)
+{
+	struct fi_tnbc_ops_coll *ops = NULL;
+
+	if (fi_open_ops(&ctx->ep->fid, FI_TNBC_COLL_OPS_1, 0, (void **) &ops,
+			NULL))
+		ftx_skip("no %s on this provider", FI_TNBC_COLL_OPS_1);
+	return ops;
+}
+
+struct desc_run {
+	uint8_t op, width;
+	uint16_t count;
+	int bad_rank; /* this rank's descriptor disagrees (-1: none) */
+};
+
+/* One allreduce built from descriptors on a k-ary tree of all ranks:
+ * reduce up, the root's completion re-triggers its broadcast, which
+ * goes down.  Returns the root's error vector on every rank (through
+ * the result). */
+static int
+desc_allreduce(struct ftx_ctx *ctx, struct fi_tnbc_ops_coll *ops,
+	       struct fid_cntr *done, const struct desc_run *run,
+	       uint64_t tag, const void *mine, void *result, uint32_t *errvec)
+{
+	int n = ctx->nprocs, me = ctx->rank, k = 3, nch = 0;
+	fi_addr_t kids[8];
+	struct fi_tnbc_red_desc r = {.size = sizeof(r)};
+	struct fi_tnbc_bcast_desc b = {.size = sizeof(b)};
+	uint64_t base = fi_cntr_read(done);
+	unsigned spins = 0;
+	int ret;
+
+	for (int c = k * me + 1; c <= k * me + k && c < n; c++)
+		kids[nch++] = ctx->addrs[c];
+	r.flags = FI_TNBC_RED_CP;
+	r.tag = tag;
+	r.order = (uint32_t) me;
+	r.degree = (uint32_t) k;
+	r.children = (uint32_t) nch;
+	r.op = run->op;
+	r.width = run->bad_rank == me ? (uint8_t) (run->width % 6 + 1)
+				      : run->width;
+	r.count = run->count;
+	r.cpcnt = (uint64_t) nch;
+	r.dest = me ? ctx->addrs[(me - 1) / k] : FI_ADDR_NOTAVAIL;
+	memcpy(r.data, mine, sizeof(r.data));
+	r.result = me ? NULL : result;
+	r.errvec_out = me ? NULL : errvec;
+	r.comp_cntr = done;
+	ret = ops->reduce(ctx->ep, &r);
+	if (ret)
+		return ret;
+	b.tag = tag;
+	b.trig_cntr = me ? NULL : done; /* re-triggered by the reduce */
+	b.threshold = base + 1;
+	b.src = me ? ctx->addrs[(me - 1) / k] : FI_ADDR_UNSPEC;
+	b.dests = kids;
+	b.ndests = (size_t) nch;
+	b.result = result;
+	b.len = FI_TNBC_RED_INLINE;
+	b.comp_cntr = done;
+	FTX_CHK(ops->bcast(ctx->ep, &b));
+	/* the reduce and the broadcast: two completions, errors included */
+	while (fi_cntr_read(done) + fi_cntr_readerr(done) < base + 2) {
+		FTX_EXPECT(!ftx_expired(ctx), "descriptors never completed");
+		ftx_relax(&spins);
+	}
+	return 0;
+}
+
+static int
+run_descriptors(struct ftx_ctx *ctx)
+{
+	struct fi_tnbc_ops_coll *ops = desc_ops(ctx);
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fid_cntr *done;
+	uint64_t tag = 1;
+	static const struct {
+		uint8_t op, width;
+		enum fi_datatype dt;
+		enum fi_op fop;
+	} plain[] = {
+		{FI_TNBC_RED_SUM, FI_TNBC_RED_DOUBLE, FI_DOUBLE, FI_SUM},
+		{FI_TNBC_RED_SUM, FI_TNBC_RED_INT32, FI_INT32, FI_SUM},
+		{FI_TNBC_RED_MAX, FI_TNBC_RED_UINT64, FI_UINT64, FI_MAX},
+		{FI_TNBC_RED_MIN, FI_TNBC_RED_FLOAT, FI_FLOAT, FI_MIN},
+		{FI_TNBC_RED_LXOR, FI_TNBC_RED_INT64, FI_INT64, FI_LXOR},
+		{FI_TNBC_RED_BAND, FI_TNBC_RED_UINT32, FI_UINT32, FI_BAND},
+		{FI_TNBC_RED_BOR, FI_TNBC_RED_INT64, FI_INT64, FI_BOR},
+	};
+
+	FTX_CHK(fi_cntr_open(ctx->domain, &ca, &done, NULL));
+	for (size_t t = 0; t < sizeof(plain) / sizeof(plain[0]); t++) {
+		struct desc_run run = {.op = plain[t].op,
+				       .width = plain[t].width,
+				       .bad_rank = -1};
+		size_t es = dt_size(plain[t].dt);
+		uint8_t mine[FI_TNBC_RED_INLINE], want[FI_TNBC_RED_INLINE],
+			tmp[FI_TNBC_RED_INLINE], res[FI_TNBC_RED_INLINE];
+		uint32_t ev = 0;
+
+		run.count = (uint16_t) (FI_TNBC_RED_INLINE / es);
+		fill(plain[t].dt, plain[t].fop, mine, run.count, ctx->rank,
+		     tag);
+		fill(plain[t].dt, plain[t].fop, want, run.count, 0, tag);
+		for (int m = 1; m < ctx->nprocs; m++) {
+			fill(plain[t].dt, plain[t].fop, tmp, run.count, m, tag);
+			ref_fold(plain[t].dt, plain[t].fop, want, tmp,
+				 run.count);
+		}
+		FTX_CHK(desc_allreduce(ctx, ops, done, &run, tag++, mine, res,
+				       &ev));
+		FTX_EXPECT(!memcmp(res, want, es * run.count),
+			   "descriptor op %d width %d: wrong result", run.op,
+			   run.width);
+		FTX_EXPECT(ctx->rank || !ev, "error vector 0x%x", ev);
+		FTX_EXPECT(!fi_cntr_readerr(done), "an error completion");
+	}
+	/* maxloc/minloc of doubles with ties: the smaller location wins */
+	for (int mx = 0; mx < 2; mx++) {
+		struct desc_run run = {.op = mx ? FI_TNBC_RED_MAXLOC
+						: FI_TNBC_RED_MINLOC,
+				       .width = FI_TNBC_RED_DOUBLE,
+				       .count = 3,
+				       .bad_rank = -1};
+		struct fi_tnbc_loc64 mine[3], res[3];
+		uint32_t ev = 0;
+
+		for (int i = 0; i < 3; i++) {
+			double v = i == 0 ? 7.0 /* a tie everywhere */
+				   : i == 1 ? (double) (ctx->rank % 3)
+					    : (double) ctx->rank;
+			memcpy(&mine[i].value, &v, sizeof(v));
+			mine[i].loc = 100 + ctx->rank;
+		}
+		FTX_CHK(desc_allreduce(ctx, ops, done, &run, tag++, mine, res,
+				       &ev));
+		for (int i = 0; i < 3; i++) {
+			double v;
+			int64_t want_loc;
+			double want_v;
+
+			memcpy(&v, &res[i].value, sizeof(v));
+			if (i == 0) {
+				want_v = 7.0;
+				want_loc = 100;
+			} else if (i == 1) {
+				int top = ctx->nprocs > 2 ? 2 : ctx->nprocs - 1;
+
+				want_v = mx ? top : 0;
+				want_loc = 100 + (mx ? top : 0);
+			} else {
+				want_v = mx ? ctx->nprocs - 1 : 0;
+				want_loc = 100 + (mx ? ctx->nprocs - 1 : 0);
+			}
+			FTX_EXPECT(v == want_v && res[i].loc == want_loc,
+				   "%s pair %d: (%g, %lld), expected (%g, "
+				   "%lld)",
+				   mx ? "maxloc" : "minloc", i, v,
+				   (long long) res[i].loc, want_v,
+				   (long long) want_loc);
+		}
+	}
+	/* a child whose width disagrees: its parent refuses to fold it and
+	 * the root's error vector and completion say so */
+	if (ctx->nprocs > 1) {
+		struct desc_run run = {.op = FI_TNBC_RED_SUM,
+				       .width = FI_TNBC_RED_INT64,
+				       .count = 2,
+				       .bad_rank = ctx->nprocs - 1};
+		int64_t mine[6] = {1, 1}, res[6];
+		uint32_t ev = 0;
+		uint64_t errs = fi_cntr_readerr(done);
+
+		FTX_CHK(desc_allreduce(ctx, ops, done, &run, tag++, mine, res,
+				       &ev));
+		if (!ctx->rank)
+			FTX_EXPECT(ev & FI_TNBC_RED_EMISMATCH,
+				   "root error vector 0x%x lacks the mismatch",
+				   ev);
+		FTX_EXPECT(ctx->rank == ctx->nprocs - 1 ||
+				   fi_cntr_readerr(done) > errs,
+			   "rank %d saw no error completion", ctx->rank);
+	}
+	ftx_barrier(ctx);
+	/* refused when posted */
+	{
+		struct fi_tnbc_red_desc r = {.size = sizeof(r),
+					     .flags = FI_TNBC_RED_CP,
+					     .degree = 2,
+					     .op = FI_TNBC_RED_SUM,
+					     .width = FI_TNBC_RED_DOUBLE,
+					     .count = 1,
+					     .dest = FI_ADDR_NOTAVAIL,
+					     .result = &r.data};
+
+		r.degree = 0;
+		FTX_EXPECT(ops->reduce(ctx->ep, &r) == -FI_EINVAL,
+			   "branch degree 0 was taken");
+		r.degree = 2;
+		r.count = 7; /* 56 B */
+		FTX_EXPECT(ops->reduce(ctx->ep, &r) == -FI_EINVAL,
+			   "56 B in one descriptor was taken");
+		r.count = 1;
+		r.op = FI_TNBC_RED_BXOR;
+		FTX_EXPECT(ops->reduce(ctx->ep, &r) == -FI_EINVAL,
+			   "BXOR on doubles was taken");
+		r.op = FI_TNBC_RED_SUM;
+		r.children = 3;
+		FTX_EXPECT(ops->reduce(ctx->ep, &r) == -FI_EINVAL,
+			   "more children than the degree was taken");
+		r.children = 0;
+		r.tag = 1ULL << 62;
+		FTX_EXPECT(ops->reduce(ctx->ep, &r) == -FI_EINVAL,
+			   "a tag of 2^62 was taken");
+	}
+	FTX_CHK(fi_close(&done->fid));
+	return 0;
+}
+
 static const struct ftx_case cases[] = {
 	{.name = "sweep", .run = run_sweep, .pre_enable = bind_eq},
 	{.name = "determinism", .run = run_determinism, .pre_enable = bind_eq},
@@ -900,6 +1125,7 @@ static const struct ftx_case cases[] = {
 	{.name = "late_join", .run = run_late_join, .pre_enable = bind_eq},
 	{.name = "sleep", .run = run_sleep, .pre_enable = bind_eq},
 	{.name = "bad_input", .run = run_bad_input, .pre_enable = bind_eq},
+	{.name = "descriptors", .run = run_descriptors},
 	{.name = "member_death",
 	 .run = run_member_death,
 	 .pre_enable = bind_eq,

@@ -145,6 +145,122 @@ static inline void fi_tnbc_work_copy(struct fi_deferred_work *work,
 	memcpy(&work->op, &copy, sizeof(copy));
 }
 
+/*
+ * Reduction and broadcast descriptors (seed 002), fi_tnbc_coll(3).
+ *
+ * fi_open_ops(&ep->fid, FI_TNBC_COLL_OPS_1, 0, (void **)&ops, NULL)
+ * gives an endpoint's descriptor operations.  Each member of a
+ * reduction tree posts one reduce descriptor (its contribution) and,
+ * for an allreduce, one broadcast descriptor; the endpoint's engine does
+ * the rest.  A descriptor is built completely when it is posted (every
+ * field is copied): the structure may be reused at once.
+ */
+#define FI_TNBC_COLL_OPS_1 "tnbc_coll_ops_1"
+
+enum fi_tnbc_red_op {
+	FI_TNBC_RED_SUM = 1,
+	FI_TNBC_RED_MAX,
+	FI_TNBC_RED_MIN,
+	FI_TNBC_RED_MAXLOC, /* value/location pairs: the larger value, and
+			     * of equal values the smaller location */
+	FI_TNBC_RED_MINLOC,
+	FI_TNBC_RED_LAND, /* integer widths only, as the bitwise ones */
+	FI_TNBC_RED_LOR,
+	FI_TNBC_RED_LXOR,
+	FI_TNBC_RED_BAND,
+	FI_TNBC_RED_BOR,
+	FI_TNBC_RED_BXOR,
+};
+
+enum fi_tnbc_red_width {
+	FI_TNBC_RED_INT32 = 1,
+	FI_TNBC_RED_UINT32,
+	FI_TNBC_RED_INT64,
+	FI_TNBC_RED_UINT64,
+	FI_TNBC_RED_FLOAT,
+	FI_TNBC_RED_DOUBLE,
+};
+
+/* Bytes of reduction data one descriptor carries. */
+#define FI_TNBC_RED_INLINE 48
+
+/* A value/location pair of the *LOC ops, for 32-bit widths (6 fit in
+ * FI_TNBC_RED_INLINE) and for 64-bit ones (3 fit). */
+struct fi_tnbc_loc32 {
+	uint32_t value; /* bits of an int32, uint32 or float */
+	int32_t loc;
+};
+
+struct fi_tnbc_loc64 {
+	uint64_t value; /* bits of an int64, uint64 or double */
+	int64_t loc;
+};
+
+/* fi_tnbc_red_desc.flags */
+/* Every packet the descriptor produces counts in the target's CP
+ * counter on arrival.  A parent refuses a contribution without it. */
+#define FI_TNBC_RED_CP (1ULL << 0)
+
+/* errvec bits the provider sets (the others are the application's) */
+#define FI_TNBC_RED_EMISMATCH (1u << 31) /* a child disagreed: not folded */
+#define FI_TNBC_RED_EPEER     (1u << 30) /* a child's packet was garbage */
+
+struct fi_tnbc_red_desc {
+	size_t size; /* sizeof(struct fi_tnbc_red_desc) */
+	uint64_t flags; /* FI_TNBC_RED_CP */
+	uint64_t tag; /* names the reduction (below 2^62): children's
+		       * descriptors and their parent's share it */
+	uint32_t order; /* this member's place in the fold: contributions
+			 * are folded in ascending order, so that repeated
+			 * runs give bit-identical results */
+	uint32_t degree; /* the tree's branch degree, the same in every
+			  * descriptor of the reduction (1 to 64) */
+	uint32_t children; /* contributions this one folds (<= degree) */
+	uint8_t op; /* enum fi_tnbc_red_op */
+	uint8_t width; /* enum fi_tnbc_red_width */
+	uint16_t count; /* values in data (pairs for *LOC) */
+	uint32_t errvec; /* this member's error bits, ORed up the tree */
+	/* Counts children's contributions as they arrive; the descriptor
+	 * fires once it reaches cpcnt (thresholds add up when a counter
+	 * serves several reductions).  NULL: a counter of the descriptor's
+	 * own, and cpcnt must equal children. */
+	struct fid_cntr *cp_cntr;
+	uint64_t cpcnt;
+	fi_addr_t dest; /* the parent, or FI_ADDR_NOTAVAIL: the root */
+	uint8_t data[FI_TNBC_RED_INLINE]; /* this member's contribution */
+	void *result; /* the root: count values (or pairs) land here */
+	uint32_t *errvec_out; /* the root: the tree's error vector, or NULL */
+	/* counts the descriptor's completion (the root's: its result is
+	 * in place, so a broadcast descriptor can fire on it); NULL: an
+	 * entry in the endpoint's transmit CQ with context */
+	struct fid_cntr *comp_cntr;
+	void *context;
+};
+
+struct fi_tnbc_bcast_desc {
+	size_t size; /* sizeof(struct fi_tnbc_bcast_desc) */
+	uint64_t flags; /* none yet: 0 */
+	uint64_t tag; /* as the reduction's, below 2^62 */
+	/* The root: fires once trig_cntr reaches threshold (the root
+	 * reduce descriptor's comp_cntr re-triggers it).  Others: NULL,
+	 * it fires when the result arrives from src. */
+	struct fid_cntr *trig_cntr;
+	uint64_t threshold;
+	fi_addr_t src; /* others: the parent, or FI_ADDR_UNSPEC */
+	const fi_addr_t *dests; /* forwarded to these (at most 64) */
+	size_t ndests;
+	void *result; /* the root: what it sends; others: where it lands */
+	size_t len; /* bytes */
+	struct fid_cntr *comp_cntr; /* NULL: a transmit CQ entry */
+	void *context;
+};
+
+struct fi_tnbc_ops_coll {
+	size_t size; /* sizeof(struct fi_tnbc_ops_coll) */
+	int (*reduce)(struct fid_ep *ep, const struct fi_tnbc_red_desc *desc);
+	int (*bcast)(struct fid_ep *ep, const struct fi_tnbc_bcast_desc *desc);
+};
+
 #ifdef __cplusplus
 }
 #endif

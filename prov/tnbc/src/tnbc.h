@@ -502,10 +502,13 @@ enum {
 	TNBC_TRIG_REDUCE = FI_OP_CNTR_ADD + 1,
 	TNBC_TRIG_COPY,
 	TNBC_TRIG_CALL,
+	TNBC_TRIG_FN,
 };
 
 /* A compute step: reduce count elements of src into dst, copy count
- * bytes, or call call(arg) once the request is gone. */
+ * bytes, call call(arg) once the request is gone (TNBC_TRIG_CALL), or
+ * run fn(arg) as a step that completes like the others (TNBC_TRIG_FN:
+ * 0, or a negative fi_errno counted as an error). */
 struct tnbc_trig_step {
 	void *dst;
 	const void *src;
@@ -513,6 +516,7 @@ struct tnbc_trig_step {
 	enum fi_op op;
 	enum fi_datatype dt;
 	void (*call)(void *arg);
+	int (*fn)(void *arg);
 	void *arg;
 };
 
@@ -740,6 +744,8 @@ int tnbc_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 int tnbc_coll_join(struct fid_ep *ep, const void *addr, uint64_t flags,
 		   struct fid_mc **mc, void *context);
 extern struct fi_ops_collective tnbc_coll_ops;
+/* seed 002's descriptors (coll/tnbc_desc.c), FI_TNBC_COLL_OPS_1 */
+extern struct fi_tnbc_ops_coll tnbc_desc_ops;
 int tnbc_coll_query(struct fid_domain *domain, enum fi_collective_op coll,
 		    struct fi_collective_attr *attr, uint64_t flags);
 int tnbc_av_set_open(struct tnbc_av *av, struct fi_av_set_attr *attr,

@@ -360,10 +360,15 @@ static int tnbc_ep_ops_open(struct fid *fid, const char *name, uint64_t flags,
 	(void)context;
 	if (!name || !ops || flags)
 		return -FI_EINVAL;
-	if (strcmp(name, FI_TNBC_EP_OPS_1))
-		return -FI_ENOSYS;
-	*ops = &tnbc_ext_ep_ops;
-	return 0;
+	if (!strcmp(name, FI_TNBC_EP_OPS_1)) {
+		*ops = &tnbc_ext_ep_ops;
+		return 0;
+	}
+	if (!strcmp(name, FI_TNBC_COLL_OPS_1)) {
+		*ops = &tnbc_desc_ops;
+		return 0;
+	}
+	return -FI_ENOSYS;
 }
 
 static struct fi_ops tnbc_ep_fi_ops = {

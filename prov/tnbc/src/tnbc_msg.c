@@ -1049,8 +1049,10 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 				      .tag = rx->tag};
 		struct tnbc_xpeer *peer;
 
-		if (!tnbc_av_peer(ep->av, rx->addr, &peer) &&
-		    tnbc_peer_alive_memo(ep, peer, &memo))
+		/* a descriptor's receive takes any child: nobody to watch */
+		if (rx->addr == FI_ADDR_UNSPEC ||
+		    (!tnbc_av_peer(ep->av, rx->addr, &peer) &&
+		     tnbc_peer_alive_memo(ep, peer, &memo)))
 			continue;
 		tnbc_list_remove(&rx->entry);
 		tnbc_ep_rx_del(ep);

@@ -138,4 +138,30 @@ struct tnbc_rma_req {
 	uint8_t pad[5];
 };
 
+/*
+ * A reduction descriptor's contribution (fi_tnbc_coll(3)): a message of
+ * the collectives' match space (TNBC_HDR_COLL), exactly this long, whose
+ * tag has TNBC_DESC_TAG set (FI_COLLECTIVE groups' tags never do).
+ */
+#define TNBC_DESC_TAG	   (1ULL << 63)
+#define TNBC_RED_MAGIC	   0x7ed0c0deu
+#define TNBC_RED_PKT_CP	   (1u << 0)
+#define TNBC_RED_PKT_BYTES 48
+
+struct tnbc_red_pkt {
+	uint32_t magic;
+	uint8_t flags; /* TNBC_RED_PKT_CP */
+	uint8_t op; /* enum fi_tnbc_red_op */
+	uint8_t width; /* enum fi_tnbc_red_width */
+	uint8_t pad;
+	uint16_t count;
+	uint16_t pad2;
+	uint32_t degree;
+	uint32_t order;
+	uint32_t errvec;
+	uint8_t data[TNBC_RED_PKT_BYTES];
+};
+
+_Static_assert(sizeof(struct tnbc_red_pkt) == 72, "contribution size");
+
 #endif /* TNBC_PROTO_H */

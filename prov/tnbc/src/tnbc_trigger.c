@@ -143,6 +143,17 @@ static ssize_t tnbc_trig_start_call(struct tnbc_trig *t)
 	return 0;
 }
 
+static ssize_t tnbc_trig_start_fn(struct tnbc_trig *t)
+{
+	int ret = t->step.fn(t->step.arg);
+
+	if (ret)
+		return ret;
+	if (t->x.comp_cntr)
+		tnbc_cntr_inc(t->x.comp_cntr);
+	return 0;
+}
+
 static ssize_t tnbc_trig_start_copy(struct tnbc_trig *t)
 {
 	if (t->step.count)
@@ -186,6 +197,8 @@ static const struct tnbc_trig_kind tnbc_trig_kinds[] = {
 			    TNBC_TRIG_NO_CNTR},
 	[TNBC_TRIG_CALL] = {tnbc_trig_start_call, TNBC_TRIG_STEP_SIZE, 0, false,
 			    TNBC_TRIG_NO_CNTR},
+	[TNBC_TRIG_FN] = {tnbc_trig_start_fn, TNBC_TRIG_STEP_SIZE, 0, false,
+			  TNBC_TRIG_NO_CNTR},
 };
 
 static const struct tnbc_trig_kind *tnbc_trig_kind_of(enum fi_op_type op)
@@ -694,7 +707,8 @@ int tnbc_trig_submit(struct tnbc_domain *dom, const struct tnbc_trig_req *r)
 	} else if (k->start == tnbc_trig_start_rma ||
 		   k->start == tnbc_trig_start_cntr) {
 		goto einval; /* no step of a schedule is one of these yet */
-	} else if (r->op == TNBC_TRIG_CALL && !r->step.call) {
+	} else if ((r->op == TNBC_TRIG_CALL && !r->step.call) ||
+		   (r->op == TNBC_TRIG_FN && !r->step.fn)) {
 		goto einval;
 	}
 	return tnbc_trig_queue(dom, t);

@@ -196,7 +196,8 @@ static int tnbc_coll_group_id(struct tnbc_ep *ep, struct tnbc_mc *mc)
 	h = tnbc_coll_hash(h, &j->count, sizeof(j->count));
 	j->count++;
 	pthread_mutex_unlock(&ep->lock);
-	mc->id = (uint32_t)(h ^ (h >> 32));
+	/* TNBC_DESC_TAG is the descriptors' */
+	mc->id = (uint32_t)(h ^ (h >> 32)) & 0x7fffffffu;
 	return 0;
 }
 

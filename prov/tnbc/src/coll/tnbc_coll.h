@@ -54,7 +54,9 @@ struct tnbc_sched {
 	uint64_t tag; /* group and operation; steps fill the low bits */
 	void *context; /* the application's */
 	uint64_t cq_flags;
-	tnbc_sched_end_fn end; /* NULL: a completion in the tx CQ */
+	tnbc_sched_end_fn end; /* NULL: a completion in the tx CQ ... */
+	struct tnbc_cntr *done_cntr; /* ... or a count here */
+	struct tnbc_cntr *hold[2]; /* counters it names, kept open */
 	struct tnbc_cntr c[TNBC_SCHED_NCNTR];
 	void *scratch;
 };
@@ -63,8 +65,12 @@ struct tnbc_sched {
 #define TNBC_SCHED_STEP_BITS 12
 #define TNBC_SCHED_SEQ_BITS  20
 
+/* A schedule of a group's next operation, or one of the endpoint's own
+ * (a descriptor: mc stays NULL, tag is the caller's). */
 int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
 		   struct tnbc_sched **out);
+int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, size_t scratch,
+		      void *context, struct tnbc_sched **out);
 /* Each queues a step that starts once counter trig (cnt + err) reaches
  * thr and reports to counter comp (or TNBC_SCHED_NONE). */
 int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
@@ -76,9 +82,27 @@ int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		      enum fi_datatype dt);
 int tnbc_sched_copy(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    void *dst, const void *src, size_t len);
+/* By address and whole tag, for schedules of no group. */
+int tnbc_sched_send_to(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		       fi_addr_t addr, uint64_t tag, const void *buf,
+		       size_t len);
+/* counted in comp, which may be an application's counter */
+int tnbc_sched_recv_from(struct tnbc_sched *s, int trig, uint64_t thr,
+			 struct tnbc_cntr *comp, fi_addr_t addr, uint64_t tag,
+			 void *buf, size_t len);
+/* fn(arg) as a step, on any counter (an application's too): 0, or a
+ * negative fi_errno that fails the step. */
+int tnbc_sched_fn(struct tnbc_sched *s, struct tnbc_cntr *trig, uint64_t thr,
+		  int comp, int (*fn)(void *arg), void *arg);
 /* The last step: completes the operation once trig reaches thr, and
  * arms the schedule.  After it, the schedule belongs to the engine. */
 int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr);
+/* The same in two halves: the last step, then the arming.  Between the
+ * two the caller may queue steps on counters that are not the
+ * schedule's; none may fail the build any more (count a failure as an
+ * error of the counter the step would have counted in). */
+int tnbc_sched_start_unarmed(struct tnbc_sched *s, int trig, uint64_t thr);
+void tnbc_sched_arm(struct tnbc_sched *s);
 /* Takes back a schedule that was never started. */
 void tnbc_sched_abort(struct tnbc_sched *s);
 

@@ -19,11 +19,10 @@
 
 #include "tnbc_coll.h"
 
-int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
-		   struct tnbc_sched **out)
+int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, size_t scratch,
+		      void *context, struct tnbc_sched **out)
 {
 	struct tnbc_sched *s = calloc(1, sizeof(*s));
-	uint64_t seq;
 	int i, ret = -FI_ENOMEM;
 
 	if (!s)
@@ -34,18 +33,16 @@ int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
 			goto err;
 	}
 	for (i = 0; i < TNBC_SCHED_NCNTR; i++) {
-		ret = tnbc_cntr_init(&s->c[i], mc->ep->domain);
+		ret = tnbc_cntr_init(&s->c[i], ep->domain);
 		if (ret)
 			goto err_cntr;
 	}
-	seq = atomic_fetch_add(&mc->next_seq, 1) &
-	      ((1u << TNBC_SCHED_SEQ_BITS) - 1);
-	s->mc = mc;
-	s->ep = mc->ep;
-	s->tag = ((uint64_t)mc->id << 32) | (seq << TNBC_SCHED_STEP_BITS);
+	s->ep = ep;
+	s->tag = tag;
 	s->context = context;
 	s->cq_flags = FI_COLLECTIVE;
-	atomic_fetch_add(&mc->inflight, 1);
+	/* the endpoint stays until the last step has let go of it */
+	atomic_fetch_add(&ep->ref, 1);
 	*out = s;
 	return 0;
 err_cntr:
@@ -57,25 +54,56 @@ err:
 	return ret;
 }
 
+int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
+		   struct tnbc_sched **out)
+{
+	uint64_t seq =
+		atomic_load(&mc->next_seq) & ((1u << TNBC_SCHED_SEQ_BITS) - 1);
+	int ret = tnbc_sched_new_ep(mc->ep,
+				    ((uint64_t)mc->id << 32) |
+					    (seq << TNBC_SCHED_STEP_BITS),
+				    scratch, context, out);
+
+	if (ret)
+		return ret;
+	/* numbered only once it exists: a refused operation takes no
+	 * number the other members would wait for */
+	atomic_fetch_add(&mc->next_seq, 1);
+	(*out)->mc = mc;
+	atomic_fetch_add(&mc->inflight, 1);
+	return 0;
+}
+
 static void tnbc_sched_free(struct tnbc_sched *s, bool reported)
 {
 	struct tnbc_mc *mc = s->mc;
+	struct tnbc_ep *ep = s->ep;
 
 	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
 		tnbc_cntr_fini(&s->c[i]);
+	for (int i = 0; i < 2; i++)
+		if (s->hold[i])
+			atomic_fetch_sub(&s->hold[i]->ref, 1);
 	free(s->scratch);
 	free(s);
 	/* the last touches of the group (tnbc_mc_close reads them in the
-	 * other order) */
-	atomic_fetch_sub(&mc->inflight, 1);
-	if (reported)
-		atomic_fetch_sub(&mc->finishing, 1);
+	 * other order), and of the endpoint */
+	if (mc) {
+		atomic_fetch_sub(&mc->inflight, 1);
+		if (reported)
+			atomic_fetch_sub(&mc->finishing, 1);
+	}
+	atomic_fetch_sub(&ep->ref, 1);
 }
 
 void tnbc_sched_abort(struct tnbc_sched *s)
 {
 	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
 		tnbc_trig_drop(&s->c[i]);
+	/* a refused operation gives its number back (operations of one
+	 * group are posted one at a time, in the same order everywhere) */
+	if (s->mc)
+		atomic_fetch_sub(&s->mc->next_seq, 1);
 	tnbc_sched_free(s, false);
 }
 
@@ -111,8 +139,8 @@ static int tnbc_sched_status(void *arg)
 }
 
 static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
-			  int comp, int peer, unsigned step, const void *buf,
-			  size_t len)
+			  struct tnbc_cntr *comp, fi_addr_t addr, uint64_t tag,
+			  const void *buf, size_t len)
 {
 	struct tnbc_cntr *gate = tnbc_sched_gate(s, trig, &thr);
 	struct iovec iov = {(void *)buf, len};
@@ -122,11 +150,11 @@ static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 		.ep = s->ep,
 		.cntr = gate,
 		.threshold = thr,
-		.comp_cntr = tnbc_sched_cntr(s, comp),
+		.comp_cntr = comp,
 		.msg = {.iov = &iov,
 			.iov_count = 1,
-			.addr = s->mc->members[peer],
-			.tag = s->tag | step,
+			.addr = addr,
+			.tag = tag,
 			.context = s,
 			.tagged = true,
 			.coll = true},
@@ -135,23 +163,57 @@ static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 		.amend_arg = s,
 	};
 
-	if (step >= (1u << TNBC_SCHED_STEP_BITS))
-		return -FI_EINVAL;
 	return tnbc_trig_submit(s->ep->domain, &r);
 }
 
 int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, const void *buf, size_t len)
 {
-	return tnbc_sched_msg(s, FI_OP_TSEND, trig, thr, comp, peer, step, buf,
-			      len);
+	if (step >= (1u << TNBC_SCHED_STEP_BITS))
+		return -FI_EINVAL;
+	return tnbc_sched_msg(s, FI_OP_TSEND, trig, thr,
+			      tnbc_sched_cntr(s, comp), s->mc->members[peer],
+			      s->tag | step, buf, len);
 }
 
 int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, void *buf, size_t len)
 {
-	return tnbc_sched_msg(s, FI_OP_TRECV, trig, thr, comp, peer, step, buf,
+	if (step >= (1u << TNBC_SCHED_STEP_BITS))
+		return -FI_EINVAL;
+	return tnbc_sched_msg(s, FI_OP_TRECV, trig, thr,
+			      tnbc_sched_cntr(s, comp), s->mc->members[peer],
+			      s->tag | step, buf, len);
+}
+
+int tnbc_sched_send_to(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		       fi_addr_t addr, uint64_t tag, const void *buf,
+		       size_t len)
+{
+	return tnbc_sched_msg(s, FI_OP_TSEND, trig, thr,
+			      tnbc_sched_cntr(s, comp), addr, tag, buf, len);
+}
+
+int tnbc_sched_recv_from(struct tnbc_sched *s, int trig, uint64_t thr,
+			 struct tnbc_cntr *comp, fi_addr_t addr, uint64_t tag,
+			 void *buf, size_t len)
+{
+	return tnbc_sched_msg(s, FI_OP_TRECV, trig, thr, comp, addr, tag, buf,
 			      len);
+}
+
+int tnbc_sched_fn(struct tnbc_sched *s, struct tnbc_cntr *trig, uint64_t thr,
+		  int comp, int (*fn)(void *arg), void *arg)
+{
+	struct tnbc_trig_req r = {
+		.op = TNBC_TRIG_FN,
+		.cntr = trig,
+		.threshold = thr,
+		.comp_cntr = tnbc_sched_cntr(s, comp),
+		.step = {.fn = fn, .arg = arg},
+	};
+
+	return tnbc_trig_submit(s->ep->domain, &r);
 }
 
 int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
@@ -197,9 +259,12 @@ static void tnbc_sched_end(void *arg)
 
 	/* before the report: an application that saw it may close the
 	 * group at once, and waits for this schedule to let go */
-	atomic_fetch_add(&s->mc->finishing, 1);
+	if (s->mc)
+		atomic_fetch_add(&s->mc->finishing, 1);
 	if (s->end) {
 		s->end(s, err);
+	} else if (s->done_cntr) {
+		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(s->done_cntr);
 	} else {
 		if (ep->tx_cq) {
 			if (err)
@@ -217,7 +282,16 @@ static void tnbc_sched_end(void *arg)
 	tnbc_sched_free(s, true);
 }
 
-int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr)
+void tnbc_sched_arm(struct tnbc_sched *s)
+{
+	struct tnbc_domain *dom = s->ep->domain;
+
+	/* from here the engine may finish and free s at any moment */
+	tnbc_cntr_inc(&s->c[TNBC_SCHED_ARM]);
+	tnbc_trig_run(dom, false);
+}
+
+int tnbc_sched_start_unarmed(struct tnbc_sched *s, int trig, uint64_t thr)
 {
 	struct tnbc_cntr *gate = tnbc_sched_gate(s, trig, &thr);
 	struct tnbc_trig_req r = {
@@ -226,12 +300,15 @@ int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr)
 		.threshold = thr,
 		.step = {.call = tnbc_sched_end, .arg = s},
 	};
-	int ret = tnbc_trig_submit(s->ep->domain, &r);
 
-	if (ret)
-		return ret;
-	/* From here the engine may finish and free s at any moment. */
-	tnbc_cntr_inc(&s->c[TNBC_SCHED_ARM]);
-	tnbc_trig_run(s->ep->domain, false);
-	return 0;
+	return tnbc_trig_submit(s->ep->domain, &r);
+}
+
+int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr)
+{
+	int ret = tnbc_sched_start_unarmed(s, trig, thr);
+
+	if (!ret)
+		tnbc_sched_arm(s);
+	return ret;
 }

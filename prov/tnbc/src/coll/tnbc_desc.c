@@ -1,0 +1,426 @@
+/*
+ * The descriptor engine: seed 002's reduction and broadcast descriptors
+ * (fi_tnbc_coll(3)), each run as a schedule of the trigger unit.
+ *
+ * A reduce descriptor with c children and parent p:
+ *   receive c contributions (any source, the reduction's tag) into
+ *   slots, each counted by the CP counter                     (ARM, 1)
+ *   fold: check each against this descriptor (CP, op, width, count,
+ *   degree), fold the agreeing ones in ascending order         (CP, CPCnt)
+ *   send the folded packet to p, or write the result (root)   (C2, 1)
+ *   complete                                                  (C3, 1)
+ * A broadcast descriptor receives the result from its parent (or, at
+ * the root, fires on an application counter: the root reduce
+ * descriptor's completion counter re-triggers it) and forwards it.
+ *
+ * The fold is the last step queued: it waits on a counter that is not
+ * the schedule's, so it is queued only once the schedule is armed, and a
+ * failure to queue it fails the operation instead of the post.
+ *
+ * Contributions travel as messages of the collectives' match space
+ * (struct tnbc_red_pkt, tnbc_proto.h), whatever the transport: the
+ * engine needs nothing else from it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_ext_tnbc.h>
+
+#include "tnbc_coll.h"
+
+#define TNBC_DESC_MAX_FANOUT 64
+
+/* The wire tag of a descriptor's packets. */
+static uint64_t tnbc_desc_tag(uint64_t tag, bool bcast)
+{
+	return TNBC_DESC_TAG | (tag << 1) | (bcast ? 1 : 0);
+}
+
+static enum fi_datatype tnbc_desc_dt(uint8_t width)
+{
+	static const enum fi_datatype dt[] = {
+		[FI_TNBC_RED_INT32] = FI_INT32,
+		[FI_TNBC_RED_UINT32] = FI_UINT32,
+		[FI_TNBC_RED_INT64] = FI_INT64,
+		[FI_TNBC_RED_UINT64] = FI_UINT64,
+		[FI_TNBC_RED_FLOAT] = FI_FLOAT,
+		[FI_TNBC_RED_DOUBLE] = FI_DOUBLE,
+	};
+
+	return dt[width];
+}
+
+static bool tnbc_desc_width_ok(uint8_t width)
+{
+	return width >= FI_TNBC_RED_INT32 && width <= FI_TNBC_RED_DOUBLE;
+}
+
+static bool tnbc_desc_loc(uint8_t op)
+{
+	return op == FI_TNBC_RED_MAXLOC || op == FI_TNBC_RED_MINLOC;
+}
+
+/* Bytes of count values (or pairs). */
+static size_t tnbc_desc_bytes(uint8_t op, uint8_t width, size_t count)
+{
+	size_t w = tnbc_alu_size(tnbc_desc_dt(width));
+
+	return count * (tnbc_desc_loc(op) ? 2 * w : w);
+}
+
+static bool tnbc_desc_op_ok(uint8_t op, uint8_t width)
+{
+	bool real = width == FI_TNBC_RED_FLOAT || width == FI_TNBC_RED_DOUBLE;
+
+	if (op < FI_TNBC_RED_SUM || op > FI_TNBC_RED_BXOR)
+		return false;
+	return op <= FI_TNBC_RED_MINLOC || !real;
+}
+
+/* ------------------------------------------------------------------ */
+/* The ALU's *LOC pairs (the rest is tnbc_alu_apply)                    */
+
+#define TNBC_LOC_FOLD(T, L, maxloc, d, s, n)                                   \
+	do {                                                                   \
+		for (size_t i_ = 0; i_ < (n); i_++) {                          \
+			T dv, sv;                                              \
+			L dl, sl;                                              \
+			char *dp = (char *)(d) + i_ * 2 * sizeof(T);           \
+			const char *sp =                                       \
+				(const char *)(s) + i_ * 2 * sizeof(T);        \
+			memcpy(&dv, dp, sizeof(T));                            \
+			memcpy(&dl, dp + sizeof(T), sizeof(L));                \
+			memcpy(&sv, sp, sizeof(T));                            \
+			memcpy(&sl, sp + sizeof(T), sizeof(L));                \
+			if ((maxloc ? sv > dv : sv < dv) ||                    \
+			    (sv == dv && sl < dl)) {                           \
+				memcpy(dp, &sv, sizeof(T));                    \
+				memcpy(dp + sizeof(T), &sl, sizeof(L));        \
+			}                                                      \
+		}                                                              \
+	} while (0)
+
+static int tnbc_desc_fold(const struct tnbc_red_pkt *h, void *dst,
+			  const void *src)
+{
+	static const enum fi_op ops[] = {
+		[FI_TNBC_RED_SUM] = FI_SUM,   [FI_TNBC_RED_MAX] = FI_MAX,
+		[FI_TNBC_RED_MIN] = FI_MIN,   [FI_TNBC_RED_LAND] = FI_LAND,
+		[FI_TNBC_RED_LOR] = FI_LOR,   [FI_TNBC_RED_LXOR] = FI_LXOR,
+		[FI_TNBC_RED_BAND] = FI_BAND, [FI_TNBC_RED_BOR] = FI_BOR,
+		[FI_TNBC_RED_BXOR] = FI_BXOR,
+	};
+	bool max = h->op == FI_TNBC_RED_MAXLOC;
+
+	if (!tnbc_desc_loc(h->op))
+		return tnbc_alu_apply(ops[h->op], tnbc_desc_dt(h->width), dst,
+				      src, NULL, NULL, h->count);
+	switch (h->width) {
+	case FI_TNBC_RED_INT32:
+		TNBC_LOC_FOLD(int32_t, int32_t, max, dst, src, h->count);
+		break;
+	case FI_TNBC_RED_UINT32:
+		TNBC_LOC_FOLD(uint32_t, int32_t, max, dst, src, h->count);
+		break;
+	case FI_TNBC_RED_FLOAT:
+		TNBC_LOC_FOLD(float, int32_t, max, dst, src, h->count);
+		break;
+	case FI_TNBC_RED_INT64:
+		TNBC_LOC_FOLD(int64_t, int64_t, max, dst, src, h->count);
+		break;
+	case FI_TNBC_RED_UINT64:
+		TNBC_LOC_FOLD(uint64_t, int64_t, max, dst, src, h->count);
+		break;
+	default:
+		TNBC_LOC_FOLD(double, int64_t, max, dst, src, h->count);
+		break;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reduce                                                               */
+
+struct tnbc_desc_red {
+	struct tnbc_red_pkt out; /* own contribution, then the folded one */
+	void *result;
+	uint32_t *errvec_out;
+	uint32_t children;
+	struct tnbc_red_pkt slot[]; /* children's, in arrival order */
+};
+
+/* Whether a child's contribution may be folded into r's. */
+static uint32_t tnbc_desc_check(const struct tnbc_red_pkt *r,
+				const struct tnbc_red_pkt *c)
+{
+	if (c->magic != TNBC_RED_MAGIC)
+		return FI_TNBC_RED_EPEER;
+	if (!(c->flags & TNBC_RED_PKT_CP) || c->op != r->op ||
+	    c->width != r->width || c->count != r->count ||
+	    c->degree != r->degree)
+		return FI_TNBC_RED_EMISMATCH;
+	return 0;
+}
+
+/* The descriptor fires: fold what agrees, in ascending order. */
+static int tnbc_desc_red_fire(void *arg)
+{
+	struct tnbc_desc_red *d = arg;
+	const struct tnbc_red_pkt *in[TNBC_DESC_MAX_FANOUT + 1];
+	uint32_t errvec = d->out.errvec, bad = 0;
+	size_t n = 0, bytes;
+	uint8_t acc[TNBC_RED_PKT_BYTES];
+	int ret = 0;
+
+	in[n++] = &d->out;
+	for (uint32_t i = 0; i < d->children; i++) {
+		uint32_t e = tnbc_desc_check(&d->out, &d->slot[i]);
+
+		if (e) {
+			bad |= e;
+			continue;
+		}
+		errvec |= d->slot[i].errvec;
+		/* insertion by order: at most 65 of them */
+		size_t j = n++;
+
+		while (j && in[j - 1]->order > d->slot[i].order) {
+			in[j] = in[j - 1];
+			j--;
+		}
+		in[j] = &d->slot[i];
+	}
+	bytes = tnbc_desc_bytes(d->out.op, d->out.width, d->out.count);
+	memcpy(acc, in[0]->data, bytes);
+	for (size_t i = 1; i < n && !ret; i++)
+		ret = tnbc_desc_fold(&d->out, acc, in[i]->data);
+	memcpy(d->out.data, acc, bytes);
+	d->out.errvec = errvec | bad;
+	if (d->result)
+		memcpy(d->result, acc, bytes);
+	if (d->errvec_out)
+		*d->errvec_out = d->out.errvec;
+	if (bad) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"reduction descriptor 0x%x: a child's contribution "
+			"disagreed and was not folded\n",
+			(unsigned)bad);
+		return -FI_EINVAL;
+	}
+	return ret;
+}
+
+static struct tnbc_cntr *tnbc_desc_cntr(struct tnbc_ep *ep,
+					struct fid_cntr *fid, bool *bad)
+{
+	struct tnbc_cntr *c;
+
+	if (!fid)
+		return NULL;
+	if (fid->fid.fclass != FI_CLASS_CNTR) {
+		*bad = true;
+		return NULL;
+	}
+	c = tnbc_cntr_fid(&fid->fid);
+	if (c->domain != ep->domain)
+		*bad = true;
+	return c;
+}
+
+static int tnbc_desc_red_check(struct tnbc_ep *ep,
+			       const struct fi_tnbc_red_desc *r)
+{
+	if (!r || r->size < sizeof(*r) || (r->flags & ~FI_TNBC_RED_CP) ||
+	    r->tag >= (1ULL << 62) || !r->degree ||
+	    r->degree > TNBC_DESC_MAX_FANOUT || r->children > r->degree ||
+	    !tnbc_desc_width_ok(r->width) ||
+	    !tnbc_desc_op_ok(r->op, r->width) || !r->count ||
+	    tnbc_desc_bytes(r->op, r->width, r->count) > FI_TNBC_RED_INLINE)
+		return -FI_EINVAL;
+	if (!r->cp_cntr && r->cpcnt != r->children)
+		return -FI_EINVAL;
+	if (r->dest == FI_ADDR_NOTAVAIL ? !r->result
+					: !tnbc_av_get(ep->av, r->dest))
+		return -FI_EINVAL;
+	return 0;
+}
+
+static int tnbc_desc_reduce(struct fid_ep *fid,
+			    const struct fi_tnbc_red_desc *r)
+{
+	struct tnbc_ep *ep = TNBC_EP(fid);
+	bool root, badc = false;
+	struct tnbc_cntr *cp, *done, *fire;
+	struct tnbc_desc_red *d;
+	struct tnbc_sched *s;
+	uint64_t tag;
+	int ret, comp;
+
+	if (!ep->enabled || !ep->av)
+		return -FI_EOPBADSTATE;
+	ret = tnbc_desc_red_check(ep, r);
+	if (ret)
+		return ret;
+	cp = tnbc_desc_cntr(ep, r->cp_cntr, &badc);
+	done = tnbc_desc_cntr(ep, r->comp_cntr, &badc);
+	if (badc)
+		return -FI_EINVAL;
+	root = r->dest == FI_ADDR_NOTAVAIL;
+	tag = tnbc_desc_tag(r->tag, false);
+	ret = tnbc_sched_new_ep(ep, tag,
+				sizeof(*d) + r->children * sizeof(d->slot[0]),
+				r->context, &s);
+	if (ret)
+		return ret;
+	d = s->scratch;
+	memset(d, 0, sizeof(*d));
+	d->out = (struct tnbc_red_pkt){
+		.magic = TNBC_RED_MAGIC,
+		.flags = (r->flags & FI_TNBC_RED_CP) ? TNBC_RED_PKT_CP : 0,
+		.op = r->op,
+		.width = r->width,
+		.count = r->count,
+		.degree = r->degree,
+		.order = r->order,
+		.errvec = r->errvec,
+	};
+	memcpy(d->out.data, r->data, sizeof(d->out.data));
+	d->children = r->children;
+	if (root) {
+		d->result = r->result;
+		d->errvec_out = r->errvec_out;
+	}
+	s->done_cntr = done;
+	s->hold[0] = cp;
+	s->hold[1] = done;
+	for (int i = 0; i < 2; i++)
+		if (s->hold[i])
+			atomic_fetch_add(&s->hold[i]->ref, 1);
+	/* arrivals count in the CP counter: the application's, or C1 */
+	fire = cp ? cp : &s->c[TNBC_SCHED_C1];
+	for (uint32_t i = 0; !ret && i < r->children; i++)
+		ret = tnbc_sched_recv_from(s, TNBC_SCHED_ARM, 1, fire,
+					   FI_ADDR_UNSPEC, tag, &d->slot[i],
+					   sizeof(d->slot[i]));
+	comp = root ? TNBC_SCHED_C3 : TNBC_SCHED_C2;
+	if (!ret && !root)
+		ret = tnbc_sched_send_to(s, TNBC_SCHED_C2, 1, TNBC_SCHED_C3,
+					 r->dest, tag, &d->out, sizeof(d->out));
+	if (!ret)
+		ret = tnbc_sched_start_unarmed(s, TNBC_SCHED_C3, 1);
+	if (ret) {
+		tnbc_sched_abort(s);
+		return ret;
+	}
+	tnbc_sched_arm(s);
+	ret = tnbc_sched_fn(s, fire, cp ? r->cpcnt : r->children, comp,
+			    tnbc_desc_red_fire, d);
+	if (ret) /* posted: the operation fails instead */
+		tnbc_cntr_inc_err(&s->c[comp]);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Broadcast                                                            */
+
+struct tnbc_desc_bc {
+	struct tnbc_sched *s;
+	struct tnbc_cntr *trig;
+	uint64_t trig_err; /* the trigger's errors when posted */
+	fi_addr_t dests[];
+};
+
+/* The root's broadcast fires.  An error completion on its trigger
+ * since it was posted (the root reduce descriptor's, which refused a
+ * child) goes down the tree in place of the result. */
+static int tnbc_desc_arm(void *arg)
+{
+	struct tnbc_desc_bc *d = arg;
+	struct tnbc_cntr *arm = &d->s->c[TNBC_SCHED_ARM];
+
+	if (atomic_load(&d->trig->err) != d->trig_err)
+		tnbc_cntr_inc_err(arm);
+	else
+		tnbc_cntr_inc(arm);
+	return 0;
+}
+
+static int tnbc_desc_bcast(struct fid_ep *fid,
+			   const struct fi_tnbc_bcast_desc *b)
+{
+	struct tnbc_ep *ep = TNBC_EP(fid);
+	struct tnbc_cntr *trig, *done;
+	bool badc = false, root;
+	struct tnbc_desc_bc *d;
+	struct tnbc_sched *s;
+	uint64_t tag;
+	int ret = 0, at;
+
+	if (!ep->enabled || !ep->av)
+		return -FI_EOPBADSTATE;
+	if (!b || b->size < sizeof(*b) || b->flags || b->tag >= (1ULL << 62) ||
+	    b->ndests > TNBC_DESC_MAX_FANOUT || (b->ndests && !b->dests) ||
+	    (b->len && !b->result))
+		return -FI_EINVAL;
+	for (size_t i = 0; i < b->ndests; i++)
+		if (!tnbc_av_get(ep->av, b->dests[i]))
+			return -FI_EINVAL;
+	trig = tnbc_desc_cntr(ep, b->trig_cntr, &badc);
+	done = tnbc_desc_cntr(ep, b->comp_cntr, &badc);
+	root = trig != NULL;
+	if (badc ||
+	    (!root && b->src != FI_ADDR_UNSPEC && !tnbc_av_get(ep->av, b->src)))
+		return -FI_EINVAL;
+	tag = tnbc_desc_tag(b->tag, true);
+	ret = tnbc_sched_new_ep(ep, tag,
+				sizeof(*d) + b->ndests * sizeof(d->dests[0]),
+				b->context, &s);
+	if (ret)
+		return ret;
+	d = s->scratch;
+	d->s = s;
+	d->trig = trig;
+	d->trig_err = trig ? atomic_load(&trig->err) : 0;
+	if (b->ndests)
+		memcpy(d->dests, b->dests, b->ndests * sizeof(d->dests[0]));
+	s->done_cntr = done;
+	s->hold[0] = trig;
+	s->hold[1] = done;
+	for (int i = 0; i < 2; i++)
+		if (s->hold[i])
+			atomic_fetch_add(&s->hold[i]->ref, 1);
+	/* the others forward what arrives (C1); the root, once armed */
+	at = root ? TNBC_SCHED_ARM : TNBC_SCHED_C1;
+	if (!root)
+		ret = tnbc_sched_recv_from(s, TNBC_SCHED_ARM, 1,
+					   &s->c[TNBC_SCHED_C1], b->src, tag,
+					   b->result, b->len);
+	for (size_t i = 0; !ret && i < b->ndests; i++)
+		ret = tnbc_sched_send_to(s, at, 1, TNBC_SCHED_C2, d->dests[i],
+					 tag, b->result, b->len);
+	if (!ret)
+		ret = tnbc_sched_copy(s, at, 1, TNBC_SCHED_C2, NULL, NULL, 0);
+	if (!ret)
+		ret = tnbc_sched_start_unarmed(s, TNBC_SCHED_C2, b->ndests + 1);
+	if (ret) {
+		tnbc_sched_abort(s);
+		return ret;
+	}
+	if (!root) {
+		tnbc_sched_arm(s);
+		return 0;
+	}
+	/* re-triggered by the application's counter (the root reduce
+	 * descriptor's completion) */
+	if (tnbc_sched_fn(s, trig, b->threshold, TNBC_SCHED_NONE, tnbc_desc_arm,
+			  d))
+		tnbc_cntr_inc_err(&s->c[TNBC_SCHED_ARM]);
+	tnbc_trig_run(ep->domain, false);
+	return 0;
+}
+
+struct fi_tnbc_ops_coll tnbc_desc_ops = {
+	.size = sizeof(struct fi_tnbc_ops_coll),
+	.reduce = tnbc_desc_reduce,
+	.bcast = tnbc_desc_bcast,
+};
