@@ -1,0 +1,13 @@
+#!/bin/bash
+# Builds and runs the EXAMPLE of fi_tnbc_coll(3) as the page prints it,
+# so that the page cannot drift from what the provider does.
+set -euo pipefail
+src=${TNBC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+awk '/^# EXAMPLE/ { ex = 1 } ex && /^```c$/ { on = 1; next }
+     on && /^```$/ { exit } on' "$src/man/fi_tnbc_coll.3.md" >"$work/example.c"
+test -s "$work/example.c" || { echo "no example in fi_tnbc_coll.3.md"; exit 1; }
+${CC:-cc} -Wall -Wextra -Werror -I"$src/include" "$work/example.c" \
+	-o "$work/example" -lfabric
+timeout 60 "$work/example"
