@@ -33,6 +33,7 @@ static int nsizes = 6;
 static int reps = 200, warmup = 20, degree = 4;
 static const char *mode = "offload", *label;
 static bool sleepy; /* -S: wait in fi_cq_sread */
+static bool b2b; /* -B: back to back, the mean (osu_allreduce's way) */
 
 static int
 opt(int c, const char *arg)
@@ -58,6 +59,9 @@ opt(int c, const char *arg)
 		return 0;
 	case 'S':
 		sleepy = true;
+		return 0;
+	case 'B':
+		b2b = true;
 		return 0;
 	}
 	return -1;
@@ -119,9 +123,9 @@ host_allreduce(struct ftx_ctx *ctx, const double *in, double *out,
 
 	memcpy(out, in, len);
 	for (c = degree * me + 1; c <= degree * me + degree && c < n; c++) {
-		FTX_POST(ctx, fi_trecv(ctx->ep, slots + (size_t) nch * count,
-				       len, NULL, ctx->addrs[c], tag, 0,
-				       &rctx[nch]));
+		FTX_POST(ctx,
+			 fi_trecv(ctx->ep, slots + (size_t) nch * count, len,
+				  NULL, ctx->addrs[c], tag, 0, &rctx[nch]));
 		nch++;
 	}
 	ftx_wait_n_ok(ctx, FTX_RX, (size_t) nch);
@@ -140,8 +144,8 @@ host_allreduce(struct ftx_ctx *ctx, const double *in, double *out,
 	}
 	for (c = 0; c < nch; c++)
 		FTX_POST(ctx, fi_tsend(ctx->ep, out, len, NULL,
-				       ctx->addrs[degree * me + 1 + c],
-				       tag | 1, &sctx[c]));
+				       ctx->addrs[degree * me + 1 + c], tag | 1,
+				       &sctx[c]));
 	ftx_wait_n_ok(ctx, FTX_TX, (size_t) nch);
 }
 
@@ -189,11 +193,11 @@ run(struct ftx_ctx *ctx)
 	if (ctx->rank == 0)
 		printf("label,nprocs,bytes,median_us,min_us\n");
 	for (int s = 0; s < nsizes; s++) {
-		size_t count = sizes[s] / sizeof(double) ? sizes[s] /
-								   sizeof(double)
-							 : 1;
-		int n = sizes[s] >= 65536 ? (reps / 10 > 20 ? reps / 10 : 20)
-					  : reps;
+		size_t count = sizes[s] / sizeof(double) ?
+				       sizes[s] / sizeof(double) :
+				       1;
+		int n = sizes[s] >= 65536 ? (reps / 10 > 20 ? reps / 10 : 20) :
+					    reps;
 		double *in = ftx_alloc(count * sizeof(double));
 		double *out = ftx_alloc(count * sizeof(double));
 		double *slots =
@@ -204,7 +208,37 @@ run(struct ftx_ctx *ctx)
 		FTX_EXPECT(times, "out of memory");
 		for (size_t i = 0; i < count; i++)
 			in[i] = ctx->rank + 1;
-		for (int r = -warmup; r < n; r++) {
+		if (b2b) {
+			/* one start, n operations in a row: the mean */
+			uint64_t t0 = 0, dt;
+			int ctxv;
+
+			for (int r = -warmup; r < n; r++) {
+				if (!r) {
+					ftx_barrier(ctx);
+					t0 = ftx_now_ns();
+				}
+				if (offload) {
+					FTX_POST(ctx,
+						 fi_allreduce(ctx->ep, in,
+							      count, NULL, out,
+							      NULL, coll,
+							      FI_DOUBLE, FI_SUM,
+							      0, &ctxv));
+					wait_one(ctx);
+				} else {
+					host_allreduce(
+						ctx, in, out, slots, count,
+						HOST_TAG |
+							((uint64_t) (r + warmup)
+							 << 1));
+				}
+			}
+			dt = (ftx_now_ns() - t0) / (uint64_t) n;
+			for (int k = 0; k < n; k++)
+				times[k] = dt;
+		}
+		for (int r = b2b ? n : -warmup; r < n; r++) {
 			uint64_t t0 = 0, done, last = 0;
 			unsigned spins = 0;
 			int ctxv;
@@ -215,17 +249,16 @@ run(struct ftx_ctx *ctx)
 			while (ftx_now_ns() < t0)
 				;
 			if (offload) {
-				FTX_POST(ctx,
-					 fi_allreduce(ctx->ep, in, count, NULL,
-						      out, NULL, coll,
-						      FI_DOUBLE, FI_SUM, 0,
-						      &ctxv));
+				FTX_POST(ctx, fi_allreduce(ctx->ep, in, count,
+							   NULL, out, NULL,
+							   coll, FI_DOUBLE,
+							   FI_SUM, 0, &ctxv));
 				wait_one(ctx);
 			} else {
-				host_allreduce(ctx, in, out, slots, count,
-					       HOST_TAG |
-						       ((uint64_t) (r + warmup)
-							<< 1));
+				host_allreduce(
+					ctx, in, out, slots, count,
+					HOST_TAG |
+						((uint64_t) (r + warmup) << 1));
 			}
 			done = ftx_now_ns();
 			(void) spins;
@@ -283,7 +316,7 @@ static const struct ftx_test test = {
 	.min_procs = 1,
 	.max_procs = FTX_MAX_PROCS,
 	.timeout = 600,
-	.optstr = "s:i:w:m:k:l:S",
+	.optstr = "s:i:w:m:k:l:SB",
 	.opt = opt,
 	.opthelp = "  -s LIST  sizes in bytes (default 8,16,32,48,4k,1m)\n"
 		   "  -i N     repetitions per size (default 200; a tenth, "
@@ -293,7 +326,9 @@ static const struct ftx_test test = {
 		   "by the application)\n"
 		   "  -k K     branch degree of the host tree (default 4)\n"
 		   "  -l NAME  label of the CSV lines\n"
-		   "  -S       wait in fi_cq_sread (with -C allreduce_sleep)\n",
+		   "  -S       wait in fi_cq_sread (with -C allreduce_sleep)\n"
+		   "  -B       back to back: the mean of operations in a row "
+		   "(osu_allreduce's figure), not completion time\n",
 	.hints = hints,
 	.cases = cases,
 	.quiet = true,

@@ -165,69 +165,105 @@ dt_size(enum fi_datatype dt)
 }
 
 static const enum fi_datatype all_dts[] = {
-	FI_INT8,   FI_UINT8,  FI_INT16,	      FI_UINT16,
-	FI_INT32,  FI_UINT32, FI_INT64,	      FI_UINT64,
-	FI_FLOAT,  FI_DOUBLE, FI_FLOAT_COMPLEX, FI_DOUBLE_COMPLEX,
-	FI_LONG_DOUBLE, FI_LONG_DOUBLE_COMPLEX,
+	FI_INT8,	  FI_UINT8,
+	FI_INT16,	  FI_UINT16,
+	FI_INT32,	  FI_UINT32,
+	FI_INT64,	  FI_UINT64,
+	FI_FLOAT,	  FI_DOUBLE,
+	FI_FLOAT_COMPLEX, FI_DOUBLE_COMPLEX,
+	FI_LONG_DOUBLE,	  FI_LONG_DOUBLE_COMPLEX,
 };
 #define NDTS (sizeof(all_dts) / sizeof(all_dts[0]))
 
-static const enum fi_op all_ops[] = {FI_MIN,  FI_MAX,  FI_SUM,	FI_PROD,
-				     FI_LOR,  FI_LAND, FI_BOR,	FI_BAND,
+static const enum fi_op all_ops[] = {FI_MIN,  FI_MAX,  FI_SUM, FI_PROD,
+				     FI_LOR,  FI_LAND, FI_BOR, FI_BAND,
 				     FI_LXOR, FI_BXOR};
 #define NOPS (sizeof(all_ops) / sizeof(all_ops[0]))
 
-#define REF_INT(T)                                                        \
-	static void ref_##T(enum fi_op op, void *dv, const void *sv,       \
-			    size_t n)                                      \
-	{                                                                 \
-		T *d = dv;                                                \
-		const T *s = sv;                                          \
-		for (size_t i = 0; i < n; i++) {                          \
-			T a = d[i], b = s[i];                             \
-			switch (op) {                                     \
-			case FI_MIN: d[i] = b < a ? b : a; break;         \
-			case FI_MAX: d[i] = b > a ? b : a; break;         \
-			case FI_SUM: d[i] = (T) (a + b); break;           \
-			case FI_PROD: d[i] = (T) (a * b); break;          \
-			case FI_LOR: d[i] = a || b; break;                \
-			case FI_LAND: d[i] = a && b; break;               \
-			case FI_LXOR: d[i] = !a != !b; break;             \
-			case FI_BOR: d[i] = a | b; break;                 \
-			case FI_BAND: d[i] = a & b; break;                \
-			case FI_BXOR: d[i] = a ^ b; break;                \
-			default: abort();                                 \
-			}                                                 \
-		}                                                         \
+#define REF_INT(T)                                                             \
+	static void ref_##T(enum fi_op op, void *dv, const void *sv, size_t n) \
+	{                                                                      \
+		T *d = dv;                                                     \
+		const T *s = sv;                                               \
+		for (size_t i = 0; i < n; i++) {                               \
+			T a = d[i], b = s[i];                                  \
+			switch (op) {                                          \
+			case FI_MIN:                                           \
+				d[i] = b < a ? b : a;                          \
+				break;                                         \
+			case FI_MAX:                                           \
+				d[i] = b > a ? b : a;                          \
+				break;                                         \
+			case FI_SUM:                                           \
+				d[i] = (T) (a + b);                            \
+				break;                                         \
+			case FI_PROD:                                          \
+				d[i] = (T) (a * b);                            \
+				break;                                         \
+			case FI_LOR:                                           \
+				d[i] = a || b;                                 \
+				break;                                         \
+			case FI_LAND:                                          \
+				d[i] = a && b;                                 \
+				break;                                         \
+			case FI_LXOR:                                          \
+				d[i] = !a != !b;                               \
+				break;                                         \
+			case FI_BOR:                                           \
+				d[i] = a | b;                                  \
+				break;                                         \
+			case FI_BAND:                                          \
+				d[i] = a & b;                                  \
+				break;                                         \
+			case FI_BXOR:                                          \
+				d[i] = a ^ b;                                  \
+				break;                                         \
+			default:                                               \
+				abort();                                       \
+			}                                                      \
+		}                                                              \
 	}
-#define REF_REAL(T)                                                       \
-	static void ref_##T(enum fi_op op, void *dv, const void *sv,       \
-			    size_t n)                                      \
-	{                                                                 \
-		T *d = dv;                                                \
-		const T *s = sv;                                          \
-		for (size_t i = 0; i < n; i++) {                          \
-			T a = d[i], b = s[i];                             \
-			switch (op) {                                     \
-			case FI_MIN: d[i] = b < a ? b : a; break;         \
-			case FI_MAX: d[i] = b > a ? b : a; break;         \
-			case FI_SUM: d[i] = a + b; break;                 \
-			case FI_PROD: d[i] = a * b; break;                \
-			case FI_LOR: d[i] = a || b; break;                \
-			case FI_LAND: d[i] = a && b; break;               \
-			case FI_LXOR: d[i] = !a != !b; break;             \
-			default: abort();                                 \
-			}                                                 \
-		}                                                         \
+#define REF_REAL(T)                                                            \
+	static void ref_##T(enum fi_op op, void *dv, const void *sv, size_t n) \
+	{                                                                      \
+		T *d = dv;                                                     \
+		const T *s = sv;                                               \
+		for (size_t i = 0; i < n; i++) {                               \
+			T a = d[i], b = s[i];                                  \
+			switch (op) {                                          \
+			case FI_MIN:                                           \
+				d[i] = b < a ? b : a;                          \
+				break;                                         \
+			case FI_MAX:                                           \
+				d[i] = b > a ? b : a;                          \
+				break;                                         \
+			case FI_SUM:                                           \
+				d[i] = a + b;                                  \
+				break;                                         \
+			case FI_PROD:                                          \
+				d[i] = a * b;                                  \
+				break;                                         \
+			case FI_LOR:                                           \
+				d[i] = a || b;                                 \
+				break;                                         \
+			case FI_LAND:                                          \
+				d[i] = a && b;                                 \
+				break;                                         \
+			case FI_LXOR:                                          \
+				d[i] = !a != !b;                               \
+				break;                                         \
+			default:                                               \
+				abort();                                       \
+			}                                                      \
+		}                                                              \
 	}
-#define REF_CPLX(N, T)                                                    \
-	static void ref_##N(enum fi_op op, void *dv, const void *sv,       \
-			    size_t n)                                      \
-	{                                                                 \
-		T *d = dv;                                                \
-		const T *s = sv;                                          \
-		for (size_t i = 0; i < n; i++)                            \
-			d[i] = op == FI_SUM ? d[i] + s[i] : d[i] * s[i];  \
+#define REF_CPLX(N, T)                                                         \
+	static void ref_##N(enum fi_op op, void *dv, const void *sv, size_t n) \
+	{                                                                      \
+		T *d = dv;                                                     \
+		const T *s = sv;                                               \
+		for (size_t i = 0; i < n; i++)                                 \
+			d[i] = op == FI_SUM ? d[i] + s[i] : d[i] * s[i];       \
 	}
 
 typedef long double ldouble;
@@ -250,21 +286,50 @@ static void
 ref_fold(enum fi_datatype dt, enum fi_op op, void *d, const void *s, size_t n)
 {
 	switch (dt) {
-	case FI_INT8: ref_int8_t(op, d, s, n); break;
-	case FI_UINT8: ref_uint8_t(op, d, s, n); break;
-	case FI_INT16: ref_int16_t(op, d, s, n); break;
-	case FI_UINT16: ref_uint16_t(op, d, s, n); break;
-	case FI_INT32: ref_int32_t(op, d, s, n); break;
-	case FI_UINT32: ref_uint32_t(op, d, s, n); break;
-	case FI_INT64: ref_int64_t(op, d, s, n); break;
-	case FI_UINT64: ref_uint64_t(op, d, s, n); break;
-	case FI_FLOAT: ref_float(op, d, s, n); break;
-	case FI_DOUBLE: ref_double(op, d, s, n); break;
-	case FI_LONG_DOUBLE: ref_ldouble(op, d, s, n); break;
-	case FI_FLOAT_COMPLEX: ref_fcplx(op, d, s, n); break;
-	case FI_DOUBLE_COMPLEX: ref_dcplx(op, d, s, n); break;
-	case FI_LONG_DOUBLE_COMPLEX: ref_ldcplx(op, d, s, n); break;
-	default: abort();
+	case FI_INT8:
+		ref_int8_t(op, d, s, n);
+		break;
+	case FI_UINT8:
+		ref_uint8_t(op, d, s, n);
+		break;
+	case FI_INT16:
+		ref_int16_t(op, d, s, n);
+		break;
+	case FI_UINT16:
+		ref_uint16_t(op, d, s, n);
+		break;
+	case FI_INT32:
+		ref_int32_t(op, d, s, n);
+		break;
+	case FI_UINT32:
+		ref_uint32_t(op, d, s, n);
+		break;
+	case FI_INT64:
+		ref_int64_t(op, d, s, n);
+		break;
+	case FI_UINT64:
+		ref_uint64_t(op, d, s, n);
+		break;
+	case FI_FLOAT:
+		ref_float(op, d, s, n);
+		break;
+	case FI_DOUBLE:
+		ref_double(op, d, s, n);
+		break;
+	case FI_LONG_DOUBLE:
+		ref_ldouble(op, d, s, n);
+		break;
+	case FI_FLOAT_COMPLEX:
+		ref_fcplx(op, d, s, n);
+		break;
+	case FI_DOUBLE_COMPLEX:
+		ref_dcplx(op, d, s, n);
+		break;
+	case FI_LONG_DOUBLE_COMPLEX:
+		ref_ldcplx(op, d, s, n);
+		break;
+	default:
+		abort();
 	}
 }
 
@@ -277,23 +342,36 @@ fill(enum fi_datatype dt, enum fi_op op, void *buf, size_t n, int m,
 {
 	for (size_t i = 0; i < n; i++) {
 		uint64_t h = ftx_mix((uint64_t) m * 1000003u + i + salt);
-		int v = op == FI_PROD ? 1 + (int) (h & 1)
-			: op == FI_LAND || op == FI_LOR || op == FI_LXOR
-				? (int) (h % 3 == 0 ? 0 : h % 4)
-				: (int) (h % 60);
+		int v = op == FI_PROD ? 1 + (int) (h & 1) :
+			op == FI_LAND || op == FI_LOR || op == FI_LXOR ?
+					(int) (h % 3 == 0 ? 0 : h % 4) :
+					(int) (h % 60);
 		switch (dt) {
-#define SET(T) ((T *) buf)[i] = (T) v; break
-		case FI_INT8: SET(int8_t);
-		case FI_UINT8: SET(uint8_t);
-		case FI_INT16: SET(int16_t);
-		case FI_UINT16: SET(uint16_t);
-		case FI_INT32: SET(int32_t);
-		case FI_UINT32: SET(uint32_t);
-		case FI_INT64: SET(int64_t);
-		case FI_UINT64: SET(uint64_t);
-		case FI_FLOAT: SET(float);
-		case FI_DOUBLE: SET(double);
-		case FI_LONG_DOUBLE: SET(long double);
+#define SET(T)                  \
+	((T *) buf)[i] = (T) v; \
+	break
+		case FI_INT8:
+			SET(int8_t);
+		case FI_UINT8:
+			SET(uint8_t);
+		case FI_INT16:
+			SET(int16_t);
+		case FI_UINT16:
+			SET(uint16_t);
+		case FI_INT32:
+			SET(int32_t);
+		case FI_UINT32:
+			SET(uint32_t);
+		case FI_INT64:
+			SET(int64_t);
+		case FI_UINT64:
+			SET(uint64_t);
+		case FI_FLOAT:
+			SET(float);
+		case FI_DOUBLE:
+			SET(double);
+		case FI_LONG_DOUBLE:
+			SET(long double);
 		case FI_FLOAT_COMPLEX:
 			((float complex *) buf)[i] = v + (v % 3) * I;
 			break;
@@ -312,8 +390,7 @@ fill(enum fi_datatype dt, enum fi_op op, void *buf, size_t n, int m,
 
 /* Compares values, not bytes: long double has padding bytes. */
 static bool
-same(enum fi_datatype dt, const void *a, const void *b, size_t n,
-     size_t *bad)
+same(enum fi_datatype dt, const void *a, const void *b, size_t n, size_t *bad)
 {
 	size_t es = dt_size(dt);
 
@@ -323,7 +400,8 @@ same(enum fi_datatype dt, const void *a, const void *b, size_t n,
 		bool eq;
 
 		if (dt == FI_LONG_DOUBLE)
-			eq = *(const long double *) x == *(const long double *) y;
+			eq = *(const long double *) x ==
+			     *(const long double *) y;
 		else if (dt == FI_LONG_DOUBLE_COMPLEX)
 			eq = *(const long double complex *) x ==
 			     *(const long double complex *) y;
@@ -385,7 +463,8 @@ static void
 check_reduce(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
 	     enum fi_datatype dt, enum fi_op op, size_t count, int root)
 {
-	size_t es = dt_size(dt), slices = coll == FI_REDUCE_SCATTER ? g->size : 1;
+	size_t es = dt_size(dt),
+	       slices = coll == FI_REDUCE_SCATTER ? g->size : 1;
 	size_t len = es * count * slices;
 	char *in = gbuf(len), *copy = gbuf(len), *out = gbuf(len),
 	     *want = gbuf(len), *tmp = gbuf(len);
@@ -408,14 +487,14 @@ check_reduce(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
 					   g->coll, dt, op, 0, &ctxv));
 		break;
 	case FI_REDUCE:
-		FTX_POST(ctx, fi_reduce(ctx->ep, in, count, NULL, out, NULL,
-					g->coll, g->members[root], dt, op, 0,
-					&ctxv));
+		FTX_POST(ctx,
+			 fi_reduce(ctx->ep, in, count, NULL, out, NULL, g->coll,
+				   g->members[root], dt, op, 0, &ctxv));
 		break;
 	default:
-		FTX_POST(ctx, fi_reduce_scatter(ctx->ep, in, count, NULL, out,
-						NULL, g->coll, dt, op, 0,
-						&ctxv));
+		FTX_POST(ctx,
+			 fi_reduce_scatter(ctx->ep, in, count, NULL, out, NULL,
+					   g->coll, dt, op, 0, &ctxv));
 		break;
 	}
 	wait_coll(ctx, &ctxv);
@@ -429,8 +508,8 @@ check_reduce(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
 		FTX_EXPECT(same(dt, out, want, count, &bad),
 			   "coll %d op %d dt %d count %zu group %d: element "
 			   "%zu differs (first bytes %02x, want %02x)",
-			   (int) coll, (int) op, (int) dt, count, g->size,
-			   bad, (unsigned char) out[bad * es],
+			   (int) coll, (int) op, (int) dt, count, g->size, bad,
+			   (unsigned char) out[bad * es],
 			   (unsigned char) want[bad * es]);
 	} else if (coll == FI_REDUCE_SCATTER) {
 		size_t bad;
@@ -464,12 +543,12 @@ check_move(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
 	   size_t bytes, int root)
 {
 	size_t n = (size_t) g->size, count = bytes;
-	size_t inlen = coll == FI_ALLTOALL || coll == FI_SCATTER ? n * bytes
-				: bytes;
+	size_t inlen =
+		coll == FI_ALLTOALL || coll == FI_SCATTER ? n * bytes : bytes;
 	size_t outlen = coll == FI_ALLGATHER || coll == FI_ALLTOALL ||
-				 coll == FI_GATHER
-			? n * bytes
-			: bytes;
+					coll == FI_GATHER ?
+				n * bytes :
+				bytes;
 	char *in = gbuf(inlen), *copy = gbuf(inlen), *out = gbuf(outlen);
 	uint64_t salt = ++salt_seq;
 	bool root_side = g->rank == root;
@@ -483,9 +562,9 @@ check_move(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
 	memset(out, 0xee, outlen);
 	switch (coll) {
 	case FI_BROADCAST:
-		FTX_POST(ctx, fi_broadcast(ctx->ep, in, count, NULL, g->coll,
-					   g->members[root], FI_UINT8, 0,
-					   &ctxv));
+		FTX_POST(ctx,
+			 fi_broadcast(ctx->ep, in, count, NULL, g->coll,
+				      g->members[root], FI_UINT8, 0, &ctxv));
 		break;
 	case FI_ALLGATHER:
 		FTX_POST(ctx, fi_allgather(ctx->ep, in, count, NULL, out, NULL,
@@ -498,8 +577,7 @@ check_move(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
 	case FI_SCATTER:
 		FTX_POST(ctx, fi_scatter(ctx->ep, root_side ? in : NULL, count,
 					 NULL, out, NULL, g->coll,
-					 g->members[root], FI_UINT8, 0,
-					 &ctxv));
+					 g->members[root], FI_UINT8, 0, &ctxv));
 		break;
 	default:
 		FTX_POST(ctx, fi_gather(ctx->ep, in, count, NULL,
@@ -534,8 +612,8 @@ check_move(struct ftx_ctx *ctx, struct group *g, enum fi_collective_op coll,
 			FTX_EXPECT(ftx_check(out + m * bytes, bytes,
 					     ftx_seed(salt, m, g->rank)) ==
 					   SIZE_MAX,
-				   "alltoall %zu B: slice from %zu wrong", bytes,
-				   m);
+				   "alltoall %zu B: slice from %zu wrong",
+				   bytes, m);
 		break;
 	default:
 		if (root_side)
@@ -557,8 +635,8 @@ supported(struct ftx_ctx *ctx, enum fi_collective_op coll, enum fi_op op,
 	struct fi_collective_attr attr = {.op = op, .datatype = dt};
 	int ret = fi_query_collective(ctx->domain, coll, &attr, 0);
 
-	FTX_EXPECT(ret == 0 || ret == -FI_EOPNOTSUPP,
-		   "fi_query_collective: %d", ret);
+	FTX_EXPECT(ret == 0 || ret == -FI_EOPNOTSUPP, "fi_query_collective: %d",
+		   ret);
 	if (!ret)
 		FTX_EXPECT(attr.datatype_attr.size == dt_size(dt) &&
 				   attr.datatype_attr.count >= BIG,
@@ -571,8 +649,7 @@ static void
 sweep_group(struct ftx_ctx *ctx, struct group *g)
 {
 	static const enum fi_collective_op movers[] = {
-		FI_BROADCAST, FI_ALLGATHER, FI_ALLTOALL, FI_SCATTER,
-		FI_GATHER};
+		FI_BROADCAST, FI_ALLGATHER, FI_ALLTOALL, FI_SCATTER, FI_GATHER};
 	static const enum fi_collective_op reducers[] = {
 		FI_ALLREDUCE, FI_REDUCE, FI_REDUCE_SCATTER};
 	int ctxv;
@@ -586,9 +663,9 @@ sweep_group(struct ftx_ctx *ctx, struct group *g)
 				enum fi_datatype dt = all_dts[d];
 				bool ok = supported(ctx, reducers[c],
 						    all_ops[o], dt);
-				bool big = full_sweep ||
-					   (all_ops[o] == FI_SUM &&
-					    dt == FI_DOUBLE);
+				bool big =
+					full_sweep || (all_ops[o] == FI_SUM &&
+						       dt == FI_DOUBLE);
 
 				if (!ok)
 					continue;
@@ -614,8 +691,8 @@ sweep_group(struct ftx_ctx *ctx, struct group *g)
 		for (size_t s = 0; s < NSMALL; s++)
 			check_move(ctx, g, movers[c], small_sizes[s],
 				   (int) (s % (size_t) g->size));
-		check_move(ctx, g, movers[c], movers[c] == FI_BROADCAST ? BIG
-					 : BIG / 16,
+		check_move(ctx, g, movers[c],
+			   movers[c] == FI_BROADCAST ? BIG : BIG / 16,
 			   g->size / 2);
 	}
 }
@@ -663,9 +740,9 @@ run_determinism(struct ftx_ctx *ctx)
 				  1000003) /
 			7.0e3;
 	for (int r = 0; r < RUNS; r++) {
-		FTX_POST(ctx, fi_allreduce(ctx->ep, in, N, NULL, out, NULL,
-					   g.coll, FI_DOUBLE, FI_SUM, 0,
-					   &ctxv));
+		FTX_POST(ctx,
+			 fi_allreduce(ctx->ep, in, N, NULL, out, NULL, g.coll,
+				      FI_DOUBLE, FI_SUM, 0, &ctxv));
 		wait_coll(ctx, &ctxv);
 		if (!r)
 			memcpy(first, out, N * sizeof(*out));
@@ -699,15 +776,15 @@ run_concurrent(struct ftx_ctx *ctx)
 	join(ctx, &odd, 1, 2, ctx->nprocs);
 	for (int k = 0; k < K; k++) {
 		v[k] = (uint64_t) (ctx->rank + 1) * (k + 1);
-		FTX_POST(ctx, fi_allreduce(ctx->ep, &v[k], 1, NULL, &r[k],
-					   NULL, all.coll, FI_UINT64, FI_SUM,
-					   0, &ctxa[k]));
+		FTX_POST(ctx, fi_allreduce(ctx->ep, &v[k], 1, NULL, &r[k], NULL,
+					   all.coll, FI_UINT64, FI_SUM, 0,
+					   &ctxa[k]));
 		left++;
 		if (odd.rank >= 0) {
-			FTX_POST(ctx, fi_allreduce(ctx->ep, &v[k], 1, NULL,
-						   &ro[k], NULL, odd.coll,
-						   FI_UINT64, FI_MAX, 0,
-						   &ctxo[k]));
+			FTX_POST(ctx,
+				 fi_allreduce(ctx->ep, &v[k], 1, NULL, &ro[k],
+					      NULL, odd.coll, FI_UINT64, FI_MAX,
+					      0, &ctxo[k]));
 			left++;
 		}
 	}
@@ -751,8 +828,8 @@ run_late_join(struct ftx_ctx *ctx)
 	wait_coll(ctx, &ctxv);
 	for (int m = 0; m < ctx->nprocs; m++)
 		want += (uint64_t) m + 1;
-	FTX_EXPECT(r == want, "sum %llu, expected %llu",
-		   (unsigned long long) r, (unsigned long long) want);
+	FTX_EXPECT(r == want, "sum %llu, expected %llu", (unsigned long long) r,
+		   (unsigned long long) want);
 	leave(&g);
 	return 0;
 }
@@ -816,27 +893,27 @@ run_bad_input(struct ftx_ctx *ctx)
 				FI_FLOAT, FI_BOR, 0, &ctxv) == -FI_EOPNOTSUPP,
 		   "FI_BOR on floats was taken");
 	FTX_EXPECT(fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
-				FI_UINT64, FI_CSWAP, 0, &ctxv) ==
-			   -FI_EOPNOTSUPP,
+				FI_UINT64, FI_CSWAP, 0,
+				&ctxv) == -FI_EOPNOTSUPP,
 		   "FI_CSWAP was taken as a reduction");
 	FTX_EXPECT(fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
-				(enum fi_datatype) 999, FI_SUM, 0, &ctxv) ==
-			   -FI_EOPNOTSUPP,
+				(enum fi_datatype) 999, FI_SUM, 0,
+				&ctxv) == -FI_EOPNOTSUPP,
 		   "datatype 999 was taken");
 	/* beyond the query's limit, NULL buffers, a root not a member */
 	FTX_EXPECT(fi_allreduce(ctx->ep, &v, SIZE_MAX / 2, NULL, &r, NULL,
-				g.coll, FI_UINT64, FI_SUM, 0, &ctxv) ==
-			   -FI_EINVAL,
+				g.coll, FI_UINT64, FI_SUM, 0,
+				&ctxv) == -FI_EINVAL,
 		   "a count beyond the limit was taken");
 	FTX_EXPECT(fi_allreduce(ctx->ep, NULL, 1, NULL, &r, NULL, g.coll,
 				FI_UINT64, FI_SUM, 0, &ctxv) == -FI_EINVAL,
 		   "a NULL buffer was taken");
-	FTX_EXPECT(fi_broadcast(ctx->ep, &v, 1, NULL, g.coll, 777, FI_UINT64,
-				0, &ctxv) == -FI_EINVAL,
+	FTX_EXPECT(fi_broadcast(ctx->ep, &v, 1, NULL, g.coll, 777, FI_UINT64, 0,
+				&ctxv) == -FI_EINVAL,
 		   "a root outside the group was taken");
 	FTX_EXPECT(fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
-				FI_UINT64, FI_SUM, FI_INJECT, &ctxv) ==
-			   -FI_EINVAL,
+				FI_UINT64, FI_SUM, FI_INJECT,
+				&ctxv) == -FI_EINVAL,
 		   "FI_INJECT was taken");
 	/* the group still works */
 	FTX_POST(ctx, fi_allreduce(ctx->ep, &v, 1, NULL, &r, NULL, g.coll,
@@ -897,7 +974,8 @@ run_member_death(struct ftx_ctx *ctx)
 /* ------------------------------------------------------------------ */
 /* Seed 002's descriptors (fi_tnbc_coll(3))                             */
 
-static struct fi_tnbc_ops_coll *desc_ops(struct ftx_ctx *ctx)
+static struct fi_tnbc_ops_coll *
+desc_ops(struct ftx_ctx *ctx)
 {
 	struct fi_tnbc_ops_coll *ops = NULL;
 
@@ -919,8 +997,8 @@ struct desc_run {
  * the result). */
 static int
 desc_allreduce(struct ftx_ctx *ctx, struct fi_tnbc_ops_coll *ops,
-	       struct fid_cntr *done, const struct desc_run *run,
-	       uint64_t tag, const void *mine, void *result, uint32_t *errvec)
+	       struct fid_cntr *done, const struct desc_run *run, uint64_t tag,
+	       const void *mine, void *result, uint32_t *errvec)
 {
 	int n = ctx->nprocs, me = ctx->rank, k = 3, nch = 0;
 	fi_addr_t kids[8];
@@ -938,8 +1016,8 @@ desc_allreduce(struct ftx_ctx *ctx, struct fi_tnbc_ops_coll *ops,
 	r.degree = (uint32_t) k;
 	r.children = (uint32_t) nch;
 	r.op = run->op;
-	r.width = run->bad_rank == me ? (uint8_t) (run->width % 6 + 1)
-				      : run->width;
+	r.width = run->bad_rank == me ? (uint8_t) (run->width % 6 + 1) :
+					run->width;
 	r.count = run->count;
 	r.cpcnt = (uint64_t) nch;
 	r.dest = me ? ctx->addrs[(me - 1) / k] : FI_ADDR_NOTAVAIL;
@@ -1018,8 +1096,8 @@ run_descriptors(struct ftx_ctx *ctx)
 	}
 	/* maxloc/minloc of doubles with ties: the smaller location wins */
 	for (int mx = 0; mx < 2; mx++) {
-		struct desc_run run = {.op = mx ? FI_TNBC_RED_MAXLOC
-						: FI_TNBC_RED_MINLOC,
+		struct desc_run run = {.op = mx ? FI_TNBC_RED_MAXLOC :
+						  FI_TNBC_RED_MINLOC,
 				       .width = FI_TNBC_RED_DOUBLE,
 				       .count = 3,
 				       .bad_rank = -1};
@@ -1028,8 +1106,9 @@ run_descriptors(struct ftx_ctx *ctx)
 
 		for (int i = 0; i < 3; i++) {
 			double v = i == 0 ? 7.0 /* a tie everywhere */
-				   : i == 1 ? (double) (ctx->rank % 3)
-					    : (double) ctx->rank;
+				   :
+				   i == 1 ? (double) (ctx->rank % 3) :
+					    (double) ctx->rank;
 			memcpy(&mine[i].value, &v, sizeof(v));
 			mine[i].loc = 100 + ctx->rank;
 		}

@@ -44,11 +44,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SIZES  32
-#define MAX_REPS   1000000
-#define MAX_BYTES  (1ull << 30)
-#define START_NS   200000ull /* start offset: T = rank 0's clock + this */
-#define LARGE	   65536     /* from here a tenth of -i, at least 20 */
+#define MAX_SIZES 32
+#define MAX_REPS  1000000
+#define MAX_BYTES (1ull << 30)
+#define START_NS  200000ull /* start offset: T = rank 0's clock + this */
+#define LARGE	  65536 /* from here a tenth of -i, at least 20 */
 
 static size_t sizes[MAX_SIZES] = {8, 16, 32, 48, 4096, 1048576};
 static int nsizes = 6;
@@ -109,17 +109,16 @@ static int parse_sizes(const char *arg, size_t *out, int max)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: mpirun -np N bench_coll [options]\n"
-		"MPI_Allreduce completion time (seed 002's metric): from a "
-		"common start time\nuntil the last rank has the result; "
-		"CSV label,nprocs,bytes,median_us,min_us\n\n"
-		"  -s LIST   sizes in bytes, suffix k or m allowed (default "
-		"8,16,32,48,4096,1048576)\n"
-		"  -i N      repetitions per size (default 200; from 64 KiB "
-		"a tenth, at least 20)\n"
-		"  -w N      warm-up repetitions per size (default 20)\n"
-		"  -l LABEL  first field of the CSV lines (default mpi)\n");
+	fprintf(f, "usage: mpirun -np N bench_coll [options]\n"
+		   "MPI_Allreduce completion time (seed 002's metric): from a "
+		   "common start time\nuntil the last rank has the result; "
+		   "CSV label,nprocs,bytes,median_us,min_us\n\n"
+		   "  -s LIST   sizes in bytes, suffix k or m allowed (default "
+		   "8,16,32,48,4096,1048576)\n"
+		   "  -i N      repetitions per size (default 200; from 64 KiB "
+		   "a tenth, at least 20)\n"
+		   "  -w N      warm-up repetitions per size (default 20)\n"
+		   "  -l LABEL  first field of the CSV lines (default mpi)\n");
 }
 
 static bool parse_args(int argc, char **argv)
@@ -203,8 +202,8 @@ static bool one_host(void)
  * completion time (last done_i - T) and how late the latest rank saw T
  * (0: everyone was waiting for it); other ranks get zeros.
  */
-static void one_rep(const double *in, double *out, int count,
-		    uint64_t *time_ns, uint64_t *late_ns)
+static void one_rep(const double *in, double *out, int count, uint64_t *time_ns,
+		    uint64_t *late_ns)
 {
 	uint64_t t = 0, now, mine[2], all[2] = {0, 0};
 
@@ -283,9 +282,9 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		printf("label,nprocs,bytes,median_us,min_us\n");
 	for (k = 0; k < nsizes; k++) {
-		count = sizes[k] / sizeof(double) ? (int)(sizes[k] /
-							  sizeof(double))
-						  : 1;
+		count = sizes[k] / sizeof(double)
+				? (int)(sizes[k] / sizeof(double))
+				: 1;
 		n = sizes[k] >= LARGE ? (reps / 10 > 20 ? reps / 10 : 20)
 				      : reps;
 		nlate = 0;

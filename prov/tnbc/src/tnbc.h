@@ -397,6 +397,9 @@ struct tnbc_cntr {
 	size_t heap_cap;
 	atomic_size_t heap_len;
 	uint64_t trig_seq; /* submission order, under lock */
+	/* the first few: a schedule's counters hold a handful of requests
+	 * for a few microseconds, a malloc and a free each time */
+	struct tnbc_trig *heap_inline[8];
 };
 
 struct tnbc_cntr_user {
@@ -712,6 +715,7 @@ struct tnbc_ep {
 	struct tnbc_xfer *xfer_free;
 	unsigned xfer_nfree;
 	uint64_t peer_check_ns; /* last liveness check of waiting peers */
+	unsigned peer_check_polls;
 	struct tnbc_av_memo src_memo; /* sources of arrivals */
 	/* Queued sends or answers, reads put off to the end of a poll
 	 * pass, or operations waiting on a peer: set

@@ -200,7 +200,8 @@ void tnbc_cntr_fini(struct tnbc_cntr *cntr)
 	 * ran drops its own once it returns */
 	while (atomic_load(&cntr->ref) || atomic_load(&cntr->changing))
 		sched_yield();
-	free(cntr->heap);
+	if (cntr->heap != cntr->heap_inline)
+		free(cntr->heap);
 	pthread_mutex_destroy(&cntr->lock);
 	atomic_fetch_sub(&cntr->domain->ref, 1);
 }

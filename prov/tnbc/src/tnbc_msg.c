@@ -1006,6 +1006,10 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 	if (!ep->rndv.used && !ep->rma_ids.used &&
 	    tnbc_list_empty(&ep->stream_rx) && tnbc_list_empty(&ep->rx_coll))
 		return;
+	/* the clock only every few polls: an application waiting for a
+	 * collective polls here millions of times a second */
+	if (++ep->peer_check_polls & 63)
+		return;
 	now = tnbc_now_ns();
 	if (now - ep->peer_check_ns < TNBC_PEER_CHECK_NS)
 		return;

@@ -287,12 +287,22 @@ static int tnbc_heap_push(struct tnbc_cntr *c, struct tnbc_trig *t)
 	size_t len = atomic_load_explicit(&c->heap_len, memory_order_relaxed);
 	size_t steps;
 
+	if (!c->heap_cap) {
+		c->heap = c->heap_inline;
+		c->heap_cap =
+			sizeof(c->heap_inline) / sizeof(c->heap_inline[0]);
+	}
 	if (len == c->heap_cap) {
-		size_t ncap = c->heap_cap ? c->heap_cap * 2 : 64;
-		struct tnbc_trig **nh = realloc(c->heap, ncap * sizeof(*nh));
+		size_t ncap = c->heap_cap * 2 < 64 ? 64 : c->heap_cap * 2;
+		struct tnbc_trig **nh =
+			c->heap == c->heap_inline
+				? malloc(ncap * sizeof(*nh))
+				: realloc(c->heap, ncap * sizeof(*nh));
 
 		if (!nh)
 			return -FI_ENOMEM;
+		if (c->heap == c->heap_inline)
+			memcpy(nh, c->heap_inline, sizeof(c->heap_inline));
 		c->heap = nh;
 		c->heap_cap = ncap;
 	}
