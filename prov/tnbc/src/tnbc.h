@@ -158,6 +158,7 @@ struct tnbc_env {
 	char *engine_cpus; /* hwloc list string, or NULL for automatic */
 	size_t unexp_max; /* bytes of unexpected messages one ep buffers */
 	size_t coll_degree; /* children per member in collective trees */
+	size_t coll_rsag_min; /* allreduce bytes from which: rs + ag */
 	/* trust model: same user only, or also this group's members */
 	char *shm_group_name;
 	bool shm_group;

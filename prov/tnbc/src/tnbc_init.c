@@ -23,6 +23,7 @@ struct tnbc_env tnbc_env = {
 	.unexp_pull = 256 * 1024,
 	.unexp_max = 32 * 1024 * 1024,
 	.coll_degree = 4,
+	.coll_rsag_min = 32768,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -114,6 +115,11 @@ static void tnbc_init_env(void)
 			"fi_broadcast, fi_reduce and fi_allreduce, 1 to 64 "
 			"(default: %zu)",
 			tnbc_env.coll_degree);
+	fi_param_define(
+		&tnbc_prov, "coll_rsag_min", FI_PARAM_SIZE_T,
+		"Bytes from which fi_allreduce runs as a reduce-scatter "
+		"and an allgather instead of on a tree (default: %zu)",
+		tnbc_env.coll_rsag_min);
 	fi_param_define(&tnbc_prov, "shm_group", FI_PARAM_STRING,
 			"A group (name or number) whose members' processes may "
 			"exchange messages with this one. Default: only "
@@ -155,6 +161,8 @@ static void tnbc_init_env(void)
 	tnbc_param_size("unexp_pull", &tnbc_env.unexp_pull, 0, 1u << 30);
 	tnbc_param_size("unexp_max", &tnbc_env.unexp_max, 0, (size_t)1 << 40);
 	tnbc_param_size("coll_degree", &tnbc_env.coll_degree, 1, 64);
+	tnbc_param_size("coll_rsag_min", &tnbc_env.coll_rsag_min, 0,
+			TNBC_MAX_MSG_SIZE);
 	tnbc_param_group();
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);

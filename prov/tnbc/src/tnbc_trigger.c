@@ -36,6 +36,7 @@ struct tnbc_trig {
 	struct tnbc_cntr *cntr; /* triggering counter */
 	uint64_t threshold;
 	uint64_t seq;
+	bool internal; /* built by tnbc_trig_submit */
 	size_t idx; /* position in cntr->heap */
 	enum fi_op_type op;
 	struct tnbc_ep *ep;
@@ -430,7 +431,8 @@ static void tnbc_trig_report(struct tnbc_trig *t, int err)
 {
 	const struct tnbc_trig_kind *k = tnbc_trig_kind_of(t->op);
 
-	if (t->ep) {
+	/* the provider's own steps report to their counter alone */
+	if (t->ep && !t->internal) {
 		struct tnbc_cq *cq = k->rx ? t->ep->rx_cq : t->ep->tx_cq;
 
 		if (cq)
@@ -441,7 +443,7 @@ static void tnbc_trig_report(struct tnbc_trig *t, int err)
 		tnbc_cntr_inc_err(t->x.comp_cntr);
 	/* an FI_TRIGGER operation completes like any other: its endpoint
 	 * counter counts the error too (deferred work leaves it alone) */
-	if (t->ep && !t->work) {
+	if (t->ep && !t->work && !t->internal) {
 		struct tnbc_cntr *c = tnbc_trig_ep_cntr(t);
 
 		if (c)
@@ -696,6 +698,7 @@ int tnbc_trig_submit(struct tnbc_domain *dom, const struct tnbc_trig_req *r)
 	if (!t)
 		return -FI_ENOMEM;
 	t->op = (enum fi_op_type)r->op;
+	t->internal = true;
 	t->cntr = r->cntr;
 	t->threshold = r->threshold;
 	t->ep = r->ep;

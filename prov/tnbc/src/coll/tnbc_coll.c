@@ -347,10 +347,13 @@ static ssize_t tnbc_coll_post(struct fid_ep *fid, struct tnbc_coll_op *op,
 			return -FI_EINVAL;
 	}
 	switch (op->coll) {
+	case FI_ALLREDUCE:
+		if (mc->size > 1 && es * op->count >= tnbc_env.coll_rsag_min)
+			return tnbc_alg_rsag(mc, op);
+		return tnbc_alg_tree(mc, op);
 	case FI_BARRIER:
 	case FI_BROADCAST:
 	case FI_REDUCE:
-	case FI_ALLREDUCE:
 		return tnbc_alg_tree(mc, op);
 	default:
 		return tnbc_alg_direct(mc, op);

@@ -121,6 +121,7 @@ struct tnbc_coll_op {
 
 int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 
 /* The branch degree of trees (FI_TNBC_COLL_DEGREE). */
 int tnbc_coll_degree(void);
