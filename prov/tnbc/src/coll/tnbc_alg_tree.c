@@ -41,7 +41,8 @@ int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	struct tnbc_tree t;
 	int me, parent, nch, i, ret;
 	uint64_t d, nterm;
-	char *acc, *slots;
+	char *acc, *slots, *down_buf;
+	bool relay; /* the result comes down into scratch, then acc */
 
 	ret = tnbc_tree_init(&t, mc->size, op->root, tnbc_coll_degree());
 	if (ret)
@@ -49,11 +50,14 @@ int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	me = mc->rank; /* the tree maths counts from the root itself */
 	parent = tnbc_tree_parent(&t, me);
 	nch = up || down ? tnbc_tree_nchildren(&t, me) : 0;
-	/* a reduce's non-root members fold into scratch after the slots */
+	relay = up && down && parent >= 0 && len;
+	/* a reduce's non-root members fold into scratch after the slots;
+	 * an allreduce's receive the result there */
 	ret = tnbc_sched_new(
 		mc,
 		(up ? (size_t)nch * len : 0) +
-			(op->coll == FI_REDUCE && parent >= 0 ? len : 0),
+			((op->coll == FI_REDUCE || relay) && parent >= 0 ? len
+									 : 0),
 		op->context, &s);
 	if (ret)
 		return ret;
@@ -65,6 +69,7 @@ int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		acc = slots + (size_t)nch * len;
 	else
 		acc = op->result;
+	down_buf = relay ? slots + (size_t)nch * len : acc;
 
 	if (up) {
 		if (len && acc != op->buf)
@@ -92,17 +97,24 @@ int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	d = up ? 1 : 0;
 	if (!ret && down && parent >= 0) {
 		ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C2,
-				      parent, TNBC_TREE_STEP_DOWN, acc, len);
+				      parent, TNBC_TREE_STEP_DOWN, down_buf,
+				      len);
 		d++;
 	}
 	for (i = 0; !ret && down && i < nch; i++)
 		ret = tnbc_sched_send(s, d ? TNBC_SCHED_C2 : TNBC_SCHED_ARM,
 				      d ? d : 1, TNBC_SCHED_C3,
 				      tnbc_tree_child(&t, me, i),
-				      TNBC_TREE_STEP_DOWN, acc, len);
+				      TNBC_TREE_STEP_DOWN, down_buf, len);
+	/* the mark that the result is here; an allreduce's non-root member
+	 * copies it from scratch, so that the result never lands in the
+	 * buffer its own send up may still be reading (the two are ordered
+	 * only through the parent, another process) */
 	if (!ret)
 		ret = tnbc_sched_copy(s, d ? TNBC_SCHED_C2 : TNBC_SCHED_ARM,
-				      d ? d : 1, TNBC_SCHED_C3, NULL, NULL, 0);
+				      d ? d : 1, TNBC_SCHED_C3,
+				      relay ? acc : NULL,
+				      relay ? down_buf : NULL, relay ? len : 0);
 	nterm = 1 + (up && parent >= 0 ? 1 : 0) + (down ? (uint64_t)nch : 0);
 	if (!ret)
 		ret = tnbc_sched_start(s, TNBC_SCHED_C3, nterm);
