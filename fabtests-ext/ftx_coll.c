@@ -180,7 +180,40 @@ static const enum fi_op all_ops[] = {FI_MIN,  FI_MAX,  FI_SUM, FI_PROD,
 				     FI_LXOR, FI_BXOR};
 #define NOPS (sizeof(all_ops) / sizeof(all_ops[0]))
 
-#define REF_INT(T)                                                             \
+/* The ops of every real type; the integers add the bitwise ones. */
+#define REF_REAL_OPS(T)               \
+	case FI_MIN:                  \
+		d[i] = b < a ? b : a; \
+		break;                \
+	case FI_MAX:                  \
+		d[i] = b > a ? b : a; \
+		break;                \
+	case FI_SUM:                  \
+		d[i] = (T) (a + b);   \
+		break;                \
+	case FI_PROD:                 \
+		d[i] = (T) (a * b);   \
+		break;                \
+	case FI_LOR:                  \
+		d[i] = a || b;        \
+		break;                \
+	case FI_LAND:                 \
+		d[i] = a && b;        \
+		break;                \
+	case FI_LXOR:                 \
+		d[i] = !a != !b;      \
+		break;
+#define REF_BIT_OPS           \
+	case FI_BOR:          \
+		d[i] = a | b; \
+		break;        \
+	case FI_BAND:         \
+		d[i] = a & b; \
+		break;        \
+	case FI_BXOR:         \
+		d[i] = a ^ b; \
+		break;
+#define REF_FN(T, EXTRA)                                                       \
 	static void ref_##T(enum fi_op op, void *dv, const void *sv, size_t n) \
 	{                                                                      \
 		T *d = dv;                                                     \
@@ -188,75 +221,15 @@ static const enum fi_op all_ops[] = {FI_MIN,  FI_MAX,  FI_SUM, FI_PROD,
 		for (size_t i = 0; i < n; i++) {                               \
 			T a = d[i], b = s[i];                                  \
 			switch (op) {                                          \
-			case FI_MIN:                                           \
-				d[i] = b < a ? b : a;                          \
-				break;                                         \
-			case FI_MAX:                                           \
-				d[i] = b > a ? b : a;                          \
-				break;                                         \
-			case FI_SUM:                                           \
-				d[i] = (T) (a + b);                            \
-				break;                                         \
-			case FI_PROD:                                          \
-				d[i] = (T) (a * b);                            \
-				break;                                         \
-			case FI_LOR:                                           \
-				d[i] = a || b;                                 \
-				break;                                         \
-			case FI_LAND:                                          \
-				d[i] = a && b;                                 \
-				break;                                         \
-			case FI_LXOR:                                          \
-				d[i] = !a != !b;                               \
-				break;                                         \
-			case FI_BOR:                                           \
-				d[i] = a | b;                                  \
-				break;                                         \
-			case FI_BAND:                                          \
-				d[i] = a & b;                                  \
-				break;                                         \
-			case FI_BXOR:                                          \
-				d[i] = a ^ b;                                  \
-				break;                                         \
+				REF_REAL_OPS(T)                                \
+				EXTRA                                          \
 			default:                                               \
 				abort();                                       \
 			}                                                      \
 		}                                                              \
 	}
-#define REF_REAL(T)                                                            \
-	static void ref_##T(enum fi_op op, void *dv, const void *sv, size_t n) \
-	{                                                                      \
-		T *d = dv;                                                     \
-		const T *s = sv;                                               \
-		for (size_t i = 0; i < n; i++) {                               \
-			T a = d[i], b = s[i];                                  \
-			switch (op) {                                          \
-			case FI_MIN:                                           \
-				d[i] = b < a ? b : a;                          \
-				break;                                         \
-			case FI_MAX:                                           \
-				d[i] = b > a ? b : a;                          \
-				break;                                         \
-			case FI_SUM:                                           \
-				d[i] = a + b;                                  \
-				break;                                         \
-			case FI_PROD:                                          \
-				d[i] = a * b;                                  \
-				break;                                         \
-			case FI_LOR:                                           \
-				d[i] = a || b;                                 \
-				break;                                         \
-			case FI_LAND:                                          \
-				d[i] = a && b;                                 \
-				break;                                         \
-			case FI_LXOR:                                          \
-				d[i] = !a != !b;                               \
-				break;                                         \
-			default:                                               \
-				abort();                                       \
-			}                                                      \
-		}                                                              \
-	}
+#define REF_INT(T)  REF_FN(T, REF_BIT_OPS)
+#define REF_REAL(T) REF_FN(T, )
 #define REF_CPLX(N, T)                                                         \
 	static void ref_##N(enum fi_op op, void *dv, const void *sv, size_t n) \
 	{                                                                      \

@@ -166,24 +166,29 @@ static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 	return tnbc_trig_submit(s->ep->domain, &r);
 }
 
-int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
-		    int peer, unsigned step, const void *buf, size_t len)
+/* A step's message to or from a member of the schedule's group. */
+static int tnbc_sched_member(struct tnbc_sched *s, int op, int trig,
+			     uint64_t thr, int comp, int peer, unsigned step,
+			     const void *buf, size_t len)
 {
 	if (step >= (1u << TNBC_SCHED_STEP_BITS))
 		return -FI_EINVAL;
-	return tnbc_sched_msg(s, FI_OP_TSEND, trig, thr,
-			      tnbc_sched_cntr(s, comp), s->mc->members[peer],
-			      s->tag | step, buf, len);
+	return tnbc_sched_msg(s, op, trig, thr, tnbc_sched_cntr(s, comp),
+			      s->mc->members[peer], s->tag | step, buf, len);
+}
+
+int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+		    int peer, unsigned step, const void *buf, size_t len)
+{
+	return tnbc_sched_member(s, FI_OP_TSEND, trig, thr, comp, peer, step,
+				 buf, len);
 }
 
 int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, void *buf, size_t len)
 {
-	if (step >= (1u << TNBC_SCHED_STEP_BITS))
-		return -FI_EINVAL;
-	return tnbc_sched_msg(s, FI_OP_TRECV, trig, thr,
-			      tnbc_sched_cntr(s, comp), s->mc->members[peer],
-			      s->tag | step, buf, len);
+	return tnbc_sched_member(s, FI_OP_TRECV, trig, thr, comp, peer, step,
+				 buf, len);
 }
 
 int tnbc_sched_send_to(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
