@@ -51,7 +51,8 @@ START_TEST(attr_defaults)
 	ck_assert_uint_eq(info->caps & FI_COLLECTIVE, FI_COLLECTIVE);
 	ck_assert_uint_eq(info->tx_attr->caps & FI_COLLECTIVE, FI_COLLECTIVE);
 	ck_assert_uint_eq(
-		info->caps & (FI_MULTI_RECV | FI_MULTICAST | FI_REMOTE_COMM), 0);
+		info->caps & (FI_MULTI_RECV | FI_MULTICAST | FI_REMOTE_COMM),
+		0);
 	ck_assert_uint_eq(info->tx_attr->rma_iov_limit, TNBC_IOV_LIMIT);
 	ck_assert_uint_eq(info->tx_attr->inject_size, slot_payload());
 	ck_assert_uint_eq(info->tx_attr->inject_size,
