@@ -884,7 +884,7 @@ void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
 /* msg protocol, ep lock held */
 int tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload);
 int tnbc_tx_queue_progress(struct tnbc_ep *ep);
-void tnbc_ep_check_peers(struct tnbc_ep *ep);
+void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
 /* A zeroed transfer, and one given back; ep->lock held. */
 struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep);

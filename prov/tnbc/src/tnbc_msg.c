@@ -997,7 +997,7 @@ static bool tnbc_peer_alive_memo(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 	return m->alive;
 }
 
-void tnbc_ep_check_peers(struct tnbc_ep *ep)
+void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine)
 {
 	struct tnbc_alive_memo memo = {0};
 	struct tnbc_list *it, *tmp;
@@ -1006,9 +1006,10 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep)
 	if (!ep->rndv.used && !ep->rma_ids.used &&
 	    tnbc_list_empty(&ep->stream_rx) && tnbc_list_empty(&ep->rx_coll))
 		return;
-	/* the clock only every few polls: an application waiting for a
-	 * collective polls here millions of times a second */
-	if (++ep->peer_check_polls & 63)
+	/* the clock only every few of an application's polls: one waiting
+	 * for a collective polls here millions of times a second (the
+	 * engine comes by when it wakes, and always looks) */
+	if (!engine && (++ep->peer_check_polls & 63))
 		return;
 	now = tnbc_now_ns();
 	if (now - ep->peer_check_ns < TNBC_PEER_CHECK_NS)

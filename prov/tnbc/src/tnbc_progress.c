@@ -95,7 +95,7 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	if (!tnbc_list_empty(&ep->ctrl_queue) ||
 	    !tnbc_list_empty(&ep->tx_queue))
 		n += tnbc_tx_queue_progress(ep);
-	tnbc_ep_check_peers(ep);
+	tnbc_ep_check_peers(ep, engine);
 	atomic_store_explicit(&ep->work,
 			      !tnbc_list_empty(&ep->ctrl_queue) ||
 				      !tnbc_list_empty(&ep->tx_queue) ||
