@@ -34,6 +34,7 @@ static int reps = 200, warmup = 20, degree = 4;
 static const char *mode = "offload", *label;
 static bool sleepy; /* -S: wait in fi_cq_sread */
 static bool b2b; /* -B: back to back, the mean (osu_allreduce's way) */
+static unsigned compute_us; /* -c: computation between posting and waiting */
 
 static int
 opt(int c, const char *arg)
@@ -62,6 +63,9 @@ opt(int c, const char *arg)
 		return 0;
 	case 'B':
 		b2b = true;
+		return 0;
+	case 'c':
+		compute_us = (unsigned) atoi(arg);
 		return 0;
 	}
 	return -1;
@@ -111,8 +115,21 @@ join_world(struct ftx_ctx *ctx)
 	coll = fi_mc_addr(mc);
 }
 
+/* Computation: the clock read in a loop, no libfabric call. */
+static void
+compute(void)
+{
+	uint64_t end = ftx_now_ns() + (uint64_t) compute_us * 1000u;
+
+	while (ftx_now_ns() < end)
+		;
+}
+
 /* The application-driven tree: the shape of the provider's (children of
- * r are degree * r + 1 ... degree * r + degree), rooted at rank 0. */
+ * r are degree * r + 1 ... degree * r + degree), rooted at rank 0.  The
+ * receives from the children are posted before the computation (-c), as
+ * an application with non-blocking messages would; the rest needs the
+ * application back. */
 static void
 host_allreduce(struct ftx_ctx *ctx, const double *in, double *out,
 	       double *slots, size_t count, uint64_t tag)
@@ -128,6 +145,8 @@ host_allreduce(struct ftx_ctx *ctx, const double *in, double *out,
 				  NULL, ctx->addrs[c], tag, 0, &rctx[nch]));
 		nch++;
 	}
+	if (compute_us)
+		compute();
 	ftx_wait_n_ok(ctx, FTX_RX, (size_t) nch);
 	for (c = 0; c < nch; c++)
 		for (size_t i = 0; i < count; i++)
@@ -190,6 +209,8 @@ run(struct ftx_ctx *ctx)
 			 sleepy ? "-sleep" : "");
 		label = deflabel;
 	}
+	if (compute_us && b2b)
+		ftx_fail("-c and -B do not mix");
 	if (ctx->rank == 0)
 		printf("label,nprocs,bytes,median_us,min_us\n");
 	for (int s = 0; s < nsizes; s++) {
@@ -253,6 +274,8 @@ run(struct ftx_ctx *ctx)
 							   NULL, out, NULL,
 							   coll, FI_DOUBLE,
 							   FI_SUM, 0, &ctxv));
+				if (compute_us)
+					compute();
 				wait_one(ctx);
 			} else {
 				host_allreduce(
@@ -316,7 +339,7 @@ static const struct ftx_test test = {
 	.min_procs = 1,
 	.max_procs = FTX_MAX_PROCS,
 	.timeout = 600,
-	.optstr = "s:i:w:m:k:l:SB",
+	.optstr = "s:i:w:m:k:l:SBc:",
 	.opt = opt,
 	.opthelp = "  -s LIST  sizes in bytes (default 8,16,32,48,4k,1m)\n"
 		   "  -i N     repetitions per size (default 200; a tenth, "
@@ -328,7 +351,10 @@ static const struct ftx_test test = {
 		   "  -l NAME  label of the CSV lines\n"
 		   "  -S       wait in fi_cq_sread (with -C allreduce_sleep)\n"
 		   "  -B       back to back: the mean of operations in a row "
-		   "(osu_allreduce's figure), not completion time\n",
+		   "(osu_allreduce's figure), not completion time\n"
+		   "  -c USEC  compute USEC between posting and waiting, with "
+		   "no libfabric call: the completion time then shows how "
+		   "much of the operation progressed meanwhile\n",
 	.hints = hints,
 	.cases = cases,
 	.quiet = true,

@@ -25,6 +25,10 @@
 #   QUICK=1   1 round, 2 and 4 processes, -i 30 (a smoke test)
 #   OUT=DIR   output directory (default ./coll-compare-YYYYmmdd-HHMMSS)
 #   TMO=600   timeout per run, seconds;  PLOT=0  no PNG
+#   COMPUTE=USEC  every rank computes USEC (no call) between posting
+#             the operation and waiting for it (MPI_Iallreduce for MPI, the
+#             children's receives posted first for tnbc-host): the time
+#             then shows what progressed meanwhile
 # OUT holds table.txt, raw.csv (every run: round,stack,np,bytes,median_us,
 # min_us), results.csv (medians over rounds), coll_compare.png, logs/.
 # A stack that fails at a size (tcp;ofi_rxm gives wrong results above its
@@ -39,10 +43,10 @@ cmp_name=coll_compare.sh
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bld=$top/build
 case ${1:-} in
--h | --help) sed -n '4,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '4,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 -b) bld=$(cd "${2:?}" && pwd) ;;
 '') ;;
-*) sed -n '4,32p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+*) sed -n '4,36p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
 rounds=${ROUNDS:-3}
 nps=${NPS:-2 4 8 16}
@@ -62,6 +66,7 @@ for f in "$ftx" "$mpib"; do
 done
 cmp_positive_int ROUNDS "$rounds" || exit 2
 mkdir -p "$out/logs" || exit 2
+# shellcheck disable=SC2034 # read by compare_lib.sh
 tmp=$out/logs
 export FI_PROVIDER_PATH=$bld/.libs
 mpi_common=(--allow-run-as-root --oversubscribe --bind-to none
@@ -88,8 +93,10 @@ run_one() {
 	esac
 	case $2 in
 	mpi-*) cmd+=(-s "$sizes" -l "$2" "${reps[@]}") ;;
-	*) cmd+=(-n "$3" -t "$tmo" -s "$sizes" -l "$2" "${reps[@]}") ;;
+	*) cmd+=(-n "$3" -t "$tmo" -s "$sizes" -l "$2" "${reps[@]}"
+		-C allreduce) ;;
 	esac
+	[ -n "${COMPUTE:-}" ] && cmd+=(-c "$COMPUTE")
 	if ! timeout "$tmo" "${cmd[@]}" >"$log.out" 2>"$log.err"; then
 		fail=1
 		echo "# $2 -np $3 round $1 failed: $(grep -m1 -e FAIL -e rror \

@@ -31,7 +31,7 @@
  * then that repetition measured the late start too), e.g. on an
  * oversubscribed host.
  *
- * usage: mpirun -np N bench_coll [-s LIST] [-i N] [-w N] [-l LABEL]
+ * usage: mpirun -np N bench_coll [-s LIST] [-i N] [-w N] [-l LABEL] [-c USEC]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -53,6 +53,8 @@
 static size_t sizes[MAX_SIZES] = {8, 16, 32, 48, 4096, 1048576};
 static int nsizes = 6;
 static int reps = 200, warmup = 20;
+/* -c: computation between MPI_Iallreduce and MPI_Wait, microseconds */
+static long compute_us;
 static const char *label = "mpi";
 static bool help;
 
@@ -118,7 +120,9 @@ static void usage(FILE *f)
 		   "  -i N      repetitions per size (default 200; from 64 KiB "
 		   "a tenth, at least 20)\n"
 		   "  -w N      warm-up repetitions per size (default 20)\n"
-		   "  -l LABEL  first field of the CSV lines (default mpi)\n");
+		   "  -l LABEL  first field of the CSV lines (default mpi)\n"
+		   "  -c USEC   MPI_Iallreduce, USEC of computation with no "
+		   "MPI call, MPI_Wait\n");
 }
 
 static bool parse_args(int argc, char **argv)
@@ -127,7 +131,7 @@ static bool parse_args(int argc, char **argv)
 	long v;
 	int c;
 
-	while ((c = getopt(argc, argv, "s:i:w:l:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:i:w:l:c:h")) != -1) {
 		switch (c) {
 		case 's':
 			nsizes = parse_sizes(optarg, sizes, MAX_SIZES);
@@ -145,6 +149,11 @@ static bool parse_args(int argc, char **argv)
 			if (*end || v < 0 || v > MAX_REPS)
 				return false;
 			warmup = (int)v;
+			break;
+		case 'c':
+			compute_us = strtol(optarg, &end, 10);
+			if (*end || compute_us < 0 || compute_us > 10000000)
+				return false;
 			break;
 		case 'l':
 			/* it is a CSV field */
@@ -215,7 +224,21 @@ static void one_rep(const double *in, double *out, int count, uint64_t *time_ns,
 	mine[1] = now > t ? now - t : 0;
 	while (now < t)
 		now = now_ns();
-	MPI_Allreduce(in, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+	if (compute_us) {
+		/* what an application overlapping its computation does;
+		 * the computation makes no MPI call */
+		MPI_Request req;
+		uint64_t end = now_ns() + (uint64_t)compute_us * 1000u;
+
+		MPI_Iallreduce(in, out, count, MPI_DOUBLE, MPI_SUM,
+			       MPI_COMM_WORLD, &req);
+		while (now_ns() < end)
+			;
+		MPI_Wait(&req, MPI_STATUS_IGNORE);
+	} else {
+		MPI_Allreduce(in, out, count, MPI_DOUBLE, MPI_SUM,
+			      MPI_COMM_WORLD);
+	}
 	mine[0] = now_ns();
 	MPI_Reduce(mine, all, 2, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
 	*time_ns = all[0] > t ? all[0] - t : 0;
