@@ -86,7 +86,7 @@ run_one() {
 	rxm-offload) cmd=(env -u FI_PROVIDER_PATH "$ftx" -p 'tcp;ofi_rxm'
 		-m offload) ;;
 	mpi-vader) cmd=(mpirun "${mpi_common[@]}" --mca pml ob1
-		--mca btl self,vader -np "$3" "$mpib") ;;
+		--mca btl 'self,vader' -np "$3" "$mpib") ;;
 	mpi-ucx) cmd=(mpirun "${mpi_common[@]}" --mca pml ucx
 		--mca pml_ucx_tls any --mca pml_ucx_devices any -np "$3"
 		"$mpib") ;;
