@@ -336,6 +336,7 @@ int main(void)
 	srunner_add_suite(sr, tu_rma_suite());
 	srunner_add_suite(sr, tu_trigger_suite());
 	srunner_add_suite(sr, tu_tree_suite());
+	srunner_add_suite(sr, tu_desc_suite());
 	srunner_add_suite(sr, tu_hostile_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -55,6 +55,7 @@ Suite *tu_proto_suite(void);
 Suite *tu_rma_suite(void);
 Suite *tu_trigger_suite(void);
 Suite *tu_tree_suite(void);
+Suite *tu_desc_suite(void);
 Suite *tu_hostile_suite(void);
 
 /* fi_prov_ini() once per process: defines the FI_TNBC_* parameters.

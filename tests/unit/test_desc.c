@@ -1,0 +1,287 @@
+/*
+ * Seed 002's descriptors (coll/tnbc_desc.c) in one process: what a post
+ * refuses, and what a fold does with value/location ties and with a child
+ * that disagrees.  Endpoints of one domain stand for the members.
+ */
+#include "tnbc_unit.h"
+
+#include <rdma/fi_ext_tnbc.h>
+
+static struct fi_tnbc_ops_coll *desc_ops(struct tu_world *w)
+{
+	struct fi_tnbc_ops_coll *ops = NULL;
+
+	ck_assert_int_eq(fi_open_ops(&w->ep[0].ep->fid, FI_TNBC_COLL_OPS_1, 0,
+				     (void **)&ops, NULL),
+			 0);
+	ck_assert_uint_eq(ops->size, sizeof(*ops));
+	return ops;
+}
+
+/* A valid root descriptor of one double, 0 children. */
+static struct fi_tnbc_red_desc good_root(double *result)
+{
+	struct fi_tnbc_red_desc r = {
+		.size = sizeof(r),
+		.flags = FI_TNBC_RED_CP,
+		.tag = 1,
+		.degree = 2,
+		.op = FI_TNBC_RED_SUM,
+		.width = FI_TNBC_RED_DOUBLE,
+		.count = 1,
+		.dest = FI_ADDR_NOTAVAIL,
+		.result = result,
+	};
+
+	return r;
+}
+
+enum {
+	BAD_SIZE,
+	BAD_FLAGS,
+	BAD_TAG,
+	BAD_DEGREE0,
+	BAD_DEGREE65,
+	BAD_CHILDREN,
+	BAD_OP,
+	BAD_WIDTH,
+	BAD_BITWISE_FLOAT,
+	BAD_LOGICAL_DOUBLE,
+	BAD_COUNT0,
+	BAD_57B,
+	BAD_LOC_64BIT_4,
+	BAD_CPCNT,
+	BAD_NO_RESULT,
+	BAD_DEST,
+	BAD_MAX
+};
+
+/* Each bad field alone is refused; the good descriptor is taken. */
+START_TEST(desc_reduce_refused)
+{
+	struct tu_world w;
+	struct fi_tnbc_ops_coll *ops;
+	struct fi_tnbc_red_desc r;
+	double result = 0;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fid_cntr *done;
+
+	tu_world_open(&w, 1, NULL);
+	ops = desc_ops(&w);
+	ck_assert_int_eq(ops->reduce(w.ep[0].ep, NULL), -FI_EINVAL);
+	r = good_root(&result);
+	switch (_i) {
+	case BAD_SIZE:
+		r.size = sizeof(r) - 1;
+		break;
+	case BAD_FLAGS:
+		r.flags |= 1ULL << 5;
+		break;
+	case BAD_TAG:
+		r.tag = 1ULL << 62;
+		break;
+	case BAD_DEGREE0:
+		r.degree = 0;
+		break;
+	case BAD_DEGREE65:
+		r.degree = 65;
+		break;
+	case BAD_CHILDREN:
+		r.children = 3;
+		r.cpcnt = 3;
+		break;
+	case BAD_OP:
+		r.op = FI_TNBC_RED_BXOR + 1;
+		break;
+	case BAD_WIDTH:
+		r.width = FI_TNBC_RED_DOUBLE + 1;
+		break;
+	case BAD_BITWISE_FLOAT:
+		r.op = FI_TNBC_RED_BAND;
+		r.width = FI_TNBC_RED_FLOAT;
+		break;
+	case BAD_LOGICAL_DOUBLE:
+		r.op = FI_TNBC_RED_LOR;
+		break;
+	case BAD_COUNT0:
+		r.count = 0;
+		break;
+	case BAD_57B:
+		r.count = 7; /* 56 B of doubles */
+		break;
+	case BAD_LOC_64BIT_4:
+		r.op = FI_TNBC_RED_MAXLOC;
+		r.count = 4; /* 4 pairs of 16 B */
+		break;
+	case BAD_CPCNT:
+		r.cpcnt = 1; /* no cp_cntr: must equal children (0) */
+		break;
+	case BAD_NO_RESULT:
+		r.result = NULL;
+		break;
+	case BAD_DEST:
+		r.dest = 12345;
+		break;
+	}
+	ck_assert_int_eq(ops->reduce(w.ep[0].ep, &r), -FI_EINVAL);
+	/* the good one completes at once: a root with no children */
+	r = good_root(&result);
+	memcpy(r.data, &(double){2.5}, sizeof(double));
+	ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &done, NULL), 0);
+	r.comp_cntr = done;
+	ck_assert_int_eq(ops->reduce(w.ep[0].ep, &r), 0);
+	ck_assert(tu_cntr_reach(done, 1, 5000));
+	ck_assert(result == 2.5);
+	ck_assert_int_eq(fi_close(&done->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
+/* Root 0 with children 1 and 2 (degree 2); member i contributes with
+ * order i.  Waits for the root's completion counter. */
+static void run_tree(struct tu_world *w, struct fi_tnbc_ops_coll *ops,
+		     struct fi_tnbc_red_desc *d, void *result, uint32_t *ev,
+		     struct fid_cntr *done)
+{
+	for (int i = 2; i >= 0; i--) {
+		d[i].size = sizeof(d[i]);
+		d[i].flags |= FI_TNBC_RED_CP;
+		d[i].tag = 7;
+		d[i].order = (uint32_t)i;
+		d[i].children = i ? 0 : 2;
+		d[i].cpcnt = d[i].children;
+		d[i].dest = i ? w->addr[0] : FI_ADDR_NOTAVAIL;
+		d[i].result = i ? NULL : result;
+		d[i].errvec_out = i ? NULL : ev;
+		d[i].comp_cntr = i ? NULL : done;
+		ck_assert_int_eq(ops->reduce(w->ep[i].ep, &d[i]), 0);
+	}
+	ck_assert(tu_cntr_reach(done, 1, 5000) || fi_cntr_readerr(done) == 1);
+}
+
+/* Ties go to the smaller location, whatever the arrival order. */
+START_TEST(desc_maxloc_ties)
+{
+	struct tu_world w;
+	struct fi_tnbc_ops_coll *ops;
+	struct fi_tnbc_red_desc d[3] = {0};
+	struct fi_tnbc_loc32 res[6] = {0};
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fid_cntr *done;
+	uint32_t ev = 1;
+	/* pair 0: all tie at 5; pair 1: 1 and 2 tie above 0 */
+	const int32_t val[3][2] = {{5, 1}, {5, 9}, {5, 9}};
+
+	tu_world_open(&w, 3, NULL);
+	ops = desc_ops(&w);
+	ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &done, NULL), 0);
+	for (int i = 0; i < 3; i++) {
+		struct fi_tnbc_loc32 p[2];
+
+		d[i].degree = 2;
+		d[i].op = FI_TNBC_RED_MAXLOC;
+		d[i].width = FI_TNBC_RED_INT32;
+		d[i].count = 2;
+		for (int k = 0; k < 2; k++) {
+			memcpy(&p[k].value, &val[i][k], sizeof(int32_t));
+			p[k].loc = 30 - 10 * i; /* member 2 has the smallest */
+		}
+		memcpy(d[i].data, p, sizeof(p));
+	}
+	run_tree(&w, ops, d, res, &ev, done);
+	ck_assert_uint_eq(fi_cntr_readerr(done), 0);
+	ck_assert_uint_eq(ev, 0);
+	ck_assert_uint_eq(res[0].value, 5);
+	ck_assert_int_eq(res[0].loc, 10);
+	ck_assert_uint_eq(res[1].value, 9);
+	ck_assert_int_eq(res[1].loc, 10);
+	ck_assert_int_eq(fi_close(&done->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
+/* A child whose width (_i 0), degree (1), count (2) or CP flag (3)
+ * disagrees is not folded: the root's result is the rest, its error
+ * vector says why, and its completion is an error. */
+START_TEST(desc_child_disagrees)
+{
+	struct tu_world w;
+	struct fi_tnbc_ops_coll *ops;
+	struct fi_tnbc_red_desc d[3] = {0};
+	int64_t res[2] = {0};
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fid_cntr *done;
+	uint32_t ev = 0;
+
+	tu_world_open(&w, 3, NULL);
+	ops = desc_ops(&w);
+	ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &done, NULL), 0);
+	for (int i = 0; i < 3; i++) {
+		int64_t v[2] = {i + 1, 10 * (i + 1)};
+
+		d[i].degree = 2;
+		d[i].op = FI_TNBC_RED_SUM;
+		d[i].width = FI_TNBC_RED_INT64;
+		d[i].count = 2;
+		memcpy(d[i].data, v, sizeof(v));
+	}
+	switch (_i) {
+	case 0:
+		d[2].width = FI_TNBC_RED_UINT64;
+		break;
+	case 1:
+		d[2].degree = 3;
+		break;
+	case 2:
+		d[2].count = 1;
+		break;
+	case 3:
+		d[2].flags = 0; /* run_tree sets CP: cleared after, below */
+		break;
+	}
+	if (_i == 3) {
+		/* post member 2 by hand without CP */
+		d[2].size = sizeof(d[2]);
+		d[2].tag = 7;
+		d[2].order = 2;
+		d[2].dest = w.addr[0];
+		ck_assert_int_eq(ops->reduce(w.ep[2].ep, &d[2]), 0);
+		for (int i = 1; i >= 0; i--) {
+			d[i].size = sizeof(d[i]);
+			d[i].flags = FI_TNBC_RED_CP;
+			d[i].tag = 7;
+			d[i].order = (uint32_t)i;
+			d[i].children = i ? 0 : 2;
+			d[i].cpcnt = d[i].children;
+			d[i].dest = i ? w.addr[0] : FI_ADDR_NOTAVAIL;
+			d[i].result = i ? NULL : res;
+			d[i].errvec_out = i ? NULL : &ev;
+			d[i].comp_cntr = i ? NULL : done;
+			ck_assert_int_eq(ops->reduce(w.ep[i].ep, &d[i]), 0);
+		}
+		ck_assert(tu_cntr_reach(done, 1, 5000) ||
+			  fi_cntr_readerr(done) == 1);
+	} else {
+		run_tree(&w, ops, d, res, &ev, done);
+	}
+	ck_assert_uint_eq(fi_cntr_readerr(done), 1);
+	ck_assert_uint_eq(ev & FI_TNBC_RED_EMISMATCH, FI_TNBC_RED_EMISMATCH);
+	ck_assert_int_eq(res[0], 1 + 2);
+	ck_assert_int_eq(res[1], 10 + 20);
+	ck_assert_int_eq(fi_close(&done->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
+Suite *tu_desc_suite(void)
+{
+	Suite *s = suite_create("desc");
+	TCase *tc = tcase_create("desc");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, desc_reduce_refused, 0, BAD_MAX);
+	tcase_add_test(tc, desc_maxloc_ties);
+	tcase_add_loop_test(tc, desc_child_disagrees, 0, 4);
+	suite_add_tcase(s, tc);
+	return s;
+}
