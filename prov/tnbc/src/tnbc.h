@@ -131,6 +131,16 @@
 	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                      \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)
 #define TNBC_RX_OP_FLAGS (FI_COMPLETION)
+/* what each entry point takes, FI_TRIGGER routed before these */
+#define TNBC_RMA_FLAGS                                                         \
+	(FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE |  \
+	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_FENCE | FI_MORE |    \
+	 FI_TRIGGER | TNBC_NO_COMPLETION | TNBC_DEFERRED)
+#define TNBC_SEND_FLAGS                                                        \
+	(FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |  \
+	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE)
+#define TNBC_RECV_FLAGS	 (FI_COMPLETION | FI_MORE)
+#define TNBC_TRECV_FLAGS (TNBC_RECV_FLAGS | FI_PEEK | FI_CLAIM | FI_DISCARD)
 
 /* Internal op flags, above every FI_* op flag. */
 /* The call (fi_inject*) generates no completion. */
