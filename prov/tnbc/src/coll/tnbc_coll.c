@@ -321,7 +321,7 @@ static ssize_t tnbc_coll_post(struct fid_ep *fid, struct tnbc_coll_op *op,
 	es = op->coll == FI_BARRIER ? 0 : tnbc_alu_size(op->dt);
 	/* a whole buffer of one slice per member must be addressable */
 	n = op->coll == FI_BARRIER || op->coll == FI_BROADCAST ||
-			    tnbc_coll_reducing(op->coll)
+			    op->coll == FI_REDUCE || op->coll == FI_ALLREDUCE
 		    ? 1
 		    : (size_t)mc->size;
 	if (es && op->count > tnbc_coll_max_count(op->dt) / n)
