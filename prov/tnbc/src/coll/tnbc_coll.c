@@ -350,10 +350,15 @@ static ssize_t tnbc_coll_post(struct fid_ep *fid, struct tnbc_coll_op *op,
 	case FI_ALLREDUCE:
 		if (mc->size > 1 && es * op->count >= tnbc_env.coll_rsag_min)
 			return tnbc_alg_rsag(mc, op);
+		/* fall through */
+	case FI_REDUCE:
+		/* seed 002's descriptors where they have the op and type */
+		ret = tnbc_alg_desc(mc, op);
+		if (ret != -FI_EOPNOTSUPP)
+			return ret;
 		return tnbc_alg_tree(mc, op);
 	case FI_BARRIER:
 	case FI_BROADCAST:
-	case FI_REDUCE:
 		return tnbc_alg_tree(mc, op);
 	default:
 		return tnbc_alg_direct(mc, op);

@@ -122,6 +122,23 @@ struct tnbc_coll_op {
 int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+
+/* The descriptor engine (tnbc_desc.c), for the algorithms built on it:
+ * a reduce descriptor's state, its fold (a TNBC_TRIG_FN step: checks
+ * each child against out, folds the agreeing ones in ascending order
+ * into out, and writes result), and the descriptor op and width of a
+ * fi_op and fi_datatype (-FI_EOPNOTSUPP: none). */
+struct tnbc_desc_red {
+	struct tnbc_red_pkt out; /* own contribution, then the folded one */
+	void *result;
+	uint32_t *errvec_out;
+	uint32_t children;
+	struct tnbc_red_pkt slot[]; /* children's, in arrival order */
+};
+int tnbc_desc_red_fire(void *arg);
+int tnbc_desc_map(enum fi_op op, enum fi_datatype dt, uint8_t *rop,
+		  uint8_t *width);
 
 /* The branch degree of trees (FI_TNBC_COLL_DEGREE). */
 int tnbc_coll_degree(void);

@@ -77,6 +77,34 @@ static bool tnbc_desc_op_ok(uint8_t op, uint8_t width)
 	return op <= FI_TNBC_RED_MINLOC || !real;
 }
 
+int tnbc_desc_map(enum fi_op op, enum fi_datatype dt, uint8_t *rop,
+		  uint8_t *width)
+{
+	static const uint8_t ops[] = {
+		[FI_MIN] = FI_TNBC_RED_MIN,   [FI_MAX] = FI_TNBC_RED_MAX,
+		[FI_SUM] = FI_TNBC_RED_SUM,   [FI_LOR] = FI_TNBC_RED_LOR,
+		[FI_LAND] = FI_TNBC_RED_LAND, [FI_BOR] = FI_TNBC_RED_BOR,
+		[FI_BAND] = FI_TNBC_RED_BAND, [FI_LXOR] = FI_TNBC_RED_LXOR,
+		[FI_BXOR] = FI_TNBC_RED_BXOR,
+	};
+	static const uint8_t widths[] = {
+		[FI_INT32] = FI_TNBC_RED_INT32,
+		[FI_UINT32] = FI_TNBC_RED_UINT32,
+		[FI_INT64] = FI_TNBC_RED_INT64,
+		[FI_UINT64] = FI_TNBC_RED_UINT64,
+		[FI_FLOAT] = FI_TNBC_RED_FLOAT,
+		[FI_DOUBLE] = FI_TNBC_RED_DOUBLE,
+	};
+
+	if ((size_t)op >= sizeof(ops) || !ops[op] ||
+	    (size_t)dt >= sizeof(widths) || !widths[dt] ||
+	    !tnbc_desc_op_ok(ops[op], widths[dt]))
+		return -FI_EOPNOTSUPP;
+	*rop = ops[op];
+	*width = widths[dt];
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The ALU's *LOC pairs (the rest is tnbc_alu_apply)                    */
 
@@ -141,14 +169,6 @@ static int tnbc_desc_fold(const struct tnbc_red_pkt *h, void *dst,
 /* ------------------------------------------------------------------ */
 /* Reduce                                                               */
 
-struct tnbc_desc_red {
-	struct tnbc_red_pkt out; /* own contribution, then the folded one */
-	void *result;
-	uint32_t *errvec_out;
-	uint32_t children;
-	struct tnbc_red_pkt slot[]; /* children's, in arrival order */
-};
-
 /* Whether a child's contribution may be folded into r's. */
 static uint32_t tnbc_desc_check(const struct tnbc_red_pkt *r,
 				const struct tnbc_red_pkt *c)
@@ -163,7 +183,7 @@ static uint32_t tnbc_desc_check(const struct tnbc_red_pkt *r,
 }
 
 /* The descriptor fires: fold what agrees, in ascending order. */
-static int tnbc_desc_red_fire(void *arg)
+int tnbc_desc_red_fire(void *arg)
 {
 	struct tnbc_desc_red *d = arg;
 	const struct tnbc_red_pkt *in[TNBC_DESC_MAX_FANOUT + 1];

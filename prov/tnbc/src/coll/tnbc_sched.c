@@ -210,6 +210,10 @@ int tnbc_sched_recv_from(struct tnbc_sched *s, int trig, uint64_t thr,
 int tnbc_sched_fn(struct tnbc_sched *s, struct tnbc_cntr *trig, uint64_t thr,
 		  int comp, int (*fn)(void *arg), void *arg)
 {
+	if (!thr) { /* waits for nothing: for the arming, as the others */
+		trig = &s->c[TNBC_SCHED_ARM];
+		thr = 1;
+	}
 	struct tnbc_trig_req r = {
 		.op = TNBC_TRIG_FN,
 		.cntr = trig,
