@@ -893,40 +893,72 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	return 0;
 }
 
+/* Peers with a full queue one pass skips past; past that many it stops. */
+#define TNBC_TX_BLOCKED_MAX 8
+
 int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 {
 	const struct tnbc_xport_ops *xops = ep->domain->xops;
+	struct tnbc_xpeer *blocked[TNBC_TX_BLOCKED_MAX];
 	struct tnbc_list *it, *tmp;
-	int n = 0;
+	int n = 0, nblocked = 0;
 
 	tnbc_list_foreach_safe (&ep->ctrl_queue, it, tmp) {
 		struct tnbc_ctrl *c =
 			tnbc_container_of(it, struct tnbc_ctrl, entry);
 		struct iovec iov = {.iov_base = c->data, .iov_len = c->len};
+		int b;
 
-		if (xops->send(c->peer, &c->hdr, &iov, c->len ? 1 : 0))
-			break;
+		/* as below: a full queue holds back only its own peer */
+		for (b = 0; b < nblocked && blocked[b] != c->peer; b++)
+			;
+		if (b < nblocked)
+			continue;
+		if (xops->send(c->peer, &c->hdr, &iov, c->len ? 1 : 0)) {
+			if (nblocked == TNBC_TX_BLOCKED_MAX)
+				break;
+			blocked[nblocked++] = c->peer;
+			continue;
+		}
 		tnbc_list_remove(&c->entry);
 		free(c);
 		n++;
 	}
+	nblocked = 0; /* data may still go where only control could not */
 	tnbc_list_foreach_safe (&ep->tx_queue, it, tmp) {
 		struct tnbc_xfer *tx =
 			tnbc_container_of(it, struct tnbc_xfer, entry);
-		int ret = tnbc_tx_one(ep, tx);
+		int ret, b;
 
+		/* A full queue holds back only its own peer's later sends
+		 * (their order is kept); the others' go on, or two peers
+		 * each waiting for the other's slow receiver would never
+		 * progress. */
+		for (b = 0; b < nblocked && blocked[b] != tx->peer; b++)
+			;
+		if (b < nblocked)
+			continue;
+		ret = tnbc_tx_one(ep, tx);
 		if (ret == -FI_EAGAIN) {
 			uint64_t now = tnbc_now_ns();
+			bool stall = true;
 
 			/* A queue that stays full may belong to a dead
-			 * process: fail the send rather than wait forever. */
-			if (!tx->stall_ns) {
+			 * process: fail the send rather than wait forever
+			 * (asked again every 100 ms, a /proc read each). */
+			if (!tx->stall_ns)
 				tx->stall_ns = now;
-				break;
+			else if (now - tx->stall_ns >= 100000000u &&
+				 !xops->peer_alive(tx->peer))
+				stall = false;
+			else if (now - tx->stall_ns >= 100000000u)
+				tx->stall_ns = now;
+			if (stall) {
+				if (nblocked == TNBC_TX_BLOCKED_MAX)
+					break;
+				blocked[nblocked++] = tx->peer;
+				continue;
 			}
-			if (now - tx->stall_ns < 100000000u ||
-			    xops->peer_alive(tx->peer))
-				break;
 			ret = -FI_EHOSTUNREACH;
 		}
 		n++;
