@@ -12,6 +12,8 @@
  *               provider's tagged messages: receive the children, fold,
  *               send up, receive the result, send it down (seed 002's
  *               "software" case)
+ *   -o reduce   (offload only) fi_reduce or fi_broadcast rooted at rank 0
+ *   -o bcast    instead of fi_allreduce: the tree's halves
  *
  * Prints figures only; it never judges them.
  */
@@ -31,7 +33,7 @@
 static size_t sizes[MAX_SIZES] = {8, 16, 32, 48, 4096, 1048576};
 static int nsizes = 6;
 static int reps = 200, warmup = 20, degree = 4;
-static const char *mode = "offload", *label;
+static const char *mode = "offload", *label, *coll_op = "allreduce";
 static bool sleepy; /* -S: wait in fi_cq_sread */
 static bool b2b; /* -B: back to back, the mean (osu_allreduce's way) */
 static unsigned compute_us; /* -c: computation between posting and waiting */
@@ -67,6 +69,12 @@ opt(int c, const char *arg)
 	case 'c':
 		compute_us = (unsigned) atoi(arg);
 		return 0;
+	case 'o':
+		coll_op = arg;
+		return strcmp(arg, "allreduce") && strcmp(arg, "reduce") &&
+				       strcmp(arg, "bcast") ?
+			       -1 :
+			       0;
 	}
 	return -1;
 }
@@ -168,6 +176,36 @@ host_allreduce(struct ftx_ctx *ctx, const double *in, double *out,
 	ftx_wait_n_ok(ctx, FTX_TX, (size_t) nch);
 }
 
+/* The offloaded operation -o names. */
+static void
+post_offload(struct ftx_ctx *ctx, const double *in, double *out, size_t count,
+	     void *context)
+{
+	if (!strcmp(coll_op, "reduce"))
+		FTX_POST(ctx, fi_reduce(ctx->ep, in, count, NULL, out, NULL,
+					coll, ctx->addrs[0], FI_DOUBLE, FI_SUM,
+					0, context));
+	else if (!strcmp(coll_op, "bcast"))
+		FTX_POST(ctx,
+			 fi_broadcast(ctx->ep, out, count, NULL, coll,
+				      ctx->addrs[0], FI_DOUBLE, 0, context));
+	else
+		FTX_POST(ctx,
+			 fi_allreduce(ctx->ep, in, count, NULL, out, NULL, coll,
+				      FI_DOUBLE, FI_SUM, 0, context));
+}
+
+/* What out must hold afterwards, or -1: nothing (a reduce's leaves). */
+static double
+expected(struct ftx_ctx *ctx)
+{
+	if (!strcmp(coll_op, "bcast"))
+		return 1.0; /* rank 0's values */
+	if (!strcmp(coll_op, "reduce") && ctx->rank)
+		return -1.0;
+	return ctx->nprocs * (ctx->nprocs + 1) / 2.0;
+}
+
 /* One transmit completion: polled, or slept for (-S) so that the
  * engine has the cores. */
 static void
@@ -204,13 +242,17 @@ run(struct ftx_ctx *ctx)
 	if (offload)
 		join_world(ctx);
 	if (!label) {
-		snprintf(deflabel, sizeof(deflabel), "%s-%s%s",
+		snprintf(deflabel, sizeof(deflabel), "%s-%s%s%s%s",
 			 ctx->info->fabric_attr->prov_name, mode,
-			 sleepy ? "-sleep" : "");
+			 sleepy ? "-sleep" : "",
+			 strcmp(coll_op, "allreduce") ? "-" : "",
+			 strcmp(coll_op, "allreduce") ? coll_op : "");
 		label = deflabel;
 	}
 	if (compute_us && b2b)
 		ftx_fail("-c and -B do not mix");
+	if (!offload && strcmp(coll_op, "allreduce"))
+		ftx_fail("-m host runs allreduce only");
 	if (ctx->rank == 0)
 		printf("label,nprocs,bytes,median_us,min_us\n");
 	for (int s = 0; s < nsizes; s++) {
@@ -228,7 +270,7 @@ run(struct ftx_ctx *ctx)
 
 		FTX_EXPECT(times, "out of memory");
 		for (size_t i = 0; i < count; i++)
-			in[i] = ctx->rank + 1;
+			out[i] = in[i] = ctx->rank + 1;
 		if (b2b) {
 			/* one start, n operations in a row: the mean */
 			uint64_t t0 = 0, dt;
@@ -240,12 +282,8 @@ run(struct ftx_ctx *ctx)
 					t0 = ftx_now_ns();
 				}
 				if (offload) {
-					FTX_POST(ctx,
-						 fi_allreduce(ctx->ep, in,
-							      count, NULL, out,
-							      NULL, coll,
-							      FI_DOUBLE, FI_SUM,
-							      0, &ctxv));
+					post_offload(ctx, in, out, count,
+						     &ctxv);
 					wait_one(ctx);
 				} else {
 					host_allreduce(
@@ -270,10 +308,7 @@ run(struct ftx_ctx *ctx)
 			while (ftx_now_ns() < t0)
 				;
 			if (offload) {
-				FTX_POST(ctx, fi_allreduce(ctx->ep, in, count,
-							   NULL, out, NULL,
-							   coll, FI_DOUBLE,
-							   FI_SUM, 0, &ctxv));
+				post_offload(ctx, in, out, count, &ctxv);
 				if (compute_us)
 					compute();
 				wait_one(ctx);
@@ -292,9 +327,8 @@ run(struct ftx_ctx *ctx)
 			if (r >= 0)
 				times[r] = last - t0;
 		}
-		for (size_t i = 0; i < count; i++)
-			FTX_EXPECT(out[i] == ctx->nprocs * (ctx->nprocs + 1) /
-						     2.0,
+		for (size_t i = 0; expected(ctx) >= 0 && i < count; i++)
+			FTX_EXPECT(out[i] == expected(ctx),
 				   "%zu B: element %zu is %g", sizes[s], i,
 				   out[i]);
 		qsort(times, (size_t) n, sizeof(*times), cmp_u64);
@@ -339,7 +373,7 @@ static const struct ftx_test test = {
 	.min_procs = 1,
 	.max_procs = FTX_MAX_PROCS,
 	.timeout = 600,
-	.optstr = "s:i:w:m:k:l:SBc:",
+	.optstr = "s:i:w:m:k:l:SBc:o:",
 	.opt = opt,
 	.opthelp = "  -s LIST  sizes in bytes (default 8,16,32,48,4k,1m)\n"
 		   "  -i N     repetitions per size (default 200; a tenth, "
@@ -347,6 +381,8 @@ static const struct ftx_test test = {
 		   "  -w N     warm-up repetitions (default 20)\n"
 		   "  -m MODE  offload (fi_allreduce) or host (tree driven "
 		   "by the application)\n"
+		   "  -o OP    offload: allreduce (default), reduce or bcast "
+		   "(rooted at rank 0)\n"
 		   "  -k K     branch degree of the host tree (default 4)\n"
 		   "  -l NAME  label of the CSV lines\n"
 		   "  -S       wait in fi_cq_sread (with -C allreduce_sleep)\n"

@@ -361,7 +361,8 @@ fill(enum fi_datatype dt, enum fi_op op, void *buf, size_t n, int m,
 	}
 }
 
-/* Compares values, not bytes: long double has padding bytes. */
+/* Compares values, not bytes: long double has padding bytes, and zeros
+ * have signs. */
 static bool
 same(enum fi_datatype dt, const void *a, const void *b, size_t n, size_t *bad)
 {
@@ -378,6 +379,14 @@ same(enum fi_datatype dt, const void *a, const void *b, size_t n, size_t *bad)
 		else if (dt == FI_LONG_DOUBLE_COMPLEX)
 			eq = *(const long double complex *) x ==
 			     *(const long double complex *) y;
+		/* a complex product's zero parts take their sign from the
+		 * fold order, which the tree's shape sets: -0 == +0 */
+		else if (dt == FI_FLOAT_COMPLEX)
+			eq = *(const float complex *) x ==
+			     *(const float complex *) y;
+		else if (dt == FI_DOUBLE_COMPLEX)
+			eq = *(const double complex *) x ==
+			     *(const double complex *) y;
 		else
 			eq = !memcmp(x, y, es);
 		if (!eq) {

@@ -2,14 +2,14 @@
 # SPDX-License-Identifier: BSD-2-Clause
 #
 # A LogGP discrete-event model of tnbc's tree allreduce
-# (prov/tnbc/src/coll/tnbc_alg_tree.c) set beside seed 002 (Chang, Xiong,
+# (prov/tnbc/src/coll/tnbc_alg_desc.c) set beside seed 002 (Chang, Xiong,
 # Xu: NIC-based offload of reductions), to tell how much of the seed's
 # offload speed-up a latency/overhead model explains, and what our own
 # measured parameters predict at scales we cannot run.
 #
 # The schedule replayed is ours, not the seed's: on a k-ary tree counted
 # from the root (children of r are k*r+1 .. k*r+k), every member receives
-# all its children, folds them in child order once the last has arrived,
+# all its children, folds them in member order once the last has arrived,
 # and sends the partial result to its parent; the root's result is sent
 # down, each inner member forwarding it to its children one after
 # another.  The seed's NIC folds each child as it arrives instead; with

@@ -19,7 +19,7 @@ static int ctx[8];
 
 START_TEST(proto_wire_format)
 {
-	ck_assert_uint_eq(TNBC_PROTO_VERSION, 4);
+	ck_assert_uint_eq(TNBC_PROTO_VERSION, 5);
 	ck_assert_uint_eq(sizeof(struct tnbc_rma_req), 8);
 	ck_assert_uint_eq(sizeof(struct tnbc_hdr), 88);
 	ck_assert_uint_eq(sizeof(struct tnbc_name), 32);
@@ -45,6 +45,12 @@ START_TEST(proto_wire_format)
 	ck_assert_uint_eq(offsetof(struct tnbc_name, uid), 12);
 	ck_assert_uint_eq(offsetof(struct tnbc_name, host), 16);
 	ck_assert_uint_eq(offsetof(struct tnbc_name, nonce), 24);
+	ck_assert_uint_eq(sizeof(struct tnbc_red_hdr), 24);
+	ck_assert_uint_eq(sizeof(struct tnbc_red_pkt), 72);
+	ck_assert_uint_eq(offsetof(struct tnbc_red_hdr, op), 5);
+	ck_assert_uint_eq(offsetof(struct tnbc_red_hdr, datatype), 6);
+	ck_assert_uint_eq(offsetof(struct tnbc_red_hdr, count), 8);
+	ck_assert_uint_eq(offsetof(struct tnbc_red_hdr, errvec), 20);
 
 	ck_assert_int_eq(TNBC_PKT_EAGER, 1);
 	ck_assert_int_eq(TNBC_PKT_RTS, 2);

@@ -24,6 +24,7 @@ struct tnbc_env tnbc_env = {
 	.unexp_max = 32 * 1024 * 1024,
 	.coll_degree = 4,
 	.coll_rsag_min = 32768,
+	.coll_seg = 65536,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -120,6 +121,11 @@ static void tnbc_init_env(void)
 		"Bytes from which fi_allreduce runs as a reduce-scatter "
 		"and an allgather instead of on a tree (default: %zu)",
 		tnbc_env.coll_rsag_min);
+	fi_param_define(&tnbc_prov, "coll_seg", FI_PARAM_SIZE_T,
+			"Bytes per segment of the tree pipeline of fi_reduce, "
+			"fi_allreduce and fi_broadcast, at least 64 "
+			"(default: %zu)",
+			tnbc_env.coll_seg);
 	fi_param_define(&tnbc_prov, "shm_group", FI_PARAM_STRING,
 			"A group (name or number) whose members' processes may "
 			"exchange messages with this one. Default: only "
@@ -163,6 +169,7 @@ static void tnbc_init_env(void)
 	tnbc_param_size("coll_degree", &tnbc_env.coll_degree, 1, 64);
 	tnbc_param_size("coll_rsag_min", &tnbc_env.coll_rsag_min, 0,
 			TNBC_MAX_MSG_SIZE);
+	tnbc_param_size("coll_seg", &tnbc_env.coll_seg, 64, (size_t)1 << 30);
 	tnbc_param_group();
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);

@@ -1,6 +1,7 @@
 /*
- * tnbc wire format, version 4 (2 added RMA and atomics; 3 an unguessable
- * nonce in endpoint names; 4 the collectives' match space).
+ * tnbc wire format, version 5 (2 added RMA and atomics; 3 an unguessable
+ * nonce in endpoint names; 4 the collectives' match space; 5 reduction
+ * segments of any length).
  *
  * Every packet that crosses a transport starts with struct tnbc_hdr.  The
  * header is the same on every transport so that the protocol engine never
@@ -14,7 +15,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define TNBC_PROTO_VERSION 4
+#define TNBC_PROTO_VERSION 5
 
 /* Endpoint names are fixed-size so they can be hashed and compared as
  * bytes; 32 bytes leave room for an IPv6 address and port later. */
@@ -139,29 +140,37 @@ struct tnbc_rma_req {
 };
 
 /*
- * A reduction descriptor's contribution (fi_tnbc_coll(3)): a message of
- * the collectives' match space (TNBC_HDR_COLL), exactly this long, whose
- * tag has TNBC_DESC_TAG set (FI_COLLECTIVE groups' tags never do).
+ * A reduction contribution: a message of the collectives' match space
+ * (TNBC_HDR_COLL), a header and count values (pairs for TNBC_RED_PKT_LOC)
+ * of its datatype.  A descriptor's (fi_tnbc_coll(3)) is exactly struct
+ * tnbc_red_pkt, 48 bytes of data whatever count says, and its tag has
+ * TNBC_DESC_TAG set (FI_COLLECTIVE groups' tags never do); a segment of
+ * a group's reduction is the header and its values only.
  */
 #define TNBC_DESC_TAG	   (1ULL << 63)
 #define TNBC_RED_MAGIC	   0x7ed0c0deu
 #define TNBC_RED_PKT_CP	   (1u << 0)
+#define TNBC_RED_PKT_LOC   (1u << 1) /* value/location pairs */
 #define TNBC_RED_PKT_BYTES 48
 
-struct tnbc_red_pkt {
+struct tnbc_red_hdr {
 	uint32_t magic;
-	uint8_t flags; /* TNBC_RED_PKT_CP */
-	uint8_t op; /* enum fi_tnbc_red_op */
-	uint8_t width; /* enum fi_tnbc_red_width */
+	uint8_t flags; /* TNBC_RED_PKT_* */
+	uint8_t op; /* enum fi_op */
+	uint8_t datatype; /* enum fi_datatype */
 	uint8_t pad;
-	uint16_t count;
-	uint16_t pad2;
+	uint32_t count;
 	uint32_t degree;
 	uint32_t order;
 	uint32_t errvec;
+};
+
+struct tnbc_red_pkt {
+	struct tnbc_red_hdr h;
 	uint8_t data[TNBC_RED_PKT_BYTES];
 };
 
+_Static_assert(sizeof(struct tnbc_red_hdr) == 24, "contribution header");
 _Static_assert(sizeof(struct tnbc_red_pkt) == 72, "contribution size");
 
 #endif /* TNBC_PROTO_H */

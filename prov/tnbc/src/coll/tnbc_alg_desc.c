@@ -1,20 +1,35 @@
 /*
- * Allreduce and reduce of at most 48 bytes built from seed 002's
- * descriptors: every member's contribution travels as a descriptor
- * packet (struct tnbc_red_pkt) up the k-ary tree, and each parent runs
- * the descriptor engine's fold (tnbc_desc_red_fire): it checks each
- * child's packet against its own and folds the agreeing ones in member
- * order, once all have arrived.  The root's result comes back down.
+ * Barrier, broadcast, reduce and allreduce built from seed 002's
+ * descriptors on a k-ary tree (tnbc_tree.h): every member's contribution
+ * travels as a reduction packet (struct tnbc_red_hdr and its values) to
+ * its parent, whose descriptor fires once all its children's packets
+ * are in: it checks each against its own (op, type, count, degree) and
+ * folds the agreeing ones in member order (tnbc_desc_red_fire).  The
+ * root's result re-triggers the way down, as a broadcast descriptor.
+ * Barrier is an allreduce of nothing; broadcast is the way down alone.
  *
- *   receive child i's packet into slot i (C1)               (ARM, 1)
- *   fold: the descriptor fires (C2)                         (C1, nch)
- *   send the folded packet to the parent (C3)               (C2, 1)
- *   allreduce, not the root: receive the result into scratch (C2),
- *   copy it into result (C3)                                (C2, 2)
- *   send the result to each child (C3)                      (C2, d)
- *   complete                                                (C3, all)
- * Used where the op and datatype have a descriptor form (tnbc_desc_map);
- * the others take tnbc_alg_tree.c.
+ * Payloads are cut into segments (FI_TNBC_COLL_SEG bytes; one of at most
+ * 48 B is a single descriptor's worth) that move on their own: segment g
+ * has counters IN(g) (its children's packets are in), FOLD(g) (its
+ * descriptor fired) and DOWN(g) (its result came from the parent), so a
+ * member folds and forwards g while g + 1 is still on the wire.
+ *
+ * One member with nch children, for each segment g ("(C, n)": fires once
+ * counter C reaches n):
+ *   up:   receive child i's packet into its slot, IN(g)       (ARM, 1)
+ *         fold, FOLD(g)                                     (IN(g), nch)
+ *         send the folded packet to the parent, END         (FOLD(g), 1)
+ *   down: receive the result from the parent, DOWN(g)         (ARM, 1)
+ *         send it to each child, END                          (R(g), 1)
+ *   mark: the segment's result is in place, END               (R(g), 1)
+ *   complete                                                (END, all)
+ * where R(g) is FOLD(g) at the root (ARM for a broadcast) and DOWN(g)
+ * elsewhere.  Folding in member order after every child is in makes the
+ * result independent of arrival order: repeated runs are bit-identical.
+ *
+ * The fold of a member that is not the root lands in the packet it
+ * sends up, never in its result buffer: the result arrives there from
+ * the parent, which the two processes order only between themselves.
  */
 #include <string.h>
 
@@ -23,83 +38,161 @@
 #include "tnbc_coll.h"
 #include "tnbc_tree.h"
 
-enum { TNBC_DESC_STEP_UP = 1, TNBC_DESC_STEP_DOWN = 2 };
+enum {
+	TNBC_SEG_END = TNBC_SCHED_C1,
+	TNBC_SEG_BASE = TNBC_SCHED_NCNTR,
+	/* steps 1 + 2g (up) and 2 + 2g (down) below 2^TNBC_SCHED_STEP_BITS */
+	TNBC_SEG_MAX = ((1 << TNBC_SCHED_STEP_BITS) - 2) / 2,
+};
+
+#define TNBC_SEG_IN(g)	 (TNBC_SEG_BASE + 3 * (int)(g))
+#define TNBC_SEG_FOLD(g) (TNBC_SEG_IN(g) + 1)
+#define TNBC_SEG_DOWN(g) (TNBC_SEG_IN(g) + 2)
+
+/* Bytes per segment: whole elements, and few enough segments for the
+ * tag's step bits. */
+static size_t tnbc_seg_size(size_t len, size_t es)
+{
+	size_t seg = tnbc_env.coll_seg;
+	size_t min = (len + TNBC_SEG_MAX - 1) / TNBC_SEG_MAX;
+
+	if (len <= FI_TNBC_RED_INLINE || len <= seg)
+		return len;
+	if (seg < min)
+		seg = min;
+	return (seg + es - 1) / es * es;
+}
+
+static size_t tnbc_round64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+static bool tnbc_overlap(const void *a, const void *b, size_t len)
+{
+	const char *x = a, *y = b;
+
+	return len && x < y + len && y < x + len;
+}
 
 int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 {
-	size_t len = tnbc_alu_size(op->dt) * op->count;
-	bool down = op->coll == FI_ALLREDUCE;
-	int me = mc->rank, parent, nch, i, ret;
-	struct tnbc_desc_red *d;
+	bool up = op->coll != FI_BROADCAST;
+	bool down = op->coll != FI_REDUCE;
+	size_t es = op->coll == FI_BARRIER ? 1 : tnbc_alu_size(op->dt);
+	size_t len = op->coll == FI_BARRIER ? 0 : es * op->count;
+	size_t seg = tnbc_seg_size(len, es);
+	size_t nseg = len ? (len + seg - 1) / seg : 1;
+	size_t stride = tnbc_round64(sizeof(struct tnbc_red_hdr) + seg);
+	int me = mc->rank, parent, nch, ret;
+	struct tnbc_desc_red *red = NULL;
+	const char *own = op->buf;
+	char *pkts, *dbuf;
 	struct tnbc_sched *s;
 	struct tnbc_tree t;
-	uint8_t rop, width;
-	uint64_t dd, nterm;
-	char *down_buf;
+	size_t npkt, per, g;
+	bool mark;
 
-	if (len > FI_TNBC_RED_INLINE || !op->count ||
-	    tnbc_desc_map(op->op, op->dt, &rop, &width))
-		return -FI_EOPNOTSUPP;
 	ret = tnbc_tree_init(&t, mc->size, op->root, tnbc_coll_degree());
 	if (ret)
 		return ret;
 	parent = tnbc_tree_parent(&t, me);
 	nch = tnbc_tree_nchildren(&t, me);
-	ret = tnbc_sched_new(
-		mc, sizeof(*d) + (size_t)nch * sizeof(d->slot[0]) + len,
-		op->context, &s);
+	/* per segment: the packet up (not at the root) and the children's */
+	npkt = up ? (size_t)nch + (parent >= 0 ? 1 : 0) : 0;
+	/* the root folds into result: its own values must not be there */
+	bool copy_own = up && parent < 0 && op->coll != FI_BARRIER &&
+			tnbc_overlap(op->buf, op->result, len);
+
+	ret = tnbc_sched_new(mc, TNBC_SEG_BASE + 3 * (int)nseg,
+			     nseg * npkt * stride +
+				     (up ? nseg * sizeof(*red) : 0) +
+				     (copy_own ? len : 0),
+			     op->context, &s);
 	if (ret)
 		return ret;
 	s->end = op->end;
-	d = s->scratch;
-	down_buf = (char *)&d->slot[nch];
-	memset(d, 0, sizeof(*d));
-	d->out = (struct tnbc_red_pkt){
-		.magic = TNBC_RED_MAGIC,
-		.flags = TNBC_RED_PKT_CP,
-		.op = rop,
-		.width = width,
-		.count = (uint16_t)op->count,
-		.degree = (uint32_t)t.degree,
-		.order = (uint32_t)me,
-	};
-	memcpy(d->out.data, op->buf, len);
-	d->children = (uint32_t)nch;
-	d->result = parent < 0 ? op->result : NULL;
-	for (i = 0; !ret && i < nch; i++)
-		ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C1,
-				      tnbc_tree_child(&t, me, i),
-				      TNBC_DESC_STEP_UP, &d->slot[i],
-				      sizeof(d->slot[i]));
-	if (!ret)
-		ret = tnbc_sched_fn(s, &s->c[TNBC_SCHED_C1], (uint64_t)nch,
-				    TNBC_SCHED_C2, tnbc_desc_red_fire, d);
-	if (!ret && parent >= 0)
-		ret = tnbc_sched_send(s, TNBC_SCHED_C2, 1, TNBC_SCHED_C3,
-				      parent, TNBC_DESC_STEP_UP, &d->out,
-				      sizeof(d->out));
-	dd = 1;
-	if (!ret && down && parent >= 0) {
-		ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C2,
-				      parent, TNBC_DESC_STEP_DOWN, down_buf,
-				      len);
-		dd = 2;
+	pkts = s->scratch;
+	if (up)
+		red = (struct tnbc_desc_red *)(pkts + nseg * npkt * stride);
+	if (copy_own) {
+		char *c = (char *)(red + nseg);
+
+		memcpy(c, op->buf, len);
+		own = c;
 	}
-	for (i = 0; !ret && down && i < nch; i++)
-		ret = tnbc_sched_send(s, TNBC_SCHED_C2, dd, TNBC_SCHED_C3,
-				      tnbc_tree_child(&t, me, i),
-				      TNBC_DESC_STEP_DOWN,
-				      parent >= 0 ? down_buf : op->result, len);
-	/* the result is in place: copied from scratch (its own send up may
-	 * still read the packet, never result) or written by the fold */
+	dbuf = op->coll == FI_BROADCAST ? (char *)op->buf : (char *)op->result;
+	/* the segment's final local event: its result is in place */
+	mark = parent < 0 ? up : down;
+	per = (up && parent >= 0 ? 1 : 0) + (down ? (size_t)nch : 0) +
+	      (mark ? 1 : 0);
+
+	for (g = 0; !ret && g < nseg; g++) {
+		size_t off = g * seg, n = len - off < seg ? len - off : seg;
+		char *gp = pkts + g * npkt * stride; /* up, then children */
+		char *slots = gp + (parent >= 0 ? stride : 0);
+		unsigned sup = 1 + 2 * (unsigned)g, sdown = sup + 1;
+		int rc, i;
+
+		if (up) {
+			struct tnbc_desc_red *d = &red[g];
+			struct tnbc_red_hdr *uh = (void *)gp;
+
+			d->hdr = (struct tnbc_red_hdr){
+				.magic = TNBC_RED_MAGIC,
+				.flags = TNBC_RED_PKT_CP,
+				.op = (uint8_t)op->op,
+				.datatype = (uint8_t)op->dt,
+				.count = (uint32_t)(n / es),
+				.degree = (uint32_t)t.degree,
+				.order = (uint32_t)me,
+			};
+			d->own = own ? own + off : NULL;
+			d->slots = slots;
+			d->stride = stride;
+			d->children = (uint32_t)nch;
+			d->errvec_out = NULL;
+			if (parent >= 0) {
+				*uh = d->hdr;
+				d->acc = uh + 1;
+				d->errvec_out = &uh->errvec;
+			} else {
+				d->acc = op->result ? (char *)op->result + off
+						    : NULL;
+			}
+			for (i = 0; !ret && i < nch; i++)
+				ret = tnbc_sched_recv(
+					s, TNBC_SCHED_ARM, 1, TNBC_SEG_IN(g),
+					tnbc_tree_child(&t, me, i), sup,
+					slots + (size_t)i * stride, stride);
+			if (!ret)
+				ret = tnbc_sched_fn(s, &s->c[TNBC_SEG_IN(g)],
+						    (uint64_t)nch,
+						    TNBC_SEG_FOLD(g),
+						    tnbc_desc_red_fire, d);
+			if (!ret && parent >= 0)
+				ret = tnbc_sched_send(s, TNBC_SEG_FOLD(g), 1,
+						      TNBC_SEG_END, parent, sup,
+						      uh, sizeof(*uh) + n);
+		}
+		/* what the way down and the mark wait for */
+		rc = parent >= 0 ? TNBC_SEG_DOWN(g)
+		     : up	 ? TNBC_SEG_FOLD(g)
+				 : TNBC_SCHED_ARM;
+		if (!ret && down && parent >= 0)
+			ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1,
+					      TNBC_SEG_DOWN(g), parent, sdown,
+					      dbuf ? dbuf + off : NULL, n);
+		for (i = 0; !ret && down && i < nch; i++)
+			ret = tnbc_sched_send(s, rc, 1, TNBC_SEG_END,
+					      tnbc_tree_child(&t, me, i), sdown,
+					      dbuf ? dbuf + off : NULL, n);
+		if (!ret && mark)
+			ret = tnbc_sched_copy(s, rc, 1, TNBC_SEG_END, NULL,
+					      NULL, 0);
+	}
 	if (!ret)
-		ret = tnbc_sched_copy(s, TNBC_SCHED_C2, dd, TNBC_SCHED_C3,
-				      down && parent >= 0 ? op->result : NULL,
-				      down && parent >= 0 ? down_buf : NULL,
-				      down && parent >= 0 ? len : 0);
-	nterm = 1 + (parent >= 0 ? 1 : 0) + (down ? (uint64_t)nch : 0);
-	if (!ret)
-		ret = tnbc_sched_start(s, TNBC_SCHED_C3, nterm);
+		ret = tnbc_sched_start(s, TNBC_SEG_END, nseg * per);
 	if (ret)
 		tnbc_sched_abort(s);
 	return ret;

@@ -27,7 +27,7 @@ int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	struct tnbc_sched *s;
 
 	ret = tnbc_sched_new(
-		mc, op->coll == FI_REDUCE_SCATTER ? (size_t)n * len : 0,
+		mc, 0, op->coll == FI_REDUCE_SCATTER ? (size_t)n * len : 0,
 		op->context, &s);
 	if (ret)
 		return ret;

@@ -44,7 +44,8 @@ int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	uint64_t nterm = 0;
 	struct tnbc_sched *s;
 
-	ret = tnbc_sched_new(mc, (size_t)(n - 1) * mine * es, op->context, &s);
+	ret = tnbc_sched_new(mc, 0, (size_t)(n - 1) * mine * es, op->context,
+			     &s);
 	if (ret)
 		return ret;
 	s->end = op->end;

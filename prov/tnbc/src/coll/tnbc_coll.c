@@ -284,7 +284,7 @@ int tnbc_coll_join(struct fid_ep *fid, const void *addr, uint64_t flags,
 	pthread_mutex_unlock(&ep->lock);
 	/* the join is a barrier of the new group: complete once every
 	 * member has joined */
-	ret = tnbc_alg_tree(mc, &(struct tnbc_coll_op){
+	ret = tnbc_alg_desc(mc, &(struct tnbc_coll_op){
 					.coll = FI_BARRIER,
 					.context = context,
 					.end = tnbc_coll_join_end,
@@ -352,14 +352,9 @@ static ssize_t tnbc_coll_post(struct fid_ep *fid, struct tnbc_coll_op *op,
 			return tnbc_alg_rsag(mc, op);
 		/* fall through */
 	case FI_REDUCE:
-		/* seed 002's descriptors where they have the op and type */
-		ret = tnbc_alg_desc(mc, op);
-		if (ret != -FI_EOPNOTSUPP)
-			return ret;
-		return tnbc_alg_tree(mc, op);
 	case FI_BARRIER:
 	case FI_BROADCAST:
-		return tnbc_alg_tree(mc, op);
+		return tnbc_alg_desc(mc, op);
 	default:
 		return tnbc_alg_direct(mc, op);
 	}

@@ -35,7 +35,8 @@ struct tnbc_mc {
 
 /* The counters of a schedule.  ARM releases the steps that need
  * nothing: it is bumped once every step is queued, so a schedule that
- * fails half built never ran any of them. */
+ * fails half built never ran any of them.  A schedule may ask for more
+ * (a pipeline's counters per segment): those follow C3. */
 enum {
 	TNBC_SCHED_ARM,
 	TNBC_SCHED_C1,
@@ -57,7 +58,8 @@ struct tnbc_sched {
 	tnbc_sched_end_fn end; /* NULL: a completion in the tx CQ ... */
 	struct tnbc_cntr *done_cntr; /* ... or a count here */
 	struct tnbc_cntr *hold[2]; /* counters it names, kept open */
-	struct tnbc_cntr c[TNBC_SCHED_NCNTR];
+	struct tnbc_cntr *c; /* nc of them */
+	int nc;
 	void *scratch;
 };
 
@@ -66,10 +68,11 @@ struct tnbc_sched {
 #define TNBC_SCHED_SEQ_BITS  20
 
 /* A schedule of a group's next operation, or one of the endpoint's own
- * (a descriptor: mc stays NULL, tag is the caller's). */
-int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
+ * (a descriptor: mc stays NULL, tag is the caller's), with nc counters
+ * (at least TNBC_SCHED_NCNTR are made) and scratch bytes. */
+int tnbc_sched_new(struct tnbc_mc *mc, int nc, size_t scratch, void *context,
 		   struct tnbc_sched **out);
-int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, size_t scratch,
+int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out);
 /* Each queues a step that starts once counter trig (cnt + err) reaches
  * thr and reports to counter comp (or TNBC_SCHED_NONE). */
@@ -119,26 +122,27 @@ struct tnbc_coll_op {
 	tnbc_sched_end_fn end;
 };
 
-int tnbc_alg_tree(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 
-/* The descriptor engine (tnbc_desc.c), for the algorithms built on it:
- * a reduce descriptor's state, its fold (a TNBC_TRIG_FN step: checks
- * each child against out, folds the agreeing ones in ascending order
- * into out, and writes result), and the descriptor op and width of a
- * fi_op and fi_datatype (-FI_EOPNOTSUPP: none). */
+/* The descriptor engine (tnbc_desc.c), for the algorithms built on it.
+ * A reduce descriptor's fold (a TNBC_TRIG_FN step): checks each child's
+ * packet against hdr, folds own and the agreeing ones in ascending
+ * order into acc, and ORs the error vectors into *errvec_out.  own and
+ * acc may not overlap, nor acc the slots. */
 struct tnbc_desc_red {
-	struct tnbc_red_pkt out; /* own contribution, then the folded one */
-	void *result;
-	uint32_t *errvec_out;
+	struct tnbc_red_hdr hdr; /* this member's: children must agree */
+	const void *own; /* this member's values */
+	void *acc; /* the folded values land here */
+	uint32_t *errvec_out; /* the folded error vector, or NULL */
+	const char *slots; /* children's packets, stride bytes apart */
+	size_t stride;
 	uint32_t children;
-	struct tnbc_red_pkt slot[]; /* children's, in arrival order */
 };
 int tnbc_desc_red_fire(void *arg);
-int tnbc_desc_map(enum fi_op op, enum fi_datatype dt, uint8_t *rop,
-		  uint8_t *width);
+/* Bytes of a header's values. */
+size_t tnbc_desc_bytes(const struct tnbc_red_hdr *h);
 
 /* The branch degree of trees (FI_TNBC_COLL_DEGREE). */
 int tnbc_coll_degree(void);

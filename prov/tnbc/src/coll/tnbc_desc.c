@@ -60,12 +60,26 @@ static bool tnbc_desc_loc(uint8_t op)
 	return op == FI_TNBC_RED_MAXLOC || op == FI_TNBC_RED_MINLOC;
 }
 
-/* Bytes of count values (or pairs). */
-static size_t tnbc_desc_bytes(uint8_t op, uint8_t width, size_t count)
+/* The ALU's op of a descriptor's (the *LOC ops compare as max/min). */
+static enum fi_op tnbc_desc_fi_op(uint8_t op)
 {
-	size_t w = tnbc_alu_size(tnbc_desc_dt(width));
+	static const enum fi_op ops[] = {
+		[FI_TNBC_RED_SUM] = FI_SUM,    [FI_TNBC_RED_MAX] = FI_MAX,
+		[FI_TNBC_RED_MIN] = FI_MIN,    [FI_TNBC_RED_MAXLOC] = FI_MAX,
+		[FI_TNBC_RED_MINLOC] = FI_MIN, [FI_TNBC_RED_LAND] = FI_LAND,
+		[FI_TNBC_RED_LOR] = FI_LOR,    [FI_TNBC_RED_LXOR] = FI_LXOR,
+		[FI_TNBC_RED_BAND] = FI_BAND,  [FI_TNBC_RED_BOR] = FI_BOR,
+		[FI_TNBC_RED_BXOR] = FI_BXOR,
+	};
 
-	return count * (tnbc_desc_loc(op) ? 2 * w : w);
+	return ops[op];
+}
+
+size_t tnbc_desc_bytes(const struct tnbc_red_hdr *h)
+{
+	size_t w = tnbc_alu_size((enum fi_datatype)h->datatype);
+
+	return (size_t)h->count * ((h->flags & TNBC_RED_PKT_LOC) ? 2 * w : w);
 }
 
 static bool tnbc_desc_op_ok(uint8_t op, uint8_t width)
@@ -75,34 +89,6 @@ static bool tnbc_desc_op_ok(uint8_t op, uint8_t width)
 	if (op < FI_TNBC_RED_SUM || op > FI_TNBC_RED_BXOR)
 		return false;
 	return op <= FI_TNBC_RED_MINLOC || !real;
-}
-
-int tnbc_desc_map(enum fi_op op, enum fi_datatype dt, uint8_t *rop,
-		  uint8_t *width)
-{
-	static const uint8_t ops[] = {
-		[FI_MIN] = FI_TNBC_RED_MIN,   [FI_MAX] = FI_TNBC_RED_MAX,
-		[FI_SUM] = FI_TNBC_RED_SUM,   [FI_LOR] = FI_TNBC_RED_LOR,
-		[FI_LAND] = FI_TNBC_RED_LAND, [FI_BOR] = FI_TNBC_RED_BOR,
-		[FI_BAND] = FI_TNBC_RED_BAND, [FI_LXOR] = FI_TNBC_RED_LXOR,
-		[FI_BXOR] = FI_TNBC_RED_BXOR,
-	};
-	static const uint8_t widths[] = {
-		[FI_INT32] = FI_TNBC_RED_INT32,
-		[FI_UINT32] = FI_TNBC_RED_UINT32,
-		[FI_INT64] = FI_TNBC_RED_INT64,
-		[FI_UINT64] = FI_TNBC_RED_UINT64,
-		[FI_FLOAT] = FI_TNBC_RED_FLOAT,
-		[FI_DOUBLE] = FI_TNBC_RED_DOUBLE,
-	};
-
-	if ((size_t)op >= sizeof(ops) || !ops[op] ||
-	    (size_t)dt >= sizeof(widths) || !widths[dt] ||
-	    !tnbc_desc_op_ok(ops[op], widths[dt]))
-		return -FI_EOPNOTSUPP;
-	*rop = ops[op];
-	*width = widths[dt];
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -128,40 +114,36 @@ int tnbc_desc_map(enum fi_op op, enum fi_datatype dt, uint8_t *rop,
 		}                                                              \
 	} while (0)
 
-static int tnbc_desc_fold(const struct tnbc_red_pkt *h, void *dst,
+static int tnbc_desc_fold(const struct tnbc_red_hdr *h, void *dst,
 			  const void *src)
 {
-	static const enum fi_op ops[] = {
-		[FI_TNBC_RED_SUM] = FI_SUM,   [FI_TNBC_RED_MAX] = FI_MAX,
-		[FI_TNBC_RED_MIN] = FI_MIN,   [FI_TNBC_RED_LAND] = FI_LAND,
-		[FI_TNBC_RED_LOR] = FI_LOR,   [FI_TNBC_RED_LXOR] = FI_LXOR,
-		[FI_TNBC_RED_BAND] = FI_BAND, [FI_TNBC_RED_BOR] = FI_BOR,
-		[FI_TNBC_RED_BXOR] = FI_BXOR,
-	};
-	bool max = h->op == FI_TNBC_RED_MAXLOC;
+	bool max = h->op == FI_MAX;
 
-	if (!tnbc_desc_loc(h->op))
-		return tnbc_alu_apply(ops[h->op], tnbc_desc_dt(h->width), dst,
-				      src, NULL, NULL, h->count);
-	switch (h->width) {
-	case FI_TNBC_RED_INT32:
+	if (!(h->flags & TNBC_RED_PKT_LOC))
+		return tnbc_alu_apply((enum fi_op)h->op,
+				      (enum fi_datatype)h->datatype, dst, src,
+				      NULL, NULL, h->count);
+	switch (h->datatype) {
+	case FI_INT32:
 		TNBC_LOC_FOLD(int32_t, int32_t, max, dst, src, h->count);
 		break;
-	case FI_TNBC_RED_UINT32:
+	case FI_UINT32:
 		TNBC_LOC_FOLD(uint32_t, int32_t, max, dst, src, h->count);
 		break;
-	case FI_TNBC_RED_FLOAT:
+	case FI_FLOAT:
 		TNBC_LOC_FOLD(float, int32_t, max, dst, src, h->count);
 		break;
-	case FI_TNBC_RED_INT64:
+	case FI_INT64:
 		TNBC_LOC_FOLD(int64_t, int64_t, max, dst, src, h->count);
 		break;
-	case FI_TNBC_RED_UINT64:
+	case FI_UINT64:
 		TNBC_LOC_FOLD(uint64_t, int64_t, max, dst, src, h->count);
 		break;
-	default:
+	case FI_DOUBLE:
 		TNBC_LOC_FOLD(double, int64_t, max, dst, src, h->count);
 		break;
+	default:
+		return -FI_EOPNOTSUPP;
 	}
 	return 0;
 }
@@ -170,14 +152,15 @@ static int tnbc_desc_fold(const struct tnbc_red_pkt *h, void *dst,
 /* Reduce                                                               */
 
 /* Whether a child's contribution may be folded into r's. */
-static uint32_t tnbc_desc_check(const struct tnbc_red_pkt *r,
-				const struct tnbc_red_pkt *c)
+static uint32_t tnbc_desc_check(const struct tnbc_red_hdr *r,
+				const struct tnbc_red_hdr *c)
 {
 	if (c->magic != TNBC_RED_MAGIC)
 		return FI_TNBC_RED_EPEER;
-	if (!(c->flags & TNBC_RED_PKT_CP) || c->op != r->op ||
-	    c->width != r->width || c->count != r->count ||
-	    c->degree != r->degree)
+	if (!(c->flags & TNBC_RED_PKT_CP) ||
+	    (c->flags & TNBC_RED_PKT_LOC) != (r->flags & TNBC_RED_PKT_LOC) ||
+	    c->op != r->op || c->datatype != r->datatype ||
+	    c->count != r->count || c->degree != r->degree)
 		return FI_TNBC_RED_EMISMATCH;
 	return 0;
 }
@@ -186,49 +169,59 @@ static uint32_t tnbc_desc_check(const struct tnbc_red_pkt *r,
 int tnbc_desc_red_fire(void *arg)
 {
 	struct tnbc_desc_red *d = arg;
-	const struct tnbc_red_pkt *in[TNBC_DESC_MAX_FANOUT + 1];
-	uint32_t errvec = d->out.errvec, bad = 0;
-	size_t n = 0, bytes;
-	uint8_t acc[TNBC_RED_PKT_BYTES];
+	struct {
+		const void *data;
+		uint32_t order;
+	} in[TNBC_DESC_MAX_FANOUT + 1];
+	uint32_t errvec = d->hdr.errvec, bad = 0;
+	size_t n = 0, bytes = tnbc_desc_bytes(&d->hdr);
 	int ret = 0;
 
-	in[n++] = &d->out;
+	in[n].data = d->own;
+	in[n++].order = d->hdr.order;
 	for (uint32_t i = 0; i < d->children; i++) {
-		uint32_t e = tnbc_desc_check(&d->out, &d->slot[i]);
+		const struct tnbc_red_hdr *c =
+			(const void *)(d->slots + i * d->stride);
+		uint32_t e = tnbc_desc_check(&d->hdr, c);
 
 		if (e) {
 			bad |= e;
 			continue;
 		}
-		errvec |= d->slot[i].errvec;
+		errvec |= c->errvec;
 		/* insertion by order: at most 65 of them */
 		size_t j = n++;
 
-		while (j && in[j - 1]->order > d->slot[i].order) {
+		while (j && in[j - 1].order > c->order) {
 			in[j] = in[j - 1];
 			j--;
 		}
-		in[j] = &d->slot[i];
+		in[j].data = c + 1;
+		in[j].order = c->order;
 	}
-	bytes = tnbc_desc_bytes(d->out.op, d->out.width, d->out.count);
-	memcpy(acc, in[0]->data, bytes);
+	if (bytes) /* a barrier's have none, and maybe no buffers */
+		memcpy(d->acc, in[0].data, bytes);
 	for (size_t i = 1; i < n && !ret; i++)
-		ret = tnbc_desc_fold(&d->out, acc, in[i]->data);
-	memcpy(d->out.data, acc, bytes);
-	d->out.errvec = errvec | bad;
-	if (d->result)
-		memcpy(d->result, acc, bytes);
+		ret = tnbc_desc_fold(&d->hdr, d->acc, in[i].data);
 	if (d->errvec_out)
-		*d->errvec_out = d->out.errvec;
+		*d->errvec_out = errvec | bad;
 	if (bad) {
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-			"reduction descriptor 0x%x: a child's contribution "
-			"disagreed and was not folded\n",
+			"reduction 0x%x: a child's contribution disagreed "
+			"and was not folded\n",
 			(unsigned)bad);
 		return -FI_EINVAL;
 	}
 	return ret;
 }
+
+/* A posted reduce descriptor's scratch: the packet it sends up, then
+ * its children's. */
+struct tnbc_desc_post {
+	struct tnbc_desc_red red;
+	uint8_t own[FI_TNBC_RED_INLINE];
+	struct tnbc_red_pkt slot[];
+};
 
 static struct tnbc_cntr *tnbc_desc_cntr(struct tnbc_ep *ep,
 					struct fid_cntr *fid, bool *bad)
@@ -255,7 +248,9 @@ static int tnbc_desc_red_check(struct tnbc_ep *ep,
 	    r->degree > TNBC_DESC_MAX_FANOUT || r->children > r->degree ||
 	    !tnbc_desc_width_ok(r->width) ||
 	    !tnbc_desc_op_ok(r->op, r->width) || !r->count ||
-	    tnbc_desc_bytes(r->op, r->width, r->count) > FI_TNBC_RED_INLINE)
+	    (size_t)r->count * tnbc_alu_size(tnbc_desc_dt(r->width)) *
+			    (tnbc_desc_loc(r->op) ? 2 : 1) >
+		    FI_TNBC_RED_INLINE)
 		return -FI_EINVAL;
 	if (!r->cp_cntr && r->cpcnt != r->children)
 		return -FI_EINVAL;
@@ -271,6 +266,7 @@ static int tnbc_desc_reduce(struct fid_ep *fid,
 	struct tnbc_ep *ep = TNBC_EP(fid);
 	bool root, badc = false;
 	struct tnbc_cntr *cp, *done, *fire;
+	struct tnbc_desc_post *p;
 	struct tnbc_desc_red *d;
 	struct tnbc_sched *s;
 	uint64_t tag;
@@ -287,29 +283,34 @@ static int tnbc_desc_reduce(struct fid_ep *fid,
 		return -FI_EINVAL;
 	root = r->dest == FI_ADDR_NOTAVAIL;
 	tag = tnbc_desc_tag(r->tag, false);
-	ret = tnbc_sched_new_ep(ep, tag,
-				sizeof(*d) + r->children * sizeof(d->slot[0]),
-				r->context, &s);
+	ret = tnbc_sched_new_ep(
+		ep, tag, 0, sizeof(*p) + (r->children + 1) * sizeof(p->slot[0]),
+		r->context, &s);
 	if (ret)
 		return ret;
-	d = s->scratch;
-	memset(d, 0, sizeof(*d));
-	d->out = (struct tnbc_red_pkt){
+	p = s->scratch;
+	d = &p->red;
+	memset(p, 0, sizeof(*p));
+	d->hdr = (struct tnbc_red_hdr){
 		.magic = TNBC_RED_MAGIC,
-		.flags = (r->flags & FI_TNBC_RED_CP) ? TNBC_RED_PKT_CP : 0,
-		.op = r->op,
-		.width = r->width,
+		.flags = ((r->flags & FI_TNBC_RED_CP) ? TNBC_RED_PKT_CP : 0) |
+			 (tnbc_desc_loc(r->op) ? TNBC_RED_PKT_LOC : 0),
+		.op = (uint8_t)tnbc_desc_fi_op(r->op),
+		.datatype = (uint8_t)tnbc_desc_dt(r->width),
 		.count = r->count,
 		.degree = r->degree,
 		.order = r->order,
 		.errvec = r->errvec,
 	};
-	memcpy(d->out.data, r->data, sizeof(d->out.data));
+	memcpy(p->own, r->data, sizeof(p->own));
+	d->own = p->own;
+	d->slots = (const char *)&p->slot[1];
+	d->stride = sizeof(p->slot[0]);
 	d->children = r->children;
-	if (root) {
-		d->result = r->result;
-		d->errvec_out = r->errvec_out;
-	}
+	/* the packet up: the header, the fold's values and error vector */
+	p->slot[0].h = d->hdr;
+	d->acc = root ? r->result : p->slot[0].data;
+	d->errvec_out = root ? r->errvec_out : &p->slot[0].h.errvec;
 	s->done_cntr = done;
 	s->hold[0] = cp;
 	s->hold[1] = done;
@@ -320,12 +321,13 @@ static int tnbc_desc_reduce(struct fid_ep *fid,
 	fire = cp ? cp : &s->c[TNBC_SCHED_C1];
 	for (uint32_t i = 0; !ret && i < r->children; i++)
 		ret = tnbc_sched_recv_from(s, TNBC_SCHED_ARM, 1, fire,
-					   FI_ADDR_UNSPEC, tag, &d->slot[i],
-					   sizeof(d->slot[i]));
+					   FI_ADDR_UNSPEC, tag, &p->slot[i + 1],
+					   sizeof(p->slot[0]));
 	comp = root ? TNBC_SCHED_C3 : TNBC_SCHED_C2;
 	if (!ret && !root)
 		ret = tnbc_sched_send_to(s, TNBC_SCHED_C2, 1, TNBC_SCHED_C3,
-					 r->dest, tag, &d->out, sizeof(d->out));
+					 r->dest, tag, &p->slot[0],
+					 sizeof(p->slot[0]));
 	if (!ret)
 		ret = tnbc_sched_start_unarmed(s, TNBC_SCHED_C3, 1);
 	if (ret) {
@@ -392,7 +394,7 @@ static int tnbc_desc_bcast(struct fid_ep *fid,
 	    (!root && b->src != FI_ADDR_UNSPEC && !tnbc_av_get(ep->av, b->src)))
 		return -FI_EINVAL;
 	tag = tnbc_desc_tag(b->tag, true);
-	ret = tnbc_sched_new_ep(ep, tag,
+	ret = tnbc_sched_new_ep(ep, tag, 0,
 				sizeof(*d) + b->ndests * sizeof(d->dests[0]),
 				b->context, &s);
 	if (ret)

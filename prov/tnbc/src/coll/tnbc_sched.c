@@ -19,20 +19,26 @@
 
 #include "tnbc_coll.h"
 
-int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, size_t scratch,
+int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out)
 {
-	struct tnbc_sched *s = calloc(1, sizeof(*s));
+	struct tnbc_sched *s;
 	int i, ret = -FI_ENOMEM;
 
+	if (nc < TNBC_SCHED_NCNTR)
+		nc = TNBC_SCHED_NCNTR;
+	/* one allocation for the object and its counters */
+	s = calloc(1, sizeof(*s) + (size_t)nc * sizeof(s->c[0]));
 	if (!s)
 		return -FI_ENOMEM;
+	s->c = (struct tnbc_cntr *)(s + 1);
+	s->nc = nc;
 	if (scratch) {
 		s->scratch = malloc(scratch);
 		if (!s->scratch)
 			goto err;
 	}
-	for (i = 0; i < TNBC_SCHED_NCNTR; i++) {
+	for (i = 0; i < nc; i++) {
 		ret = tnbc_cntr_init(&s->c[i], ep->domain);
 		if (ret)
 			goto err_cntr;
@@ -54,7 +60,7 @@ err:
 	return ret;
 }
 
-int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
+int tnbc_sched_new(struct tnbc_mc *mc, int nc, size_t scratch, void *context,
 		   struct tnbc_sched **out)
 {
 	uint64_t seq =
@@ -62,7 +68,7 @@ int tnbc_sched_new(struct tnbc_mc *mc, size_t scratch, void *context,
 	int ret = tnbc_sched_new_ep(mc->ep,
 				    ((uint64_t)mc->id << 32) |
 					    (seq << TNBC_SCHED_STEP_BITS),
-				    scratch, context, out);
+				    nc, scratch, context, out);
 
 	if (ret)
 		return ret;
@@ -79,7 +85,7 @@ static void tnbc_sched_free(struct tnbc_sched *s, bool reported)
 	struct tnbc_mc *mc = s->mc;
 	struct tnbc_ep *ep = s->ep;
 
-	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
+	for (int i = 0; i < s->nc; i++)
 		tnbc_cntr_fini(&s->c[i]);
 	for (int i = 0; i < 2; i++)
 		if (s->hold[i])
@@ -98,7 +104,7 @@ static void tnbc_sched_free(struct tnbc_sched *s, bool reported)
 
 void tnbc_sched_abort(struct tnbc_sched *s)
 {
-	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
+	for (int i = 0; i < s->nc; i++)
 		tnbc_trig_drop(&s->c[i]);
 	/* a refused operation gives its number back (operations of one
 	 * group are posted one at a time, in the same order everywhere) */
@@ -127,7 +133,7 @@ static struct tnbc_cntr *tnbc_sched_gate(struct tnbc_sched *s, int trig,
 /* Steps that failed leave errors in the counters that count them. */
 static int tnbc_sched_err(struct tnbc_sched *s)
 {
-	for (int i = 0; i < TNBC_SCHED_NCNTR; i++)
+	for (int i = 0; i < s->nc; i++)
 		if (atomic_load(&s->c[i].err))
 			return FI_EIO;
 	return 0;
