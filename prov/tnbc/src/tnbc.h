@@ -828,7 +828,8 @@ void tnbc_cntr_bump(struct tnbc_cntr *cntr, atomic_uint_fast64_t *v,
 		    uint64_t value, bool set);
 void tnbc_cntr_inc(struct tnbc_cntr *cntr);
 /* A provider counter (no fid) and its end: fini waits for the work and
- * references it still has to go. */
+ * references it still has to go.  Neither holds the domain: the owner
+ * does (a schedule through its endpoint), once for all its counters. */
 int tnbc_cntr_init(struct tnbc_cntr *cntr, struct tnbc_domain *dom);
 void tnbc_cntr_fini(struct tnbc_cntr *cntr);
 void tnbc_cntr_inc_err(struct tnbc_cntr *cntr);

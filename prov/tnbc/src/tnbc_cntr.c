@@ -190,7 +190,6 @@ int tnbc_cntr_init(struct tnbc_cntr *cntr, struct tnbc_domain *dom)
 	cntr->domain = dom;
 	if (pthread_mutex_init(&cntr->lock, NULL))
 		return -FI_ENOMEM;
-	atomic_fetch_add(&dom->ref, 1);
 	return 0;
 }
 
@@ -203,7 +202,6 @@ void tnbc_cntr_fini(struct tnbc_cntr *cntr)
 	if (cntr->heap != cntr->heap_inline)
 		free(cntr->heap);
 	pthread_mutex_destroy(&cntr->lock);
-	atomic_fetch_sub(&cntr->domain->ref, 1);
 }
 
 static int tnbc_cntr_close(struct fid *fid)
@@ -224,6 +222,7 @@ static int tnbc_cntr_close(struct fid *fid)
 	tnbc_cntr_fini(cntr);
 	pthread_cond_destroy(&u->cond);
 	free(u);
+	atomic_fetch_sub(&dom->ref, 1);
 	return 0;
 }
 
@@ -285,6 +284,7 @@ int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		free(u);
 		return -FI_ENOMEM;
 	}
+	atomic_fetch_add(&dom->ref, 1);
 	u->c.user = u;
 	u->wait_obj = wait;
 	atomic_init(&u->wait_min, UINT64_MAX);

@@ -15,7 +15,9 @@
  * member numbers a group's operations in the order it posts them, which
  * fi_collective(3) makes the same on every member.
  */
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tnbc_coll.h"
 
@@ -23,21 +25,23 @@ int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out)
 {
 	struct tnbc_sched *s;
+	size_t head;
 	int i, ret = -FI_ENOMEM;
 
 	if (nc < TNBC_SCHED_NCNTR)
 		nc = TNBC_SCHED_NCNTR;
-	/* one allocation for the object and its counters */
-	s = calloc(1, sizeof(*s) + (size_t)nc * sizeof(s->c[0]));
+	/* one allocation for the object, its counters and its scratch
+	 * (which is not zeroed: a large reduction's slots are megabytes) */
+	head = (sizeof(*s) + (size_t)nc * sizeof(s->c[0]) + 63) & ~(size_t)63;
+	if (scratch > SIZE_MAX - head)
+		return -FI_ENOMEM;
+	s = malloc(head + scratch);
 	if (!s)
 		return -FI_ENOMEM;
+	memset(s, 0, sizeof(*s));
 	s->c = (struct tnbc_cntr *)(s + 1);
 	s->nc = nc;
-	if (scratch) {
-		s->scratch = malloc(scratch);
-		if (!s->scratch)
-			goto err;
-	}
+	s->scratch = scratch ? (char *)s + head : NULL;
 	for (i = 0; i < nc; i++) {
 		ret = tnbc_cntr_init(&s->c[i], ep->domain);
 		if (ret)
@@ -54,8 +58,6 @@ int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 err_cntr:
 	while (i--)
 		tnbc_cntr_fini(&s->c[i]);
-err:
-	free(s->scratch);
 	free(s);
 	return ret;
 }
@@ -90,7 +92,6 @@ static void tnbc_sched_free(struct tnbc_sched *s, bool reported)
 	for (int i = 0; i < 2; i++)
 		if (s->hold[i])
 			atomic_fetch_sub(&s->hold[i]->ref, 1);
-	free(s->scratch);
 	free(s);
 	/* the last touches of the group (tnbc_mc_close reads them in the
 	 * other order), and of the endpoint */
