@@ -21,11 +21,15 @@
  *         send the folded packet to the parent, END         (FOLD(g), 1)
  *   down: receive the result from the parent, DOWN(g)         (ARM, 1)
  *         send it to each child, END                          (R(g), 1)
- *   mark: the segment's result is in place, END               (R(g), 1)
  *   complete                                                (END, all)
  * where R(g) is FOLD(g) at the root (ARM for a broadcast) and DOWN(g)
- * elsewhere.  Folding in member order after every child is in makes the
- * result independent of arrival order: repeated runs are bit-identical.
+ * elsewhere.  A step that nothing else waits on counts in END itself
+ * (the fold of a root that sends nothing down, the result's arrival at
+ * a leaf), and a leaf has no fold: its packet is filled when posted and
+ * goes up once armed.  An allreduce of two members is then four steps
+ * at the root and three at the leaf.  Folding in member order after every child
+ * is in makes the result independent of arrival order: repeated runs are
+ * bit-identical.
  *
  * The fold of a member that is not the root lands in the packet it
  * sends up, never in its result buffer: the result arrives there from
@@ -90,8 +94,7 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	char *pkts, *dbuf;
 	struct tnbc_sched *s;
 	struct tnbc_tree t;
-	size_t npkt, per, g;
-	bool mark;
+	size_t npkt, per, fan, g;
 
 	ret = tnbc_tree_init(&t, mc->size, op->root, tnbc_coll_degree());
 	if (ret)
@@ -122,10 +125,13 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		own = c;
 	}
 	dbuf = op->coll == FI_BROADCAST ? (char *)op->buf : (char *)op->result;
-	/* the segment's final local event: its result is in place */
-	mark = parent < 0 ? up : down;
-	per = (up && parent >= 0 ? 1 : 0) + (down ? (size_t)nch : 0) +
-	      (mark ? 1 : 0);
+	fan = down ? (size_t)nch : 0;
+	/* END counts every send, and the steps nothing else waits on: the
+	 * root's fold where no result goes down from it, the result's
+	 * arrival at a member with no children */
+	per = (up && parent >= 0 ? 1 : 0) + fan +
+	      (up && parent < 0 && !fan ? 1 : 0) +
+	      (down && parent >= 0 && !nch ? 1 : 0);
 
 	for (g = 0; !ret && g < nseg; g++) {
 		size_t off = g * seg, n = len - off < seg ? len - off : seg;
@@ -165,31 +171,35 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 					s, TNBC_SCHED_ARM, 1, TNBC_SEG_IN(g),
 					tnbc_tree_child(&t, me, i), sup,
 					slots + (size_t)i * stride, stride);
-			if (!ret)
-				ret = tnbc_sched_fn(s, &s->c[TNBC_SEG_IN(g)],
-						    (uint64_t)nch,
-						    TNBC_SEG_FOLD(g),
-						    tnbc_desc_red_fire, d);
+			/* a leaf's fold is its own values: copied now */
+			if (!nch && parent >= 0 && n)
+				memcpy(uh + 1, own + off, n);
+			else if (!ret)
+				ret = tnbc_sched_fn(
+					s, &s->c[TNBC_SEG_IN(g)], (uint64_t)nch,
+					parent >= 0 || fan ? TNBC_SEG_FOLD(g)
+							   : TNBC_SEG_END,
+					tnbc_desc_red_fire, d);
 			if (!ret && parent >= 0)
-				ret = tnbc_sched_send(s, TNBC_SEG_FOLD(g), 1,
-						      TNBC_SEG_END, parent, sup,
-						      uh, sizeof(*uh) + n);
+				ret = tnbc_sched_send(s,
+						      nch ? TNBC_SEG_FOLD(g)
+							  : TNBC_SCHED_ARM,
+						      1, TNBC_SEG_END, parent,
+						      sup, uh, sizeof(*uh) + n);
 		}
-		/* what the way down and the mark wait for */
+		/* what the way down waits for */
 		rc = parent >= 0 ? TNBC_SEG_DOWN(g)
 		     : up	 ? TNBC_SEG_FOLD(g)
 				 : TNBC_SCHED_ARM;
 		if (!ret && down && parent >= 0)
-			ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1,
-					      TNBC_SEG_DOWN(g), parent, sdown,
-					      dbuf ? dbuf + off : NULL, n);
+			ret = tnbc_sched_recv(
+				s, TNBC_SCHED_ARM, 1,
+				nch ? TNBC_SEG_DOWN(g) : TNBC_SEG_END, parent,
+				sdown, dbuf ? dbuf + off : NULL, n);
 		for (i = 0; !ret && down && i < nch; i++)
 			ret = tnbc_sched_send(s, rc, 1, TNBC_SEG_END,
 					      tnbc_tree_child(&t, me, i), sdown,
 					      dbuf ? dbuf + off : NULL, n);
-		if (!ret && mark)
-			ret = tnbc_sched_copy(s, rc, 1, TNBC_SEG_END, NULL,
-					      NULL, 0);
 	}
 	if (!ret)
 		ret = tnbc_sched_start(s, TNBC_SEG_END, nseg * per);
