@@ -172,7 +172,10 @@ ftx_aborted(void)
 	exit(FTX_EXIT_ABORTED);
 }
 
-/* Give other ranks the CPU when there are more ranks than cores. */
+/* Give other ranks the CPU when there are more ranks than cores: at
+ * every idle poll, as MPI libraries do then (Open MPI's
+ * mpi_yield_when_idle), or a rank whose peer is off the CPU burns what
+ * is left of its slice before that peer can answer. */
 static void
 relax(unsigned *spins)
 {
@@ -180,9 +183,9 @@ relax(unsigned *spins)
 		*spins = 0;
 		if (atomic_load(&shared->abort))
 			ftx_aborted();
-		if (ftx_opts.nprocs > (int) ncpus || ncpus == 1)
-			sched_yield();
 	}
+	if (ftx_opts.nprocs > (int) ncpus || ncpus == 1)
+		sched_yield();
 }
 
 void
