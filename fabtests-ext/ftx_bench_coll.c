@@ -238,16 +238,17 @@ run(struct ftx_ctx *ctx)
 {
 	bool offload = !strcmp(mode, "offload");
 	char deflabel[64];
+	const char *lbl = label;
 
 	if (offload)
 		join_world(ctx);
-	if (!label) {
+	if (!lbl) { /* per case: the sleeping one says so */
 		snprintf(deflabel, sizeof(deflabel), "%s-%s%s%s%s",
 			 ctx->info->fabric_attr->prov_name, mode,
 			 sleepy ? "-sleep" : "",
 			 strcmp(coll_op, "allreduce") ? "-" : "",
 			 strcmp(coll_op, "allreduce") ? coll_op : "");
-		label = deflabel;
+		lbl = deflabel;
 	}
 	if (compute_us && b2b)
 		ftx_fail("-c and -B do not mix");
@@ -333,7 +334,7 @@ run(struct ftx_ctx *ctx)
 				   out[i]);
 		qsort(times, (size_t) n, sizeof(*times), cmp_u64);
 		if (ctx->rank == 0)
-			printf("%s,%d,%zu,%.3f,%.3f\n", label, ctx->nprocs,
+			printf("%s,%d,%zu,%.3f,%.3f\n", lbl, ctx->nprocs,
 			       sizes[s], times[n / 2] / 1e3, times[0] / 1e3);
 		fflush(stdout);
 		free(times);
