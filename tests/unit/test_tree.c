@@ -1,6 +1,7 @@
 /*
  * The collectives' k-ary tree maths, alone: every group size 1 to 64,
- * every degree 1 to 8, and three roots each.
+ * every degree 1 to 8, and three roots each; and how a payload is cut
+ * into a pipeline's segments.
  */
 #include "tnbc_unit.h"
 
@@ -118,6 +119,43 @@ START_TEST(tree_bad_input)
 }
 END_TEST
 
+/* Segments cover the payload exactly once, in whole elements, never more
+ * of them than allowed, and at least the preferred size but the last. */
+START_TEST(tree_segments)
+{
+	const size_t lens[] = {0,     1,	8,	  48,	     49,
+			       4096,  65535,	65536,	  65537,     1048576,
+			       12345, 1u << 30, 3u << 20, 2047u * 64};
+	const size_t ess[] = {1, 4, 8, 16};
+	const size_t prefs[] = {64, 1000, 65536};
+	size_t seg, n;
+
+	for (size_t a = 0; a < sizeof(lens) / sizeof(lens[0]); a++)
+		for (size_t b = 0; b < 4; b++)
+			for (size_t c = 0; c < 3; c++) {
+				size_t len = lens[a] / ess[b] * ess[b];
+
+				tnbc_tree_segments(len, ess[b], prefs[c], 2047,
+						   &seg, &n);
+				ck_assert_uint_ge(n, 1);
+				ck_assert_uint_le(n, 2047);
+				if (len <= prefs[c]) {
+					ck_assert_uint_eq(n, 1);
+					ck_assert_uint_eq(seg, len);
+					continue;
+				}
+				ck_assert_uint_eq(seg % ess[b], 0);
+				ck_assert_uint_ge(seg, prefs[c]);
+				ck_assert_uint_ge(n * seg, len);
+				ck_assert_uint_lt((n - 1) * seg, len);
+			}
+	/* 1 MiB of doubles in 64-byte segments: too many, so they grow */
+	tnbc_tree_segments(1u << 20, 8, 64, 2047, &seg, &n);
+	ck_assert_uint_eq(seg, 520);
+	ck_assert_uint_eq(n, 2017);
+}
+END_TEST
+
 Suite *tu_tree_suite(void)
 {
 	Suite *s = suite_create("tree");
@@ -126,6 +164,7 @@ Suite *tu_tree_suite(void)
 	tcase_add_test(tc, tree_shapes);
 	tcase_add_test(tc, tree_heights);
 	tcase_add_test(tc, tree_bad_input);
+	tcase_add_test(tc, tree_segments);
 	suite_add_tcase(s, tc);
 	return s;
 }

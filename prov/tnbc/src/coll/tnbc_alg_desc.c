@@ -53,20 +53,6 @@ enum {
 #define TNBC_SEG_FOLD(g) (TNBC_SEG_IN(g) + 1)
 #define TNBC_SEG_DOWN(g) (TNBC_SEG_IN(g) + 2)
 
-/* Bytes per segment: whole elements, and few enough segments for the
- * tag's step bits. */
-static size_t tnbc_seg_size(size_t len, size_t es)
-{
-	size_t seg = tnbc_env.coll_seg;
-	size_t min = (len + TNBC_SEG_MAX - 1) / TNBC_SEG_MAX;
-
-	if (len <= FI_TNBC_RED_INLINE || len <= seg)
-		return len;
-	if (seg < min)
-		seg = min;
-	return (seg + es - 1) / es * es;
-}
-
 static size_t tnbc_round64(size_t n)
 {
 	return (n + 63) & ~(size_t)63;
@@ -85,9 +71,7 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	bool down = op->coll != FI_REDUCE;
 	size_t es = op->coll == FI_BARRIER ? 1 : tnbc_alu_size(op->dt);
 	size_t len = op->coll == FI_BARRIER ? 0 : es * op->count;
-	size_t seg = tnbc_seg_size(len, es);
-	size_t nseg = len ? (len + seg - 1) / seg : 1;
-	size_t stride = tnbc_round64(sizeof(struct tnbc_red_hdr) + seg);
+	size_t seg, nseg, stride;
 	int me = mc->rank, parent, nch, ret;
 	struct tnbc_desc_red *red = NULL;
 	const char *own = op->buf;
@@ -99,6 +83,9 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	ret = tnbc_tree_init(&t, mc->size, op->root, tnbc_coll_degree());
 	if (ret)
 		return ret;
+	tnbc_tree_segments(len, es, tnbc_env.coll_seg, TNBC_SEG_MAX, &seg,
+			   &nseg);
+	stride = tnbc_round64(sizeof(struct tnbc_red_hdr) + seg);
 	parent = tnbc_tree_parent(&t, me);
 	nch = tnbc_tree_nchildren(&t, me);
 	/* per segment: the packet up (not at the root) and the children's */

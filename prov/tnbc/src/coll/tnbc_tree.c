@@ -103,3 +103,20 @@ int tnbc_tree_subtree(const struct tnbc_tree *t, int member)
 	}
 	return (int)n;
 }
+
+void tnbc_tree_segments(size_t len, size_t es, size_t pref, size_t max_segs,
+			size_t *seg, size_t *nseg)
+{
+	size_t s = pref, min = (len + max_segs - 1) / max_segs;
+
+	if (len <= pref) {
+		*seg = len;
+		*nseg = 1;
+		return;
+	}
+	if (s < min)
+		s = min;
+	s = (s + es - 1) / es * es;
+	*seg = s;
+	*nseg = (len + s - 1) / s;
+}

@@ -15,6 +15,8 @@
 #ifndef TNBC_TREE_H
 #define TNBC_TREE_H
 
+#include <stddef.h>
+
 struct tnbc_tree {
 	int size;
 	int root;
@@ -35,5 +37,13 @@ int tnbc_tree_depth(const struct tnbc_tree *t, int member);
 int tnbc_tree_height(const struct tnbc_tree *t);
 /* Members in member's subtree, itself included. */
 int tnbc_tree_subtree(const struct tnbc_tree *t, int member);
+
+/* A pipeline's segments: len bytes of es-byte elements cut into *nseg
+ * segments of *seg bytes (the last may be shorter).  At most pref bytes
+ * is one segment; beyond, segments are whole elements of at least pref
+ * bytes, and more than max_segs of them grows them instead.  0 bytes is
+ * one empty segment. */
+void tnbc_tree_segments(size_t len, size_t es, size_t pref, size_t max_segs,
+			size_t *seg, size_t *nseg);
 
 #endif /* TNBC_TREE_H */
