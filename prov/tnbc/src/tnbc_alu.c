@@ -232,9 +232,101 @@ bool tnbc_alu_valid(enum tnbc_atomic_kind kind, enum fi_op op,
 	TNBC_ALU_LOOP(T, TNBC_ALU_COMMON(T) TNBC_ALU_ORDERED(T))
 #define TNBC_ALU_CPLX(T) TNBC_ALU_LOOP(T, TNBC_ALU_COMMON(T))
 
+/*
+ * The reductions of whole vectors (a collective's fold, a reduce step,
+ * an atomic with no fetch): the op chosen once, not per element, so that
+ * the loop is plain loads, one operation and a store, which the compiler
+ * may vectorize.  The expressions are those of the loops above, so the
+ * two give the same bits.  -FI_ENOSYS: no such loop here.
+ */
+#define TNBC_RED_LOOP(T, EXPR)                                                 \
+	for (size_t i = 0; i < count; i++) {                                   \
+		T d, s;                                                        \
+                                                                               \
+		memcpy(&d, dp + i * sizeof(T), sizeof(T));                     \
+		memcpy(&s, sp + i * sizeof(T), sizeof(T));                     \
+		d = (T)(EXPR);                                                 \
+		memcpy(dp + i * sizeof(T), &d, sizeof(T));                     \
+	}                                                                      \
+	return 0
+
+#define TNBC_RED_ORDERED(T)                                                    \
+	case FI_SUM:                                                           \
+		TNBC_RED_LOOP(T, d + s);                                       \
+	case FI_PROD:                                                          \
+		TNBC_RED_LOOP(T, d *s);                                        \
+	case FI_MIN:                                                           \
+		TNBC_RED_LOOP(T, s < d ? s : d);                               \
+	case FI_MAX:                                                           \
+		TNBC_RED_LOOP(T, s > d ? s : d);                               \
+	case FI_LOR:                                                           \
+		TNBC_RED_LOOP(T, d || s);                                      \
+	case FI_LAND:                                                          \
+		TNBC_RED_LOOP(T, d &&s);                                       \
+	case FI_LXOR:                                                          \
+		TNBC_RED_LOOP(T, !d != !s);
+
+#define TNBC_RED_INT(T)                                                        \
+	switch (op) {                                                          \
+		TNBC_RED_ORDERED(T)                                            \
+	case FI_BOR:                                                           \
+		TNBC_RED_LOOP(T, d | s);                                       \
+	case FI_BAND:                                                          \
+		TNBC_RED_LOOP(T, d &s);                                        \
+	case FI_BXOR:                                                          \
+		TNBC_RED_LOOP(T, d ^ s);                                       \
+	default:                                                               \
+		return -FI_ENOSYS;                                             \
+	}
+
+#define TNBC_RED_REAL(T)                                                       \
+	switch (op) {                                                          \
+		TNBC_RED_ORDERED(T)                                            \
+	default:                                                               \
+		return -FI_ENOSYS;                                             \
+	}
+
+static int tnbc_alu_reduce(enum fi_op op, enum fi_datatype dt, void *dst,
+			   const void *src, size_t count)
+{
+	char *dp = dst;
+	const char *sp = src;
+
+	switch (dt) {
+	case FI_INT8:
+		TNBC_RED_INT(int8_t);
+	case FI_UINT8:
+		TNBC_RED_INT(uint8_t);
+	case FI_INT16:
+		TNBC_RED_INT(int16_t);
+	case FI_UINT16:
+		TNBC_RED_INT(uint16_t);
+	case FI_INT32:
+		TNBC_RED_INT(int32_t);
+	case FI_UINT32:
+		TNBC_RED_INT(uint32_t);
+	case FI_INT64:
+		TNBC_RED_INT(int64_t);
+	case FI_UINT64:
+		TNBC_RED_INT(uint64_t);
+	case FI_FLOAT:
+		TNBC_RED_REAL(float);
+	case FI_DOUBLE:
+		TNBC_RED_REAL(double);
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
 int tnbc_alu_apply(enum fi_op op, enum fi_datatype dt, void *dst,
 		   const void *src, const void *cmp, void *old, size_t count)
 {
+	if (src && !cmp && !old) {
+		int ret = tnbc_alu_reduce(op, dt, dst, src, count);
+
+		if (ret != -FI_ENOSYS)
+			return ret;
+	}
 	switch (dt) {
 	case FI_INT8:
 		TNBC_ALU_INT(int8_t);
