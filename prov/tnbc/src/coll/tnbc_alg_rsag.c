@@ -7,11 +7,11 @@
  * move degree + 1 vectors; and every slice is folded once, by its owner,
  * so every member gets the same bytes.
  *
- *   copy own slice of buf into result                       (ARM, 1)
  *   send slice j of buf to j; receive j's slice me (C1)     (ARM, 1)
  *   receive j's folded slice j into result (C3)             (ARM, 1)
- *   fold the n - 1 received slices into result[me]          (C1, n-1)
- *   mark "folded": C2 = 1                                   (C1, n-1)
+ *   copy own slice of buf into result (C1)                  (ARM, 1)
+ *   fold the n - 1 received slices into result[me]          (C1, n)
+ *   mark "folded": C2 = 1                                   (C1, n)
  *   send result[me] to every j (C3)                         (C2, 1)
  *   complete                                                (C3, all)
  * Chosen over the tree from FI_TNBC_COLL_RSAG_MIN bytes (fi_tnbc(7)).
@@ -41,8 +41,9 @@ int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	size_t at = tnbc_rsag_off(op->count, n, me) * es;
 	const char *in = op->buf;
 	char *out = op->result, *slots;
-	uint64_t nterm = 0;
+	uint64_t nterm = 0, nin;
 	struct tnbc_sched *s;
+	bool copy;
 
 	ret = tnbc_sched_new(mc, 0, (size_t)(n - 1) * mine * es, op->context,
 			     &s);
@@ -50,9 +51,6 @@ int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		return ret;
 	s->end = op->end;
 	slots = s->scratch;
-	if (in != out && mine)
-		ret = tnbc_sched_copy(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_NONE,
-				      out + at, in + at, mine * es);
 	for (j = 0; !ret && j < n; j++) {
 		size_t jo = tnbc_rsag_off(op->count, n, j) * es;
 		size_t jl = tnbc_rsag_len(op->count, n, j) * es;
@@ -72,15 +70,22 @@ int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 					      TNBC_RSAG_STEP_AG, out + jo, jl);
 		nterm += 2;
 	}
+	/* the own slice into result after the sends are queued, so that
+	 * the copy overlaps the peers reading this member's slices; the
+	 * fold waits for it and the n - 1 slices */
+	copy = in != out && mine;
+	if (!ret && copy)
+		ret = tnbc_sched_copy(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C1,
+				      out + at, in + at, mine * es);
+	nin = (uint64_t)(n - 1) + (copy ? 1 : 0);
 	/* in member order, whatever the order of arrival */
 	for (j = 0; !ret && mine && j < n - 1; j++)
-		ret = tnbc_sched_reduce(s, TNBC_SCHED_C1, (uint64_t)(n - 1),
-					TNBC_SCHED_NONE, out + at,
-					slots + (size_t)j * mine * es, mine,
-					op->op, op->dt);
+		ret = tnbc_sched_reduce(s, TNBC_SCHED_C1, nin, TNBC_SCHED_NONE,
+					out + at, slots + (size_t)j * mine * es,
+					mine, op->op, op->dt);
 	if (!ret)
-		ret = tnbc_sched_copy(s, TNBC_SCHED_C1, (uint64_t)(n - 1),
-				      TNBC_SCHED_C2, NULL, NULL, 0);
+		ret = tnbc_sched_copy(s, TNBC_SCHED_C1, nin, TNBC_SCHED_C2,
+				      NULL, NULL, 0);
 	for (j = 0; !ret && j < n; j++) {
 		if (j == me)
 			continue;
