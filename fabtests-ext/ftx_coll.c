@@ -949,6 +949,29 @@ run_member_death(struct ftx_ctx *ctx)
 		   (unsigned long long) ms);
 	ftx_log("error %d (%s) after %llu ms", c.err, fi_strerror(c.err),
 		(unsigned long long) ms);
+
+	/* A pipelined reduce (1 MiB: many segments) to member 0: the
+	 * members whose subtree holds the victim fail, the root among
+	 * them; the others' part is done and completes.  None hangs. */
+	size_t n = (size_t) 1 << 17; /* uint64_t: 1 MiB */
+	uint64_t *in = ftx_alloc(n * sizeof(*in)), *out = ftx_alloc(n * 8);
+
+	for (size_t i = 0; i < n; i++)
+		in[i] = i;
+	t0 = ftx_now_ns();
+	FTX_POST(ctx, fi_reduce(ctx->ep, in, n, NULL, out, NULL, g.coll,
+				g.members[0], FI_UINT64, FI_SUM, 0, &ctxv));
+	ftx_wait_comp(ctx, FTX_TX, &c);
+	ms = (ftx_now_ns() - t0) / 1000000u;
+	FTX_EXPECT(c.op_context == &ctxv && (ctx->rank || c.err),
+		   "1 MiB reduce with a dead member: err %d context %p", c.err,
+		   c.op_context);
+	FTX_EXPECT(ms < 2000, "the 1 MiB reduce took %llu ms",
+		   (unsigned long long) ms);
+	ftx_log("1 MiB reduce: %s after %llu ms",
+		c.err ? fi_strerror(c.err) : "done", (unsigned long long) ms);
+	ftx_free(in);
+	ftx_free(out);
 	leave(&g);
 	return 0;
 }
