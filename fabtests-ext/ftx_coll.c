@@ -627,6 +627,47 @@ supported(struct ftx_ctx *ctx, enum fi_collective_op coll, enum fi_op op,
 	return ret == 0;
 }
 
+/* Allreduce and reduce in place (result == buf), below the reduce-
+ * scatter switch: the tree folds a copy of each member's own values. */
+static void
+check_in_place(struct ftx_ctx *ctx, struct group *g, size_t count, int root)
+{
+	uint64_t *buf = gbuf(count * 8), *want = gbuf(count * 8);
+	int ctxv;
+
+	for (int pass = 0; pass < 2; pass++) {
+		enum fi_collective_op coll = pass ? FI_REDUCE : FI_ALLREDUCE;
+
+		for (size_t i = 0; i < count; i++) {
+			buf[i] = (uint64_t) g->rank * 1000003u + i;
+			want[i] = 0;
+			for (int m = 0; m < g->size; m++)
+				want[i] += (uint64_t) m * 1000003u + i;
+		}
+		if (coll == FI_ALLREDUCE)
+			FTX_POST(ctx,
+				 fi_allreduce(ctx->ep, buf, count, NULL, buf,
+					      NULL, g->coll, FI_UINT64, FI_SUM,
+					      0, &ctxv));
+		else
+			FTX_POST(ctx, fi_reduce(ctx->ep, buf, count, NULL, buf,
+						NULL, g->coll, g->members[root],
+						FI_UINT64, FI_SUM, 0, &ctxv));
+		wait_coll(ctx, &ctxv);
+		gcheck(buf, count * 8, "in-place result");
+		if (coll == FI_ALLREDUCE || g->rank == root)
+			for (size_t i = 0; i < count; i++)
+				FTX_EXPECT(buf[i] == want[i],
+					   "in-place coll %d, %zu values: "
+					   "element %zu is %llu, want %llu",
+					   (int) coll, count, i,
+					   (unsigned long long) buf[i],
+					   (unsigned long long) want[i]);
+	}
+	free(buf);
+	free(want);
+}
+
 static void
 sweep_group(struct ftx_ctx *ctx, struct group *g)
 {
@@ -666,6 +707,9 @@ sweep_group(struct ftx_ctx *ctx, struct group *g)
 						     elems_of(BIG, dt),
 						     g->size - 1);
 			}
+	check_in_place(ctx, g, 1, 0);
+	check_in_place(ctx, g, 6, g->size - 1);
+	check_in_place(ctx, g, 512, g->size / 2); /* 4 KiB */
 	for (size_t c = 0; c < sizeof(movers) / sizeof(movers[0]); c++) {
 		FTX_EXPECT(supported(ctx, movers[c], FI_NOOP, FI_UINT8),
 			   "coll %d not offered", (int) movers[c]);

@@ -27,13 +27,14 @@
  * (the fold of a root that sends nothing down, the result's arrival at
  * a leaf), and a leaf has no fold: its packet is filled when posted and
  * goes up once armed.  An allreduce of two members is then four steps
- * at the root and three at the leaf.  Folding in member order after every child
- * is in makes the result independent of arrival order: repeated runs are
- * bit-identical.
+ * at the root and three at the leaf.  Folding in member order after
+ * every child is in makes the result independent of arrival order:
+ * repeated runs are bit-identical.
  *
  * The fold of a member that is not the root lands in the packet it
- * sends up, never in its result buffer: the result arrives there from
- * the parent, which the two processes order only between themselves.
+ * sends up, never in its result buffer, and an operation in place folds
+ * a copy of its own values: the result arrives from the parent, which
+ * the two processes order only between themselves.
  */
 #include <string.h>
 
@@ -79,6 +80,7 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	struct tnbc_sched *s;
 	struct tnbc_tree t;
 	size_t npkt, per, fan, g;
+	bool copy_own;
 
 	ret = tnbc_tree_init(&t, mc->size, op->root, tnbc_coll_degree());
 	if (ret)
@@ -90,9 +92,9 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	nch = tnbc_tree_nchildren(&t, me);
 	/* per segment: the packet up (not at the root) and the children's */
 	npkt = up ? (size_t)nch + (parent >= 0 ? 1 : 0) : 0;
-	/* the root folds into result: its own values must not be there */
-	bool copy_own = up && parent < 0 && op->coll != FI_BARRIER &&
-			tnbc_overlap(op->buf, op->result, len);
+	/* in place: the result lands where the own values are */
+	copy_own = up && op->coll != FI_BARRIER &&
+		   tnbc_overlap(op->buf, op->result, len);
 
 	ret = tnbc_sched_new(mc, TNBC_SEG_BASE + 3 * (int)nseg,
 			     nseg * npkt * stride +
