@@ -307,7 +307,9 @@ static int tnbc_desc_reduce(struct fid_ep *fid,
 	d->slots = (const char *)&p->slot[1];
 	d->stride = sizeof(p->slot[0]);
 	d->children = r->children;
-	/* the packet up: the header, the fold's values and error vector */
+	/* the packet up: the header, the fold's values and error vector
+	 * (all 72 bytes go: none may be stale memory of this process) */
+	memset(&p->slot[0], 0, sizeof(p->slot[0]));
 	p->slot[0].h = d->hdr;
 	d->acc = root ? r->result : p->slot[0].data;
 	d->errvec_out = root ? r->errvec_out : &p->slot[0].h.errvec;
