@@ -32,7 +32,7 @@
 
 static size_t sizes[MAX_SIZES] = {8, 16, 32, 48, 4096, 1048576};
 static int nsizes = 6;
-static int reps = 200, warmup = 20, degree = 4;
+static int reps = 200, warmup = 20, degree;
 static const char *mode = "offload", *label, *coll_op = "allreduce";
 static bool sleepy; /* -S: wait in fi_cq_sread */
 static bool b2b; /* -B: back to back, the mean (osu_allreduce's way) */
@@ -384,7 +384,8 @@ static const struct ftx_test test = {
 		   "by the application)\n"
 		   "  -o OP    offload: allreduce (default), reduce or bcast "
 		   "(rooted at rank 0)\n"
-		   "  -k K     branch degree of the host tree (default 4)\n"
+		   "  -k K     branch degree of the host tree (default: "
+		   "FI_TNBC_COLL_DEGREE, else 8, the provider's)\n"
 		   "  -l NAME  label of the CSV lines\n"
 		   "  -S       wait in fi_cq_sread (with -C allreduce_sleep)\n"
 		   "  -B       back to back: the mean of operations in a row "
@@ -400,5 +401,9 @@ static const struct ftx_test test = {
 int
 main(int argc, char **argv)
 {
+	/* the host tree has the provider's shape unless -k says otherwise */
+	const char *k = getenv("FI_TNBC_COLL_DEGREE");
+
+	degree = k && atoi(k) > 0 ? atoi(k) : 8;
 	return ftx_main(&test, argc, argv);
 }

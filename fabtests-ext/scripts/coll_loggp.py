@@ -603,8 +603,8 @@ def parse_args(argv):
                       default='elem', help='elem: per 8 B element')
     here.add_argument('--d-host', type=float, default=1.0,
                       help='host poll/wake delay per receive-then-act step')
-    ap.add_argument('--degree', type=int, default=4,
-                    help='branch degree k of the "here" tables (default 4, '
+    ap.add_argument('--degree', type=int, default=8,
+                    help='branch degree k of the "here" tables (default 8, '
                     'tnbc\'s default)')
     ap.add_argument('--seed-k', default='fit',
                     help='branch degree of the seed fit: "fit" tries %s'

@@ -22,7 +22,7 @@ struct tnbc_env tnbc_env = {
 	.engine = 1,
 	.unexp_pull = 256 * 1024,
 	.unexp_max = 32 * 1024 * 1024,
-	.coll_degree = 4,
+	.coll_degree = 8,
 	.coll_rsag_min = 32768,
 	.coll_seg = 65536,
 };
