@@ -237,7 +237,7 @@ bool tnbc_alu_valid(enum tnbc_atomic_kind kind, enum fi_op op,
  * an atomic with no fetch): the op chosen once, not per element, so that
  * the loop is plain loads, one operation and a store, which the compiler
  * may vectorize.  The expressions are those of the loops above, so the
- * two give the same bits.  -FI_ENOSYS: no such loop here.
+ * two give the same bits.  False: no such loop here.
  */
 #define TNBC_RED_LOOP(T, EXPR)                                                 \
 	for (size_t i = 0; i < count; i++) {                                   \
@@ -248,7 +248,7 @@ bool tnbc_alu_valid(enum tnbc_atomic_kind kind, enum fi_op op,
 		d = (T)(EXPR);                                                 \
 		memcpy(dp + i * sizeof(T), &d, sizeof(T));                     \
 	}                                                                      \
-	return 0
+	return true
 
 #define TNBC_RED_ORDERED(T)                                                    \
 	case FI_SUM:                                                           \
@@ -276,18 +276,18 @@ bool tnbc_alu_valid(enum tnbc_atomic_kind kind, enum fi_op op,
 	case FI_BXOR:                                                          \
 		TNBC_RED_LOOP(T, d ^ s);                                       \
 	default:                                                               \
-		return -FI_ENOSYS;                                             \
+		return false;                                                  \
 	}
 
 #define TNBC_RED_REAL(T)                                                       \
 	switch (op) {                                                          \
 		TNBC_RED_ORDERED(T)                                            \
 	default:                                                               \
-		return -FI_ENOSYS;                                             \
+		return false;                                                  \
 	}
 
-static int tnbc_alu_reduce(enum fi_op op, enum fi_datatype dt, void *dst,
-			   const void *src, size_t count)
+static bool tnbc_alu_reduce(enum fi_op op, enum fi_datatype dt, void *dst,
+			    const void *src, size_t count)
 {
 	char *dp = dst;
 	const char *sp = src;
@@ -314,19 +314,15 @@ static int tnbc_alu_reduce(enum fi_op op, enum fi_datatype dt, void *dst,
 	case FI_DOUBLE:
 		TNBC_RED_REAL(double);
 	default:
-		return -FI_ENOSYS;
+		return false;
 	}
 }
 
 int tnbc_alu_apply(enum fi_op op, enum fi_datatype dt, void *dst,
 		   const void *src, const void *cmp, void *old, size_t count)
 {
-	if (src && !cmp && !old) {
-		int ret = tnbc_alu_reduce(op, dt, dst, src, count);
-
-		if (ret != -FI_ENOSYS)
-			return ret;
-	}
+	if (src && !cmp && !old && tnbc_alu_reduce(op, dt, dst, src, count))
+		return 0;
 	switch (dt) {
 	case FI_INT8:
 		TNBC_ALU_INT(int8_t);
