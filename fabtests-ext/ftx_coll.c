@@ -17,6 +17,7 @@
  *   bad_input    what must be refused is, and the group still works
  */
 #include "common/ftx.h"
+#include "common/ftx_trig.h"
 
 #include <rdma/fi_collective.h>
 #include <rdma/fi_eq.h>
@@ -1142,6 +1143,22 @@ run_descriptors(struct ftx_ctx *ctx)
 			   run.width);
 		FTX_EXPECT(ctx->rank || !ev, "error vector 0x%x", ev);
 		FTX_EXPECT(!fi_cntr_readerr(done), "an error completion");
+	}
+	/* The root's children are processes of this host: their
+	 * contributions came through its mailbox unless slots are off
+	 * (the first child to post always finds its slot free). */
+	if (!ctx->rank && ctx->nprocs > 1) {
+		struct fi_tnbc_engine_stats st;
+		const char *slots = getenv("FI_TNBC_COLL_SLOTS");
+		bool off = slots && (!strcmp(slots, "0") ||
+				     !strcasecmp(slots, "false") ||
+				     !strcasecmp(slots, "no"));
+
+		FTX_EXPECT(ftx_tnbc_stats(ctx, &st), "no engine statistics");
+		FTX_EXPECT(off ? st.slot_pkts == 0 : st.slot_pkts > 0,
+			   "%llu contributions through slots with slots %s",
+			   (unsigned long long) st.slot_pkts,
+			   off ? "off" : "on");
 	}
 	/* maxloc/minloc of doubles with ties: the smaller location wins */
 	for (int mx = 0; mx < 2; mx++) {

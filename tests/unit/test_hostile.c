@@ -16,6 +16,8 @@
 #include "tnbc_unit.h"
 #include "xport/shm/tnbc_shm_region.h"
 
+#include <rdma/fi_ext_tnbc.h>
+
 #define R 0
 #define A 1
 
@@ -706,6 +708,146 @@ START_TEST(hostile_flood_bounded)
 }
 END_TEST
 
+/* A two-member reduction of seed 002's descriptors: A's value goes to R,
+ * which adds its own.  Returns R's result; *ev gets its error vector. */
+static int64_t mb_reduce(struct tu_world *w, int64_t a, int64_t r, uint32_t *ev)
+{
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fi_tnbc_ops_coll *ops = NULL;
+	struct fi_tnbc_red_desc d[2] = {0};
+	struct fid_cntr *done;
+	int64_t res = 0;
+
+	ck_assert_int_eq(fi_open_ops(&w->ep[R].ep->fid, FI_TNBC_COLL_OPS_1, 0,
+				     (void **)&ops, NULL),
+			 0);
+	ck_assert_int_eq(fi_cntr_open(w->d.domain, &ca, &done, NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		d[i].size = sizeof(d[i]);
+		d[i].flags = FI_TNBC_RED_CP;
+		d[i].tag = 11;
+		d[i].degree = 1;
+		d[i].op = FI_TNBC_RED_SUM;
+		d[i].width = FI_TNBC_RED_INT64;
+		d[i].count = 1;
+		d[i].order = (uint32_t)i;
+		memcpy(d[i].data, i ? &a : &r, sizeof(int64_t));
+	}
+	d[R].children = 1;
+	d[R].cpcnt = 1;
+	d[R].dest = FI_ADDR_NOTAVAIL;
+	d[R].result = &res;
+	d[R].errvec_out = ev;
+	d[R].comp_cntr = done;
+	d[A].dest = w->addr[R];
+	ck_assert_int_eq(ops->reduce(w->ep[A].ep, &d[A]), 0);
+	ck_assert_int_eq(ops->reduce(w->ep[R].ep, &d[R]), 0);
+	ck_assert(tu_cntr_reach(done, 1, 5000));
+	ck_assert_int_eq(fi_close(&done->fid), 0);
+	return res;
+}
+
+/* Puts a packet into slot i of h's mailbox and sets its bit, as a
+ * sender does; the lengths are the peer's. */
+static void hx_slot(struct hx *h, unsigned i, uint32_t fmt,
+		    const struct tnbc_shm_short *sh, uint32_t len,
+		    const void *payload, size_t plen)
+{
+	struct tnbc_shm_cell *c = tnbc_shm_mbox_at(h->r->mbox, i);
+	uint8_t *dst = (uint8_t *)(c + 1);
+
+	ck_assert_uint_eq(atomic_load(&c->seq), 0);
+	memcpy(dst, sh, sizeof(*sh));
+	memcpy(dst + sizeof(*sh), payload, plen);
+	c->len = len;
+	c->fmt = fmt;
+	atomic_store(&c->seq, TNBC_SHM_MBOX_FULL);
+	atomic_fetch_or(&h->r->mbox_full, 1ull << i);
+}
+
+/*
+ * The mailbox (tnbc_shm_region.h, FI_TNBC_COLL_SLOTS).  A child's
+ * contribution to a member on this host goes through a slot (_i = 0),
+ * or through the queue with slots off (1).  With every slot claimed by
+ * a peer that never publishes and every bit set by hand, contributions
+ * take the queue and arrive (2).  A published slot whose length runs
+ * past it, or that holds a packet that is no collective's, is dropped
+ * and counted, handed back, and the mailbox goes on working (3).
+ */
+START_TEST(hostile_mailbox)
+{
+	struct fi_tnbc_engine_stats st0, st;
+	int old_slots = tnbc_env.coll_slots;
+	struct tnbc_shm_short sh;
+	char msg[8] = "notcoll", rbuf[8];
+	struct tu_world w;
+	uint32_t ev = 1;
+	struct hx h;
+
+	tnbc_env.coll_slots = _i != 1;
+	tu_world_open(&w, 2, NULL);
+	hx_map(&h, &w.ep[R].name);
+	tu_engine_stats(w.d.domain, &st0);
+	if (_i == 2) {
+		for (unsigned i = 0; i < TNBC_SHM_MBOX_SLOTS; i++)
+			atomic_store(&tnbc_shm_mbox_at(h.r->mbox, i)->seq,
+				     TNBC_SHM_CLAIM(getpid(), 0));
+		atomic_store(&h.r->mbox_full, ~0ull);
+	}
+	if (_i == 3) {
+		sh = (struct tnbc_shm_short){
+			.version = TNBC_PROTO_VERSION,
+			.type = TNBC_PKT_EAGER,
+			.flags = TNBC_HDR_TAGGED,
+			.payload_len = sizeof(msg),
+			.tag = 9,
+			.pid = w.ep[A].name.pid,
+			.uid = w.ep[A].name.uid,
+			.nonce = w.ep[A].name.nonce,
+		};
+		hx_slot(&h, 4, TNBC_SHM_FMT_SHORT_PID, &sh,
+			(uint32_t)(sizeof(sh) + sizeof(msg)), msg, sizeof(msg));
+		sh.flags |= TNBC_HDR_COLL;
+		hx_slot(&h, 5, TNBC_SHM_FMT_SHORT_PID, &sh, 5000, msg,
+			sizeof(msg));
+		/* taken once a receive is posted, as a queued eager
+		 * message would be: both dropped, their slots handed back */
+		h_trecv(&w, R, rbuf, sizeof(rbuf), 99, 0, &ctx[0]);
+		for (int t = 0;
+		     t < 5000 &&
+		     (atomic_load(&tnbc_shm_mbox_at(h.r->mbox, 4)->seq) ||
+		      atomic_load(&tnbc_shm_mbox_at(h.r->mbox, 5)->seq));
+		     t++) {
+			ck_assert(tu_cq_quiet(w.ep[R].rx_cq, 1));
+		}
+		ck_assert_int_eq(fi_cancel(&w.ep[R].ep->fid, &ctx[0]), 0);
+		ck_assert_uint_eq(
+			atomic_load(&tnbc_shm_mbox_at(h.r->mbox, 4)->seq), 0);
+		ck_assert_uint_eq(
+			atomic_load(&tnbc_shm_mbox_at(h.r->mbox, 5)->seq), 0);
+		tu_engine_stats(w.d.domain, &st);
+		ck_assert_uint_eq(st.bad_pkts - st0.bad_pkts, 2);
+	}
+	ck_assert_int_eq(mb_reduce(&w, 40, 2, &ev), 42);
+	ck_assert_uint_eq(ev, 0);
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_eq(st.slot_pkts - st0.slot_pkts,
+			  _i == 0 || _i == 3 ? 1 : 0);
+	if (_i == 2) {
+		/* slots handed back: the next contribution takes one */
+		for (unsigned i = 0; i < TNBC_SHM_MBOX_SLOTS; i++)
+			atomic_store(&tnbc_shm_mbox_at(h.r->mbox, i)->seq, 0);
+		ck_assert_int_eq(mb_reduce(&w, -7, 7, &ev), 0);
+		ck_assert_uint_eq(ev, 0);
+		tu_engine_stats(w.d.domain, &st);
+		ck_assert_uint_eq(st.slot_pkts - st0.slot_pkts, 1);
+	}
+	hx_unmap(&h);
+	tu_world_close(&w);
+	tnbc_env.coll_slots = old_slots;
+}
+END_TEST
+
 Suite *tu_hostile_suite(void)
 {
 	Suite *s = suite_create("hostile");
@@ -720,6 +862,7 @@ Suite *tu_hostile_suite(void)
 	tcase_add_test(tc, hostile_batched_read_fault);
 	tcase_add_loop_test(tc, hostile_dead_claim, 0, 3);
 	tcase_add_test(tc, hostile_flood_bounded);
+	tcase_add_loop_test(tc, hostile_mailbox, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -68,7 +68,7 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	st->trig_pending = atomic_load(&e->trig_pending);
 	st->trig_heap_steps = atomic_load(&e->trig_heap_steps);
 	st->trig_fired_by_engine = atomic_load(&e->trig_fired_by_engine);
-	if (st->size < sizeof(*st))
+	if (st->size < offsetof(struct fi_tnbc_engine_stats, slot_pkts))
 		return 0;
 	dom->xops->stats(dom->xdom, &xs);
 	st->bad_pkts = xs.bad_pkts;
@@ -76,6 +76,8 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	st->dead_cells = xs.dead_cells;
 	st->refused_peers = xs.refused;
 	st->unexp_held = atomic_load(&e->unexp_held);
+	if (st->size >= sizeof(*st))
+		st->slot_pkts = xs.slot_pkts;
 	return 0;
 }
 

@@ -25,6 +25,7 @@ struct tnbc_env tnbc_env = {
 	.coll_degree = 8,
 	.coll_rsag_min = 32768,
 	.coll_seg = 65536,
+	.coll_slots = 1,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -126,6 +127,12 @@ static void tnbc_init_env(void)
 			"fi_allreduce and fi_broadcast, at least 64 "
 			"(default: %zu)",
 			tnbc_env.coll_seg);
+	fi_param_define(
+		&tnbc_prov, "coll_slots", FI_PARAM_BOOL,
+		"A collective's small contributions to a member on "
+		"this host go into a slot of its shared-memory mailbox "
+		"rather than its queue, while one is free (default: %s)",
+		tnbc_env.coll_slots ? "true" : "false");
 	fi_param_define(&tnbc_prov, "shm_group", FI_PARAM_STRING,
 			"A group (name or number) whose members' processes may "
 			"exchange messages with this one. Default: only "
@@ -170,6 +177,8 @@ static void tnbc_init_env(void)
 	tnbc_param_size("coll_rsag_min", &tnbc_env.coll_rsag_min, 0,
 			TNBC_MAX_MSG_SIZE);
 	tnbc_param_size("coll_seg", &tnbc_env.coll_seg, 64, (size_t)1 << 30);
+	if (fi_param_get_bool(&tnbc_prov, "coll_slots", &b) == FI_SUCCESS)
+		tnbc_env.coll_slots = !!b;
 	tnbc_param_group();
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);

@@ -54,6 +54,7 @@ struct tnbc_xport_stats {
 	uint64_t bad_pkts; /* malformed: lengths, version */
 	uint64_t dead_cells; /* claimed by a sender that died meanwhile */
 	uint64_t refused; /* peers not mapped: not a trusted owner */
+	uint64_t slot_pkts; /* contributions taken from a slot (mailbox) */
 };
 
 /* How the engine sleeps (sleep_begin). */
@@ -94,7 +95,10 @@ struct tnbc_xport_ops {
 	/* Whether the peer's process still exists (for error reporting). */
 	bool (*peer_alive)(struct tnbc_xpeer *peer);
 
-	/* One packet; -FI_EAGAIN when the peer's queue is full. */
+	/* One packet; -FI_EAGAIN when the peer's queue is full.  A
+	 * transport may deliver a collective's eager packets (TNBC_HDR_COLL)
+	 * out of order with the peer's other packets, its own included: the
+	 * protocol names each one by source and tag. */
 	int (*send)(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 		    const struct iovec *iov, size_t iov_count);
 	/* Offers up to budget packets, in order, from the oldest not yet

@@ -159,7 +159,7 @@ struct tnbc_xdom {
 	 * other threads may still be reading them, so they live as long as
 	 * the domain. */
 	struct tnbc_shm_retired *retired;
-	atomic_uint_fast64_t bad_pkts, dead_cells, refused;
+	atomic_uint_fast64_t bad_pkts, dead_cells, refused, slot_pkts;
 	char refused_name[TNBC_SHM_NAME_MAX]; /* last warned about */
 };
 
@@ -195,6 +195,12 @@ struct tnbc_xep {
 	 * is looked at once, however often quiet is asked */
 	uint64_t quiet_pos;
 	uint64_t look_until; /* tail at the last look_mark */
+	/* the mailbox (tnbc_shm_region.h): slots taken from mbox_full and
+	 * not consumed yet (read by tnbc_shm_idle without the lock), and
+	 * slots whose packets the protocol keeps until the next rewind */
+	uint8_t *mbox;
+	atomic_uint_fast64_t mbox_pend;
+	uint64_t mbox_kept;
 };
 
 static atomic_uint tnbc_shm_next_uid;
@@ -601,6 +607,7 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 	r->pid = (int32_t)getpid();
 	snprintf(r->bell_name, sizeof(r->bell_name), "%s", xdom->bell_name);
 	xep->cells = r->cells;
+	xep->mbox = r->mbox; /* every slot 0 (empty): ftruncate zeroed it */
 	xep->nslots = nslots;
 	xep->mask = nslots - 1;
 	xep->slot_size = slot;
@@ -814,10 +821,10 @@ static bool tnbc_shm_peer_polls(struct tnbc_xdom *xdom,
 		hint);
 }
 
-/* After publishing the packet at pos: wakes the peer's engine if it
- * sleeps and the packet needs it. */
+/* After publishing the packet at pos (or, slot, in the mailbox): wakes
+ * the peer's engine if it sleeps and the packet needs it. */
 static void tnbc_shm_ring(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
-			  uint64_t pos, bool eager)
+			  uint64_t pos, bool eager, bool slot)
 {
 	struct tnbc_shm_bell *bell = peer->bell;
 	unsigned state;
@@ -847,7 +854,7 @@ static void tnbc_shm_ring(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 		atomic_thread_fence(memory_order_seq_cst);
 	if (eager &&
 	    !atomic_load_explicit(&bell->rx_posted, memory_order_relaxed) &&
-	    tnbc_shm_roomy(peer, r, pos))
+	    (slot || tnbc_shm_roomy(peer, r, pos)))
 		return;
 	atomic_fetch_add_explicit(&bell->seq, 1, memory_order_release);
 	tnbc_futex(&bell->seq, FUTEX_WAKE, 1, NULL);
@@ -1012,6 +1019,92 @@ static size_t tnbc_shm_frame(uint8_t *dst, uint32_t fmt,
 	return sizeof(sh) + sizeof(hdr->cq_data);
 }
 
+/* Copies the first len bytes of iov to dst. */
+static void tnbc_shm_gather(uint8_t *dst, const struct iovec *iov,
+			    size_t iov_count, size_t len)
+{
+	for (size_t i = 0; i < iov_count && len; i++) {
+		size_t n = iov[i].iov_len < len ? iov[i].iov_len : len;
+
+		if (n)
+			memcpy(dst, iov[i].iov_base, n);
+		dst += n;
+		len -= n;
+	}
+}
+
+/* The slot a sender tries first for a packet of tag: senders and the
+ * operations in flight spread over the mailbox. */
+static unsigned tnbc_shm_mbox_index(const struct tnbc_xdom *xdom,
+				    const struct tnbc_hdr *hdr)
+{
+	uint64_t h = (uint64_t)(uint32_t)xdom->pid * 0x9e3779b97f4a7c15ull;
+
+	h ^= (hdr->src.uid + 1) * 0xc2b2ae3d27d4eb4full;
+	h ^= hdr->tag * 0x165667b19e3779f9ull;
+	return (unsigned)(h >> 58); /* 6 bits: TNBC_SHM_MBOX_SLOTS */
+}
+
+_Static_assert(TNBC_SHM_MBOX_SLOTS == 64, "mbox_full's bits, the index");
+_Static_assert(TNBC_SHM_CELL_HDR + TNBC_SHM_SHORT_MAX <= TNBC_SHM_MBOX_SLOT,
+	       "a slot holds the frame's constant-size copy");
+/* slots a sender tries before it takes the queue */
+#define TNBC_SHM_MBOX_PROBES 2
+/* ThreadSanitizer keys of the slots, past the queue's (TNBC_TSAN_KEY) */
+#define TNBC_SHM_MBOX_KEY(peer_nslots, i) ((peer_nslots) + 1 + (i))
+
+/* Puts a collective's small eager packet, framed as frame[flen], into a
+ * free slot of the peer's mailbox.  -FI_EAGAIN: not such a packet, or
+ * no slot free; the queue takes it. */
+static int tnbc_shm_mbox_send(struct tnbc_xpeer *peer,
+			      struct tnbc_shm_region *r, uint32_t fmt,
+			      const uint8_t *frame, size_t flen,
+			      const struct tnbc_hdr *hdr,
+			      const struct iovec *iov, size_t iov_count)
+{
+	const uint64_t claim = TNBC_SHM_CLAIM(peer->xdom->pid, 0);
+	struct tnbc_shm_cell *slot = NULL;
+	unsigned i = 0, first;
+	uint8_t *dst;
+
+	if (!tnbc_env.coll_slots || !(hdr->flags & TNBC_HDR_COLL) ||
+	    fmt == TNBC_SHM_FMT_FULL ||
+	    TNBC_SHM_CELL_HDR + flen + hdr->payload_len > TNBC_SHM_MBOX_SLOT)
+		return -FI_EAGAIN;
+	first = tnbc_shm_mbox_index(peer->xdom, hdr);
+	for (unsigned p = 0; p < TNBC_SHM_MBOX_PROBES; p++) {
+		uint64_t seq = 0;
+
+		i = (first + p) % TNBC_SHM_MBOX_SLOTS;
+		slot = tnbc_shm_mbox_at(r->mbox, i);
+		/* acquire: the consumer's reads of the last packet here are
+		 * done before this sender writes the next */
+		if (!atomic_load_explicit(&slot->seq, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong_explicit(
+			    &slot->seq, &seq, claim, memory_order_acquire,
+			    memory_order_relaxed))
+			break;
+		slot = NULL;
+	}
+	if (!slot)
+		return -FI_EAGAIN;
+	tnbc_shm_tsan_acquire(peer->ino, TNBC_SHM_MBOX_KEY(peer->nslots, i));
+	dst = (uint8_t *)(slot + 1);
+	/* constant-size copies, as in tnbc_shm_send */
+	memcpy(dst, frame, TNBC_SHM_SHORT_MAX);
+	dst += flen;
+	tnbc_shm_gather(dst, iov, iov_count, hdr->payload_len);
+	slot->len = (uint32_t)(flen + hdr->payload_len);
+	slot->fmt = fmt;
+	tnbc_shm_tsan_release(peer->ino, TNBC_SHM_MBOX_KEY(peer->nslots, i));
+	atomic_store_explicit(&slot->seq, TNBC_SHM_MBOX_FULL,
+			      memory_order_release);
+	atomic_fetch_or_explicit(&r->mbox_full, 1ull << i,
+				 memory_order_release);
+	tnbc_shm_ring(peer, r, 0, true, true);
+	return 0;
+}
+
 static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 			 const struct iovec *iov, size_t iov_count)
 {
@@ -1040,6 +1133,8 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	 * field by field and copied whole) would wait for that line too. */
 	fmt = tnbc_shm_short_fmt(peer->xdom, hdr);
 	flen = tnbc_shm_frame(frame, fmt, hdr);
+	if (!tnbc_shm_mbox_send(peer, r, fmt, frame, flen, hdr, iov, iov_count))
+		return 0;
 	len = flen + hdr->payload_len;
 	ret = tnbc_shm_claim(peer, r, (uint32_t)len, &pos, &cell);
 	if (ret)
@@ -1056,22 +1151,14 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	else
 		memcpy(dst, frame, TNBC_SHM_SHORT_MAX);
 	dst += flen;
-	for (size_t i = 0, left = hdr->payload_len; i < iov_count && left;
-	     i++) {
-		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
-
-		if (n)
-			memcpy(dst, iov[i].iov_base, n);
-		dst += n;
-		left -= n;
-	}
+	tnbc_shm_gather(dst, iov, iov_count, hdr->payload_len);
 	cell->fmt = fmt;
 	mask = peer->nslots - 1;
 	tnbc_shm_tsan_release(peer->ino, pos & mask);
 	tnbc_shm_tsan_unseen_begin();
 	atomic_store_explicit(&cell->seq, pos + 1, memory_order_release);
 	tnbc_shm_tsan_unseen_end();
-	tnbc_shm_ring(peer, r, pos, hdr->type == TNBC_PKT_EAGER);
+	tnbc_shm_ring(peer, r, pos, hdr->type == TNBC_PKT_EAGER, false);
 	return 0;
 }
 
@@ -1301,13 +1388,94 @@ static size_t tnbc_shm_unframe(const struct tnbc_xep *xep, uint32_t fmt,
 	return hlen;
 }
 
+/* Whether the mailbox has packets to offer: published since the last
+ * look (one load of a line senders write only when they publish), or
+ * taken and not consumed yet.  Any thread. */
+static bool tnbc_shm_mbox_waiting(struct tnbc_xep *xep)
+{
+	return atomic_load_explicit(&xep->region->mbox_full,
+				    memory_order_relaxed) ||
+	       atomic_load_explicit(&xep->mbox_pend, memory_order_relaxed);
+}
+
+/* Offers the mailbox's packets, up to *budget of them, lowest slot
+ * first; returns how many were consumed.  *later: the protocol asked to
+ * see one again first (TNBC_RX_LATER), so the queue must wait. */
+static int tnbc_shm_mbox_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
+			      int *budget, bool *later)
+{
+	uint64_t pend =
+		atomic_load_explicit(&xep->mbox_pend, memory_order_relaxed);
+	int n = 0, delivered = 0;
+
+	if (atomic_load_explicit(&xep->region->mbox_full, memory_order_relaxed))
+		pend |= atomic_exchange_explicit(&xep->region->mbox_full, 0,
+						 memory_order_acquire);
+	/* a kept packet's bit, set again by a hostile peer, waits too */
+	pend &= ~xep->mbox_kept;
+	while (pend && *budget > 0) {
+		unsigned i = (unsigned)__builtin_ctzll(pend);
+		struct tnbc_shm_cell *slot = tnbc_shm_mbox_at(xep->mbox, i);
+		const uint8_t *pkt = (const uint8_t *)(slot + 1);
+		int verdict = TNBC_RX_DONE;
+		struct tnbc_hdr hdr;
+		uint32_t len, fmt;
+		size_t hlen = 0;
+
+		/* a bit with nothing published behind it: a peer set it
+		 * by hand, or the packet's own bit is still to come */
+		if (atomic_load_explicit(&slot->seq, memory_order_acquire) !=
+		    TNBC_SHM_MBOX_FULL) {
+			pend &= pend - 1;
+			continue;
+		}
+		tnbc_shm_tsan_acquire(xep->ino,
+				      TNBC_SHM_MBOX_KEY(xep->nslots, i));
+		(*budget)--;
+		len = __atomic_load_n(&slot->len, __ATOMIC_RELAXED);
+		fmt = __atomic_load_n(&slot->fmt, __ATOMIC_RELAXED);
+		if (len <= TNBC_SHM_MBOX_SLOT - TNBC_SHM_CELL_HDR)
+			hlen = tnbc_shm_unframe(xep, fmt, pkt, len, &hdr);
+		if (hlen && (hdr.flags & TNBC_HDR_COLL)) {
+			verdict = fn(arg, &hdr, pkt + hlen);
+			delivered += verdict == TNBC_RX_DONE;
+		} else {
+			tnbc_shm_bad_packet(xep, len);
+		}
+		if (verdict == TNBC_RX_LATER) {
+			*later = true;
+			break;
+		}
+		pend &= pend - 1;
+		if (verdict == TNBC_RX_KEEP) {
+			xep->mbox_kept |= 1ull << i;
+			continue;
+		}
+		tnbc_shm_tsan_release(xep->ino,
+				      TNBC_SHM_MBOX_KEY(xep->nslots, i));
+		atomic_store_explicit(&slot->seq, 0, memory_order_release);
+		n++;
+	}
+	atomic_store_explicit(&xep->mbox_pend, pend, memory_order_relaxed);
+	if (delivered)
+		atomic_fetch_add_explicit(&xep->xdom->slot_pkts,
+					  (uint64_t)delivered,
+					  memory_order_relaxed);
+	return n;
+}
+
 static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			 int budget)
 {
 	const size_t room = xep->slot_size - TNBC_SHM_CELL_HDR;
+	bool later = false;
 	int n = 0;
 
-	for (int looked = 0; looked < budget; looked++) {
+	/* the mailbox first: a contribution there should not wait behind
+	 * the queue's large messages */
+	if (tnbc_shm_mbox_waiting(xep))
+		n = tnbc_shm_mbox_poll(xep, fn, arg, &budget, &later);
+	for (int looked = 0; looked < budget && !later; looked++) {
 		uint64_t pos = tnbc_shm_next(xep);
 		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
 		const uint8_t *pkt = (const uint8_t *)(cell + 1);
@@ -1389,6 +1557,12 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 
 static void tnbc_shm_rewind(struct tnbc_xep *xep)
 {
+	atomic_store_explicit(
+		&xep->mbox_pend,
+		atomic_load_explicit(&xep->mbox_pend, memory_order_relaxed) |
+			xep->mbox_kept,
+		memory_order_relaxed);
+	xep->mbox_kept = 0;
 	xep->scan = xep->head;
 	atomic_store_explicit(&xep->peek, xep->scan, memory_order_relaxed);
 }
@@ -1402,7 +1576,8 @@ static bool tnbc_shm_idle(struct tnbc_xep *xep)
 	uint64_t pos = atomic_load_explicit(&xep->peek, memory_order_relaxed);
 
 	if (atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
-				 memory_order_relaxed))
+				 memory_order_relaxed) ||
+	    tnbc_shm_mbox_waiting(xep))
 		return false;
 	if (atomic_load_explicit(&xep->stalled, memory_order_relaxed))
 		return false;
@@ -1417,6 +1592,8 @@ static bool tnbc_shm_pending(struct tnbc_xep *xep)
 {
 	uint64_t pos = tnbc_shm_next(xep);
 
+	if (tnbc_shm_mbox_waiting(xep))
+		return true;
 	return atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
 				    memory_order_acquire) == pos + 1;
 }
@@ -1431,6 +1608,9 @@ static void tnbc_shm_look_mark(struct tnbc_xep *xep)
 
 static bool tnbc_shm_unlooked(struct tnbc_xep *xep)
 {
+	/* the mailbox has no order to mark a point in */
+	if (tnbc_shm_mbox_waiting(xep))
+		return true;
 	return (int64_t)(xep->look_until - tnbc_shm_next(xep)) > 0 &&
 	       tnbc_shm_pending(xep);
 }
@@ -1664,6 +1844,7 @@ static void tnbc_shm_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 	st->bad_pkts = atomic_load(&xdom->bad_pkts);
 	st->dead_cells = atomic_load(&xdom->dead_cells);
 	st->refused = atomic_load(&xdom->refused);
+	st->slot_pkts = atomic_load(&xdom->slot_pkts);
 }
 
 const struct tnbc_xport_ops tnbc_shm_ops = {

@@ -1,5 +1,5 @@
 /*
- * The shared-memory transport's layout in /dev/shm, version 5.
+ * The shared-memory transport's layout in /dev/shm, version 6.
  *
  * Everything in this file is visible to, and writable by, every process
  * that may send to an endpoint.  The consumer therefore never trusts it:
@@ -35,6 +35,29 @@
  * sender that dies between its CAS and its mark leaves tail ahead of an
  * unmarked cell; after a longer bound the consumer steps over to the next
  * marked cell (fi_tnbc(7)).
+ *
+ * The mailbox (version 6): beside the queue, TNBC_SHM_MBOX_SLOTS slots of
+ * TNBC_SHM_MBOX_SLOT bytes for a collective's small contributions
+ * (TNBC_HDR_COLL eager packets in a short frame).  A contribution is the
+ * tree's hot path: a slot spares it the queue's tail, which every sender
+ * of the endpoint contends for, and the queue's order, which would hold
+ * it behind a large message.  Nothing in the protocol orders a
+ * collective's packets among themselves: each (source, tag) names one.
+ * A slot's first 16 bytes are a struct tnbc_shm_cell whose seq is the
+ * slot's state:
+ *   0                         empty: any sender may claim it
+ *   TNBC_SHM_CLAIM(pid, 0)    a sender claimed it (CAS from 0) and writes
+ *   TNBC_SHM_MBOX_FULL        published: the consumer's to read
+ * After publishing, the sender sets the slot's bit in mbox_full (an
+ * atomic OR): the consumer looks at that one word while idle, takes it
+ * with an exchange, and reads only the slots it names.  Having copied a
+ * packet out, the consumer sets the state back to 0.
+ * A sender that finds its slots taken sends through the queue instead:
+ * the mailbox never refuses what the queue would accept.  A slot whose
+ * sender died between claim and publication stays claimed, and senders
+ * that would use it take the queue; a bit without a published slot
+ * behind it is ignored, and a published slot is checked as a queue cell
+ * is.
  */
 #ifndef TNBC_SHM_REGION_H
 #define TNBC_SHM_REGION_H
@@ -42,11 +65,14 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define TNBC_SHM_MAGIC	  0x74626e63u /* "tnbc" */
-#define TNBC_SHM_VERSION  5
-#define TNBC_SHM_CELL_HDR 16
-#define TNBC_SHM_NAME_MAX 64
-#define TNBC_SHM_CELL	  64 /* bytes per queue cell */
+#define TNBC_SHM_MAGIC	    0x74626e63u /* "tnbc" */
+#define TNBC_SHM_VERSION    6
+#define TNBC_SHM_CELL_HDR   16
+#define TNBC_SHM_NAME_MAX   64
+#define TNBC_SHM_CELL	    64 /* bytes per queue cell */
+#define TNBC_SHM_MBOX_SLOTS 64 /* the bits of mbox_full */
+#define TNBC_SHM_MBOX_SLOT  128 /* bytes per slot, its cell header included */
+#define TNBC_SHM_MBOX_FULL  1u /* a slot's seq once its packet is written */
 
 #define TNBC_SHM_CLAIMED (1ull << 63)
 #define TNBC_SHM_CLAIM(pid, pos)                                               \
@@ -144,6 +170,10 @@ struct tnbc_shm_region {
 	/* Written by the consumer after it freed the cells before it; read
 	 * by a sender only when its own copy says the ring is full. */
 	_Alignas(64) atomic_uint_fast64_t head;
+	/* bit i: slot i of mbox was published since the consumer last
+	 * took this word */
+	_Alignas(64) atomic_uint_fast64_t mbox_full;
+	_Alignas(64) uint8_t mbox[TNBC_SHM_MBOX_SLOTS * TNBC_SHM_MBOX_SLOT];
 	_Alignas(64) uint8_t cells[];
 };
 
@@ -151,6 +181,13 @@ static inline struct tnbc_shm_cell *
 tnbc_shm_cell_at(uint8_t *cells, uint64_t pos, uint64_t mask)
 {
 	return (struct tnbc_shm_cell *)(cells + (pos & mask) * TNBC_SHM_CELL);
+}
+
+static inline struct tnbc_shm_cell *tnbc_shm_mbox_at(uint8_t *mbox, unsigned i)
+{
+	return (struct tnbc_shm_cell *)(mbox +
+					(size_t)(i % TNBC_SHM_MBOX_SLOTS) *
+						TNBC_SHM_MBOX_SLOT);
 }
 
 /* Cells a packet of len bytes (header and payload) takes. */
