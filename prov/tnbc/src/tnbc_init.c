@@ -26,6 +26,7 @@ struct tnbc_env tnbc_env = {
 	.coll_rsag_min = 32768,
 	.coll_seg = 65536,
 	.coll_slots = 1,
+	.coll_flat_max = 2,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -127,6 +128,12 @@ static void tnbc_init_env(void)
 			"fi_allreduce and fi_broadcast, at least 64 "
 			"(default: %zu)",
 			tnbc_env.coll_seg);
+	fi_param_define(&tnbc_prov, "coll_flat_max", FI_PARAM_SIZE_T,
+			"Members up to which fi_allreduce of at most 48 bytes "
+			"and fi_barrier run in one hop, every member sending "
+			"its contribution to all others, instead of on a tree; "
+			"0 to 64 (default: %zu)",
+			tnbc_env.coll_flat_max);
 	fi_param_define(
 		&tnbc_prov, "coll_slots", FI_PARAM_BOOL,
 		"A collective's small contributions to a member on "
@@ -177,6 +184,7 @@ static void tnbc_init_env(void)
 	tnbc_param_size("coll_rsag_min", &tnbc_env.coll_rsag_min, 0,
 			TNBC_MAX_MSG_SIZE);
 	tnbc_param_size("coll_seg", &tnbc_env.coll_seg, 64, (size_t)1 << 30);
+	tnbc_param_size("coll_flat_max", &tnbc_env.coll_flat_max, 0, 64);
 	if (fi_param_get_bool(&tnbc_prov, "coll_slots", &b) == FI_SUCCESS)
 		tnbc_env.coll_slots = !!b;
 	tnbc_param_group();

@@ -125,6 +125,10 @@ struct tnbc_coll_op {
 int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+int tnbc_alg_flat(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+/* Whether tnbc_alg_flat takes an operation of len bytes in this group. */
+bool tnbc_alg_flat_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
+			size_t len);
 
 /* The descriptor engine (tnbc_desc.c), for the algorithms built on it.
  * A reduce descriptor's fold (a TNBC_TRIG_FN step): checks each child's
