@@ -165,6 +165,7 @@ struct tnbc_env {
 	size_t spin_us; /* engine busy-poll before sleeping */
 	size_t app_window_us; /* how long an app poll keeps peers quiet */
 	int engine; /* run the engine thread at all */
+	int engine_batch; /* the engine thread runs as SCHED_BATCH */
 	char *engine_cpus; /* hwloc list string, or NULL for automatic */
 	size_t unexp_max; /* bytes of unexpected messages one ep buffers */
 	size_t coll_degree; /* children per member in collective trees */

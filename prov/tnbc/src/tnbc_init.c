@@ -20,6 +20,7 @@ struct tnbc_env tnbc_env = {
 	.spin_us = 5,
 	.app_window_us = 200,
 	.engine = 1,
+	.engine_batch = 1,
 	.unexp_pull = 256 * 1024,
 	.unexp_max = 32 * 1024 * 1024,
 	.coll_degree = 8,
@@ -159,6 +160,11 @@ static void tnbc_init_env(void)
 			"(default: %s)",
 			tnbc_env.engine ? "true" : "false");
 
+	fi_param_define(&tnbc_prov, "engine_batch", FI_PARAM_BOOL,
+			"Run the progress engine thread as SCHED_BATCH: a "
+			"doorbell then does not preempt the thread running on "
+			"a busy CPU (default: %s)",
+			tnbc_env.engine_batch ? "true" : "false");
 	fi_param_define(
 		&tnbc_prov, "engine_cpus", FI_PARAM_STRING,
 		"CPUs the progress engine thread may run on, as an hwloc "
@@ -192,6 +198,8 @@ static void tnbc_init_env(void)
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);
 	if (fi_param_get_bool(&tnbc_prov, "engine", &b) == FI_SUCCESS)
 		tnbc_env.engine = !!b;
+	if (fi_param_get_bool(&tnbc_prov, "engine_batch", &b) == FI_SUCCESS)
+		tnbc_env.engine_batch = !!b;
 	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);
 }
 
