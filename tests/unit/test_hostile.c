@@ -490,6 +490,22 @@ START_TEST(hostile_forged_data)
 }
 END_TEST
 
+/* The short frame of a tagged eager message of len bytes from src. */
+static struct tnbc_shm_short hx_short(const struct tnbc_name *src, uint64_t tag,
+				      uint32_t len)
+{
+	return (struct tnbc_shm_short){
+		.version = TNBC_PROTO_VERSION,
+		.type = TNBC_PKT_EAGER,
+		.flags = TNBC_HDR_TAGGED,
+		.payload_len = len,
+		.tag = tag,
+		.pid = src->pid,
+		.uid = src->uid,
+		.nonce = src->nonce,
+	};
+}
+
 /* One short-framed packet (cell.fmt), its lengths as a peer chose. */
 static void hx_send_short(struct hx *h, uint32_t fmt,
 			  const struct tnbc_shm_short *sh, uint32_t len,
@@ -532,16 +548,7 @@ START_TEST(hostile_short_frames)
 	tu_world_open(&w, 2, NULL);
 	an = &w.ep[A].name;
 	hx_map(&h, &w.ep[R].name);
-	sh = (struct tnbc_shm_short){
-		.version = TNBC_PROTO_VERSION,
-		.type = TNBC_PKT_EAGER,
-		.flags = TNBC_HDR_TAGGED,
-		.payload_len = sizeof(msg),
-		.tag = 9,
-		.pid = an->pid,
-		.uid = an->uid,
-		.nonce = an->nonce,
-	};
+	sh = hx_short(an, 9, sizeof(msg));
 	sh.payload_len = 0x7ffff000;
 	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, ok_len, msg,
 		      sizeof(msg));
@@ -795,16 +802,7 @@ START_TEST(hostile_mailbox)
 		atomic_store(&h.r->mbox_full, ~0ull);
 	}
 	if (_i == 3) {
-		sh = (struct tnbc_shm_short){
-			.version = TNBC_PROTO_VERSION,
-			.type = TNBC_PKT_EAGER,
-			.flags = TNBC_HDR_TAGGED,
-			.payload_len = sizeof(msg),
-			.tag = 9,
-			.pid = w.ep[A].name.pid,
-			.uid = w.ep[A].name.uid,
-			.nonce = w.ep[A].name.nonce,
-		};
+		sh = hx_short(&w.ep[A].name, 9, sizeof(msg));
 		hx_slot(&h, 4, TNBC_SHM_FMT_SHORT_PID, &sh,
 			(uint32_t)(sizeof(sh) + sizeof(msg)), msg, sizeof(msg));
 		sh.flags |= TNBC_HDR_COLL;
