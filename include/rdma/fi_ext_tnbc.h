@@ -208,6 +208,10 @@ struct fi_tnbc_loc64 {
 /* errvec bits the provider sets (the others are the application's) */
 #define FI_TNBC_RED_EMISMATCH (1u << 31) /* a child disagreed: not folded */
 #define FI_TNBC_RED_EPEER     (1u << 30) /* a child's packet was garbage */
+/* two contributions had the same order (a member counted twice, as when
+ * a tag is reused while a reduction of it is in flight): the later one
+ * was not folded */
+#define FI_TNBC_RED_EDUP (1u << 29)
 
 struct fi_tnbc_red_desc {
 	size_t size; /* sizeof(struct fi_tnbc_red_desc) */

@@ -200,7 +200,8 @@ START_TEST(desc_maxloc_ties)
 }
 END_TEST
 
-/* A child whose width (_i 0), degree (1), count (2) or CP flag (3)
+/* A child whose width (_i 0), degree (1), count (2), CP flag (3) or
+ * order (4: the other child's, as when a tag is reused in flight)
  * disagrees is not folded: the root's result is the rest, its error
  * vector says why, and its completion is an error. */
 START_TEST(desc_child_disagrees)
@@ -239,11 +240,16 @@ START_TEST(desc_child_disagrees)
 		d[2].flags = 0; /* run_tree sets CP: cleared after, below */
 		break;
 	}
-	if (_i == 3) {
-		/* post member 2 by hand without CP */
+	if (_i >= 3) {
+		/* post member 2 by hand: without CP, or as member 1 */
 		d[2].size = sizeof(d[2]);
+		d[2].flags = _i == 4 ? FI_TNBC_RED_CP : 0;
 		d[2].tag = 7;
-		d[2].order = 2;
+		d[2].order = _i == 4 ? 1 : 2;
+		/* as member 1, with member 1's values: whichever comes
+		 * second is refused, and the sum is the same */
+		if (_i == 4)
+			memcpy(d[2].data, d[1].data, sizeof(d[2].data));
 		d[2].dest = w.addr[0];
 		ck_assert_int_eq(ops->reduce(w.ep[2].ep, &d[2]), 0);
 		for (int i = 1; i >= 0; i--) {
@@ -265,7 +271,8 @@ START_TEST(desc_child_disagrees)
 		run_tree(&w, ops, d, res, &ev, done);
 	}
 	ck_assert_uint_eq(fi_cntr_readerr(done), 1);
-	ck_assert_uint_eq(ev & FI_TNBC_RED_EMISMATCH, FI_TNBC_RED_EMISMATCH);
+	ck_assert_uint_eq(ev & (FI_TNBC_RED_EMISMATCH | FI_TNBC_RED_EDUP),
+			  _i == 4 ? FI_TNBC_RED_EDUP : FI_TNBC_RED_EMISMATCH);
 	ck_assert_int_eq(res[0], 1 + 2);
 	ck_assert_int_eq(res[1], 10 + 20);
 	ck_assert_int_eq(fi_close(&done->fid), 0);
@@ -281,7 +288,7 @@ Suite *tu_desc_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, desc_reduce_refused, 0, BAD_MAX);
 	tcase_add_test(tc, desc_maxloc_ties);
-	tcase_add_loop_test(tc, desc_child_disagrees, 0, 4);
+	tcase_add_loop_test(tc, desc_child_disagrees, 0, 5);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -716,8 +716,10 @@ START_TEST(hostile_flood_bounded)
 END_TEST
 
 /* A two-member reduction of seed 002's descriptors: A's value goes to R,
- * which adds its own.  Returns R's result; *ev gets its error vector. */
-static int64_t mb_reduce(struct tu_world *w, int64_t a, int64_t r, uint32_t *ev)
+ * which adds its own.  Returns R's result; *ev gets its error vector.
+ * Without post_a, A's contribution is the test's to send. */
+static int64_t mb_reduce(struct tu_world *w, int64_t a, int64_t r, uint32_t *ev,
+			 bool post_a)
 {
 	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
 	struct fi_tnbc_ops_coll *ops = NULL;
@@ -747,20 +749,27 @@ static int64_t mb_reduce(struct tu_world *w, int64_t a, int64_t r, uint32_t *ev)
 	d[R].errvec_out = ev;
 	d[R].comp_cntr = done;
 	d[A].dest = w->addr[R];
-	ck_assert_int_eq(ops->reduce(w->ep[A].ep, &d[A]), 0);
+	if (post_a)
+		ck_assert_int_eq(ops->reduce(w->ep[A].ep, &d[A]), 0);
 	ck_assert_int_eq(ops->reduce(w->ep[R].ep, &d[R]), 0);
 	ck_assert(tu_cntr_reach(done, 1, 5000));
 	ck_assert_int_eq(fi_close(&done->fid), 0);
 	return res;
 }
 
-/* Puts a packet into slot i of h's mailbox and sets its bit, as a
- * sender does; the lengths are the peer's. */
+static struct tnbc_shm_cell *mb_slot(struct hx *h, unsigned i)
+{
+	return tnbc_shm_mbox_at(h->r->mbox, i);
+}
+
+/* Puts a packet into slot i of h's mailbox and sets its bit (unless
+ * nobit: a sender that died right after publishing), as a sender does;
+ * the lengths are the peer's. */
 static void hx_slot(struct hx *h, unsigned i, uint32_t fmt,
 		    const struct tnbc_shm_short *sh, uint32_t len,
-		    const void *payload, size_t plen)
+		    const void *payload, size_t plen, bool nobit)
 {
-	struct tnbc_shm_cell *c = tnbc_shm_mbox_at(h->r->mbox, i);
+	struct tnbc_shm_cell *c = mb_slot(h, i);
 	uint8_t *dst = (uint8_t *)(c + 1);
 
 	ck_assert_uint_eq(atomic_load(&c->seq), 0);
@@ -769,24 +778,43 @@ static void hx_slot(struct hx *h, unsigned i, uint32_t fmt,
 	c->len = len;
 	c->fmt = fmt;
 	atomic_store(&c->seq, TNBC_SHM_MBOX_FULL);
-	atomic_fetch_or(&h->r->mbox_full, 1ull << i);
+	if (!nobit)
+		atomic_fetch_or(&h->r->mbox_full, 1ull << i);
+}
+
+/* Polls R, a receive posted (a queued eager message, or a slot, waits
+ * for one), until slots i and j of h's mailbox are 0. */
+static void mb_drain(struct tu_world *w, struct hx *h, unsigned i, unsigned j)
+{
+	char rbuf[8];
+
+	h_trecv(w, R, rbuf, sizeof(rbuf), 99, 0, &ctx[0]);
+	for (int t = 0; t < 5000 && (atomic_load(&mb_slot(h, i)->seq) ||
+				     atomic_load(&mb_slot(h, j)->seq));
+	     t++)
+		ck_assert(tu_cq_quiet(w->ep[R].rx_cq, 1));
+	ck_assert_int_eq(fi_cancel(&w->ep[R].ep->fid, &ctx[0]), 0);
+	ck_assert_uint_eq(atomic_load(&mb_slot(h, i)->seq), 0);
+	ck_assert_uint_eq(atomic_load(&mb_slot(h, j)->seq), 0);
 }
 
 /*
  * The mailbox (tnbc_shm_region.h, FI_TNBC_COLL_SLOTS).  A child's
  * contribution to a member on this host goes through a slot (_i = 0),
  * or through the queue with slots off (1).  With every slot claimed by
- * a peer that never publishes and every bit set by hand, contributions
- * take the queue and arrive (2).  A published slot whose length runs
- * past it, or that holds a packet that is no collective's, is dropped
- * and counted, handed back, and the mailbox goes on working (3).
+ * a live peer that never publishes and every bit set by hand,
+ * contributions take the queue and arrive (2).  A published slot whose
+ * length runs past it, or that holds a packet that is no collective's,
+ * is dropped and counted, handed back, and the mailbox goes on working
+ * (3).  A slot claimed by a sender that died is handed back, and a
+ * contribution whose sender died before setting its bit is folded (4).
  */
 START_TEST(hostile_mailbox)
 {
 	struct fi_tnbc_engine_stats st0, st;
 	int old_slots = tnbc_env.coll_slots;
 	struct tnbc_shm_short sh;
-	char msg[8] = "notcoll", rbuf[8];
+	char msg[8] = "notcoll";
 	struct tu_world w;
 	uint32_t ev = 1;
 	struct hx h;
@@ -797,45 +825,70 @@ START_TEST(hostile_mailbox)
 	tu_engine_stats(w.d.domain, &st0);
 	if (_i == 2) {
 		for (unsigned i = 0; i < TNBC_SHM_MBOX_SLOTS; i++)
-			atomic_store(&tnbc_shm_mbox_at(h.r->mbox, i)->seq,
+			atomic_store(&mb_slot(&h, i)->seq,
 				     TNBC_SHM_CLAIM(getpid(), 0));
 		atomic_store(&h.r->mbox_full, ~0ull);
 	}
 	if (_i == 3) {
 		sh = hx_short(&w.ep[A].name, 9, sizeof(msg));
 		hx_slot(&h, 4, TNBC_SHM_FMT_SHORT_PID, &sh,
-			(uint32_t)(sizeof(sh) + sizeof(msg)), msg, sizeof(msg));
+			(uint32_t)(sizeof(sh) + sizeof(msg)), msg, sizeof(msg),
+			false);
 		sh.flags |= TNBC_HDR_COLL;
 		hx_slot(&h, 5, TNBC_SHM_FMT_SHORT_PID, &sh, 5000, msg,
-			sizeof(msg));
-		/* taken once a receive is posted, as a queued eager
-		 * message would be: both dropped, their slots handed back */
-		h_trecv(&w, R, rbuf, sizeof(rbuf), 99, 0, &ctx[0]);
-		for (int t = 0;
-		     t < 5000 &&
-		     (atomic_load(&tnbc_shm_mbox_at(h.r->mbox, 4)->seq) ||
-		      atomic_load(&tnbc_shm_mbox_at(h.r->mbox, 5)->seq));
-		     t++) {
-			ck_assert(tu_cq_quiet(w.ep[R].rx_cq, 1));
-		}
-		ck_assert_int_eq(fi_cancel(&w.ep[R].ep->fid, &ctx[0]), 0);
-		ck_assert_uint_eq(
-			atomic_load(&tnbc_shm_mbox_at(h.r->mbox, 4)->seq), 0);
-		ck_assert_uint_eq(
-			atomic_load(&tnbc_shm_mbox_at(h.r->mbox, 5)->seq), 0);
+			sizeof(msg), false);
+		/* both dropped, their slots handed back */
+		mb_drain(&w, &h, 4, 5);
 		tu_engine_stats(w.d.domain, &st);
 		ck_assert_uint_eq(st.bad_pkts - st0.bad_pkts, 2);
 	}
-	ck_assert_int_eq(mb_reduce(&w, 40, 2, &ev), 42);
+	if (_i == 4) {
+		struct tnbc_red_pkt pkt = {
+			.h = {.magic = TNBC_RED_MAGIC,
+			      .flags = TNBC_RED_PKT_CP,
+			      .op = FI_SUM,
+			      .datatype = FI_INT64,
+			      .count = 1,
+			      .degree = 1,
+			      .order = 1},
+		};
+		const int64_t a = 40;
+		pid_t dead = fork();
+
+		ck_assert_int_ge(dead, 0);
+		if (!dead)
+			_exit(0);
+		ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+		atomic_store(&mb_slot(&h, 7)->seq, TNBC_SHM_CLAIM(dead, 0));
+		/* A's contribution to reduction 11, as A's provider frames
+		 * it, published without its bit */
+		memcpy(pkt.data, &a, sizeof(a));
+		sh = hx_short(&w.ep[A].name, TNBC_DESC_TAG | (11ull << 1),
+			      sizeof(pkt));
+		sh.flags |= TNBC_HDR_COLL;
+		hx_slot(&h, 9, TNBC_SHM_FMT_SHORT_PID, &sh,
+			(uint32_t)(sizeof(sh) + sizeof(pkt)), &pkt, sizeof(pkt),
+			true);
+		ck_assert_int_eq(mb_reduce(&w, 40, 2, &ev, false), 42);
+		ck_assert_uint_eq(ev, 0);
+		mb_drain(&w, &h, 7, 9);
+		tu_engine_stats(w.d.domain, &st);
+		ck_assert_uint_eq(st.slot_pkts - st0.slot_pkts, 1);
+		ck_assert_uint_eq(st.dead_cells - st0.dead_cells, 1);
+		/* the slot works again */
+		atomic_store(&mb_slot(&h, 7)->seq, 0);
+	}
+	ck_assert_int_eq(mb_reduce(&w, 40, 2, &ev, true), 42);
 	ck_assert_uint_eq(ev, 0);
 	tu_engine_stats(w.d.domain, &st);
-	ck_assert_uint_eq(st.slot_pkts - st0.slot_pkts,
-			  _i == 0 || _i == 3 ? 1 : 0);
+	ck_assert_uint_eq(st.slot_pkts - st0.slot_pkts, _i == 1 || _i == 2 ? 0
+							: _i == 4	   ? 2
+									   : 1);
 	if (_i == 2) {
 		/* slots handed back: the next contribution takes one */
 		for (unsigned i = 0; i < TNBC_SHM_MBOX_SLOTS; i++)
-			atomic_store(&tnbc_shm_mbox_at(h.r->mbox, i)->seq, 0);
-		ck_assert_int_eq(mb_reduce(&w, -7, 7, &ev), 0);
+			atomic_store(&mb_slot(&h, i)->seq, 0);
+		ck_assert_int_eq(mb_reduce(&w, -7, 7, &ev, true), 0);
 		ck_assert_uint_eq(ev, 0);
 		tu_engine_stats(w.d.domain, &st);
 		ck_assert_uint_eq(st.slot_pkts - st0.slot_pkts, 1);
@@ -860,7 +913,7 @@ Suite *tu_hostile_suite(void)
 	tcase_add_test(tc, hostile_batched_read_fault);
 	tcase_add_loop_test(tc, hostile_dead_claim, 0, 3);
 	tcase_add_test(tc, hostile_flood_bounded);
-	tcase_add_loop_test(tc, hostile_mailbox, 0, 4);
+	tcase_add_loop_test(tc, hostile_mailbox, 0, 5);
 	suite_add_tcase(s, tc);
 	return s;
 }

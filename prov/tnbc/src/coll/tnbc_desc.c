@@ -184,6 +184,11 @@ int tnbc_desc_red_fire(void *arg)
 			(const void *)(d->slots + i * d->stride);
 		uint32_t e = tnbc_desc_check(&d->hdr, c);
 
+		/* a member's place twice: the fold's order would be
+		 * arrival's, and one contribution would count double */
+		for (size_t k = 0; k < n && !e; k++)
+			if (in[k].order == c->order)
+				e = FI_TNBC_RED_EDUP;
 		if (e) {
 			bad |= e;
 			continue;

@@ -201,6 +201,10 @@ struct tnbc_xep {
 	uint8_t *mbox;
 	atomic_uint_fast64_t mbox_pend;
 	uint64_t mbox_kept;
+	/* each slot's claim at the last sweep (tnbc_shm_mbox_sweep), and
+	 * when that was */
+	uint64_t mbox_claims[TNBC_SHM_MBOX_SLOTS];
+	uint64_t mbox_sweep_ns;
 };
 
 static atomic_uint tnbc_shm_next_uid;
@@ -1393,9 +1397,52 @@ static size_t tnbc_shm_unframe(const struct tnbc_xep *xep, uint32_t fmt,
  * taken and not consumed yet.  Any thread. */
 static bool tnbc_shm_mbox_waiting(struct tnbc_xep *xep)
 {
-	return atomic_load_explicit(&xep->region->mbox_full,
-				    memory_order_relaxed) ||
+	/* seq_cst: after rx_posted's update, this load and a sender's OR
+	 * followed by its look at rx_posted must not both miss (a plain
+	 * load on x86) */
+	return atomic_load(&xep->region->mbox_full) ||
 	       atomic_load_explicit(&xep->mbox_pend, memory_order_relaxed);
+}
+
+/* Now and then (at most every TNBC_SHM_DEAD_NS, on a poll that found
+ * the queue idle): a slot published by a sender that died before setting
+ * its bit is offered anyway, and a slot claimed since the last sweep by
+ * a process that no longer exists is handed back.  Consumer only. */
+static void tnbc_shm_mbox_sweep(struct tnbc_xep *xep)
+{
+	uint64_t now = tnbc_now_ns(), found = 0;
+
+	if (now - xep->mbox_sweep_ns < TNBC_SHM_DEAD_NS)
+		return;
+	xep->mbox_sweep_ns = now;
+	for (unsigned i = 0; i < TNBC_SHM_MBOX_SLOTS; i++) {
+		struct tnbc_shm_cell *slot = tnbc_shm_mbox_at(xep->mbox, i);
+		uint64_t seq =
+			atomic_load_explicit(&slot->seq, memory_order_relaxed);
+		uint64_t seen = xep->mbox_claims[i];
+
+		xep->mbox_claims[i] = seq & TNBC_SHM_CLAIMED ? seq : 0;
+		if (seq == TNBC_SHM_MBOX_FULL)
+			found |= 1ull << i;
+		if (!(seq & TNBC_SHM_CLAIMED) || seq != seen ||
+		    tnbc_shm_pid_alive((pid_t)TNBC_SHM_CLAIM_PID(seq)))
+			continue;
+		if (!atomic_compare_exchange_strong_explicit(
+			    &slot->seq, &seq, 0, memory_order_relaxed,
+			    memory_order_relaxed))
+			continue;
+		xep->mbox_claims[i] = 0;
+		atomic_fetch_add_explicit(&xep->xdom->dead_cells, 1,
+					  memory_order_relaxed);
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"%s: sender pid %d died while writing a mailbox "
+			"slot; handed it back\n",
+			xep->name, (int)TNBC_SHM_CLAIM_PID(seq));
+	}
+	found &= ~xep->mbox_kept;
+	if (found)
+		atomic_fetch_or_explicit(&xep->mbox_pend, found,
+					 memory_order_relaxed);
 }
 
 /* Offers the mailbox's packets, up to *budget of them, lowest slot
@@ -1500,6 +1547,7 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 						memory_order_relaxed);
 				else if (tnbc_shm_idle_tick(xep))
 					break;
+				tnbc_shm_mbox_sweep(xep);
 			}
 			k = tnbc_shm_dead_claim(xep, pos, seq);
 			if (!k)

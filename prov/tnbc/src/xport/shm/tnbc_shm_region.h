@@ -53,11 +53,12 @@
  * with an exchange, and reads only the slots it names.  Having copied a
  * packet out, the consumer sets the state back to 0.
  * A sender that finds its slots taken sends through the queue instead:
- * the mailbox never refuses what the queue would accept.  A slot whose
- * sender died between claim and publication stays claimed, and senders
- * that would use it take the queue; a bit without a published slot
- * behind it is ignored, and a published slot is checked as a queue cell
- * is.
+ * the mailbox never refuses what the queue would accept.  A bit without
+ * a published slot behind it is ignored, and a published slot is checked
+ * as a queue cell is.  Now and then the consumer also looks at every
+ * slot: one published by a sender that died before setting its bit is
+ * taken, and one claimed across two looks (at least 100 ms apart) by a
+ * process that no longer exists is handed back.
  */
 #ifndef TNBC_SHM_REGION_H
 #define TNBC_SHM_REGION_H
