@@ -205,6 +205,7 @@ struct tnbc_xep {
 	 * when that was */
 	uint64_t mbox_claims[TNBC_SHM_MBOX_SLOTS];
 	uint64_t mbox_sweep_ns;
+	bool mbox_turn; /* the queue polls first next time */
 };
 
 static atomic_uint tnbc_shm_next_uid;
@@ -1515,14 +1516,17 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			 int budget)
 {
 	const size_t room = xep->slot_size - TNBC_SHM_CELL_HDR;
+	/* the mailbox and the queue take turns at going first: neither
+	 * waits behind the other's traffic, and a poll of one packet (the
+	 * look after a receive is posted) reaches both within two calls */
+	bool ring_first = xep->mbox_turn;
 	bool later = false;
-	int n = 0;
+	int n = 0, looked = 0;
 
-	/* the mailbox first: a contribution there should not wait behind
-	 * the queue's large messages */
-	if (tnbc_shm_mbox_waiting(xep))
+	xep->mbox_turn = !ring_first;
+	if (!ring_first && tnbc_shm_mbox_waiting(xep))
 		n = tnbc_shm_mbox_poll(xep, fn, arg, &budget, &later);
-	for (int looked = 0; looked < budget && !later; looked++) {
+	for (; looked < budget && !later; looked++) {
 		uint64_t pos = tnbc_shm_next(xep);
 		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
 		const uint8_t *pkt = (const uint8_t *)(cell + 1);
@@ -1576,8 +1580,10 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			verdict = fn(arg, &hdr, pkt + hlen);
 		else if (!k || fmt != TNBC_SHM_FMT_PAD)
 			tnbc_shm_bad_packet(xep, len);
-		if (verdict == TNBC_RX_LATER)
+		if (verdict == TNBC_RX_LATER) {
+			later = true;
 			break;
+		}
 		if (!k)
 			k = 1;
 		xep->scan += k;
@@ -1587,6 +1593,12 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		tnbc_shm_free_cells(xep, pos, k);
 		tnbc_shm_consumed(xep, pos, k);
 		n++;
+	}
+	if (ring_first && !later && looked < budget &&
+	    tnbc_shm_mbox_waiting(xep)) {
+		int left = budget - looked;
+
+		n += tnbc_shm_mbox_poll(xep, fn, arg, &left, &later);
 	}
 	tnbc_shm_next(xep); /* publishes peek */
 	/* a pass that moved packets took longer than an empty poll (see
