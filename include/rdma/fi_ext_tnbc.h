@@ -59,9 +59,9 @@ struct fi_tnbc_engine_stats {
 	uint64_t dead_cells; /* queue cells of senders that died writing */
 	uint64_t refused_peers; /* regions of untrusted owners not mapped */
 	uint64_t unexp_held; /* messages left queued: FI_TNBC_UNEXP_MAX */
-	/* collective contributions that came through a shared-memory
-	 * slot rather than the queue (FI_TNBC_COLL_SLOTS); present when
-	 * size covers it */
+	/* packets (a collective's contributions and results) that came
+	 * through a shared-memory slot rather than the queue
+	 * (FI_TNBC_COLL_SLOTS); present when size covers it */
 	uint64_t slot_pkts;
 };
 

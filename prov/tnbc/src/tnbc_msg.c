@@ -44,6 +44,19 @@ static inline uint64_t tnbc_kind(bool tagged)
 	return tagged ? FI_TAGGED : FI_MSG;
 }
 
+/* An eager packet to the transport.  A collective's messages are named
+ * by source and tag alone (no two of one operation share both), so they
+ * need not keep their order with the peer's other packets. */
+static int tnbc_send_pkt(const struct tnbc_xport_ops *xops,
+			 struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
+			 const struct iovec *iov, size_t count)
+{
+	if (xops->send_unordered && (hdr->flags & TNBC_HDR_COLL) &&
+	    hdr->type == TNBC_PKT_EAGER)
+		return xops->send_unordered(peer, hdr, iov, count);
+	return xops->send(peer, hdr, iov, count);
+}
+
 static size_t tnbc_eager_limit(struct tnbc_ep *ep, struct tnbc_xpeer *peer)
 {
 	size_t max = ep->domain->xops->max_payload(peer);
@@ -872,7 +885,7 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 			one.iov_len = tx->iov_count * sizeof(riov[0]);
 			return xops->send(tx->peer, &tx->hdr, &one, 1);
 		}
-		return xops->send(tx->peer, &tx->hdr, src, cnt);
+		return tnbc_send_pkt(xops, tx->peer, &tx->hdr, src, cnt);
 	}
 	/* Streaming: as many chunks as the peer's queue takes. */
 	while (tx->stream_off < tx->stream_len) {
@@ -1194,7 +1207,7 @@ static int tnbc_send_eager(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 			   size_t count, void *context, uint64_t flags,
 			   bool tagged, struct tnbc_cntr *comp_cntr)
 {
-	int ret = ep->domain->xops->send(peer, hdr, iov, count);
+	int ret = tnbc_send_pkt(ep->domain->xops, peer, hdr, iov, count);
 
 	if (!ret)
 		tnbc_ep_report_send(ep, context, flags, tagged, comp_cntr, 0);

@@ -54,7 +54,7 @@ struct tnbc_xport_stats {
 	uint64_t bad_pkts; /* malformed: lengths, version */
 	uint64_t dead_cells; /* claimed by a sender that died meanwhile */
 	uint64_t refused; /* peers not mapped: not a trusted owner */
-	uint64_t slot_pkts; /* contributions taken from a slot (mailbox) */
+	uint64_t slot_pkts; /* packets taken from a slot (mailbox) */
 };
 
 /* How the engine sleeps (sleep_begin). */
@@ -95,12 +95,17 @@ struct tnbc_xport_ops {
 	/* Whether the peer's process still exists (for error reporting). */
 	bool (*peer_alive)(struct tnbc_xpeer *peer);
 
-	/* One packet; -FI_EAGAIN when the peer's queue is full.  A
-	 * transport may deliver a collective's eager packets (TNBC_HDR_COLL)
-	 * out of order with the peer's other packets, its own included: the
-	 * protocol names each one by source and tag. */
+	/* One packet; -FI_EAGAIN when the peer's queue is full.  Packets
+	 * to one peer arrive in the order they were sent. */
 	int (*send)(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 		    const struct iovec *iov, size_t iov_count);
+	/* The same for a packet that may pass, and be passed by, the
+	 * peer's other packets (the protocol names it by itself): a
+	 * transport with a faster lane for small ones uses it.  NULL: send
+	 * does. */
+	int (*send_unordered)(struct tnbc_xpeer *peer,
+			      const struct tnbc_hdr *hdr,
+			      const struct iovec *iov, size_t iov_count);
 	/* Offers up to budget packets, in order, from the oldest not yet
 	 * offered; returns how many were consumed.  Consumer only. */
 	int (*poll)(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg, int budget);

@@ -1058,8 +1058,8 @@ _Static_assert(TNBC_SHM_CELL_HDR + TNBC_SHM_SHORT_MAX <= TNBC_SHM_MBOX_SLOT,
 /* ThreadSanitizer keys of the slots, past the queue's (TNBC_TSAN_KEY) */
 #define TNBC_SHM_MBOX_KEY(peer_nslots, i) ((peer_nslots) + 1 + (i))
 
-/* Puts a collective's small eager packet, framed as frame[flen], into a
- * free slot of the peer's mailbox.  -FI_EAGAIN: not such a packet, or
+/* Puts a small packet, framed as frame[flen], into a free slot of the
+ * peer's mailbox.  -FI_EAGAIN: too large, a full frame, slots off, or
  * no slot free; the queue takes it. */
 static int tnbc_shm_mbox_send(struct tnbc_xpeer *peer,
 			      struct tnbc_shm_region *r, uint32_t fmt,
@@ -1072,8 +1072,7 @@ static int tnbc_shm_mbox_send(struct tnbc_xpeer *peer,
 	unsigned i = 0, first;
 	uint8_t *dst;
 
-	if (!tnbc_env.coll_slots || !(hdr->flags & TNBC_HDR_COLL) ||
-	    fmt == TNBC_SHM_FMT_FULL ||
+	if (!tnbc_env.coll_slots || fmt == TNBC_SHM_FMT_FULL ||
 	    TNBC_SHM_CELL_HDR + flen + hdr->payload_len > TNBC_SHM_MBOX_SLOT)
 		return -FI_EAGAIN;
 	first = tnbc_shm_mbox_index(peer->xdom, hdr);
@@ -1110,8 +1109,11 @@ static int tnbc_shm_mbox_send(struct tnbc_xpeer *peer,
 	return 0;
 }
 
-static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
-			 const struct iovec *iov, size_t iov_count)
+/* unordered: the packet may go through the mailbox (send_unordered) */
+static int tnbc_shm_send_any(struct tnbc_xpeer *peer,
+			     const struct tnbc_hdr *hdr,
+			     const struct iovec *iov, size_t iov_count,
+			     bool unordered)
 {
 	struct tnbc_shm_region *r = peer->region;
 	_Alignas(16) uint8_t frame[sizeof(struct tnbc_hdr)];
@@ -1138,7 +1140,8 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	 * field by field and copied whole) would wait for that line too. */
 	fmt = tnbc_shm_short_fmt(peer->xdom, hdr);
 	flen = tnbc_shm_frame(frame, fmt, hdr);
-	if (!tnbc_shm_mbox_send(peer, r, fmt, frame, flen, hdr, iov, iov_count))
+	if (unordered &&
+	    !tnbc_shm_mbox_send(peer, r, fmt, frame, flen, hdr, iov, iov_count))
 		return 0;
 	len = flen + hdr->payload_len;
 	ret = tnbc_shm_claim(peer, r, (uint32_t)len, &pos, &cell);
@@ -1165,6 +1168,19 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	tnbc_shm_tsan_unseen_end();
 	tnbc_shm_ring(peer, r, pos, hdr->type == TNBC_PKT_EAGER, false);
 	return 0;
+}
+
+static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
+			 const struct iovec *iov, size_t iov_count)
+{
+	return tnbc_shm_send_any(peer, hdr, iov, iov_count, false);
+}
+
+static int tnbc_shm_send_unordered(struct tnbc_xpeer *peer,
+				   const struct tnbc_hdr *hdr,
+				   const struct iovec *iov, size_t iov_count)
+{
+	return tnbc_shm_send_any(peer, hdr, iov, iov_count, true);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1484,7 +1500,7 @@ static int tnbc_shm_mbox_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		fmt = __atomic_load_n(&slot->fmt, __ATOMIC_RELAXED);
 		if (len <= TNBC_SHM_MBOX_SLOT - TNBC_SHM_CELL_HDR)
 			hlen = tnbc_shm_unframe(xep, fmt, pkt, len, &hdr);
-		if (hlen && (hdr.flags & TNBC_HDR_COLL)) {
+		if (hlen) {
 			verdict = fn(arg, &hdr, pkt + hlen);
 			delivered += verdict == TNBC_RX_DONE;
 		} else {
@@ -1918,6 +1934,7 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.peer_get = tnbc_shm_peer_get,
 	.peer_alive = tnbc_shm_peer_alive,
 	.send = tnbc_shm_send,
+	.send_unordered = tnbc_shm_send_unordered,
 	.poll = tnbc_shm_poll,
 	.rewind = tnbc_shm_rewind,
 	.pending = tnbc_shm_pending,

@@ -37,12 +37,12 @@
  * marked cell (fi_tnbc(7)).
  *
  * The mailbox (version 6): beside the queue, TNBC_SHM_MBOX_SLOTS slots of
- * TNBC_SHM_MBOX_SLOT bytes for a collective's small contributions
- * (TNBC_HDR_COLL eager packets in a short frame).  A contribution is the
- * tree's hot path: a slot spares it the queue's tail, which every sender
- * of the endpoint contends for, and the queue's order, which would hold
- * it behind a large message.  Nothing in the protocol orders a
- * collective's packets among themselves: each (source, tag) names one.
+ * TNBC_SHM_MBOX_SLOT bytes for small packets that need not keep their
+ * order (send_unordered of the transport interface: a collective's
+ * contributions and results).  A contribution is a tree's hot path: a
+ * slot spares it the queue's tail, which every sender of the endpoint
+ * contends for, and the queue's order, which would hold it behind a
+ * large message.  A slot holds a short frame and its payload.
  * A slot's first 16 bytes are a struct tnbc_shm_cell whose seq is the
  * slot's state:
  *   0                         empty: any sender may claim it
