@@ -116,7 +116,7 @@ static void hx_publish(struct tnbc_shm_cell *c, uint64_t pos,
 	if (hdr->payload_len)
 		memcpy(dst + sizeof(*hdr), payload, hdr->payload_len);
 	c->len = (uint32_t)(sizeof(*hdr) + hdr->payload_len);
-	c->fmt = TNBC_SHM_FMT_FULL;
+	c->fmt = TNBC_SHM_FMT_PKT;
 	atomic_store(&c->seq, pos + 1);
 }
 
@@ -491,13 +491,13 @@ START_TEST(hostile_forged_data)
 END_TEST
 
 /* The short frame of a tagged eager message of len bytes from src. */
-static struct tnbc_shm_short hx_short(const struct tnbc_name *src, uint64_t tag,
+static struct tnbc_hdr_short hx_short(const struct tnbc_name *src, uint64_t tag,
 				      uint32_t len)
 {
-	return (struct tnbc_shm_short){
+	return (struct tnbc_hdr_short){
 		.version = TNBC_PROTO_VERSION,
 		.type = TNBC_PKT_EAGER,
-		.flags = TNBC_HDR_TAGGED,
+		.flags = TNBC_HDR_TAGGED | TNBC_HDR_SHORT,
 		.payload_len = len,
 		.tag = tag,
 		.pid = src->pid,
@@ -508,7 +508,7 @@ static struct tnbc_shm_short hx_short(const struct tnbc_name *src, uint64_t tag,
 
 /* One short-framed packet (cell.fmt), its lengths as a peer chose. */
 static void hx_send_short(struct hx *h, uint32_t fmt,
-			  const struct tnbc_shm_short *sh, uint32_t len,
+			  const struct tnbc_hdr_short *sh, uint32_t len,
 			  const void *payload, size_t plen)
 {
 	uint64_t pos;
@@ -523,19 +523,20 @@ static void hx_send_short(struct hx *h, uint32_t fmt,
 }
 
 /*
- * Short frames (the shm transport's compact header for eager messages):
- * one whose payload_len disagrees with the cell length, one that claims
- * a type the short frame cannot carry, one of an unknown frame, and one
- * that says it carries CQ data the cell has no room for are all dropped
- * and counted; a well-formed one after them is delivered, its source
- * rebuilt as the sender's full name (FI_SOURCE finds the sender).
+ * Short frames (the protocol's compact header for eager messages on this
+ * host): one whose payload_len disagrees with the cell length, one that
+ * claims a type the short frame cannot carry, one of another protocol
+ * version, and one that says it carries CQ data the cell has no room
+ * for are all dropped and counted; a well-formed one after them is
+ * delivered, its source rebuilt as the sender's full name (FI_SOURCE
+ * finds the sender).
  */
 START_TEST(hostile_short_frames)
 {
 	struct fi_tnbc_engine_stats st;
 	int old_engine = tnbc_env.engine;
 	const struct tnbc_name *an;
-	struct tnbc_shm_short sh;
+	struct tnbc_hdr_short sh;
 	struct fi_cq_tagged_entry e;
 	fi_addr_t from = FI_ADDR_NOTAVAIL;
 	char msg[8] = "shortfr", rbuf[64] = {0};
@@ -550,19 +551,18 @@ START_TEST(hostile_short_frames)
 	hx_map(&h, &w.ep[R].name);
 	sh = hx_short(an, 9, sizeof(msg));
 	sh.payload_len = 0x7ffff000;
-	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, ok_len, msg,
-		      sizeof(msg));
+	hx_send_short(&h, TNBC_SHM_FMT_PARKS, &sh, ok_len, msg, sizeof(msg));
 	sh.payload_len = sizeof(msg);
 	sh.type = TNBC_PKT_RTS;
-	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, ok_len, msg,
-		      sizeof(msg));
+	hx_send_short(&h, TNBC_SHM_FMT_PARKS, &sh, ok_len, msg, sizeof(msg));
 	sh.type = TNBC_PKT_EAGER;
-	hx_send_short(&h, 77, &sh, ok_len, msg, sizeof(msg));
+	sh.version = TNBC_PROTO_VERSION + 1;
+	hx_send_short(&h, TNBC_SHM_FMT_PARKS, &sh, ok_len, msg, sizeof(msg));
+	sh.version = TNBC_PROTO_VERSION;
 	sh.flags |= TNBC_HDR_CQ_DATA;
-	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, sizeof(sh), msg, 0);
-	sh.flags = TNBC_HDR_TAGGED;
-	hx_send_short(&h, TNBC_SHM_FMT_SHORT_PID, &sh, ok_len, msg,
-		      sizeof(msg));
+	hx_send_short(&h, TNBC_SHM_FMT_PARKS, &sh, sizeof(sh), msg, 0);
+	sh.flags = TNBC_HDR_TAGGED | TNBC_HDR_SHORT;
+	hx_send_short(&h, TNBC_SHM_FMT_PARKS, &sh, ok_len, msg, sizeof(msg));
 
 	h_trecv(&w, R, rbuf, sizeof(rbuf), 9, 0, &ctx[0]);
 	while ((n = fi_cq_readfrom(w.ep[R].rx_cq, &e, 1, &from)) == -FI_EAGAIN)
@@ -766,7 +766,7 @@ static struct tnbc_shm_cell *mb_slot(struct hx *h, unsigned i)
  * nobit: a sender that died right after publishing), as a sender does;
  * the lengths are the peer's. */
 static void hx_slot(struct hx *h, unsigned i, uint32_t fmt,
-		    const struct tnbc_shm_short *sh, uint32_t len,
+		    const struct tnbc_hdr_short *sh, uint32_t len,
 		    const void *payload, size_t plen, bool nobit)
 {
 	struct tnbc_shm_cell *c = mb_slot(h, i);
@@ -820,7 +820,7 @@ START_TEST(hostile_mailbox)
 {
 	struct fi_tnbc_engine_stats st0, st;
 	int old_slots = tnbc_env.coll_slots;
-	struct tnbc_shm_short sh;
+	struct tnbc_hdr_short sh;
 	char msg[8] = "notcoll", rbuf[8];
 	struct tu_world w;
 	uint32_t ev = 1;
@@ -838,12 +838,12 @@ START_TEST(hostile_mailbox)
 	}
 	if (_i == 3) {
 		sh = hx_short(&w.ep[A].name, 9, sizeof(msg));
-		hx_slot(&h, 4, TNBC_SHM_FMT_SHORT_PID, &sh,
+		hx_slot(&h, 4, TNBC_SHM_FMT_PARKS, &sh,
 			(uint32_t)(sizeof(sh) + sizeof(msg)), msg, sizeof(msg),
 			false);
 		sh.flags |= TNBC_HDR_COLL;
-		hx_slot(&h, 5, TNBC_SHM_FMT_SHORT_PID, &sh, 5000, msg,
-			sizeof(msg), false);
+		hx_slot(&h, 5, TNBC_SHM_FMT_PARKS, &sh, 5000, msg, sizeof(msg),
+			false);
 		mb_drain(&w, &h, 4, 5);
 		tu_engine_stats(w.d.domain, &st);
 		ck_assert_uint_eq(st.bad_pkts - st0.bad_pkts, 1);
@@ -876,7 +876,7 @@ START_TEST(hostile_mailbox)
 		sh = hx_short(&w.ep[A].name, TNBC_DESC_TAG | (11ull << 1),
 			      sizeof(pkt));
 		sh.flags |= TNBC_HDR_COLL;
-		hx_slot(&h, 9, TNBC_SHM_FMT_SHORT_PID, &sh,
+		hx_slot(&h, 9, TNBC_SHM_FMT_PARKS, &sh,
 			(uint32_t)(sizeof(sh) + sizeof(pkt)), &pkt, sizeof(pkt),
 			true);
 		ck_assert_int_eq(mb_reduce(&w, 40, 2, &ev, false), 42);

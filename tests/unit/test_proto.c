@@ -19,7 +19,8 @@ static int ctx[8];
 
 START_TEST(proto_wire_format)
 {
-	ck_assert_uint_eq(TNBC_PROTO_VERSION, 5);
+	ck_assert_uint_eq(TNBC_PROTO_VERSION, 6);
+	ck_assert_uint_eq(sizeof(struct tnbc_hdr_short), 32);
 	ck_assert_uint_eq(sizeof(struct tnbc_rma_req), 8);
 	ck_assert_uint_eq(sizeof(struct tnbc_hdr), 88);
 	ck_assert_uint_eq(sizeof(struct tnbc_name), 32);
@@ -59,9 +60,141 @@ START_TEST(proto_wire_format)
 	ck_assert_int_eq(TNBC_PKT_DATA, 5);
 	ck_assert_uint_eq(TNBC_HDR_TAGGED, 1);
 	ck_assert_uint_eq(TNBC_HDR_CQ_DATA, 2);
+	ck_assert_uint_eq(TNBC_HDR_SHORT, 64);
+	ck_assert_uint_eq(TNBC_HDR_SHORT_SVC, 128);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr_short, flags), 2);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr_short, payload_len), 4);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr_short, tag), 8);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr_short, pid), 16);
+	ck_assert_uint_eq(offsetof(struct tnbc_hdr_short, nonce), 24);
 	ck_assert_int_eq(TNBC_NAME_PID, 1);
 	ck_assert_int_eq(TNBC_NAME_SVC, 2);
 	ck_assert_int_eq(TNBC_XPORT_SHM, 1);
+}
+END_TEST
+
+/* Two transports as the protocol sees them, for its frames alone: one
+ * that reaches this host only, one that reaches others too. */
+static const struct tnbc_xport_ops frame_local = {
+	.name = "local",
+	.id = TNBC_XPORT_SHM,
+	.flags = TNBC_XPORT_LOCAL,
+};
+static const struct tnbc_xport_ops frame_remote = {
+	.name = "remote",
+	.id = TNBC_XPORT_SHM,
+};
+
+/* Packs hdr for x, checks the frame's length, unpacks it at self and
+ * compares with what the protocol must see. */
+static void frame_trip(const struct tnbc_xport_ops *x,
+		       const struct tnbc_name *self, const struct tnbc_hdr *hdr,
+		       size_t want_len)
+{
+	_Alignas(16) uint8_t frame[TNBC_XPKT_FRAME_MAX];
+	uint8_t pkt[TNBC_XPKT_FRAME_MAX + 16];
+	struct tnbc_hdr out;
+	size_t n = tnbc_frame_pack(x, hdr, frame);
+
+	ck_assert_uint_eq(n, want_len);
+	memcpy(pkt, frame, n);
+	memset(pkt + n, 0xab, hdr->payload_len);
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(x, self, pkt, n + hdr->payload_len, &out), n);
+	ck_assert_mem_eq(&out, hdr, sizeof(out));
+	/* one byte more or less than the frame says is a malformed packet */
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(x, self, pkt, n + hdr->payload_len + 1, &out),
+		0);
+	if (n + hdr->payload_len)
+		ck_assert_uint_eq(tnbc_frame_unpack(x, self, pkt,
+						    n + hdr->payload_len - 1,
+						    &out),
+				  0);
+}
+
+/*
+ * The protocol's frames, with no transport under them: a small eager
+ * message to a peer on this host travels as the short frame (32 B, 40
+ * with CQ data), anything else as the full header, and either comes
+ * back as the header that was sent; a short frame is refused from a
+ * transport that reaches other hosts, and a frame of another version or
+ * with the short bit in a full header is malformed.
+ */
+START_TEST(proto_frames)
+{
+	struct tnbc_name self = {.version = TNBC_PROTO_VERSION,
+				 .xport = TNBC_XPORT_SHM,
+				 .kind = TNBC_NAME_PID,
+				 .pid = 4242,
+				 .uid = 3,
+				 .host = 0x1234abcdull,
+				 .nonce = 77};
+	_Alignas(16) uint8_t frame[TNBC_XPKT_FRAME_MAX];
+	struct tnbc_hdr h = {.version = TNBC_PROTO_VERSION,
+			     .type = TNBC_PKT_EAGER,
+			     .flags = TNBC_HDR_TAGGED,
+			     .payload_len = 8,
+			     .size = 8,
+			     .tag = 0x99,
+			     .src = self},
+			out;
+
+	h.src.pid = 4343;
+	h.src.nonce = 0xfeedull;
+	frame_trip(&frame_local, &self, &h, 32);
+	h.flags |= TNBC_HDR_CQ_DATA;
+	h.cq_data = 0x5151;
+	frame_trip(&frame_local, &self, &h, 40);
+	h.src.kind = TNBC_NAME_SVC;
+	frame_trip(&frame_local, &self, &h, 40);
+	h.src.kind = TNBC_NAME_PID;
+	frame_trip(&frame_remote, &self, &h, sizeof(h));
+	/* not implied by a short frame: the full header */
+	h.payload_len = h.size = 0;
+	h.type = TNBC_PKT_RTS;
+	h.msg_id = 5;
+	frame_trip(&frame_local, &self, &h, sizeof(h));
+	h.type = TNBC_PKT_EAGER;
+	h.msg_id = 0;
+	/* a short frame implies the receiver's host */
+	h.src.host = 0x999;
+	ck_assert_uint_eq(tnbc_frame_pack(&frame_local, &h, frame), 40);
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(&frame_local, &self, frame, 40, &out), 40);
+	ck_assert_uint_eq(out.src.host, self.host);
+	h.src.host = self.host;
+
+	/* a short frame through a transport that reaches other hosts */
+	ck_assert_uint_eq(tnbc_frame_pack(&frame_local, &h, frame), 40);
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(&frame_remote, &self, frame, 40, &out), 0);
+	/* another version, short and full */
+	frame[0] = TNBC_PROTO_VERSION + 1;
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(&frame_local, &self, frame, 40, &out), 0);
+	h.type = TNBC_PKT_ACK;
+	ck_assert_uint_eq(tnbc_frame_pack(&frame_local, &h, frame), sizeof(h));
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(&frame_local, &self, frame, sizeof(h), &out),
+		sizeof(h));
+	frame[0] = 0;
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(&frame_local, &self, frame, sizeof(h), &out),
+		0);
+	/* a short frame's bits in a full header: no frame the protocol
+	 * makes (with the short bit it reads as a short frame, and an ACK
+	 * is none) */
+	h.flags |= TNBC_HDR_SHORT_SVC;
+	memcpy(frame, &h, sizeof(h));
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(&frame_local, &self, frame, sizeof(h), &out),
+		0);
+	h.flags |= TNBC_HDR_SHORT;
+	memcpy(frame, &h, sizeof(h));
+	ck_assert_uint_eq(
+		tnbc_frame_unpack(&frame_local, &self, frame, sizeof(h), &out),
+		0);
 }
 END_TEST
 
@@ -427,9 +560,18 @@ static void raw_send(struct tu_world *w, int to, const struct tnbc_hdr *h,
 	ck_assert_int_eq(
 		tnbc_shm_ops.peer_get(dom->xdom, &w->ep[to].name, &peer), 0);
 	ck_assert_ptr_nonnull(peer);
-	ck_assert_int_eq(tnbc_shm_ops.send(peer, h, payload ? &iov : NULL,
-					   payload ? 1 : 0),
-			 0);
+	/* the full header as its frame, whatever tnbc_frame_pack would
+	 * make of it */
+	ck_assert_int_eq(
+		tnbc_shm_ops.send(peer,
+				  &(struct tnbc_xpkt){
+					  .frame = h,
+					  .frame_len = sizeof(*h),
+					  .payload_len = h->payload_len,
+					  .iov = payload ? &iov : NULL,
+					  .iov_count = payload ? 1 : 0,
+				  }),
+		0);
 }
 
 static struct tnbc_hdr eager_hdr(struct tu_world *w, uint64_t tag, uint32_t len)
@@ -1134,6 +1276,7 @@ Suite *tu_proto_suite(void)
 	TCase *tr = tcase_create("ring");
 
 	tcase_add_test(tc, proto_wire_format);
+	tcase_add_test(tc, proto_frames);
 	tcase_add_test(tc, proto_ep_names);
 	tcase_add_test(tc, proto_iov_slice);
 	tcase_add_test(tc, proto_iov_copy);

@@ -84,6 +84,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "rdma/fi_ext_tnbc.h"
+#include "tnbc_base.h"
 #include "tnbc_proto.h"
 #include "tnbc_xport.h"
 
@@ -96,10 +97,8 @@
 #define TNBC_IOV_LIMIT 8
 /* packets one look at a receive queue takes at most */
 #define TNBC_RX_POLL_BUDGET 64
-/* Rendezvous reads one poll pass gathers before it makes them, and the
- * iovecs one single-copy read may carry (local and remote each). */
+/* Rendezvous reads one poll pass gathers before it makes them. */
 #define TNBC_PULL_BATCH	  32
-#define TNBC_PULL_IOV_MAX 64
 #define TNBC_MAX_MSG_SIZE ((size_t)1 << 40)
 #define TNBC_CQ_DATA_SIZE 8
 #define TNBC_DEF_CQ_SIZE  1024
@@ -151,35 +150,6 @@
 /* A step of a collective schedule: it reports only to its completion
  * counter (errors too), never to the endpoint's CQs or counters. */
 #define TNBC_INTERNAL (1ULL << 63)
-
-extern struct fi_provider tnbc_prov;
-
-/* All runtime parameters, filled once by tnbc_init_env() (tnbc_init.c)
- * and documented in fi_tnbc(7). */
-struct tnbc_env {
-	size_t rx_slots; /* largest packets each receive queue holds */
-	size_t slot_size; /* the largest packet, headers included */
-	size_t eager_size; /* largest message sent eagerly */
-	int cma; /* allow single-copy process_vm_readv */
-	size_t unexp_pull; /* largest unexpected rendezvous pulled early */
-	size_t spin_us; /* engine busy-poll before sleeping */
-	size_t app_window_us; /* how long an app poll keeps peers quiet */
-	int engine; /* run the engine thread at all */
-	int engine_batch; /* the engine thread runs as SCHED_BATCH */
-	char *engine_cpus; /* hwloc list string, or NULL for automatic */
-	size_t unexp_max; /* bytes of unexpected messages one ep buffers */
-	size_t coll_degree; /* children per member in collective trees */
-	size_t coll_rsag_min; /* allreduce bytes from which: rs + ag */
-	size_t coll_seg; /* bytes per segment of a tree's pipeline */
-	int coll_slots; /* contributions on this host go into a slot */
-	size_t coll_flat_max; /* group size up to which: one-hop allreduce */
-	/* trust model: same user only, or also this group's members */
-	char *shm_group_name;
-	bool shm_group;
-	gid_t shm_gid;
-};
-
-extern struct tnbc_env tnbc_env;
 
 /* ------------------------------------------------------------------ */
 /* Intrusive doubly linked list.                                        */
@@ -896,8 +866,34 @@ void tnbc_engine_kick(struct tnbc_domain *domain);
 /* Around a blocking wait of an application thread. */
 void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
 
+/* Frames (tnbc_frame.c).  pack writes hdr's frame for xops and returns
+ * its length; unpack copies a frame out of a packet that arrived at the
+ * endpoint named self, checks it against len and returns where the
+ * payload starts, or 0 for a malformed one. */
+size_t tnbc_frame_pack(const struct tnbc_xport_ops *xops,
+		       const struct tnbc_hdr *hdr,
+		       uint8_t frame[TNBC_XPKT_FRAME_MAX]);
+size_t tnbc_frame_unpack(const struct tnbc_xport_ops *xops,
+			 const struct tnbc_name *self, const uint8_t *pkt,
+			 size_t len, struct tnbc_hdr *hdr);
+/* Every packet the protocol sends goes through here: framed, and told
+ * apart for the transport (parks, unordered). */
+int tnbc_pkt_send(const struct tnbc_xport_ops *xops, struct tnbc_xpeer *peer,
+		  const struct tnbc_hdr *hdr, const struct iovec *iov,
+		  size_t count);
+/* The largest payload of one packet to peer, whatever its frame. */
+static inline size_t tnbc_max_payload(const struct tnbc_xport_ops *xops,
+				      struct tnbc_xpeer *peer)
+{
+	return xops->max_packet(peer) - TNBC_XPKT_FRAME_MAX;
+}
+
 /* msg protocol, ep lock held */
-int tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload);
+/* The transport's receive callback (tnbc_rx_fn) */
+int tnbc_rx_packet(void *arg, const void *pkt, size_t len);
+/* A packet whose frame was checked and expanded */
+int tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+		const void *payload);
 int tnbc_tx_queue_progress(struct tnbc_ep *ep);
 void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
@@ -1017,33 +1013,5 @@ ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
 ssize_t tnbc_trig_post_rma(struct tnbc_ep *ep, enum fi_op_type op,
 			   const struct tnbc_rma_args *a);
 int tnbc_trig_cancel_ctx(struct tnbc_ep *ep, void *context);
-
-/* ------------------------------------------------------------------ */
-
-static inline size_t tnbc_iov_len(const struct iovec *iov, size_t count)
-{
-	size_t len = 0;
-
-	for (size_t i = 0; i < count; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
-/* Copies up to len bytes of src into the iovec array at byte offset
- * off; returns the number copied. */
-size_t tnbc_copy_to_iov(const struct iovec *iov, size_t count, size_t off,
-			const void *src, size_t len);
-size_t tnbc_copy_from_iov(void *dst, const struct iovec *iov, size_t count,
-			  size_t off, size_t len);
-/* Builds in out[] the slice [off, off+len) of iov[]; returns its count. */
-size_t tnbc_iov_slice(const struct iovec *iov, size_t count, size_t off,
-		      size_t len, struct iovec *out, size_t out_max);
-
-uint64_t tnbc_now_ns(void);
-/* Whether the text of /proc/loadavg shows more runnable threads than
- * ncpu, the reader itself not counted (false when it cannot tell). */
-bool tnbc_loadavg_oversubscribed(const char *loadavg, long ncpu);
-/* CLOCK_REALTIME deadline ns from now, for pthread_cond_timedwait. */
-void tnbc_abstime(struct timespec *ts, uint64_t ns);
 
 #endif /* TNBC_H */

@@ -600,6 +600,8 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ret = dom->xops->ep_open(dom->xdom, ep->svc, &ep->xep, &ep->name);
 	if (ret)
 		goto err_info;
+	/* the transport names the endpoint; the protocol dates the name */
+	ep->name.version = TNBC_PROTO_VERSION;
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;

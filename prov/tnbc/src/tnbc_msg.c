@@ -44,22 +44,9 @@ static inline uint64_t tnbc_kind(bool tagged)
 	return tagged ? FI_TAGGED : FI_MSG;
 }
 
-/* An eager packet to the transport.  A collective's messages are named
- * by source and tag alone (no two of one operation share both), so they
- * need not keep their order with the peer's other packets. */
-static int tnbc_send_pkt(const struct tnbc_xport_ops *xops,
-			 struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
-			 const struct iovec *iov, size_t count)
-{
-	if (xops->send_unordered && (hdr->flags & TNBC_HDR_COLL) &&
-	    hdr->type == TNBC_PKT_EAGER)
-		return xops->send_unordered(peer, hdr, iov, count);
-	return xops->send(peer, hdr, iov, count);
-}
-
 static size_t tnbc_eager_limit(struct tnbc_ep *ep, struct tnbc_xpeer *peer)
 {
-	size_t max = ep->domain->xops->max_payload(peer);
+	size_t max = tnbc_max_payload(ep->domain->xops, peer);
 
 	return tnbc_env.eager_size < max ? tnbc_env.eager_size : max;
 }
@@ -262,7 +249,7 @@ void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 	struct tnbc_ctrl *c;
 
 	if (tnbc_list_empty(&ep->ctrl_queue) &&
-	    !ep->domain->xops->send(peer, hdr, &iov, len ? 1 : 0))
+	    !tnbc_pkt_send(ep->domain->xops, peer, hdr, &iov, len ? 1 : 0))
 		return;
 	c = calloc(1, sizeof(*c) + len);
 	if (!c) {
@@ -783,10 +770,9 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	tnbc_stray(ep, "DATA");
 }
 
-int tnbc_rx_packet(void *arg, const struct tnbc_hdr *hdr, const void *payload)
+int tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+		const void *payload)
 {
-	struct tnbc_ep *ep = arg;
-
 	switch (hdr->type) {
 	case TNBC_PKT_EAGER:
 	case TNBC_PKT_RTS:
@@ -883,13 +869,13 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 			}
 			one.iov_base = riov;
 			one.iov_len = tx->iov_count * sizeof(riov[0]);
-			return xops->send(tx->peer, &tx->hdr, &one, 1);
+			return tnbc_pkt_send(xops, tx->peer, &tx->hdr, &one, 1);
 		}
-		return tnbc_send_pkt(xops, tx->peer, &tx->hdr, src, cnt);
+		return tnbc_pkt_send(xops, tx->peer, &tx->hdr, src, cnt);
 	}
 	/* Streaming: as many chunks as the peer's queue takes. */
 	while (tx->stream_off < tx->stream_len) {
-		chunk = xops->max_payload(tx->peer);
+		chunk = tnbc_max_payload(xops, tx->peer);
 		if (chunk > tx->stream_len - tx->stream_off)
 			chunk = tx->stream_len - tx->stream_off;
 		hdr = tx->hdr;
@@ -898,7 +884,7 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 		hdr.offset = tx->stream_off;
 		n = tnbc_iov_slice(tx->iov, tx->iov_count, tx->stream_off,
 				   chunk, iov, TNBC_IOV_LIMIT);
-		ret = xops->send(tx->peer, &hdr, iov, n);
+		ret = tnbc_pkt_send(xops, tx->peer, &hdr, iov, n);
 		if (ret)
 			return ret;
 		tx->stream_off += chunk;
@@ -927,7 +913,8 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 			;
 		if (b < nblocked)
 			continue;
-		if (xops->send(c->peer, &c->hdr, &iov, c->len ? 1 : 0)) {
+		if (tnbc_pkt_send(xops, c->peer, &c->hdr, &iov,
+				  c->len ? 1 : 0)) {
 			if (nblocked == TNBC_TX_BLOCKED_MAX)
 				break;
 			blocked[nblocked++] = c->peer;
@@ -1195,7 +1182,7 @@ int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
 	if (ret)
 		return ret == -FI_EINVAL ? -FI_EADDRNOTAVAIL : ret;
 	if ((flags & FI_INJECT) &&
-	    tnbc_iov_len(iov, count) > ep->domain->xops->max_payload(peer))
+	    tnbc_iov_len(iov, count) > tnbc_max_payload(ep->domain->xops, peer))
 		return -FI_EMSGSIZE;
 	return 0;
 }
@@ -1207,7 +1194,7 @@ static int tnbc_send_eager(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 			   size_t count, void *context, uint64_t flags,
 			   bool tagged, struct tnbc_cntr *comp_cntr)
 {
-	int ret = tnbc_send_pkt(ep->domain->xops, peer, hdr, iov, count);
+	int ret = tnbc_pkt_send(ep->domain->xops, peer, hdr, iov, count);
 
 	if (!ret)
 		tnbc_ep_report_send(ep, context, flags, tagged, comp_cntr, 0);

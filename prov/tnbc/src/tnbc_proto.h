@@ -1,11 +1,13 @@
 /*
- * tnbc wire format, version 5 (2 added RMA and atomics; 3 an unguessable
+ * tnbc wire format, version 6 (2 added RMA and atomics; 3 an unguessable
  * nonce in endpoint names; 4 the collectives' match space; 5 reduction
- * segments of any length).
+ * segments of any length; 6 the protocol frames its headers itself).
  *
- * Every packet that crosses a transport starts with struct tnbc_hdr.  The
- * header is the same on every transport so that the protocol engine never
- * needs to know which one carried a packet; a transport only frames it.
+ * Every packet that crosses a transport starts with a frame the protocol
+ * makes (tnbc_frame.c): struct tnbc_hdr, or the short frame of a small
+ * eager message (struct tnbc_hdr_short).  Frames are the same on every
+ * transport, which carries them as bytes it never reads, so that the
+ * protocol engine never needs to know which one carried a packet.
  * Any change to a structure in this file bumps TNBC_PROTO_VERSION, and a
  * receiver drops (and logs) packets of another version instead of guessing.
  */
@@ -15,45 +17,9 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define TNBC_PROTO_VERSION 5
+#include "tnbc_xport.h"
 
-/* Endpoint names are fixed-size so they can be hashed and compared as
- * bytes; 32 bytes leave room for an IPv6 address and port later. */
-#define TNBC_NAME_LEN 32
-
-enum tnbc_name_kind {
-	TNBC_NAME_PID = 1, /* shm endpoint named by owning pid + uid */
-	TNBC_NAME_SVC = 2, /* shm endpoint named by a service number */
-};
-
-/* uid of a TNBC_NAME_PID name in fi_info: chosen when the ep opens */
-#define TNBC_UID_ANY UINT32_MAX
-
-struct tnbc_name {
-	uint16_t version; /* TNBC_PROTO_VERSION */
-	uint16_t xport; /* enum tnbc_xport_id */
-	uint16_t kind; /* enum tnbc_name_kind */
-	uint16_t pad;
-	uint32_t pid; /* owning process: rendezvous reads its memory */
-	uint32_t uid; /* endpoint number within pid, or service */
-	uint64_t host; /* boot id hash: pids are only unique per host */
-	/* random, chosen when the endpoint opens (0 for a service): the
-	 * transport's address of the endpoint cannot be guessed ahead */
-	uint64_t nonce;
-};
-
-_Static_assert(sizeof(struct tnbc_name) == TNBC_NAME_LEN, "name size");
-
-/* Whether a and b name the same endpoint: a service by its number
- * alone (an AV entry made by fi_av_insertsvc knows no pid), any other
- * by the process and the nonce it chose. */
-static inline int tnbc_name_same(const struct tnbc_name *a,
-				 const struct tnbc_name *b)
-{
-	return a->kind == b->kind && a->uid == b->uid &&
-	       (a->kind == TNBC_NAME_SVC ||
-		(a->pid == b->pid && a->nonce == b->nonce));
-}
+#define TNBC_PROTO_VERSION 6
 
 enum tnbc_pkt_type {
 	TNBC_PKT_EAGER = 1, /* whole message inline */
@@ -92,6 +58,38 @@ struct tnbc_hdr {
 };
 
 _Static_assert(sizeof(struct tnbc_hdr) == 88, "header size");
+_Static_assert(sizeof(struct tnbc_hdr) <= TNBC_XPKT_FRAME_MAX,
+	       "a transport takes the longest frame");
+
+/* hdr.flags of a short frame, which says so itself: a transport keeps
+ * no note of how the protocol framed a packet */
+#define TNBC_HDR_SHORT	   (1u << 6)
+#define TNBC_HDR_SHORT_SVC (1u << 7) /* its source is a service name */
+
+/*
+ * The short frame of an eager message to a peer on this host (a
+ * TNBC_XPORT_LOCAL transport): every field of its struct tnbc_hdr that
+ * is not implied (size is payload_len; msg_id, token and offset are 0;
+ * the source's host and transport are the receiver's own).  A message of
+ * up to 16 bytes then fits a shared-memory cell's first cache line with
+ * its frame, where the full header would spill into a second one.
+ * cq_data (8 bytes) follows it when flags has TNBC_HDR_CQ_DATA.
+ */
+struct tnbc_hdr_short {
+	uint8_t version; /* same place as in tnbc_hdr */
+	uint8_t type; /* TNBC_PKT_EAGER */
+	uint16_t flags; /* same place as in tnbc_hdr; has TNBC_HDR_SHORT */
+	uint32_t payload_len;
+	uint64_t tag;
+	uint32_t pid; /* src.pid */
+	uint32_t uid; /* src.uid */
+	uint64_t nonce; /* src.nonce */
+};
+
+_Static_assert(sizeof(struct tnbc_hdr_short) == 32, "short frame");
+_Static_assert(sizeof(struct tnbc_hdr_short) + sizeof(uint64_t) <=
+		       TNBC_XPKT_FRAME_SHORT,
+	       "a short frame with its cq_data is a short one for transports");
 
 /* Payload of an RTS: the sender's buffers, read by the receiver with a
  * single copy when the transport allows it. */

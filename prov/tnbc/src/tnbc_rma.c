@@ -269,7 +269,7 @@ int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
 	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	struct tnbc_rma_args *a = tx->rma;
-	size_t max = tnbc_rma_chunk_max(a, xops->max_payload(tx->peer));
+	size_t max = tnbc_rma_chunk_max(a, tnbc_max_payload(xops, tx->peer));
 	size_t total = tnbc_rma_total(a);
 
 	while (!tnbc_rma_issued(tx) && tx->rma_inflight < TNBC_RMA_WINDOW) {
@@ -322,7 +322,7 @@ int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 			plen += len;
 		}
 		hdr.payload_len = (uint32_t)plen;
-		ret = xops->send(tx->peer, &hdr, iov, n);
+		ret = tnbc_pkt_send(xops, tx->peer, &hdr, iov, n);
 		if (ret)
 			return ret;
 		tx->rma_inflight++;
@@ -607,7 +607,7 @@ void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	if (req.kind != TNBC_RMA_WRITE) {
 		/* the answer must fit one packet (a hostile size must not
 		 * make us queue an answer that can never be sent) */
-		if (hdr->size > dom->xops->max_payload(peer)) {
+		if (hdr->size > tnbc_max_payload(dom->xops, peer)) {
 			status = FI_EMSGSIZE;
 			goto answer;
 		}

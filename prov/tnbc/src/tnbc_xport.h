@@ -2,11 +2,13 @@
  * The transport interface.
  *
  * The protocol engine (matching, rendezvous, completions) speaks only to
- * this table.  A transport moves whole packets (a struct tnbc_hdr plus at
- * most max_payload bytes) between named endpoints, wakes a sleeping peer
- * engine, and may offer a single-copy read of a peer's memory.  Shared
- * memory is the first implementation; TCP and verbs implement the same
- * table.  The core never includes a transport's own header.
+ * this table, and a transport knows nothing of the protocol: it moves
+ * packets, each a frame the protocol made (struct tnbc_xpkt: bytes the
+ * transport never reads) and a payload, between named endpoints, wakes
+ * a sleeping peer engine, and may offer a single-copy read of a peer's
+ * memory.  Shared memory is the first implementation; TCP and verbs
+ * implement the same table.  The core never includes a transport's own
+ * header, and a transport includes only this file and tnbc_base.h.
  *
  * Threading: a transport endpoint has one consumer at a time (the core
  * holds the endpoint lock around poll, rewind, pending, stalled and
@@ -24,10 +26,84 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "tnbc_proto.h"
-
 enum tnbc_xport_id {
 	TNBC_XPORT_SHM = 1,
+};
+
+/* The iovecs one single-copy read (pull) may carry, local and remote
+ * each. */
+#define TNBC_PULL_IOV_MAX 64
+
+/* An endpoint's name, as its transport makes it (ep_open) and finds it
+ * again (peer_get); the core stores it in AVs and in every packet's
+ * header, and compares names only with tnbc_name_same.  Fixed-size so
+ * that it can be hashed and compared as bytes. */
+#define TNBC_NAME_LEN 32
+
+enum tnbc_name_kind {
+	TNBC_NAME_PID = 1, /* shm endpoint named by owning pid + uid */
+	TNBC_NAME_SVC = 2, /* shm endpoint named by a service number */
+};
+
+/* uid of a TNBC_NAME_PID name in fi_info: chosen when the ep opens */
+#define TNBC_UID_ANY UINT32_MAX
+
+struct tnbc_name {
+	uint16_t version; /* the protocol's: the core sets and checks it */
+	uint16_t xport; /* enum tnbc_xport_id */
+	uint16_t kind; /* enum tnbc_name_kind */
+	uint16_t pad;
+	uint32_t pid; /* owning process: rendezvous reads its memory */
+	uint32_t uid; /* endpoint number within pid, or service */
+	uint64_t host; /* boot id hash: pids are only unique per host */
+	/* random, chosen when the endpoint opens (0 for a service): the
+	 * transport's address of the endpoint cannot be guessed ahead */
+	uint64_t nonce;
+};
+
+_Static_assert(sizeof(struct tnbc_name) == TNBC_NAME_LEN, "name size");
+
+/* Whether a and b name the same endpoint: a service by its number
+ * alone (an AV entry made by fi_av_insertsvc knows no pid), any other
+ * by the process and the nonce it chose. */
+static inline int tnbc_name_same(const struct tnbc_name *a,
+				 const struct tnbc_name *b)
+{
+	return a->kind == b->kind && a->uid == b->uid &&
+	       (a->kind == TNBC_NAME_SVC ||
+		(a->pid == b->pid && a->nonce == b->nonce));
+}
+
+/* The longest frame the protocol makes: a packet's payload may be as
+ * long as max_packet less this, whatever its own frame's length. */
+#define TNBC_XPKT_FRAME_MAX 88
+/* A frame of up to this many bytes is a short one: the frame buffer is
+ * readable (and zeroed past the frame) up to here, so a transport may
+ * copy this constant length instead of frame_len (a variable-length
+ * copy into a line another core holds costs more than the bytes). */
+#define TNBC_XPKT_FRAME_SHORT 40
+
+/* xpkt.flags */
+/* The packet completes nothing until its endpoint has a receive posted
+ * (see rx_posted): with none posted it may wait in a queue without a
+ * wake-up, for the application's next call. */
+#define TNBC_XPKT_PARKS (1u << 0)
+/* The packet may pass, and be passed by, the peer's other packets: a
+ * transport with a faster lane for small ones may use it. */
+#define TNBC_XPKT_UNORDERED (1u << 1)
+
+/* One packet to send: frame_len bytes of frame, then payload_len bytes
+ * gathered from iov. */
+struct tnbc_xpkt {
+	const void *frame; /* readable up to TNBC_XPKT_FRAME_MAX bytes */
+	uint32_t frame_len;
+	uint32_t payload_len;
+	const struct iovec *iov;
+	size_t iov_count;
+	uint32_t flags; /* TNBC_XPKT_* */
+	/* spreads unordered packets over a transport's lanes: packets of
+	 * one lane value look for the same places first */
+	uint64_t lane;
 };
 
 struct tnbc_xdom; /* per-domain transport state: doorbell, peer cache */
@@ -39,15 +115,15 @@ enum tnbc_rx_verdict {
 	TNBC_RX_DONE = 0, /* consumed: its buffer may be reused */
 	TNBC_RX_KEEP, /* leave it queued; offered again after rewind */
 	TNBC_RX_LATER, /* not consumed: the next poll offers it first */
+	TNBC_RX_BAD, /* malformed: dropped, and counted in bad_pkts */
 };
 
-/* Called by poll for each packet; returns an enum tnbc_rx_verdict.  hdr
- * is the transport's private copy, already checked against the packet's
- * length.  payload points into the transport's buffer, which a peer may
- * still write: copy out anything read more than once.  Both are valid
- * only during the call. */
-typedef int (*tnbc_rx_fn)(void *arg, const struct tnbc_hdr *hdr,
-			  const void *payload);
+/* Called by poll for each packet, frame and payload as sent (len bytes
+ * in all); returns an enum tnbc_rx_verdict.  pkt points into the
+ * transport's buffer, which a peer may still write: the protocol copies
+ * its frame out once before checking it, and anything else it reads
+ * more than once.  Valid only during the call. */
+typedef int (*tnbc_rx_fn)(void *arg, const void *pkt, size_t len);
 
 /* What a transport dropped or stepped over, for fi_tnbc_engine_stats. */
 struct tnbc_xport_stats {
@@ -71,9 +147,15 @@ enum tnbc_sleep {
 	TNBC_SLEEP_LONG,
 };
 
+/* tnbc_xport_ops.flags */
+/* Every peer the transport reaches is on this host: a packet's source
+ * may leave out what this host's names share. */
+#define TNBC_XPORT_LOCAL (1u << 0)
+
 struct tnbc_xport_ops {
 	const char *name;
 	enum tnbc_xport_id id;
+	unsigned flags; /* TNBC_XPORT_* */
 
 	int (*dom_open)(struct tnbc_xdom **xdom);
 	void (*dom_close)(struct tnbc_xdom *xdom);
@@ -84,8 +166,8 @@ struct tnbc_xport_ops {
 	int (*ep_open)(struct tnbc_xdom *xdom, long svc, struct tnbc_xep **xep,
 		       struct tnbc_name *name);
 	void (*ep_close)(struct tnbc_xep *xep);
-	/* Largest payload one packet to this peer may carry. */
-	size_t (*max_payload)(struct tnbc_xpeer *peer);
+	/* Largest packet (frame and payload) this peer takes. */
+	size_t (*max_packet)(struct tnbc_xpeer *peer);
 
 	/* Finds or maps a peer; the handle lives as long as the xdom.
 	 * -FI_EACCES for a peer this process must not trust (fi_tnbc(7),
@@ -95,17 +177,10 @@ struct tnbc_xport_ops {
 	/* Whether the peer's process still exists (for error reporting). */
 	bool (*peer_alive)(struct tnbc_xpeer *peer);
 
-	/* One packet; -FI_EAGAIN when the peer's queue is full.  Packets
-	 * to one peer arrive in the order they were sent. */
-	int (*send)(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
-		    const struct iovec *iov, size_t iov_count);
-	/* The same for a packet that may pass, and be passed by, the
-	 * peer's other packets (the protocol names it by itself): a
-	 * transport with a faster lane for small ones uses it.  NULL: send
-	 * does. */
-	int (*send_unordered)(struct tnbc_xpeer *peer,
-			      const struct tnbc_hdr *hdr,
-			      const struct iovec *iov, size_t iov_count);
+	/* One packet; -FI_EAGAIN when the peer's queue is full,
+	 * -FI_EMSGSIZE past max_packet.  Packets to one peer arrive in the
+	 * order they were sent, but for TNBC_XPKT_UNORDERED ones. */
+	int (*send)(struct tnbc_xpeer *peer, const struct tnbc_xpkt *pkt);
 	/* Offers up to budget packets, in order, from the oldest not yet
 	 * offered; returns how many were consumed.  Consumer only. */
 	int (*poll)(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg, int budget);
@@ -129,8 +204,9 @@ struct tnbc_xport_ops {
 	 * errs towards polling, and says no now and then so that poll can
 	 * look for a stalled queue. */
 	bool (*idle)(struct tnbc_xep *xep);
-	/* Only eager messages queued (or none), and room for as many more:
-	 * with no receive posted they can wait for the application. */
+	/* Only TNBC_XPKT_PARKS packets queued (or none), and room for as
+	 * many more: with no receive posted they can wait for the
+	 * application. */
 	bool (*quiet)(struct tnbc_xep *xep);
 
 	/* Single-copy read from the peer's memory.  Returns bytes read or a
@@ -152,7 +228,7 @@ struct tnbc_xport_ops {
 	void (*app_mark)(struct tnbc_xdom *xdom, bool active);
 	/* An endpoint of this domain now has receives posted (delta > 0)
 	 * or no longer has (< 0; see tnbc_ep.rx_marked).  While none has,
-	 * a sender need not wake the engine for an eager message: it
+	 * a sender need not wake the engine for a TNBC_XPKT_PARKS packet: it
 	 * completes nothing until the application calls in, and the
 	 * application finds it in the queue.  After posting, the caller
 	 * must look at its queue itself (a sender may have seen the old

@@ -28,9 +28,11 @@
 #include <inttypes.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -38,8 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tnbc.h"
+#include "tnbc_base.h"
 #include "tnbc_shm_region.h"
+#include "tnbc_xport.h"
 
 #define TNBC_SHM_PEER_HASH 1024
 /* fresh names tried when one is taken (EEXIST) before giving up */
@@ -588,8 +591,7 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 		ret = -FI_ENOMEM;
 		goto err_free;
 	}
-	memset(name, 0, sizeof(*name));
-	name->version = TNBC_PROTO_VERSION;
+	memset(name, 0, sizeof(*name)); /* the core sets version */
 	name->xport = TNBC_XPORT_SHM;
 	name->pid = (uint32_t)getpid();
 	name->host = xdom->host;
@@ -640,9 +642,9 @@ static void tnbc_shm_ep_close(struct tnbc_xep *xep)
 	free(xep);
 }
 
-static size_t tnbc_shm_max_payload(struct tnbc_xpeer *peer)
+static size_t tnbc_shm_max_packet(struct tnbc_xpeer *peer)
 {
-	return peer->slot_size - TNBC_SHM_CELL_HDR - sizeof(struct tnbc_hdr);
+	return peer->slot_size - TNBC_SHM_CELL_HDR;
 }
 
 static size_t tnbc_shm_hash(const struct tnbc_name *name)
@@ -686,8 +688,7 @@ static int tnbc_shm_peer_map(struct tnbc_xdom *xdom,
 	struct tnbc_xpeer *peer;
 	int ret;
 
-	if (name->version != TNBC_PROTO_VERSION ||
-	    name->xport != TNBC_XPORT_SHM ||
+	if (name->xport != TNBC_XPORT_SHM ||
 	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
 		return -FI_EINVAL;
 	if (name->host && name->host != xdom->host) {
@@ -972,57 +973,24 @@ static int tnbc_shm_claim(struct tnbc_xpeer *peer, struct tnbc_shm_region *r,
 	return 0;
 }
 
-/* The short frame for hdr, or 0 (TNBC_SHM_FMT_FULL) when it has fields
- * the short frame cannot carry. */
-static uint32_t tnbc_shm_short_fmt(const struct tnbc_xdom *xdom,
-				   const struct tnbc_hdr *hdr)
+/* Copies the frame to dst, a cell or slot with room for a whole frame of
+ * the protocol whatever its own: constant-size copies, which the
+ * compiler makes plain moves (a variable one became a string move that
+ * waited for the cell's line, a quarter of a small send's time).  A short
+ * frame's copy may run past it into bytes the payload then overwrites,
+ * or into the cell's unused tail (the protocol zeroed them). */
+static void tnbc_shm_put_frame(uint8_t *dst, const struct tnbc_xpkt *pkt)
 {
-	const struct tnbc_name *src = &hdr->src;
-
-	if (hdr->type != TNBC_PKT_EAGER || hdr->size != hdr->payload_len ||
-	    hdr->msg_id || hdr->token || hdr->offset ||
-	    (!(hdr->flags & TNBC_HDR_CQ_DATA) && hdr->cq_data) ||
-	    src->version != TNBC_PROTO_VERSION ||
-	    src->xport != TNBC_XPORT_SHM || src->pad || src->host != xdom->host)
-		return TNBC_SHM_FMT_FULL;
-	if (src->kind == TNBC_NAME_PID)
-		return TNBC_SHM_FMT_SHORT_PID;
-	return src->kind == TNBC_NAME_SVC ? TNBC_SHM_FMT_SHORT_SVC
-					  : TNBC_SHM_FMT_FULL;
+	if (pkt->frame_len <= TNBC_XPKT_FRAME_SHORT)
+		memcpy(dst, pkt->frame, TNBC_XPKT_FRAME_SHORT);
+	else if (pkt->frame_len == TNBC_XPKT_FRAME_MAX)
+		memcpy(dst, pkt->frame, TNBC_XPKT_FRAME_MAX);
+	else
+		memcpy(dst, pkt->frame, pkt->frame_len);
 }
 
-/* Writes hdr's frame at dst; returns its length. */
-/* The longest short frame: cq_data after it */
-#define TNBC_SHM_SHORT_MAX (sizeof(struct tnbc_shm_short) + sizeof(uint64_t))
-_Static_assert(TNBC_SHM_CELL_HDR + TNBC_SHM_SHORT_MAX <= TNBC_SHM_CELL,
-	       "a short frame and its cq_data fit the first cell");
-
-static size_t tnbc_shm_frame(uint8_t *dst, uint32_t fmt,
-			     const struct tnbc_hdr *hdr)
-{
-	struct tnbc_shm_short sh;
-
-	if (fmt == TNBC_SHM_FMT_FULL) {
-		memcpy(dst, hdr, sizeof(*hdr));
-		return sizeof(*hdr);
-	}
-	sh.version = hdr->version;
-	sh.type = hdr->type;
-	sh.flags = hdr->flags;
-	sh.payload_len = hdr->payload_len;
-	sh.tag = hdr->tag;
-	sh.pid = hdr->src.pid;
-	sh.uid = hdr->src.uid;
-	sh.nonce = hdr->src.nonce;
-	memcpy(dst, &sh, sizeof(sh));
-	if (!(hdr->flags & TNBC_HDR_CQ_DATA)) {
-		/* copied with the frame: no stack bytes go to the peer */
-		memset(dst + sizeof(sh), 0, sizeof(uint64_t));
-		return sizeof(sh);
-	}
-	memcpy(dst + sizeof(sh), &hdr->cq_data, sizeof(hdr->cq_data));
-	return sizeof(sh) + sizeof(hdr->cq_data);
-}
+_Static_assert(TNBC_SHM_CELL_HDR + TNBC_XPKT_FRAME_SHORT <= TNBC_SHM_CELL,
+	       "a short frame's copy stays in the packet's first cell");
 
 /* Copies the first len bytes of iov to dst. */
 static void tnbc_shm_gather(uint8_t *dst, const struct iovec *iov,
@@ -1038,44 +1006,41 @@ static void tnbc_shm_gather(uint8_t *dst, const struct iovec *iov,
 	}
 }
 
-/* The slot a sender tries first for a packet of tag: senders and the
+/* The slot a sender tries first for a packet of lane: senders and the
  * operations in flight spread over the mailbox. */
-static unsigned tnbc_shm_mbox_index(const struct tnbc_xdom *xdom,
-				    const struct tnbc_hdr *hdr)
+static unsigned tnbc_shm_mbox_index(const struct tnbc_xdom *xdom, uint64_t lane)
 {
 	uint64_t h = (uint64_t)(uint32_t)xdom->pid * 0x9e3779b97f4a7c15ull;
 
-	h ^= (hdr->src.uid + 1) * 0xc2b2ae3d27d4eb4full;
-	h ^= hdr->tag * 0x165667b19e3779f9ull;
+	h ^= lane;
 	return (unsigned)(h >> 58); /* 6 bits: TNBC_SHM_MBOX_SLOTS */
 }
 
 _Static_assert(TNBC_SHM_MBOX_SLOTS == 64, "mbox_full's bits, the index");
-_Static_assert(TNBC_SHM_CELL_HDR + TNBC_SHM_SHORT_MAX <= TNBC_SHM_MBOX_SLOT,
-	       "a slot holds the frame's constant-size copy");
+_Static_assert(TNBC_SHM_CELL_HDR + TNBC_XPKT_FRAME_MAX <= TNBC_SHM_MBOX_SLOT,
+	       "a slot holds any frame's constant-size copy");
 /* slots a sender tries before it takes the queue */
 #define TNBC_SHM_MBOX_PROBES 2
 /* ThreadSanitizer keys of the slots, past the queue's (TNBC_TSAN_KEY) */
 #define TNBC_SHM_MBOX_KEY(peer_nslots, i) ((peer_nslots) + 1 + (i))
 
-/* Puts a small packet, framed as frame[flen], into a free slot of the
- * peer's mailbox.  -FI_EAGAIN: too large, a full frame, slots off, or
- * no slot free; the queue takes it. */
+/* Puts a small packet into a free slot of the peer's mailbox.
+ * -FI_EAGAIN: too large, slots off, or no slot free; the queue takes
+ * it. */
 static int tnbc_shm_mbox_send(struct tnbc_xpeer *peer,
-			      struct tnbc_shm_region *r, uint32_t fmt,
-			      const uint8_t *frame, size_t flen,
-			      const struct tnbc_hdr *hdr,
-			      const struct iovec *iov, size_t iov_count)
+			      struct tnbc_shm_region *r,
+			      const struct tnbc_xpkt *pkt)
 {
 	const uint64_t claim = TNBC_SHM_CLAIM(peer->xdom->pid, 0);
 	struct tnbc_shm_cell *slot = NULL;
 	unsigned i = 0, first;
 	uint8_t *dst;
 
-	if (!tnbc_env.coll_slots || fmt == TNBC_SHM_FMT_FULL ||
-	    TNBC_SHM_CELL_HDR + flen + hdr->payload_len > TNBC_SHM_MBOX_SLOT)
+	if (!tnbc_env.coll_slots ||
+	    TNBC_SHM_CELL_HDR + (size_t)pkt->frame_len + pkt->payload_len >
+		    TNBC_SHM_MBOX_SLOT)
 		return -FI_EAGAIN;
-	first = tnbc_shm_mbox_index(peer->xdom, hdr);
+	first = tnbc_shm_mbox_index(peer->xdom, pkt->lane);
 	for (unsigned p = 0; p < TNBC_SHM_MBOX_PROBES; p++) {
 		uint64_t seq = 0;
 
@@ -1094,34 +1059,29 @@ static int tnbc_shm_mbox_send(struct tnbc_xpeer *peer,
 		return -FI_EAGAIN;
 	tnbc_shm_tsan_acquire(peer->ino, TNBC_SHM_MBOX_KEY(peer->nslots, i));
 	dst = (uint8_t *)(slot + 1);
-	/* constant-size copies, as in tnbc_shm_send */
-	memcpy(dst, frame, TNBC_SHM_SHORT_MAX);
-	dst += flen;
-	tnbc_shm_gather(dst, iov, iov_count, hdr->payload_len);
-	slot->len = (uint32_t)(flen + hdr->payload_len);
-	slot->fmt = fmt;
+	tnbc_shm_put_frame(dst, pkt);
+	tnbc_shm_gather(dst + pkt->frame_len, pkt->iov, pkt->iov_count,
+			pkt->payload_len);
+	slot->len = pkt->frame_len + pkt->payload_len;
+	slot->fmt = pkt->flags & TNBC_XPKT_PARKS ? TNBC_SHM_FMT_PARKS
+						 : TNBC_SHM_FMT_PKT;
 	tnbc_shm_tsan_release(peer->ino, TNBC_SHM_MBOX_KEY(peer->nslots, i));
 	atomic_store_explicit(&slot->seq, TNBC_SHM_MBOX_FULL,
 			      memory_order_release);
 	atomic_fetch_or_explicit(&r->mbox_full, 1ull << i,
 				 memory_order_release);
-	tnbc_shm_ring(peer, r, 0, true, true);
+	tnbc_shm_ring(peer, r, 0, pkt->flags & TNBC_XPKT_PARKS, true);
 	return 0;
 }
 
-/* unordered: the packet may go through the mailbox (send_unordered) */
-static int tnbc_shm_send_any(struct tnbc_xpeer *peer,
-			     const struct tnbc_hdr *hdr,
-			     const struct iovec *iov, size_t iov_count,
-			     bool unordered)
+static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_xpkt *pkt)
 {
 	struct tnbc_shm_region *r = peer->region;
-	_Alignas(16) uint8_t frame[sizeof(struct tnbc_hdr)];
+	size_t len = (size_t)pkt->frame_len + pkt->payload_len;
+	bool parks = pkt->flags & TNBC_XPKT_PARKS;
 	struct tnbc_shm_cell *cell;
 	uint64_t pos, mask;
-	uint32_t fmt;
 	uint8_t *dst;
-	size_t len, flen;
 	int ret;
 
 	if (!atomic_load_explicit(&r->ready, memory_order_acquire)) {
@@ -1130,57 +1090,28 @@ static int tnbc_shm_send_any(struct tnbc_xpeer *peer,
 			return ret;
 		r = peer->region;
 	}
-	/* limits are those of the full header, whatever the frame */
-	if (sizeof(*hdr) + hdr->payload_len + TNBC_SHM_CELL_HDR >
-	    peer->slot_size)
+	if (pkt->frame_len > TNBC_XPKT_FRAME_MAX ||
+	    len + TNBC_SHM_CELL_HDR > peer->slot_size)
 		return -FI_EMSGSIZE;
-	/* The frame is made before the claim: once a store to the cell
-	 * waits for its cache line (held by the consumer), a later load
-	 * that cannot take its value from the store buffer (a frame built
-	 * field by field and copied whole) would wait for that line too. */
-	fmt = tnbc_shm_short_fmt(peer->xdom, hdr);
-	flen = tnbc_shm_frame(frame, fmt, hdr);
-	if (unordered &&
-	    !tnbc_shm_mbox_send(peer, r, fmt, frame, flen, hdr, iov, iov_count))
+	if ((pkt->flags & TNBC_XPKT_UNORDERED) &&
+	    !tnbc_shm_mbox_send(peer, r, pkt))
 		return 0;
-	len = flen + hdr->payload_len;
 	ret = tnbc_shm_claim(peer, r, (uint32_t)len, &pos, &cell);
 	if (ret)
 		return ret;
 
-	/* Copies of a constant size, which the compiler makes plain moves:
-	 * a variable one became a string move that waited for the cell's
-	 * line, a quarter of this function's time.  A short frame is
-	 * copied with the room for cq_data, which the payload overwrites
-	 * when there is none (the cell holds both). */
 	dst = (uint8_t *)(cell + 1);
-	if (fmt == TNBC_SHM_FMT_FULL)
-		memcpy(dst, frame, sizeof(struct tnbc_hdr));
-	else
-		memcpy(dst, frame, TNBC_SHM_SHORT_MAX);
-	dst += flen;
-	tnbc_shm_gather(dst, iov, iov_count, hdr->payload_len);
-	cell->fmt = fmt;
+	tnbc_shm_put_frame(dst, pkt);
+	tnbc_shm_gather(dst + pkt->frame_len, pkt->iov, pkt->iov_count,
+			pkt->payload_len);
+	cell->fmt = parks ? TNBC_SHM_FMT_PARKS : TNBC_SHM_FMT_PKT;
 	mask = peer->nslots - 1;
 	tnbc_shm_tsan_release(peer->ino, pos & mask);
 	tnbc_shm_tsan_unseen_begin();
 	atomic_store_explicit(&cell->seq, pos + 1, memory_order_release);
 	tnbc_shm_tsan_unseen_end();
-	tnbc_shm_ring(peer, r, pos, hdr->type == TNBC_PKT_EAGER, false);
+	tnbc_shm_ring(peer, r, pos, parks, false);
 	return 0;
-}
-
-static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
-			 const struct iovec *iov, size_t iov_count)
-{
-	return tnbc_shm_send_any(peer, hdr, iov, iov_count, false);
-}
-
-static int tnbc_shm_send_unordered(struct tnbc_xpeer *peer,
-				   const struct tnbc_hdr *hdr,
-				   const struct iovec *iov, size_t iov_count)
-{
-	return tnbc_shm_send_any(peer, hdr, iov, iov_count, true);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1359,56 +1290,6 @@ static void tnbc_shm_bad_packet(struct tnbc_xep *xep, uint32_t len)
 			xep->name, len, n);
 }
 
-/* Copies the header of a len-byte packet out of its cell once, checks
- * it against len and expands a short frame into *hdr.  Returns where the
- * payload starts, or 0 for a packet to drop. */
-static size_t tnbc_shm_unframe(const struct tnbc_xep *xep, uint32_t fmt,
-			       const uint8_t *pkt, uint32_t len,
-			       struct tnbc_hdr *hdr)
-{
-	struct tnbc_shm_short sh;
-	size_t hlen = sizeof(sh);
-
-	if (fmt == TNBC_SHM_FMT_FULL) {
-		if (len < sizeof(*hdr))
-			return 0;
-		memcpy(hdr, pkt, sizeof(*hdr));
-		if (hdr->version != TNBC_PROTO_VERSION ||
-		    sizeof(*hdr) + (size_t)hdr->payload_len != len)
-			return 0;
-		return sizeof(*hdr);
-	}
-	if ((fmt != TNBC_SHM_FMT_SHORT_PID && fmt != TNBC_SHM_FMT_SHORT_SVC) ||
-	    len < sizeof(sh))
-		return 0;
-	memcpy(&sh, pkt, sizeof(sh));
-	memset(hdr, 0, sizeof(*hdr));
-	if (sh.flags & TNBC_HDR_CQ_DATA) {
-		hlen += sizeof(hdr->cq_data);
-		if (len < hlen)
-			return 0;
-		memcpy(&hdr->cq_data, pkt + sizeof(sh), sizeof(hdr->cq_data));
-	}
-	if (sh.version != TNBC_PROTO_VERSION || sh.type != TNBC_PKT_EAGER ||
-	    hlen + (size_t)sh.payload_len != len)
-		return 0;
-	hdr->version = sh.version;
-	hdr->type = sh.type;
-	hdr->flags = sh.flags;
-	hdr->payload_len = sh.payload_len;
-	hdr->tag = sh.tag;
-	hdr->size = sh.payload_len;
-	hdr->src.version = TNBC_PROTO_VERSION;
-	hdr->src.xport = TNBC_XPORT_SHM;
-	hdr->src.kind =
-		fmt == TNBC_SHM_FMT_SHORT_PID ? TNBC_NAME_PID : TNBC_NAME_SVC;
-	hdr->src.pid = sh.pid;
-	hdr->src.uid = sh.uid;
-	hdr->src.host = xep->xdom->host;
-	hdr->src.nonce = sh.nonce;
-	return hlen;
-}
-
 /* Whether the mailbox has packets to offer: published since the last
  * look (one load of a line senders write only when they publish), or
  * taken and not consumed yet.  Any thread. */
@@ -1481,10 +1362,8 @@ static int tnbc_shm_mbox_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		unsigned i = (unsigned)__builtin_ctzll(pend);
 		struct tnbc_shm_cell *slot = tnbc_shm_mbox_at(xep->mbox, i);
 		const uint8_t *pkt = (const uint8_t *)(slot + 1);
-		int verdict = TNBC_RX_DONE;
-		struct tnbc_hdr hdr;
-		uint32_t len, fmt;
-		size_t hlen = 0;
+		int verdict = TNBC_RX_BAD;
+		uint32_t len;
 
 		/* a bit with nothing published behind it: a peer set it
 		 * by hand, or the packet's own bit is still to come */
@@ -1497,15 +1376,11 @@ static int tnbc_shm_mbox_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 				      TNBC_SHM_MBOX_KEY(xep->nslots, i));
 		(*budget)--;
 		len = __atomic_load_n(&slot->len, __ATOMIC_RELAXED);
-		fmt = __atomic_load_n(&slot->fmt, __ATOMIC_RELAXED);
 		if (len <= TNBC_SHM_MBOX_SLOT - TNBC_SHM_CELL_HDR)
-			hlen = tnbc_shm_unframe(xep, fmt, pkt, len, &hdr);
-		if (hlen) {
-			verdict = fn(arg, &hdr, pkt + hlen);
-			delivered += verdict == TNBC_RX_DONE;
-		} else {
+			verdict = fn(arg, pkt, len);
+		if (verdict == TNBC_RX_BAD)
 			tnbc_shm_bad_packet(xep, len);
-		}
+		delivered += verdict == TNBC_RX_DONE;
 		if (verdict == TNBC_RX_LATER) {
 			*later = true;
 			break;
@@ -1546,11 +1421,9 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		uint64_t pos = tnbc_shm_next(xep);
 		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
 		const uint8_t *pkt = (const uint8_t *)(cell + 1);
-		struct tnbc_hdr hdr;
 		uint64_t seq, k;
 		uint32_t len, fmt;
-		size_t hlen = 0;
-		int verdict = TNBC_RX_DONE;
+		int verdict;
 
 		seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
 		if (seq != pos + 1) {
@@ -1591,10 +1464,10 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		if (k && fmt == TNBC_SHM_FMT_PAD)
 			verdict = TNBC_RX_DONE;
 		else if (k && len <= room)
-			hlen = tnbc_shm_unframe(xep, fmt, pkt, len, &hdr);
-		if (hlen)
-			verdict = fn(arg, &hdr, pkt + hlen);
-		else if (!k || fmt != TNBC_SHM_FMT_PAD)
+			verdict = fn(arg, pkt, len);
+		else
+			verdict = TNBC_RX_BAD;
+		if (verdict == TNBC_RX_BAD)
 			tnbc_shm_bad_packet(xep, len);
 		if (verdict == TNBC_RX_LATER) {
 			later = true;
@@ -1701,7 +1574,7 @@ static bool tnbc_shm_stalled(struct tnbc_xep *xep)
 	       (TNBC_SHM_IS_CLAIM(seq, pos) || tnbc_shm_claimed_past(xep, pos));
 }
 
-/* Whether every packet not offered yet is an eager message and the
+/* Whether every packet not offered yet parks (TNBC_XPKT_PARKS) and the
  * queue is less than half full.  Consumer only. */
 static bool tnbc_shm_quiet(struct tnbc_xep *xep)
 {
@@ -1715,7 +1588,7 @@ static bool tnbc_shm_quiet(struct tnbc_xep *xep)
 		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
 		uint64_t seq =
 			atomic_load_explicit(&cell->seq, memory_order_acquire);
-		uint8_t type;
+		uint32_t fmt;
 
 		xep->quiet_pos = pos;
 		/* a claimed cell needs polls: its sender may have died */
@@ -1726,14 +1599,8 @@ static bool tnbc_shm_quiet(struct tnbc_xep *xep)
 			__atomic_load_n(&cell->len, __ATOMIC_RELAXED));
 		if (!k)
 			return false;
-		if (__atomic_load_n(&cell->fmt, __ATOMIC_RELAXED) ==
-		    TNBC_SHM_FMT_PAD)
-			continue;
-		memcpy(&type,
-		       (const uint8_t *)(cell + 1) +
-			       offsetof(struct tnbc_hdr, type),
-		       1);
-		if (type != TNBC_PKT_EAGER)
+		fmt = __atomic_load_n(&cell->fmt, __ATOMIC_RELAXED);
+		if (fmt != TNBC_SHM_FMT_PAD && fmt != TNBC_SHM_FMT_PARKS)
 			return false;
 	}
 	return false;
@@ -1926,15 +1793,15 @@ static void tnbc_shm_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 const struct tnbc_xport_ops tnbc_shm_ops = {
 	.name = "shm",
 	.id = TNBC_XPORT_SHM,
+	.flags = TNBC_XPORT_LOCAL,
 	.dom_open = tnbc_shm_dom_open,
 	.dom_close = tnbc_shm_dom_close,
 	.ep_open = tnbc_shm_ep_open,
 	.ep_close = tnbc_shm_ep_close,
-	.max_payload = tnbc_shm_max_payload,
+	.max_packet = tnbc_shm_max_packet,
 	.peer_get = tnbc_shm_peer_get,
 	.peer_alive = tnbc_shm_peer_alive,
 	.send = tnbc_shm_send,
-	.send_unordered = tnbc_shm_send_unordered,
 	.poll = tnbc_shm_poll,
 	.rewind = tnbc_shm_rewind,
 	.pending = tnbc_shm_pending,

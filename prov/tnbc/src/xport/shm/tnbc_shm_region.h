@@ -1,11 +1,13 @@
 /*
- * The shared-memory transport's layout in /dev/shm, version 6.
+ * The shared-memory transport's layout in /dev/shm, version 7.
  *
  * Everything in this file is visible to, and writable by, every process
  * that may send to an endpoint.  The consumer therefore never trusts it:
- * it keeps its own copy of its queue's geometry, copies each packet
- * header out once before looking at it, and treats any value it reads
- * here as a hint a buggy or hostile peer may have changed.
+ * it keeps its own copy of its queue's geometry, reads each cell's
+ * length and format once, and treats any value it reads here as a hint
+ * a buggy or hostile peer may have changed.  The packets themselves are
+ * the protocol's frames and payloads, which this transport never reads:
+ * the protocol copies a frame out once before it checks it.
  *
  * Region names (POSIX shm, under /dev/shm):
  *   /tnbc-<pid>-<ep>-<nonce>   an endpoint's receive queue
@@ -38,11 +40,11 @@
  *
  * The mailbox (version 6): beside the queue, TNBC_SHM_MBOX_SLOTS slots of
  * TNBC_SHM_MBOX_SLOT bytes for small packets that need not keep their
- * order (send_unordered of the transport interface: a collective's
+ * order (TNBC_XPKT_UNORDERED in the transport interface: a collective's
  * contributions and results).  A contribution is a tree's hot path: a
  * slot spares it the queue's tail, which every sender of the endpoint
  * contends for, and the queue's order, which would hold it behind a
- * large message.  A slot holds a short frame and its payload.
+ * large message.  A slot holds a frame and its payload.
  * A slot's first 16 bytes are a struct tnbc_shm_cell whose seq is the
  * slot's state:
  *   0                         empty: any sender may claim it
@@ -67,7 +69,7 @@
 #include <stdint.h>
 
 #define TNBC_SHM_MAGIC	    0x74626e63u /* "tnbc" */
-#define TNBC_SHM_VERSION    6
+#define TNBC_SHM_VERSION    7
 #define TNBC_SHM_CELL_HDR   16
 #define TNBC_SHM_NAME_MAX   64
 #define TNBC_SHM_CELL	    64 /* bytes per queue cell */
@@ -121,11 +123,11 @@ struct tnbc_shm_bell {
 	_Alignas(64) atomic_int rx_posted;
 };
 
-/* cell.fmt: how the packet header is framed */
-#define TNBC_SHM_FMT_FULL      0 /* struct tnbc_hdr */
-#define TNBC_SHM_FMT_SHORT_PID 1 /* struct tnbc_shm_short, src kind PID */
-#define TNBC_SHM_FMT_SHORT_SVC 2 /* struct tnbc_shm_short, src kind SVC */
-#define TNBC_SHM_FMT_PAD       3 /* nothing: the rest of the lap is unused */
+/* cell.fmt: what the cell holds (version 7: a word of this transport's
+ * own; in 6 it said how the protocol had framed its header) */
+#define TNBC_SHM_FMT_PKT   0 /* a packet */
+#define TNBC_SHM_FMT_PARKS 1 /* a packet sent with TNBC_XPKT_PARKS */
+#define TNBC_SHM_FMT_PAD   3 /* nothing: the rest of the lap is unused */
 
 /* The first cell of a packet; the packet runs on into the next cells. */
 struct tnbc_shm_cell {
@@ -136,27 +138,6 @@ struct tnbc_shm_cell {
 };
 
 _Static_assert(sizeof(struct tnbc_shm_cell) == TNBC_SHM_CELL_HDR, "cell");
-
-/*
- * The short frame of an eager message from a peer on this host: every
- * field of its struct tnbc_hdr that is not implied (size is payload_len;
- * msg_id, token and offset are 0; the source is a shm name of this host).
- * A message of up to 16 bytes then fits the cell's first cache line with
- * its frame, where the full header would spill into a second one.
- * cq_data (8 bytes) follows it when flags has TNBC_HDR_CQ_DATA.
- */
-struct tnbc_shm_short {
-	uint8_t version; /* TNBC_PROTO_VERSION; same place as in tnbc_hdr */
-	uint8_t type; /* TNBC_PKT_EAGER; same place as in tnbc_hdr */
-	uint16_t flags;
-	uint32_t payload_len;
-	uint64_t tag;
-	uint32_t pid; /* src.pid */
-	uint32_t uid; /* src.uid */
-	uint64_t nonce; /* src.nonce */
-};
-
-_Static_assert(sizeof(struct tnbc_shm_short) == 32, "short frame");
 
 struct tnbc_shm_region {
 	uint32_t magic;

@@ -1,0 +1,79 @@
+/*
+ * What every part of the provider may use, transports included: the
+ * provider itself (for logging), its runtime parameters, the clock and
+ * iovec helpers.  No libfabric object and no wire format lives here: a
+ * transport includes this and tnbc_xport.h, never tnbc.h.
+ */
+#ifndef TNBC_BASE_H
+#define TNBC_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+extern struct fi_provider tnbc_prov;
+
+/* All runtime parameters, filled once by tnbc_init_env() (tnbc_init.c)
+ * and documented in fi_tnbc(7). */
+struct tnbc_env {
+	size_t rx_slots; /* largest packets each receive queue holds */
+	size_t slot_size; /* the largest packet, headers included */
+	size_t eager_size; /* largest message sent eagerly */
+	int cma; /* allow single-copy process_vm_readv */
+	size_t unexp_pull; /* largest unexpected rendezvous pulled early */
+	size_t spin_us; /* engine busy-poll before sleeping */
+	size_t app_window_us; /* how long an app poll keeps peers quiet */
+	int engine; /* run the engine thread at all */
+	int engine_batch; /* the engine thread runs as SCHED_BATCH */
+	char *engine_cpus; /* hwloc list string, or NULL for automatic */
+	size_t unexp_max; /* bytes of unexpected messages one ep buffers */
+	size_t coll_degree; /* children per member in collective trees */
+	size_t coll_rsag_min; /* allreduce bytes from which: rs + ag */
+	size_t coll_seg; /* bytes per segment of a tree's pipeline */
+	int coll_slots; /* contributions on this host go into a slot */
+	size_t coll_flat_max; /* group size up to which: one-hop allreduce */
+	/* trust model: same user only, or also this group's members */
+	char *shm_group_name;
+	bool shm_group;
+	gid_t shm_gid;
+};
+
+extern struct tnbc_env tnbc_env;
+
+/* ------------------------------------------------------------------ */
+
+static inline size_t tnbc_iov_len(const struct iovec *iov, size_t count)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* Copies up to len bytes of src into the iovec array at byte offset
+ * off; returns the number copied. */
+size_t tnbc_copy_to_iov(const struct iovec *iov, size_t count, size_t off,
+			const void *src, size_t len);
+size_t tnbc_copy_from_iov(void *dst, const struct iovec *iov, size_t count,
+			  size_t off, size_t len);
+/* Builds in out[] the slice [off, off+len) of iov[]; returns its count. */
+size_t tnbc_iov_slice(const struct iovec *iov, size_t count, size_t off,
+		      size_t len, struct iovec *out, size_t out_max);
+
+uint64_t tnbc_now_ns(void);
+/* Whether the text of /proc/loadavg shows more runnable threads than
+ * ncpu, the reader itself not counted (false when it cannot tell). */
+bool tnbc_loadavg_oversubscribed(const char *loadavg, long ncpu);
+/* CLOCK_REALTIME deadline ns from now, for pthread_cond_timedwait. */
+void tnbc_abstime(struct timespec *ts, uint64_t ns);
+
+#endif /* TNBC_BASE_H */
