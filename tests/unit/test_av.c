@@ -13,7 +13,7 @@ static struct tnbc_name mkname(uint16_t kind, uint32_t pid, uint32_t uid)
 
 	memset(&n, 0, sizeof(n));
 	n.version = TNBC_PROTO_VERSION;
-	n.xport = TNBC_XPORT_SHM;
+	n.xport = (uint16_t)tnbc_env.xport->id;
 	n.kind = kind;
 	n.pid = pid;
 	n.uid = uid;

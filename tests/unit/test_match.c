@@ -1730,6 +1730,19 @@ START_TEST(match_rndv_dead_receiver)
 	ck_assert_int_eq(fi_av_insert(w.av, &peer_name, 1, &peer, 0, NULL), 1);
 	sb = malloc(RNDV_LEN);
 	tu_fill(sb, RNDV_LEN, 3);
+	if (tnbc_env.xport == &tnbc_loop_ops) {
+		/* the loopback reaches this process only: another one's
+		 * endpoint is refused at once */
+		ck_assert_int_eq(fi_tsend(w.ep[0].ep, sb, RNDV_LEN, NULL, peer,
+					  9, &ctx[0]),
+				 -FI_EHOSTUNREACH);
+		ck_assert_int_eq(write(to_child[1], &go, 1), 1);
+		ck_assert_int_eq(waitpid(child, NULL, 0), child);
+		tu_world_close(&w);
+		free(sb);
+		tnbc_env.unexp_pull = tu_env_defaults.unexp_pull;
+		return;
+	}
 	ck_assert_int_eq(
 		fi_tsend(w.ep[0].ep, sb, RNDV_LEN, NULL, peer, 9, &ctx[0]), 0);
 	ck_assert_int_eq(write(to_child[1], &go, 1), 1);

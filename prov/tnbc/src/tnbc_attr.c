@@ -270,7 +270,7 @@ static int tnbc_info_name(const char *service, struct tnbc_name **out)
 	if (!name)
 		return -FI_ENOMEM;
 	name->version = TNBC_PROTO_VERSION;
-	name->xport = TNBC_XPORT_SHM;
+	name->xport = (uint16_t)tnbc_env.xport->id;
 	if (service) {
 		name->kind = TNBC_NAME_SVC;
 		name->uid = (uint32_t)svc;
@@ -323,7 +323,7 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 	int ret;
 
 	if (FI_VERSION_LT(version, FI_VERSION(1, 0)) ||
-	    FI_VERSION_LT(TNBC_FI_VERSION, version))
+	    FI_VERSION_LT(TNBC_FI_VERSION, version) || !tnbc_env.xport)
 		return -FI_ENODATA;
 	if (hints) {
 		ret = tnbc_check_hints(hints);

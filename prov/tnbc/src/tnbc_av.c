@@ -147,9 +147,11 @@ fi_addr_t tnbc_av_reverse_memo(struct tnbc_av *av, const struct tnbc_name *name,
 	return memo->addr;
 }
 
-static bool tnbc_name_valid(const struct tnbc_name *n)
+/* A name the domain's transport made (it alone resolves it). */
+static bool tnbc_name_valid(struct tnbc_av *av, const struct tnbc_name *n)
 {
-	return n->version == TNBC_PROTO_VERSION && n->xport == TNBC_XPORT_SHM &&
+	return n->version == TNBC_PROTO_VERSION &&
+	       n->xport == av->domain->xops->id &&
 	       (n->kind == TNBC_NAME_PID || n->kind == TNBC_NAME_SVC);
 }
 
@@ -161,7 +163,7 @@ static int tnbc_av_insert_one(struct tnbc_av *av, const struct tnbc_name *name,
 	struct tnbc_av_entry *e;
 	int ret;
 
-	if (!tnbc_name_valid(name))
+	if (!tnbc_name_valid(av, name))
 		return -FI_EINVAL;
 	if (chunk >= TNBC_AV_MAX_CHUNKS)
 		return -FI_ENOSPC;
@@ -220,17 +222,19 @@ static int tnbc_av_insertsvc(struct fid_av *fid, const char *node,
 			     uint64_t flags, void *context)
 {
 	struct tnbc_name name = {0};
+	struct tnbc_av *av;
 	char *end;
 	long svc;
 
 	(void)node;
-	if (!service)
+	if (!fid || !service)
 		return -FI_EINVAL;
+	av = tnbc_container_of(fid, struct tnbc_av, av_fid);
 	svc = strtol(service, &end, 10);
 	if (*end || svc < 0 || svc > UINT32_MAX)
 		return -FI_EINVAL;
 	name.version = TNBC_PROTO_VERSION;
-	name.xport = TNBC_XPORT_SHM;
+	name.xport = (uint16_t)av->domain->xops->id;
 	name.kind = TNBC_NAME_SVC;
 	name.uid = (uint32_t)svc;
 	return tnbc_av_insert(fid, &name, 1, fi_addr, flags, context);

@@ -34,6 +34,10 @@ struct tnbc_env {
 	int engine; /* run the engine thread at all */
 	int engine_batch; /* the engine thread runs as SCHED_BATCH */
 	char *engine_cpus; /* hwloc list string, or NULL for automatic */
+	char *xports; /* FI_TNBC_XPORTS as given */
+	/* the transport a domain uses: the first of xports this provider
+	 * has; NULL when none is (fi_getinfo then offers nothing) */
+	const struct tnbc_xport_ops *xport;
 	size_t unexp_max; /* bytes of unexpected messages one ep buffers */
 	size_t coll_degree; /* children per member in collective trees */
 	size_t coll_rsag_min; /* allreduce bytes from which: rs + ag */

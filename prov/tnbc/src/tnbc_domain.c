@@ -194,6 +194,8 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 
 	if (!fabric || !info || !domain)
 		return -FI_EINVAL;
+	if (!tnbc_env.xport)
+		return -FI_ENODEV; /* FI_TNBC_XPORTS named none (logged) */
 	if (info->domain_attr) {
 		if (info->domain_attr->name &&
 		    strcmp(info->domain_attr->name, TNBC_DOMAIN_NAME))
@@ -210,7 +212,7 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->threading = info->domain_attr ? info->domain_attr->threading
 					   : FI_THREAD_SAFE;
 	dom->mr_mode = info->domain_attr ? info->domain_attr->mr_mode : 0;
-	dom->xops = &tnbc_shm_ops;
+	dom->xops = tnbc_env.xport;
 	tnbc_list_init(&dom->ep_list);
 	atomic_init(&dom->next_mr_key, 1);
 	atomic_init(&dom->engine.cpu, -1);

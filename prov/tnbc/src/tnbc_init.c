@@ -3,7 +3,9 @@
  */
 #include <errno.h>
 #include <grp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tnbc.h"
 
@@ -28,6 +30,8 @@ struct tnbc_env tnbc_env = {
 	.coll_seg = 65536,
 	.coll_slots = 1,
 	.coll_flat_max = 2,
+	.xports = "shm",
+	.xport = &tnbc_shm_ops,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -74,6 +78,49 @@ static void tnbc_param_size(const char *name, size_t *val, size_t min,
 		return;
 	}
 	*val = v;
+}
+
+/* The transports this provider has, by the names FI_TNBC_XPORTS uses. */
+static const struct tnbc_xport_ops *const tnbc_xports_all[] = {
+	&tnbc_shm_ops,
+	&tnbc_loop_ops,
+};
+
+/* FI_TNBC_XPORTS: a comma list of transport names.  A domain uses the
+ * first one this provider has (one transport per domain for now); a
+ * name it does not have is reported and skipped, and a list with none
+ * it has leaves fi_getinfo nothing to offer. */
+static void tnbc_param_xports(void)
+{
+	char list[256], *save = NULL, *tok;
+
+	tnbc_env.xport = NULL;
+	fi_param_get_str(&tnbc_prov, "xports", &tnbc_env.xports);
+	if (!tnbc_env.xports)
+		tnbc_env.xports = "shm";
+	snprintf(list, sizeof(list), "%s", tnbc_env.xports);
+	for (tok = strtok_r(list, ", ", &save); tok;
+	     tok = strtok_r(NULL, ", ", &save)) {
+		const struct tnbc_xport_ops *x = NULL;
+
+		for (size_t i = 0;
+		     i < sizeof(tnbc_xports_all) / sizeof(tnbc_xports_all[0]);
+		     i++)
+			if (!strcmp(tok, tnbc_xports_all[i]->name))
+				x = tnbc_xports_all[i];
+		if (!x)
+			FI_WARN(&tnbc_prov, FI_LOG_CORE,
+				"FI_TNBC_XPORTS: no transport \"%s\" (this "
+				"provider has shm and loop); skipped\n",
+				tok);
+		else if (!tnbc_env.xport)
+			tnbc_env.xport = x;
+	}
+	if (!tnbc_env.xport)
+		FI_WARN(&tnbc_prov, FI_LOG_CORE,
+			"FI_TNBC_XPORTS=\"%s\" names no transport this "
+			"provider has: it offers nothing\n",
+			tnbc_env.xports);
 }
 
 /* The only place runtime parameters are defined, read and validated;
@@ -171,6 +218,11 @@ static void tnbc_init_env(void)
 		"list (e.g. \"3\" or \"2,6\"). Default: an idle "
 		"hyperthread sibling of the CPUs the process is bound "
 		"to, else the process's own binding");
+	fi_param_define(&tnbc_prov, "xports", FI_PARAM_STRING,
+			"Transports a domain may use, a comma list of shm "
+			"(processes of this host) and loop (endpoints of one "
+			"process, for tests); a domain uses the first "
+			"(default: shm)");
 
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
@@ -201,6 +253,7 @@ static void tnbc_init_env(void)
 	if (fi_param_get_bool(&tnbc_prov, "engine_batch", &b) == FI_SUCCESS)
 		tnbc_env.engine_batch = !!b;
 	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);
+	tnbc_param_xports();
 }
 
 /*

@@ -28,6 +28,7 @@
 
 enum tnbc_xport_id {
 	TNBC_XPORT_SHM = 1,
+	TNBC_XPORT_LOOP = 2, /* endpoints of one process, for tests */
 };
 
 /* The iovecs one single-copy read (pull) may carry, local and remote
@@ -247,5 +248,6 @@ struct tnbc_xport_ops {
 };
 
 extern const struct tnbc_xport_ops tnbc_shm_ops;
+extern const struct tnbc_xport_ops tnbc_loop_ops;
 
 #endif /* TNBC_XPORT_H */
