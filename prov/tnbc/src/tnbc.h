@@ -773,7 +773,7 @@ void tnbc_prov_track(struct tnbc_domain *dom, bool add);
 
 /* attr */
 int tnbc_check_hints(const struct fi_info *hints);
-/* Largest payload one queue slot carries with the current parameters. */
+/* The payload every peer of the transport takes in one packet. */
 size_t tnbc_slot_payload(void);
 /* The capabilities an endpoint gets for the ones requested. */
 uint64_t tnbc_caps_from(uint64_t req);

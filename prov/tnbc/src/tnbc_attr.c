@@ -12,9 +12,11 @@
 
 #include "tnbc.h"
 
+/* The payload every peer takes in one packet, whatever its frame: the
+ * domain's transport says (fi_tnbc(7), FI_TNBC_SLOT_SIZE). */
 size_t tnbc_slot_payload(void)
 {
-	return tnbc_env.slot_size - 16 - sizeof(struct tnbc_hdr);
+	return tnbc_env.xport->packet_limit() - TNBC_XPKT_FRAME_MAX;
 }
 
 static bool tnbc_mr_mode_ok(uint32_t version, int mode)

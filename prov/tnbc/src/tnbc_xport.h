@@ -169,6 +169,10 @@ struct tnbc_xport_ops {
 	void (*ep_close)(struct tnbc_xep *xep);
 	/* Largest packet (frame and payload) this peer takes. */
 	size_t (*max_packet)(struct tnbc_xpeer *peer);
+	/* Largest packet every peer of this transport takes, before any
+	 * is known: fi_info's inject size and atomic limits follow from
+	 * it. */
+	size_t (*packet_limit)(void);
 
 	/* Finds or maps a peer; the handle lives as long as the xdom.
 	 * -FI_EACCES for a peer this process must not trust (fi_tnbc(7),

@@ -199,11 +199,16 @@ static size_t tnbc_loop_room(void)
 	return tnbc_env.rx_slots * tnbc_env.slot_size;
 }
 
-/* As large as shm's, so that fi_info's limits hold on either. */
+/* As large as shm's: the same tests and limits hold on either. */
+static size_t tnbc_loop_packet_limit(void)
+{
+	return tnbc_env.slot_size - 16;
+}
+
 static size_t tnbc_loop_max_packet(struct tnbc_xpeer *peer)
 {
 	(void)peer;
-	return tnbc_env.slot_size - 16;
+	return tnbc_loop_packet_limit();
 }
 
 static int tnbc_loop_peer_get(struct tnbc_xdom *xdom,
@@ -518,6 +523,7 @@ const struct tnbc_xport_ops tnbc_loop_ops = {
 	.ep_open = tnbc_loop_ep_open,
 	.ep_close = tnbc_loop_ep_close,
 	.max_packet = tnbc_loop_max_packet,
+	.packet_limit = tnbc_loop_packet_limit,
 	.peer_get = tnbc_loop_peer_get,
 	.peer_alive = tnbc_loop_peer_alive,
 	.send = tnbc_loop_send,

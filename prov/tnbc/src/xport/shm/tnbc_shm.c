@@ -647,6 +647,12 @@ static size_t tnbc_shm_max_packet(struct tnbc_xpeer *peer)
 	return peer->slot_size - TNBC_SHM_CELL_HDR;
 }
 
+/* Every process of the job sizes its cells from the same parameter. */
+static size_t tnbc_shm_packet_limit(void)
+{
+	return tnbc_env.slot_size - TNBC_SHM_CELL_HDR;
+}
+
 static size_t tnbc_shm_hash(const struct tnbc_name *name)
 {
 	return (name->pid * 31u + name->uid * 7u + name->kind) %
@@ -1799,6 +1805,7 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.ep_open = tnbc_shm_ep_open,
 	.ep_close = tnbc_shm_ep_close,
 	.max_packet = tnbc_shm_max_packet,
+	.packet_limit = tnbc_shm_packet_limit,
 	.peer_get = tnbc_shm_peer_get,
 	.peer_alive = tnbc_shm_peer_alive,
 	.send = tnbc_shm_send,
