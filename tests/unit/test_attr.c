@@ -80,7 +80,7 @@ START_TEST(attr_defaults)
 		const struct tnbc_name *n = info->src_addr;
 
 		ck_assert_int_eq(n->version, TNBC_PROTO_VERSION);
-		ck_assert_int_eq(n->xport, tnbc_env.xport->id);
+		ck_assert_int_eq(n->xports, tu_xmask());
 		ck_assert_int_eq(n->kind, TNBC_NAME_PID);
 		ck_assert_uint_eq(n->pid, (uint32_t)getpid());
 		ck_assert_uint_eq(n->uid, TNBC_UID_ANY);
@@ -273,7 +273,7 @@ START_TEST(attr_service_source)
 	ck_assert_int_eq(n->kind, TNBC_NAME_SVC);
 	ck_assert_uint_eq(n->uid, 1234);
 	ck_assert_int_eq(n->version, TNBC_PROTO_VERSION);
-	ck_assert_int_eq(n->xport, tnbc_env.xport->id);
+	ck_assert_int_eq(n->xports, tu_xmask());
 	fi_freeinfo(info);
 
 	/* without FI_SOURCE the service names the destination, and our
@@ -433,7 +433,7 @@ START_TEST(attr_hint_addrs)
 	struct fi_info *info;
 
 	n->version = TNBC_PROTO_VERSION;
-	n->xport = (uint16_t)tnbc_env.xport->id;
+	n->xports = (uint16_t)TNBC_XPORT_BIT(tnbc_env.xport->id);
 	n->kind = TNBC_NAME_SVC;
 	n->uid = 77;
 	hints->src_addr = n;

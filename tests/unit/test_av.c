@@ -13,7 +13,7 @@ static struct tnbc_name mkname(uint16_t kind, uint32_t pid, uint32_t uid)
 
 	memset(&n, 0, sizeof(n));
 	n.version = TNBC_PROTO_VERSION;
-	n.xport = (uint16_t)tnbc_env.xport->id;
+	n.xports = (uint16_t)TNBC_XPORT_BIT(tnbc_env.xport->id);
 	n.kind = kind;
 	n.pid = pid;
 	n.uid = uid;
@@ -242,7 +242,8 @@ START_TEST(av_malformed_name)
 					   mkname(TNBC_NAME_PID, 301, 2)};
 		fi_addr_t a[2];
 
-		two[0].xport = 7;
+		two[0].xports =
+			TNBC_XPORT_BIT(7); /* a transport this domain lacks */
 		ck_assert_int_eq(fi_av_insert(av, two, 2, a, 0, NULL), 1);
 		ck_assert_uint_eq(a[0], FI_ADDR_NOTAVAIL);
 		ck_assert_uint_ne(a[1], FI_ADDR_NOTAVAIL);

@@ -4,6 +4,7 @@
  */
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -40,7 +41,7 @@ START_TEST(proto_wire_format)
 	ck_assert_uint_eq(offsetof(struct tnbc_hdr, offset), 48);
 	ck_assert_uint_eq(offsetof(struct tnbc_hdr, src), 56);
 	ck_assert_uint_eq(offsetof(struct tnbc_name, version), 0);
-	ck_assert_uint_eq(offsetof(struct tnbc_name, xport), 2);
+	ck_assert_uint_eq(offsetof(struct tnbc_name, xports), 2);
 	ck_assert_uint_eq(offsetof(struct tnbc_name, kind), 4);
 	ck_assert_uint_eq(offsetof(struct tnbc_name, pid), 8);
 	ck_assert_uint_eq(offsetof(struct tnbc_name, uid), 12);
@@ -124,7 +125,7 @@ static void frame_trip(const struct tnbc_xport_ops *x,
 START_TEST(proto_frames)
 {
 	struct tnbc_name self = {.version = TNBC_PROTO_VERSION,
-				 .xport = TNBC_XPORT_SHM,
+				 .xports = TNBC_XPORT_BIT(TNBC_XPORT_SHM),
 				 .kind = TNBC_NAME_PID,
 				 .pid = 4242,
 				 .uid = 3,
@@ -208,7 +209,7 @@ START_TEST(proto_ep_names)
 		const struct tnbc_name *n = &w.ep[i].name;
 
 		ck_assert_int_eq(n->version, TNBC_PROTO_VERSION);
-		ck_assert_int_eq(n->xport, TNBC_XPORT_SHM);
+		ck_assert_int_eq(n->xports, tu_xmask());
 		ck_assert_int_eq(n->kind, TNBC_NAME_PID);
 		ck_assert_uint_eq(n->pid, (uint32_t)getpid());
 		ck_assert_uint_ne(n->uid, TNBC_UID_ANY);
@@ -1269,6 +1270,80 @@ START_TEST(proto_cross_domain_wakeup)
 }
 END_TEST
 
+/*
+ * A domain with two transports: shm, the one its engine sleeps on, and
+ * the loopback.  A peer whose name says only the loopback reaches it
+ * gets its messages through the loopback, eager and rendezvous (a read
+ * of the sender's buffer, and the answer back the way the request
+ * came), and the receiver's engine, asleep on shm's doorbell, is woken
+ * by the loopback's kick: the test thread calls nothing of the receiver
+ * and watches its buffer.
+ */
+START_TEST(proto_two_transports)
+{
+	const struct tnbc_xport_ops *old_list[TNBC_XPORTS_MAX];
+	unsigned old_n = tnbc_env.nxport;
+	uint8_t *sb = malloc(RNDV_LEN_P), *rb = malloc(RNDV_LEN_P);
+	struct fi_cq_tagged_entry e;
+	struct tnbc_name via_loop;
+	struct tu_world w;
+	fi_addr_t to;
+
+	memcpy(old_list, tnbc_env.xport_list, sizeof(old_list));
+	tnbc_env.xport_list[0] = &tnbc_shm_ops;
+	tnbc_env.xport_list[1] = &tnbc_loop_ops;
+	tnbc_env.nxport = 2;
+	tu_world_open(&w, 2, NULL);
+	ck_assert_uint_eq(w.ep[R].name.xports,
+			  TNBC_XPORT_BIT(TNBC_XPORT_SHM) |
+				  TNBC_XPORT_BIT(TNBC_XPORT_LOOP));
+	via_loop = w.ep[R].name;
+	via_loop.xports = TNBC_XPORT_BIT(TNBC_XPORT_LOOP);
+	ck_assert_int_eq(fi_av_insert(w.av, &via_loop, 1, &to, 0, NULL), 1);
+	for (uint32_t k = 0; k < 2; k++) {
+		size_t len = k ? RNDV_LEN_P : 64;
+		uint64_t t0;
+
+		tu_fill(sb, len, 40 + k);
+		memset(rb, 0, len);
+		ck_assert_int_eq(fi_trecv(w.ep[R].ep, rb, len, NULL,
+					  FI_ADDR_UNSPEC, 70 + k, 0, &ctx[0]),
+				 0);
+		if (!k) {
+			struct fi_tnbc_engine_stats st;
+
+			/* past TNBC_IDLE_NS with nothing to do, the engine
+			 * sleeps with no bound: only a wake-up ends it */
+			tu_sleep_ms(1500);
+			tu_engine_stats(w.d.domain, &st);
+			ck_assert_uint_gt(st.engine_sleeps, st.engine_wakeups);
+		}
+		ck_assert_int_eq(fi_tsend(w.ep[A].ep, sb, len, NULL, to, 70 + k,
+					  &ctx[1]),
+				 0);
+		for (t0 = tu_now_ms();
+		     tu_check(rb, len, 40 + k, 0) != (size_t)-1; sched_yield())
+			ck_assert_msg(tu_now_ms() - t0 < 10000,
+				      "%zu B through the loopback: not "
+				      "delivered in 10 s",
+				      len);
+		tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+		ck_assert_ptr_eq(e.op_context, &ctx[0]);
+		ck_assert_uint_eq(e.len, len);
+		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+		ck_assert_ptr_eq(e.op_context, &ctx[1]);
+	}
+	/* a name no transport of the domain reaches */
+	via_loop.xports = TNBC_XPORT_BIT(TNBC_XPORT_ID_MAX);
+	ck_assert_int_eq(fi_av_insert(w.av, &via_loop, 1, &to, 0, NULL), 0);
+	tu_world_close(&w);
+	memcpy(tnbc_env.xport_list, old_list, sizeof(old_list));
+	tnbc_env.nxport = old_n;
+	free(sb);
+	free(rb);
+}
+END_TEST
+
 Suite *tu_proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -1293,6 +1368,7 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tr, proto_svc_in_use);
 	tcase_add_test(tr, proto_svc_reopen);
 	tcase_add_test(tr, proto_cross_domain_wakeup);
+	tcase_add_test(tr, proto_two_transports);
 	tcase_add_test(tr, proto_rx_posted_settles);
 	tcase_add_test(tr, proto_posted_burst_no_calls);
 	suite_add_tcase(s, tr);

@@ -46,9 +46,21 @@ void tu_prov_init(void)
 			abort();
 		}
 		tu_env_defaults.xports = tnbc_env.xports;
+		memcpy(tu_env_defaults.xport_list, tnbc_env.xport_list,
+		       sizeof(tnbc_env.xport_list));
+		tu_env_defaults.nxport = tnbc_env.nxport;
 		tu_env_defaults.xport = tnbc_env.xport;
 		tnbc_env = tu_env_defaults;
 	}
+}
+
+uint16_t tu_xmask(void)
+{
+	uint16_t m = 0;
+
+	for (unsigned i = 0; i < tnbc_env.nxport; i++)
+		m |= (uint16_t)TNBC_XPORT_BIT(tnbc_env.xport_list[i]->id);
+	return m;
 }
 
 uint64_t tu_now_ms(void)

@@ -66,6 +66,8 @@ void tu_prov_init(void);
 extern struct tnbc_env tu_env_defaults;
 
 uint64_t tu_now_ms(void);
+/* the transports FI_TNBC_XPORTS gives a domain, as a name's xports */
+uint16_t tu_xmask(void);
 void tu_sleep_ms(unsigned ms);
 
 /* Deterministic byte patterns, so a test can verify what arrived. */

@@ -97,7 +97,7 @@ static int side_open(struct side *s, long svc)
 		return ret;
 	if (svc >= 0) {
 		name.version = TNBC_PROTO_VERSION;
-		name.xport = TNBC_XPORT_SHM;
+		name.xports = TNBC_XPORT_BIT(TNBC_XPORT_SHM);
 		name.kind = TNBC_NAME_SVC;
 		name.uid = (uint32_t)svc;
 		free(s->info->src_addr);

@@ -4,11 +4,13 @@
  * Design
  * ------
  * Objects follow libfabric's hierarchy: fabric > domain > {av, cq, cntr,
- * mr, ep}.  Each domain owns one transport domain (struct tnbc_xdom, see
- * tnbc_xport.h) and one progress engine thread.  Each endpoint owns one
- * transport receive queue.  The protocol (tag matching, eager, rendezvous
- * with single-copy pull or streamed bounce buffers, completions) lives in
- * tnbc_msg.c and tnbc_progress.c and never sees transport internals.
+ * mr, ep}.  Each domain owns its transports (FI_TNBC_XPORTS; a struct
+ * tnbc_xdom each, see tnbc_xport.h) and one progress engine thread.  Each
+ * endpoint owns one receive queue per transport, under one name; each
+ * peer is reached through the first transport that reaches it.  The protocol
+ * (tag matching, eager, rendezvous with single-copy pull or streamed bounce
+ * buffers, completions) lives in tnbc_msg.c and tnbc_progress.c and never sees
+ * transport internals.
  *
  * Progress is FI_PROGRESS_AUTO.  Two kinds of threads drive it:
  *  - the domain's engine thread, which polls every endpoint, spins for a
@@ -95,6 +97,8 @@
 #define TNBC_DOMAIN_NAME  "shm"
 
 #define TNBC_IOV_LIMIT 8
+/* fresh names an endpoint tries when one is taken */
+#define TNBC_EP_NAME_TRIES 16
 /* packets one look at a receive queue takes at most */
 #define TNBC_RX_POLL_BUDGET 64
 /* Rendezvous reads one poll pass gathers before it makes them. */
@@ -257,6 +261,21 @@ struct tnbc_trig_unit {
 	atomic_int running; /* one thread starts ready work at a time */
 };
 
+/* One of a domain's transports. */
+struct tnbc_xslot {
+	const struct tnbc_xport_ops *ops;
+	struct tnbc_xdom *xdom;
+};
+
+/* An endpoint's end of one of its domain's transports, and the argument
+ * of that transport's receive callback (tnbc_rx_packet). */
+struct tnbc_ep_xport {
+	const struct tnbc_xport_ops *ops; /* domain->xp[i].ops */
+	struct tnbc_xep *xep;
+	struct tnbc_ep *ep;
+	unsigned i; /* in tnbc_domain.xp */
+};
+
 struct tnbc_domain {
 	struct fid_domain domain_fid;
 	struct tnbc_fabric *fabric;
@@ -264,6 +283,11 @@ struct tnbc_domain {
 	enum fi_threading threading;
 	uint64_t mr_mode;
 
+	/* The transports, in the order a peer's is chosen (tnbc_av_peer);
+	 * the engine sleeps on the first, xops and xdom. */
+	struct tnbc_xslot xp[TNBC_XPORTS_MAX];
+	unsigned nxp;
+	uint16_t xmask; /* TNBC_XPORT_BIT of each */
 	const struct tnbc_xport_ops *xops;
 	struct tnbc_xdom *xdom;
 
@@ -593,6 +617,7 @@ struct tnbc_unexp {
 	struct tnbc_hdr hdr;
 	fi_addr_t src_addr;
 	struct tnbc_xpeer *peer;
+	unsigned via; /* the transport it came by (tnbc_ep.rx_via) */
 	void *claim_ctx; /* set once FI_CLAIMed */
 	size_t data_len;
 	uint8_t data[]; /* eager payload or RTS iovecs */
@@ -656,7 +681,6 @@ struct tnbc_ep {
 	struct tnbc_cntr *rrd_cntr, *rwr_cntr; /* FI_REMOTE_READ/WRITE */
 	bool tx_selective, rx_selective;
 
-	struct tnbc_xep *xep;
 	struct tnbc_name name;
 
 	struct tnbc_list rx_msg, rx_tagged; /* posted receives */
@@ -715,6 +739,10 @@ struct tnbc_ep {
 	bool batch_pulls;
 	size_t npulls;
 	struct tnbc_pull *pulls; /* TNBC_PULL_BATCH, allocated on first use */
+	/* the transport of the packet being received (ep->lock held) */
+	unsigned rx_via;
+	unsigned nxp; /* domain->nxp */
+	struct tnbc_ep_xport xp[TNBC_XPORTS_MAX];
 };
 
 /* ------------------------------------------------------------------ */
@@ -787,6 +815,14 @@ fi_addr_t tnbc_av_reverse(struct tnbc_av *av, const struct tnbc_name *name);
 fi_addr_t tnbc_av_reverse_memo(struct tnbc_av *av, const struct tnbc_name *name,
 			       struct tnbc_av_memo *memo);
 int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer);
+/* The peer handle of name: the first of the domain's transports that
+ * reaches it. */
+int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
+		     struct tnbc_xpeer **peer);
+/* The peer a packet's source names, through the transport the packet
+ * came by (ep->rx_via; ep->lock held). */
+int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,
+		     struct tnbc_xpeer **peer);
 
 /* cq / cntr: called with the owning ep lock held (leaf locks inside) */
 int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
@@ -857,6 +893,94 @@ static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
 	return tnbc_list_empty(&ep->rx_msg) &&
 	       tnbc_list_empty(&ep->rx_tagged) && tnbc_list_empty(&ep->rx_coll);
 }
+
+/* An endpoint's receive queues, one per transport of its domain, taken
+ * as one.  The consumer's calls (all but idle) need ep->lock. */
+
+int tnbc_rx_packet(void *arg, const void *pkt, size_t len);
+
+/* Each of these takes the first transport before looking at how many
+ * there are: the common endpoint has one, and these run on every poll. */
+
+/* Packets taken, up to budget from each transport. */
+static inline int tnbc_ep_xpoll(struct tnbc_ep *ep, int budget)
+{
+	struct tnbc_ep_xport *x = ep->xp;
+	int n = x->ops->poll(x->xep, tnbc_rx_packet, x, budget);
+
+	for (unsigned i = 1; i < ep->nxp; i++)
+		n += x[i].ops->poll(x[i].xep, tnbc_rx_packet, &x[i], budget);
+	return n;
+}
+
+static inline void tnbc_ep_xrewind(struct tnbc_ep *ep)
+{
+	for (unsigned i = 0; i < ep->nxp; i++)
+		ep->xp[i].ops->rewind(ep->xp[i].xep);
+}
+
+static inline void tnbc_ep_xlook_mark(struct tnbc_ep *ep)
+{
+	for (unsigned i = 0; i < ep->nxp; i++)
+		ep->xp[i].ops->look_mark(ep->xp[i].xep);
+}
+
+/* Whether any of them (pending, unlooked, stalled) or all of them
+ * (idle, quiet) say so: the transport interface's calls of those
+ * names. */
+#define TNBC_EP_XANY(name)                                                     \
+	static inline bool tnbc_ep_x##name(struct tnbc_ep *ep)                 \
+	{                                                                      \
+		struct tnbc_ep_xport *x = ep->xp;                              \
+                                                                               \
+		if (x->ops->name(x->xep))                                      \
+			return true;                                           \
+		for (unsigned i = 1; i < ep->nxp; i++)                         \
+			if (x[i].ops->name(x[i].xep))                          \
+				return true;                                   \
+		return false;                                                  \
+	}
+#define TNBC_EP_XALL(name)                                                     \
+	static inline bool tnbc_ep_x##name(struct tnbc_ep *ep)                 \
+	{                                                                      \
+		struct tnbc_ep_xport *x = ep->xp;                              \
+                                                                               \
+		if (!x->ops->name(x->xep))                                     \
+			return false;                                          \
+		for (unsigned i = 1; i < ep->nxp; i++)                         \
+			if (!x[i].ops->name(x[i].xep))                         \
+				return false;                                  \
+		return true;                                                   \
+	}
+TNBC_EP_XANY(pending)
+TNBC_EP_XANY(unlooked)
+TNBC_EP_XANY(stalled)
+TNBC_EP_XALL(idle)
+TNBC_EP_XALL(quiet)
+
+/* The domain-wide calls every transport takes (tnbc_xport.h), the
+ * first (xops) straight. */
+static inline void tnbc_dom_xrx_posted(struct tnbc_domain *dom, int delta)
+{
+	dom->xops->rx_posted(dom->xdom, delta);
+	for (unsigned i = 1; i < dom->nxp; i++)
+		dom->xp[i].ops->rx_posted(dom->xp[i].xdom, delta);
+}
+
+static inline void tnbc_dom_xapp_mark(struct tnbc_domain *dom, bool active)
+{
+	dom->xops->app_mark(dom->xdom, active);
+	for (unsigned i = 1; i < dom->nxp; i++)
+		dom->xp[i].ops->app_mark(dom->xp[i].xdom, active);
+}
+
+static inline void tnbc_dom_xset_window(struct tnbc_domain *dom, uint64_t ns)
+{
+	dom->xops->set_window(dom->xdom, ns);
+	for (unsigned i = 1; i < dom->nxp; i++)
+		dom->xp[i].ops->set_window(dom->xp[i].xdom, ns);
+}
+
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
 void tnbc_domain_progress(struct tnbc_domain *domain, bool engine);
@@ -878,22 +1002,17 @@ size_t tnbc_frame_unpack(const struct tnbc_xport_ops *xops,
 			 size_t len, struct tnbc_hdr *hdr);
 /* Every packet the protocol sends goes through here: framed, and told
  * apart for the transport (parks, unordered). */
-int tnbc_pkt_send(const struct tnbc_xport_ops *xops, struct tnbc_xpeer *peer,
-		  const struct tnbc_hdr *hdr, const struct iovec *iov,
-		  size_t count);
+int tnbc_pkt_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
+		  const struct iovec *iov, size_t count);
 /* The largest payload of one packet to peer, whatever its frame. */
-static inline size_t tnbc_max_payload(const struct tnbc_xport_ops *xops,
-				      struct tnbc_xpeer *peer)
+static inline size_t tnbc_max_payload(struct tnbc_xpeer *peer)
 {
-	return xops->max_packet(peer) - TNBC_XPKT_FRAME_MAX;
+	return tnbc_xpeer_ops(peer)->max_packet(peer) - TNBC_XPKT_FRAME_MAX;
 }
 
 /* msg protocol, ep lock held */
 /* The transport's receive callback (tnbc_rx_fn) */
 int tnbc_rx_packet(void *arg, const void *pkt, size_t len);
-/* A packet whose frame was checked and expanded */
-int tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-		const void *payload);
 int tnbc_tx_queue_progress(struct tnbc_ep *ep);
 void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);

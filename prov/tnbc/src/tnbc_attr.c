@@ -272,7 +272,8 @@ static int tnbc_info_name(const char *service, struct tnbc_name **out)
 	if (!name)
 		return -FI_ENOMEM;
 	name->version = TNBC_PROTO_VERSION;
-	name->xport = (uint16_t)tnbc_env.xport->id;
+	for (unsigned i = 0; i < tnbc_env.nxport; i++)
+		name->xports |= TNBC_XPORT_BIT(tnbc_env.xport_list[i]->id);
 	if (service) {
 		name->kind = TNBC_NAME_SVC;
 		name->uid = (uint32_t)svc;

@@ -23,11 +23,13 @@ static size_t tnbc_name_hash(const struct tnbc_name *n)
 	return (size_t)h;
 }
 
+/* The same endpoint, whichever transports each name says reach it (a
+ * packet's source names only the one it came through). */
 static bool tnbc_av_name_eq(const struct tnbc_name *a,
 			    const struct tnbc_name *b)
 {
 	return a->kind == b->kind && a->uid == b->uid && a->pid == b->pid &&
-	       a->nonce == b->nonce && a->xport == b->xport;
+	       a->nonce == b->nonce;
 }
 
 struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr)
@@ -50,14 +52,34 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
 		return -FI_EINVAL;
 	p = __atomic_load_n(&e->peer, __ATOMIC_ACQUIRE);
 	if (!p) {
-		ret = av->domain->xops->peer_get(av->domain->xdom, &e->name,
-						 &p);
+		ret = tnbc_domain_peer(av->domain, &e->name, &p);
 		if (ret)
 			return ret;
 		__atomic_store_n(&e->peer, p, __ATOMIC_RELEASE);
 	}
 	*peer = p;
 	return 0;
+}
+
+int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
+		     struct tnbc_xpeer **peer)
+{
+	int ret = -FI_EHOSTUNREACH;
+
+	/* the first of the domain's transports that reaches it; a refusal
+	 * to trust it is the answer that counts */
+	for (unsigned i = 0; i < dom->nxp; i++) {
+		int r;
+
+		if (!(name->xports & TNBC_XPORT_BIT(dom->xp[i].ops->id)))
+			continue;
+		r = dom->xp[i].ops->peer_get(dom->xp[i].xdom, name, peer);
+		if (!r)
+			return 0;
+		if (ret != -FI_EACCES)
+			ret = r;
+	}
+	return ret;
 }
 
 /* Called with av->lock held. */
@@ -147,11 +169,11 @@ fi_addr_t tnbc_av_reverse_memo(struct tnbc_av *av, const struct tnbc_name *name,
 	return memo->addr;
 }
 
-/* A name the domain's transport made (it alone resolves it). */
+/* A name one of the domain's transports can resolve. */
 static bool tnbc_name_valid(struct tnbc_av *av, const struct tnbc_name *n)
 {
 	return n->version == TNBC_PROTO_VERSION &&
-	       n->xport == av->domain->xops->id &&
+	       (n->xports & av->domain->xmask) &&
 	       (n->kind == TNBC_NAME_PID || n->kind == TNBC_NAME_SVC);
 }
 
@@ -234,7 +256,7 @@ static int tnbc_av_insertsvc(struct fid_av *fid, const char *node,
 	if (*end || svc < 0 || svc > UINT32_MAX)
 		return -FI_EINVAL;
 	name.version = TNBC_PROTO_VERSION;
-	name.xport = (uint16_t)av->domain->xops->id;
+	name.xports = av->domain->xmask;
 	name.kind = TNBC_NAME_SVC;
 	name.uid = (uint32_t)svc;
 	return tnbc_av_insert(fid, &name, 1, fi_addr, flags, context);

@@ -35,8 +35,12 @@ struct tnbc_env {
 	int engine_batch; /* the engine thread runs as SCHED_BATCH */
 	char *engine_cpus; /* hwloc list string, or NULL for automatic */
 	char *xports; /* FI_TNBC_XPORTS as given */
-	/* the transport a domain uses: the first of xports this provider
-	 * has; NULL when none is (fi_getinfo then offers nothing) */
+	/* the transports a domain opens, those of xports this provider
+	 * has, the one with a doorbell of its own first (TNBC_XPORTS_MAX
+	 * at most) */
+	const struct tnbc_xport_ops *xport_list[4];
+	unsigned nxport;
+	/* xport_list[0]; NULL when none (fi_getinfo then offers nothing) */
 	const struct tnbc_xport_ops *xport;
 	size_t unexp_max; /* bytes of unexpected messages one ep buffers */
 	size_t coll_degree; /* children per member in collective trees */
@@ -74,6 +78,11 @@ size_t tnbc_iov_slice(const struct iovec *iov, size_t count, size_t off,
 		      size_t len, struct iovec *out, size_t out_max);
 
 uint64_t tnbc_now_ns(void);
+/* This boot of this host (a hash of its boot id): pids are unique only
+ * within it. */
+uint64_t tnbc_host_id(void);
+/* 64 bits nobody can predict; never 0 (0 marks a service name). */
+uint64_t tnbc_nonce(void);
 /* Whether the text of /proc/loadavg shows more runnable threads than
  * ncpu, the reader itself not counted (false when it cannot tell). */
 bool tnbc_loadavg_oversubscribed(const char *loadavg, long ncpu);

@@ -1,5 +1,5 @@
 /*
- * Domain object: owns the transport domain and the progress engine.
+ * Domain object: owns the transports and the progress engine.
  */
 #include <stdlib.h>
 
@@ -7,6 +7,60 @@
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
+
+/* Packets for this domain's engine came through a transport that
+ * cannot ring the first one's doorbell itself. */
+static void tnbc_domain_kick(void *arg)
+{
+	tnbc_engine_kick(arg);
+}
+
+static void tnbc_domain_xports_close(struct tnbc_domain *dom, unsigned n)
+{
+	while (n--)
+		dom->xp[n].ops->dom_close(dom->xp[n].xdom);
+}
+
+/* Opens every transport FI_TNBC_XPORTS names, the one the engine sleeps
+ * on first. */
+static int tnbc_domain_xports_open(struct tnbc_domain *dom)
+{
+	const struct tnbc_xkick kick = {.kick = tnbc_domain_kick, .arg = dom};
+	int ret;
+
+	for (dom->nxp = 0; dom->nxp < tnbc_env.nxport; dom->nxp++) {
+		struct tnbc_xslot *x = &dom->xp[dom->nxp];
+
+		x->ops = tnbc_env.xport_list[dom->nxp];
+		ret = x->ops->dom_open(&x->xdom, &kick);
+		if (ret) {
+			FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "transport %s: %s\n",
+				x->ops->name, fi_strerror(-ret));
+			tnbc_domain_xports_close(dom, dom->nxp);
+			return ret;
+		}
+		dom->xmask |= (uint16_t)TNBC_XPORT_BIT(x->ops->id);
+	}
+	dom->xops = dom->xp[0].ops;
+	dom->xdom = dom->xp[0].xdom;
+	return 0;
+}
+
+/* The transports' counts, summed. */
+static void tnbc_domain_xstats(struct tnbc_domain *dom,
+			       struct tnbc_xport_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (unsigned i = 0; i < dom->nxp; i++) {
+		struct tnbc_xport_stats x;
+
+		dom->xp[i].ops->stats(dom->xp[i].xdom, &x);
+		st->bad_pkts += x.bad_pkts;
+		st->dead_cells += x.dead_cells;
+		st->refused += x.refused;
+		st->slot_pkts += x.slot_pkts;
+	}
+}
 
 static int tnbc_domain_close(struct fid *fid)
 {
@@ -30,7 +84,7 @@ static int tnbc_domain_close(struct fid *fid)
 		atomic_load(&dom->engine.app_pkts),
 		atomic_load(&dom->engine.sleeps),
 		atomic_load(&dom->engine.wakeups));
-	dom->xops->dom_close(dom->xdom);
+	tnbc_domain_xports_close(dom, dom->nxp);
 	tnbc_trig_domain_fini(dom);
 	pthread_mutex_destroy(&dom->atomic_lock);
 	pthread_rwlock_destroy(&dom->mr_lock);
@@ -70,7 +124,7 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	st->trig_fired_by_engine = atomic_load(&e->trig_fired_by_engine);
 	if (st->size < offsetof(struct fi_tnbc_engine_stats, slot_pkts))
 		return 0;
-	dom->xops->stats(dom->xdom, &xs);
+	tnbc_domain_xstats(dom, &xs);
 	st->bad_pkts = xs.bad_pkts;
 	st->stray_pkts = atomic_load(&e->stray_pkts);
 	st->dead_cells = xs.dead_cells;
@@ -212,7 +266,6 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->threading = info->domain_attr ? info->domain_attr->threading
 					   : FI_THREAD_SAFE;
 	dom->mr_mode = info->domain_attr ? info->domain_attr->mr_mode : 0;
-	dom->xops = tnbc_env.xport;
 	tnbc_list_init(&dom->ep_list);
 	atomic_init(&dom->next_mr_key, 1);
 	atomic_init(&dom->engine.cpu, -1);
@@ -232,7 +285,7 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	ret = tnbc_trig_domain_init(dom);
 	if (ret)
 		goto err_atomic_lock;
-	ret = dom->xops->dom_open(&dom->xdom);
+	ret = tnbc_domain_xports_open(dom);
 	if (ret)
 		goto err_trig;
 	if (tnbc_env.engine) {
@@ -251,7 +304,7 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	return 0;
 
 err_xdom:
-	dom->xops->dom_close(dom->xdom);
+	tnbc_domain_xports_close(dom, dom->nxp);
 err_trig:
 	tnbc_trig_domain_fini(dom);
 err_atomic_lock:

@@ -3,6 +3,7 @@
  * is in tnbc_msg.c; progress in tnbc_progress.c.
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
@@ -23,6 +24,63 @@ static void tnbc_ep_unbind_all(struct tnbc_ep *ep)
 	for (size_t i = 0; i < sizeof(cntrs) / sizeof(cntrs[0]); i++)
 		if (cntrs[i])
 			atomic_fetch_sub(&cntrs[i]->ref, 1);
+}
+
+static void tnbc_ep_xports_close(struct tnbc_ep *ep, unsigned n)
+{
+	while (n--)
+		ep->domain->xp[n].ops->ep_close(ep->xp[n].xep);
+}
+
+/* Numbers of this process's endpoints: with pid, host and nonce, who an
+ * endpoint is, whichever transport reaches it. */
+static atomic_uint tnbc_ep_next_uid;
+
+/* Chooses who the endpoint is, and opens its end of every transport of
+ * the domain under that name.  An ordinary endpoint whose random name
+ * some transport finds taken (left by a crash, or made by another user
+ * ahead of it) tries a fresh one; a service's number is its name. */
+static int tnbc_ep_xports_open(struct tnbc_ep *ep)
+{
+	struct tnbc_domain *dom = ep->domain;
+	struct tnbc_name *n = &ep->name;
+	int ret = -FI_EADDRINUSE;
+
+	memset(n, 0, sizeof(*n));
+	n->version = TNBC_PROTO_VERSION;
+	n->xports = dom->xmask;
+	n->pid = (uint32_t)getpid();
+	n->host = tnbc_host_id();
+	if (ep->svc >= 0) {
+		n->kind = TNBC_NAME_SVC;
+		n->uid = (uint32_t)ep->svc;
+	} else {
+		n->kind = TNBC_NAME_PID;
+		n->uid = atomic_fetch_add(&tnbc_ep_next_uid, 1);
+	}
+	for (int tries = 0; ret == -FI_EADDRINUSE && tries < TNBC_EP_NAME_TRIES;
+	     tries++) {
+		unsigned i;
+
+		if (n->kind == TNBC_NAME_PID)
+			n->nonce = tnbc_nonce();
+		else if (tries)
+			break;
+		for (i = 0; i < dom->nxp; i++) {
+			ep->xp[i].ops = dom->xp[i].ops;
+			ep->xp[i].ep = ep;
+			ep->xp[i].i = i;
+			ret = dom->xp[i].ops->ep_open(dom->xp[i].xdom, n,
+						      &ep->xp[i].xep);
+			if (ret)
+				break;
+		}
+		if (ret)
+			tnbc_ep_xports_close(ep, i);
+	}
+	if (!ret)
+		ep->nxp = dom->nxp;
+	return ret;
 }
 
 static int tnbc_ep_close(struct fid *fid)
@@ -54,7 +112,7 @@ static int tnbc_ep_close(struct fid *fid)
 	tnbc_xfer_cache_free(ep);
 	pthread_mutex_unlock(&ep->lock);
 
-	dom->xops->ep_close(ep->xep);
+	tnbc_ep_xports_close(ep, dom->nxp);
 	tnbc_ep_unbind_all(ep);
 	tnbc_coll_ep_fini(ep);
 	free(ep->pulls);
@@ -597,11 +655,9 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	tnbc_list_init(&ep->ctrl_queue);
 	tnbc_list_init(&ep->stream_rx);
 
-	ret = dom->xops->ep_open(dom->xdom, ep->svc, &ep->xep, &ep->name);
+	ret = tnbc_ep_xports_open(ep);
 	if (ret)
 		goto err_info;
-	/* the transport names the endpoint; the protocol dates the name */
-	ep->name.version = TNBC_PROTO_VERSION;
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;

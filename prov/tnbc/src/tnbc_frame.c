@@ -11,7 +11,8 @@
 #include "tnbc.h"
 
 /* Whether hdr may travel as a short frame through xops: the fields the
- * short frame leaves out are implied, and so is the source's host. */
+ * short frame leaves out are implied, and so are the source's host and
+ * its transport (the one it came by). */
 static bool tnbc_frame_fits_short(const struct tnbc_xport_ops *xops,
 				  const struct tnbc_hdr *hdr)
 {
@@ -22,13 +23,14 @@ static bool tnbc_frame_fits_short(const struct tnbc_xport_ops *xops,
 	       !hdr->msg_id && !hdr->token && !hdr->offset &&
 	       ((hdr->flags & TNBC_HDR_CQ_DATA) || !hdr->cq_data) &&
 	       !(hdr->flags & (TNBC_HDR_SHORT | TNBC_HDR_SHORT_SVC)) &&
-	       src->xport == xops->id && !src->pad &&
+	       !src->pad &&
 	       (src->kind == TNBC_NAME_PID || src->kind == TNBC_NAME_SVC);
 }
 
-size_t tnbc_frame_pack(const struct tnbc_xport_ops *xops,
-		       const struct tnbc_hdr *hdr,
-		       uint8_t frame[TNBC_XPKT_FRAME_MAX])
+/* Inlined into tnbc_pkt_send, the path of every packet. */
+static inline __attribute__((always_inline)) size_t
+tnbc_frame_make(const struct tnbc_xport_ops *xops, const struct tnbc_hdr *hdr,
+		uint8_t frame[TNBC_XPKT_FRAME_MAX])
 {
 	struct tnbc_hdr_short sh;
 
@@ -56,6 +58,13 @@ size_t tnbc_frame_pack(const struct tnbc_xport_ops *xops,
 	}
 	memcpy(frame + sizeof(sh), &hdr->cq_data, sizeof(hdr->cq_data));
 	return sizeof(sh) + sizeof(hdr->cq_data);
+}
+
+size_t tnbc_frame_pack(const struct tnbc_xport_ops *xops,
+		       const struct tnbc_hdr *hdr,
+		       uint8_t frame[TNBC_XPKT_FRAME_MAX])
+{
+	return tnbc_frame_make(xops, hdr, frame);
 }
 
 size_t tnbc_frame_unpack(const struct tnbc_xport_ops *xops,
@@ -102,7 +111,7 @@ size_t tnbc_frame_unpack(const struct tnbc_xport_ops *xops,
 	hdr->tag = sh.tag;
 	hdr->size = sh.payload_len;
 	hdr->src.version = TNBC_PROTO_VERSION;
-	hdr->src.xport = (uint16_t)xops->id;
+	hdr->src.xports = (uint16_t)TNBC_XPORT_BIT(xops->id);
 	hdr->src.kind =
 		sh.flags & TNBC_HDR_SHORT_SVC ? TNBC_NAME_SVC : TNBC_NAME_PID;
 	hdr->src.pid = sh.pid;
@@ -112,43 +121,32 @@ size_t tnbc_frame_unpack(const struct tnbc_xport_ops *xops,
 	return hlen;
 }
 
-int tnbc_pkt_send(const struct tnbc_xport_ops *xops, struct tnbc_xpeer *peer,
-		  const struct tnbc_hdr *hdr, const struct iovec *iov,
-		  size_t count)
+int tnbc_pkt_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
+		  const struct iovec *iov, size_t count)
 {
+	const struct tnbc_xport_ops *xops = tnbc_xpeer_ops(peer);
 	_Alignas(16) uint8_t frame[TNBC_XPKT_FRAME_MAX];
-	struct tnbc_xpkt pkt = {
-		.frame = frame,
-		.payload_len = hdr->payload_len,
-		.iov = iov,
-		.iov_count = count,
-		.lane = (hdr->src.uid + 1) * 0xc2b2ae3d27d4eb4full ^
-			hdr->tag * 0x165667b19e3779f9ull,
-	};
+	struct tnbc_xpkt pkt;
 
 	/* Made here, before the transport claims room for it: once a store
 	 * into that room waits for its cache line, a load that cannot take
 	 * its value from the store buffer would wait for the line too. */
-	pkt.frame_len = (uint32_t)tnbc_frame_pack(xops, hdr, frame);
+	pkt.frame = frame;
+	pkt.frame_len = (uint32_t)tnbc_frame_make(xops, hdr, frame);
+	pkt.payload_len = hdr->payload_len;
+	pkt.iov = iov;
+	pkt.iov_count = count;
+	pkt.flags = 0;
 	if (hdr->type == TNBC_PKT_EAGER) {
 		pkt.flags = TNBC_XPKT_PARKS;
 		/* A collective's messages are named by source and tag alone
 		 * (no two of one operation share both), so they need not
 		 * keep their order with the peer's other packets. */
-		if (hdr->flags & TNBC_HDR_COLL)
+		if (hdr->flags & TNBC_HDR_COLL) {
 			pkt.flags |= TNBC_XPKT_UNORDERED;
+			pkt.lane = (hdr->src.uid + 1) * 0xc2b2ae3d27d4eb4full ^
+				   hdr->tag * 0x165667b19e3779f9ull;
+		}
 	}
 	return xops->send(peer, &pkt);
-}
-
-int tnbc_rx_packet(void *arg, const void *pkt, size_t len)
-{
-	struct tnbc_ep *ep = arg;
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
-	struct tnbc_hdr hdr;
-	size_t hlen = tnbc_frame_unpack(xops, &ep->name, pkt, len, &hdr);
-
-	if (!hlen)
-		return TNBC_RX_BAD;
-	return tnbc_rx_hdr(ep, &hdr, (const uint8_t *)pkt + hlen);
 }

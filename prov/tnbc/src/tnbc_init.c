@@ -31,6 +31,8 @@ struct tnbc_env tnbc_env = {
 	.coll_slots = 1,
 	.coll_flat_max = 2,
 	.xports = "shm",
+	.xport_list = {&tnbc_shm_ops},
+	.nxport = 1,
 	.xport = &tnbc_shm_ops,
 };
 
@@ -86,15 +88,50 @@ static const struct tnbc_xport_ops *const tnbc_xports_all[] = {
 	&tnbc_loop_ops,
 };
 
-/* FI_TNBC_XPORTS: a comma list of transport names.  A domain uses the
- * first one this provider has (one transport per domain for now); a
- * name it does not have is reported and skipped, and a list with none
- * it has leaves fi_getinfo nothing to offer. */
+_Static_assert(sizeof(tnbc_env.xport_list) / sizeof(tnbc_env.xport_list[0]) ==
+		       TNBC_XPORTS_MAX,
+	       "a domain's transports");
+
+/* Adds x to the domain's transports unless there already: one with a
+ * doorbell of its own goes first, and a second such is refused (the
+ * engine sleeps on one doorbell). */
+static void tnbc_xport_add(const struct tnbc_xport_ops *x)
+{
+	unsigned n = tnbc_env.nxport;
+
+	for (unsigned i = 0; i < n; i++)
+		if (tnbc_env.xport_list[i] == x)
+			return;
+	if ((x->flags & TNBC_XPORT_DOORBELL) && n &&
+	    (tnbc_env.xport_list[0]->flags & TNBC_XPORT_DOORBELL)) {
+		FI_WARN(&tnbc_prov, FI_LOG_CORE,
+			"FI_TNBC_XPORTS: %s and %s each sleep the engine on "
+			"their own doorbell; %s skipped\n",
+			tnbc_env.xport_list[0]->name, x->name, x->name);
+		return;
+	}
+	if (n == TNBC_XPORTS_MAX)
+		return;
+	if (x->flags & TNBC_XPORT_DOORBELL) {
+		memmove(&tnbc_env.xport_list[1], &tnbc_env.xport_list[0],
+			n * sizeof(tnbc_env.xport_list[0]));
+		tnbc_env.xport_list[0] = x;
+	} else {
+		tnbc_env.xport_list[n] = x;
+	}
+	tnbc_env.nxport = n + 1;
+}
+
+/* FI_TNBC_XPORTS: a comma list of transport names, each a transport a
+ * domain opens; a name the provider does not have is reported and
+ * skipped, and a list with none it has leaves fi_getinfo nothing to
+ * offer. */
 static void tnbc_param_xports(void)
 {
 	char list[256], *save = NULL, *tok;
 
 	tnbc_env.xport = NULL;
+	tnbc_env.nxport = 0;
 	fi_param_get_str(&tnbc_prov, "xports", &tnbc_env.xports);
 	if (!tnbc_env.xports)
 		tnbc_env.xports = "shm";
@@ -113,9 +150,10 @@ static void tnbc_param_xports(void)
 				"FI_TNBC_XPORTS: no transport \"%s\" (this "
 				"provider has shm and loop); skipped\n",
 				tok);
-		else if (!tnbc_env.xport)
-			tnbc_env.xport = x;
+		else
+			tnbc_xport_add(x);
 	}
+	tnbc_env.xport = tnbc_env.nxport ? tnbc_env.xport_list[0] : NULL;
 	if (!tnbc_env.xport)
 		FI_WARN(&tnbc_prov, FI_LOG_CORE,
 			"FI_TNBC_XPORTS=\"%s\" names no transport this "
@@ -221,8 +259,8 @@ static void tnbc_init_env(void)
 	fi_param_define(&tnbc_prov, "xports", FI_PARAM_STRING,
 			"Transports a domain may use, a comma list of shm "
 			"(processes of this host) and loop (endpoints of one "
-			"process, for tests); a domain uses the first "
-			"(default: shm)");
+			"process, for tests); each peer is reached through the "
+			"first of them that reaches it (default: shm)");
 
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {

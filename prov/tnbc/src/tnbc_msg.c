@@ -44,9 +44,9 @@ static inline uint64_t tnbc_kind(bool tagged)
 	return tagged ? FI_TAGGED : FI_MSG;
 }
 
-static size_t tnbc_eager_limit(struct tnbc_ep *ep, struct tnbc_xpeer *peer)
+static size_t tnbc_eager_limit(struct tnbc_xpeer *peer)
 {
-	size_t max = tnbc_max_payload(ep->domain->xops, peer);
+	size_t max = tnbc_max_payload(peer);
 
 	return tnbc_env.eager_size < max ? tnbc_env.eager_size : max;
 }
@@ -86,6 +86,7 @@ static struct tnbc_unexp *tnbc_ux_new(struct tnbc_ep *ep, size_t data_len)
 		return NULL;
 	ep->ux_bytes += tnbc_ux_cost(data_len);
 	ux->data_len = data_len;
+	ux->via = ep->rx_via;
 	ux->claim_ctx = NULL;
 	return ux;
 }
@@ -95,7 +96,7 @@ static struct tnbc_unexp *tnbc_ux_new(struct tnbc_ep *ep, size_t data_len)
 static void tnbc_ux_rewind(struct tnbc_ep *ep)
 {
 	ep->ux_kept = 0;
-	ep->domain->xops->rewind(ep->xep);
+	tnbc_ep_xrewind(ep);
 }
 
 static void tnbc_ux_free(struct tnbc_ep *ep, struct tnbc_unexp *ux)
@@ -249,7 +250,7 @@ void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 	struct tnbc_ctrl *c;
 
 	if (tnbc_list_empty(&ep->ctrl_queue) &&
-	    !tnbc_pkt_send(ep->domain->xops, peer, hdr, &iov, len ? 1 : 0))
+	    !tnbc_pkt_send(peer, hdr, &iov, len ? 1 : 0))
 		return;
 	c = calloc(1, sizeof(*c) + len);
 	if (!c) {
@@ -435,7 +436,6 @@ static void tnbc_rndv_done(struct tnbc_ep *ep, struct tnbc_xfer *rx,
  * answer. */
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	struct iovec l[TNBC_PULL_IOV_MAX], r[TNBC_PULL_IOV_MAX];
 	size_t i = 0, n = ep->npulls;
 
@@ -458,14 +458,16 @@ void tnbc_ep_flush_pulls(struct tnbc_ep *ep)
 			total += p->want;
 		}
 		if (j - i > 1)
-			got = xops->pull(first->peer, l, lc, r, rc);
+			got = tnbc_xpeer_ops(first->peer)
+				      ->pull(first->peer, l, lc, r, rc);
 		for (; i < j; i++) {
 			struct tnbc_pull *p = &ep->pulls[i];
-			ssize_t one = got == (ssize_t)total
-					      ? (ssize_t)p->want
-					      : xops->pull(p->peer, p->local,
-							   p->lcount, p->remote,
-							   p->rcount);
+			ssize_t one =
+				got == (ssize_t)total
+					? (ssize_t)p->want
+					: tnbc_xpeer_ops(p->peer)->pull(
+						  p->peer, p->local, p->lcount,
+						  p->remote, p->rcount);
 
 			tnbc_rndv_done(ep, p->rx, &p->hdr, p->peer, p->src,
 				       p->want, one);
@@ -511,7 +513,6 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 			   const struct tnbc_hdr *hdr,
 			   const struct tnbc_rts_iov *riov, fi_addr_t src)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	struct iovec remote[TNBC_IOV_LIMIT], local[TNBC_IOV_LIMIT];
 	size_t rcount = hdr->payload_len / sizeof(*riov);
 	size_t want = hdr->size < rx->len ? hdr->size : rx->len;
@@ -519,7 +520,7 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	size_t lcount;
 	int ret;
 
-	ret = xops->peer_get(ep->domain->xdom, &hdr->src, &peer);
+	ret = tnbc_ep_src_peer(ep, &hdr->src, &peer);
 	if (ret) {
 		/* Nobody to answer: the sender is gone or unreachable. */
 		tnbc_report_rx(ep, rx, hdr, src, hdr->size, FI_EIO);
@@ -538,7 +539,8 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 			    rcount))
 		return;
 	tnbc_rndv_done(ep, rx, hdr, peer, src, want,
-		       want ? xops->pull(peer, local, lcount, remote, rcount)
+		       want ? tnbc_xpeer_ops(peer)->pull(peer, local, lcount,
+							 remote, rcount)
 			    : 0);
 }
 
@@ -566,8 +568,9 @@ static void tnbc_discard(struct tnbc_ep *ep, struct tnbc_unexp *ux)
 {
 	struct tnbc_xpeer *peer;
 
+	ep->rx_via = ux->via;
 	if (ux->hdr.type == TNBC_PKT_RTS &&
-	    !ep->domain->xops->peer_get(ep->domain->xdom, &ux->hdr.src, &peer))
+	    !tnbc_ep_src_peer(ep, &ux->hdr.src, &peer))
 		tnbc_send_answer(ep, peer, TNBC_PKT_ACK, ux->hdr.msg_id, 0, 0);
 }
 
@@ -583,7 +586,6 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 					  const struct tnbc_hdr *hdr,
 					  const void *payload)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	const struct tnbc_rts_iov *riov = payload;
 	size_t rcount = hdr->payload_len / sizeof(*riov);
 	struct iovec remote[TNBC_IOV_LIMIT], local;
@@ -598,7 +600,7 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	    (hdr->flags & TNBC_HDR_DELIVERY) || !hdr->size ||
 	    hdr->size > tnbc_env.unexp_pull || !tnbc_env.cma ||
 	    rcount > TNBC_IOV_LIMIT || !tnbc_ux_room(ep, hdr->size) ||
-	    xops->peer_get(ep->domain->xdom, &hdr->src, &peer))
+	    tnbc_ep_src_peer(ep, &hdr->src, &peer))
 		return NULL;
 	ux = tnbc_ux_new(ep, hdr->size);
 	if (!ux)
@@ -609,7 +611,8 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	}
 	local.iov_base = ux->data;
 	local.iov_len = hdr->size;
-	if (xops->pull(peer, &local, 1, remote, rcount) != (ssize_t)hdr->size) {
+	if (tnbc_xpeer_ops(peer)->pull(peer, &local, 1, remote, rcount) !=
+	    (ssize_t)hdr->size) {
 		tnbc_ux_free(ep, ux); /* nothing is held: ux_kept is 0 here */
 		return NULL; /* the receive will stream or fail it */
 	}
@@ -677,8 +680,7 @@ static int tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	/* The rest of a burst whose receives are yet to come: each of them
 	 * takes its message straight from the queue while it has room
 	 * (buffered now, every message would be copied twice). */
-	if (ep->rx_lazy && tnbc_ep_rx_idle(ep) &&
-	    ep->domain->xops->quiet(ep->xep))
+	if (ep->rx_lazy && tnbc_ep_rx_idle(ep) && tnbc_ep_xquiet(ep))
 		return TNBC_RX_LATER;
 	ux = tnbc_pull_early(ep, hdr, payload);
 	if (!ux) {
@@ -770,8 +772,9 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	tnbc_stray(ep, "DATA");
 }
 
-int tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-		const void *payload)
+/* A packet whose frame was checked and expanded. */
+static int tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+		       const void *payload)
 {
 	switch (hdr->type) {
 	case TNBC_PKT_EAGER:
@@ -797,6 +800,28 @@ int tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		break;
 	}
 	return TNBC_RX_DONE;
+}
+
+int tnbc_rx_packet(void *arg, const void *pkt, size_t len)
+{
+	struct tnbc_ep_xport *x = arg;
+	struct tnbc_ep *ep = x->ep;
+	const struct tnbc_xport_ops *xops = ep->domain->xp[x->i].ops;
+	struct tnbc_hdr hdr;
+	size_t hlen = tnbc_frame_unpack(xops, &ep->name, pkt, len, &hdr);
+
+	if (!hlen)
+		return TNBC_RX_BAD;
+	ep->rx_via = x->i;
+	return tnbc_rx_hdr(ep, &hdr, (const uint8_t *)pkt + hlen);
+}
+
+int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,
+		     struct tnbc_xpeer **peer)
+{
+	const struct tnbc_xslot *x = &ep->domain->xp[ep->rx_via];
+
+	return x->ops->peer_get(x->xdom, src, peer);
 }
 
 /* ------------------------------------------------------------------ */
@@ -841,7 +866,6 @@ bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio)
 
 static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	struct iovec iov[TNBC_IOV_LIMIT];
 	struct tnbc_hdr hdr;
 	size_t chunk, n;
@@ -869,13 +893,13 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 			}
 			one.iov_base = riov;
 			one.iov_len = tx->iov_count * sizeof(riov[0]);
-			return tnbc_pkt_send(xops, tx->peer, &tx->hdr, &one, 1);
+			return tnbc_pkt_send(tx->peer, &tx->hdr, &one, 1);
 		}
-		return tnbc_pkt_send(xops, tx->peer, &tx->hdr, src, cnt);
+		return tnbc_pkt_send(tx->peer, &tx->hdr, src, cnt);
 	}
 	/* Streaming: as many chunks as the peer's queue takes. */
 	while (tx->stream_off < tx->stream_len) {
-		chunk = tnbc_max_payload(xops, tx->peer);
+		chunk = tnbc_max_payload(tx->peer);
 		if (chunk > tx->stream_len - tx->stream_off)
 			chunk = tx->stream_len - tx->stream_off;
 		hdr = tx->hdr;
@@ -884,7 +908,7 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 		hdr.offset = tx->stream_off;
 		n = tnbc_iov_slice(tx->iov, tx->iov_count, tx->stream_off,
 				   chunk, iov, TNBC_IOV_LIMIT);
-		ret = tnbc_pkt_send(xops, tx->peer, &hdr, iov, n);
+		ret = tnbc_pkt_send(tx->peer, &hdr, iov, n);
 		if (ret)
 			return ret;
 		tx->stream_off += chunk;
@@ -897,7 +921,6 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 
 int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	struct tnbc_xpeer *blocked[TNBC_TX_BLOCKED_MAX];
 	struct tnbc_list *it, *tmp;
 	int n = 0, nblocked = 0;
@@ -913,8 +936,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 			;
 		if (b < nblocked)
 			continue;
-		if (tnbc_pkt_send(xops, c->peer, &c->hdr, &iov,
-				  c->len ? 1 : 0)) {
+		if (tnbc_pkt_send(c->peer, &c->hdr, &iov, c->len ? 1 : 0)) {
 			if (nblocked == TNBC_TX_BLOCKED_MAX)
 				break;
 			blocked[nblocked++] = c->peer;
@@ -949,7 +971,8 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 			if (!tx->stall_ns)
 				tx->stall_ns = now;
 			else if (now - tx->stall_ns >= 100000000u &&
-				 !xops->peer_alive(tx->peer))
+				 !tnbc_xpeer_ops(tx->peer)->peer_alive(
+					 tx->peer))
 				stall = false;
 			else if (now - tx->stall_ns >= 100000000u)
 				tx->stall_ns = now;
@@ -1013,12 +1036,12 @@ struct tnbc_alive_memo {
 	bool alive;
 };
 
-static bool tnbc_peer_alive_memo(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+static bool tnbc_peer_alive_memo(struct tnbc_xpeer *peer,
 				 struct tnbc_alive_memo *m)
 {
 	if (m->peer != peer) {
 		m->peer = peer;
-		m->alive = ep->domain->xops->peer_alive(peer);
+		m->alive = tnbc_xpeer_ops(peer)->peer_alive(peer);
 	}
 	return m->alive;
 }
@@ -1043,7 +1066,7 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine)
 	for (size_t i = 0; i < ep->rndv.size; i++) {
 		struct tnbc_xfer *tx = ep->rndv.slot[i];
 
-		if (!tx || tnbc_peer_alive_memo(ep, tx->peer, &memo))
+		if (!tx || tnbc_peer_alive_memo(tx->peer, &memo))
 			continue;
 		/* unlink it if it still waits to send its RTS or DATA */
 		tnbc_tx_dequeue(ep, tx);
@@ -1058,7 +1081,7 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine)
 				      .tag = rx->msg_tag,
 				      .cq_data = rx->msg_data};
 
-		if (tnbc_peer_alive_memo(ep, rx->peer, &memo))
+		if (tnbc_peer_alive_memo(rx->peer, &memo))
 			continue;
 		tnbc_list_remove(&rx->entry);
 		tnbc_report_rx(ep, rx, &mh, rx->msg_src, rx->msg_size,
@@ -1068,7 +1091,7 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine)
 	for (size_t i = 0; i < ep->rma_ids.size; i++) {
 		struct tnbc_xfer *tx = ep->rma_ids.slot[i];
 
-		if (tx && !tnbc_peer_alive_memo(ep, tx->peer, &memo))
+		if (tx && !tnbc_peer_alive_memo(tx->peer, &memo))
 			tnbc_rma_fail(ep, tx, -FI_EHOSTUNREACH);
 	}
 	/* A collective's step waits for one member: a dead one fails it,
@@ -1083,7 +1106,7 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine)
 		/* a descriptor's receive takes any child: nobody to watch */
 		if (rx->addr == FI_ADDR_UNSPEC ||
 		    (!tnbc_av_peer(ep->av, rx->addr, &peer) &&
-		     tnbc_peer_alive_memo(ep, peer, &memo)))
+		     tnbc_peer_alive_memo(peer, &memo)))
 			continue;
 		tnbc_list_remove(&rx->entry);
 		tnbc_ep_rx_del(ep);
@@ -1182,7 +1205,7 @@ int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
 	if (ret)
 		return ret == -FI_EINVAL ? -FI_EADDRNOTAVAIL : ret;
 	if ((flags & FI_INJECT) &&
-	    tnbc_iov_len(iov, count) > tnbc_max_payload(ep->domain->xops, peer))
+	    tnbc_iov_len(iov, count) > tnbc_max_payload(peer))
 		return -FI_EMSGSIZE;
 	return 0;
 }
@@ -1194,7 +1217,7 @@ static int tnbc_send_eager(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 			   size_t count, void *context, uint64_t flags,
 			   bool tagged, struct tnbc_cntr *comp_cntr)
 {
-	int ret = tnbc_pkt_send(ep->domain->xops, peer, hdr, iov, count);
+	int ret = tnbc_pkt_send(peer, hdr, iov, count);
 
 	if (!ret)
 		tnbc_ep_report_send(ep, context, flags, tagged, comp_cntr, 0);
@@ -1240,8 +1263,8 @@ ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 	hdr.src = ep->name;
 	/* An injected buffer may be reused at once, so it always travels
 	 * eagerly (inject_size never exceeds one slot). */
-	rndv = !(flags & FI_INJECT) && (len > tnbc_eager_limit(ep, peer) ||
-					(flags & FI_DELIVERY_COMPLETE));
+	rndv = !(flags & FI_INJECT) &&
+	       (len > tnbc_eager_limit(peer) || (flags & FI_DELIVERY_COMPLETE));
 
 	if (!rndv) {
 		hdr.type = TNBC_PKT_EAGER;
@@ -1418,6 +1441,7 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 			tnbc_cntr_inc(ep->rx_cntr);
 		free(rx);
 	} else {
+		ep->rx_via = ux->via;
 		tnbc_deliver(ep, rx, &ux->hdr, ux->data, ux->src_addr);
 	}
 	tnbc_ux_free(ep, ux);
@@ -1482,8 +1506,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 	if (a->flags & (FI_PEEK | FI_CLAIM)) {
 		/* A peek must see what has already arrived in the queue. */
 		if (a->flags & FI_PEEK)
-			ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
-					       1 << 30);
+			tnbc_ep_xpoll(ep, 1 << 30);
 		ret = tnbc_post_peek_claim(ep, rx);
 		goto out;
 	}
@@ -1502,6 +1525,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			ux->hdr.type == TNBC_PKT_RTS && !tnbc_list_empty(ul) &&
 			tnbc_container_of(ul->next, struct tnbc_unexp, entry)
 					->hdr.type == TNBC_PKT_RTS;
+		ep->rx_via = ux->via;
 		tnbc_deliver(ep, rx, &ux->hdr, ux->data, ux->src_addr);
 		ep->batch_pulls = false;
 		tnbc_ux_free(ep, ux);
@@ -1514,7 +1538,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 		if (a->coll) /* its member's liveness is watched */
 			tnbc_ep_mark_work(ep);
 		if (tnbc_ep_rx_add(ep))
-			ep->domain->xops->look_mark(ep->xep);
+			tnbc_ep_xlook_mark(ep);
 		/* it may match a message held in the queue */
 		if (kept)
 			tnbc_ux_rewind(ep);
@@ -1531,15 +1555,13 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 	 * and taken now they would be copied twice, through unexpected
 	 * buffers. */
 	if (!ux) {
-		const struct tnbc_xport_ops *xops = ep->domain->xops;
 		uint64_t matches = ep->rx_matches;
 		int budget = TNBC_RX_POLL_BUDGET +
 			     (int)(kept < (1u << 30) ? kept : (1u << 30));
 
 		while (budget-- > 0 && ep->rx_matches == matches &&
-		       (kept ? xops->pending(ep->xep)
-			     : xops->unlooked(ep->xep)))
-			xops->poll(ep->xep, tnbc_rx_packet, ep, 1);
+		       (kept ? tnbc_ep_xpending(ep) : tnbc_ep_xunlooked(ep)))
+			tnbc_ep_xpoll(ep, 1);
 	}
 out:
 	pthread_mutex_unlock(&ep->lock);
@@ -1555,7 +1577,7 @@ bool tnbc_ep_rx_add(struct tnbc_ep *ep)
 	if (atomic_load_explicit(&ep->rx_marked, memory_order_relaxed))
 		return false;
 	atomic_store_explicit(&ep->rx_marked, true, memory_order_relaxed);
-	ep->domain->xops->rx_posted(ep->domain->xdom, 1);
+	tnbc_dom_xrx_posted(ep->domain, 1);
 	return true;
 }
 
@@ -1565,7 +1587,7 @@ void tnbc_ep_rx_settle(struct tnbc_ep *ep)
 	    atomic_load_explicit(&ep->rx_nposted, memory_order_relaxed))
 		return;
 	atomic_store_explicit(&ep->rx_marked, false, memory_order_relaxed);
-	ep->domain->xops->rx_posted(ep->domain->xdom, -1);
+	tnbc_dom_xrx_posted(ep->domain, -1);
 }
 
 int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context)

@@ -65,7 +65,7 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	 * so without the lock (a posting thread holds it for as long as it
 	 * takes to queue work, and marks the work before letting go). */
 	if (!atomic_load_explicit(&ep->work, memory_order_relaxed) &&
-	    ep->domain->xops->idle(ep->xep))
+	    tnbc_ep_xidle(ep))
 		return 0;
 	if (pthread_mutex_trylock(&ep->lock))
 		return 0;
@@ -76,14 +76,13 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	 * polls leave them too: taken now, they would be copied twice.
 	 * For the same reason a poll stops at an unmatched eager message
 	 * once no receive is posted, while the queue is still quiet. */
-	if (tnbc_ep_rx_idle(ep) && ep->domain->xops->quiet(ep->xep)) {
+	if (tnbc_ep_rx_idle(ep) && tnbc_ep_xquiet(ep)) {
 		n = 0;
 	} else {
 		ep->rx_engine = engine;
 		ep->rx_lazy = true;
 		ep->batch_pulls = true;
-		n = ep->domain->xops->poll(ep->xep, tnbc_rx_packet, ep,
-					   TNBC_RX_POLL_BUDGET);
+		n = tnbc_ep_xpoll(ep, TNBC_RX_POLL_BUDGET);
 		ep->batch_pulls = false;
 		ep->rx_lazy = false;
 		ep->rx_engine = false;
@@ -124,7 +123,7 @@ void tnbc_domain_progress(struct tnbc_domain *dom, bool engine)
 	bool unlocked = !engine && dom->threading == FI_THREAD_DOMAIN;
 
 	if (!engine)
-		dom->xops->app_mark(dom->xdom, true);
+		tnbc_dom_xapp_mark(dom, true);
 	if (!unlocked && pthread_rwlock_tryrdlock(&dom->ep_lock)) {
 		tnbc_trig_run(dom, engine);
 		return;
@@ -174,7 +173,7 @@ static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 	if (app && atomic_load_explicit(&dom->engine.app_waiting,
 					memory_order_relaxed)) {
 		app = false;
-		xops->app_mark(dom->xdom, false);
+		tnbc_dom_xapp_mark(dom, false);
 	}
 	return app;
 }
@@ -217,7 +216,7 @@ static void tnbc_engine_load_check(struct tnbc_domain *dom, uint64_t now)
 	       "host %s: application window %" PRIu64 " us\n",
 	       busy ? "oversubscribed" : "no longer oversubscribed",
 	       e->window_ns / 1000u);
-	dom->xops->set_window(dom->xdom, e->window_ns);
+	tnbc_dom_xset_window(dom, e->window_ns);
 }
 
 /* What an endpoint needs from a sleeping engine. */
@@ -234,7 +233,6 @@ enum tnbc_ep_need {
  * application thread saw it announced, and rings or kicks. */
 static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	enum tnbc_ep_need need = TNBC_NEED_NONE;
 
 	/* Whoever holds it is progressing the endpoint.  It may also be
@@ -243,13 +241,13 @@ static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
 	 * after a short nap instead. */
 	if (pthread_mutex_trylock(&ep->lock))
 		return TNBC_NEED_RETRY;
-	if (ep->npulls || (xops->pending(ep->xep) &&
-			   !(tnbc_ep_rx_idle(ep) && xops->quiet(ep->xep))))
+	if (ep->npulls || (tnbc_ep_xpending(ep) &&
+			   !(tnbc_ep_rx_idle(ep) && tnbc_ep_xquiet(ep))))
 		need = TNBC_NEED_POLL;
 	else if (!tnbc_list_empty(&ep->tx_queue) ||
 		 !tnbc_list_empty(&ep->ctrl_queue))
 		need = TNBC_NEED_RETRY;
-	else if (xops->stalled(ep->xep))
+	else if (tnbc_ep_xstalled(ep))
 		need = TNBC_NEED_STALLED;
 	else if (!tnbc_list_empty(&ep->rx_coll))
 		need = TNBC_NEED_WATCH;
@@ -559,7 +557,7 @@ void tnbc_app_wait(struct tnbc_domain *dom, bool begin)
 		return;
 	}
 	atomic_fetch_add(&dom->engine.app_waiting, 1);
-	dom->xops->app_mark(dom->xdom, false);
+	tnbc_dom_xapp_mark(dom, false);
 	/* end a nap the engine took because this thread was polling */
 	tnbc_engine_kick(dom);
 }

@@ -267,9 +267,8 @@ static bool tnbc_rma_key_done(const struct tnbc_rma_args *a, size_t i)
 
 int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
-	const struct tnbc_xport_ops *xops = ep->domain->xops;
 	struct tnbc_rma_args *a = tx->rma;
-	size_t max = tnbc_rma_chunk_max(a, tnbc_max_payload(xops, tx->peer));
+	size_t max = tnbc_rma_chunk_max(a, tnbc_max_payload(tx->peer));
 	size_t total = tnbc_rma_total(a);
 
 	while (!tnbc_rma_issued(tx) && tx->rma_inflight < TNBC_RMA_WINDOW) {
@@ -322,7 +321,7 @@ int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 			plen += len;
 		}
 		hdr.payload_len = (uint32_t)plen;
-		ret = tnbc_pkt_send(xops, tx->peer, &hdr, iov, n);
+		ret = tnbc_pkt_send(tx->peer, &hdr, iov, n);
 		if (ret)
 			return ret;
 		tx->rma_inflight++;
@@ -581,7 +580,7 @@ void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	uint64_t access, off;
 	int status;
 
-	if (dom->xops->peer_get(dom->xdom, &hdr->src, &peer)) {
+	if (tnbc_ep_src_peer(ep, &hdr->src, &peer)) {
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
 			"RMA request from an unreachable peer dropped\n");
 		return;
@@ -607,7 +606,7 @@ void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	if (req.kind != TNBC_RMA_WRITE) {
 		/* the answer must fit one packet (a hostile size must not
 		 * make us queue an answer that can never be sent) */
-		if (hdr->size > tnbc_max_payload(dom->xops, peer)) {
+		if (hdr->size > tnbc_max_payload(peer)) {
 			status = FI_EMSGSIZE;
 			goto answer;
 		}

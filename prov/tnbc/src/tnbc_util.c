@@ -3,9 +3,13 @@
  * load, and the entry points of interfaces tnbc does not offer (the
  * fi_no_* helpers of libfabric are not exported to DL providers).
  */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
@@ -16,6 +20,38 @@ uint64_t tnbc_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tnbc_host_id(void)
+{
+	char buf[64] = {0};
+	uint64_t h = 1469598103934665603ull;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	for (char *p = buf; *p && *p != '\n'; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	return h;
+}
+
+uint64_t tnbc_nonce(void)
+{
+	static atomic_uint salt;
+	uint64_t n = 0;
+
+	if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != (ssize_t)sizeof(n)) {
+		struct timespec ts;
+
+		/* no entropy yet (early boot): still unique, if guessable */
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
+		    ((uint64_t)getpid() << 16) ^ atomic_fetch_add(&salt, 1);
+	}
+	return n ? n : 1;
 }
 
 /* "0.50 0.40 0.30 3/120 4567": the fourth field is runnable/total. */

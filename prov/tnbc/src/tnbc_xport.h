@@ -29,29 +29,39 @@
 enum tnbc_xport_id {
 	TNBC_XPORT_SHM = 1,
 	TNBC_XPORT_LOOP = 2, /* endpoints of one process, for tests */
+	TNBC_XPORT_ID_MAX
 };
+
+/* transports one domain may hold */
+#define TNBC_XPORTS_MAX 4
 
 /* The iovecs one single-copy read (pull) may carry, local and remote
  * each. */
 #define TNBC_PULL_IOV_MAX 64
 
-/* An endpoint's name, as its transport makes it (ep_open) and finds it
- * again (peer_get); the core stores it in AVs and in every packet's
- * header, and compares names only with tnbc_name_same.  Fixed-size so
- * that it can be hashed and compared as bytes. */
+/* An endpoint's name.  The core chooses who the endpoint is (kind, pid,
+ * uid, host, nonce) and says which transports reach it (xports); each
+ * transport opens its end under that identity (ep_open) and finds a
+ * peer's again from it (peer_get).  The shm and loop transports need no
+ * address beyond the identity.  The core stores names in AVs and in
+ * every packet's header, and compares them only with tnbc_name_same.
+ * Fixed-size so that it can be hashed and compared as bytes. */
 #define TNBC_NAME_LEN 32
 
 enum tnbc_name_kind {
-	TNBC_NAME_PID = 1, /* shm endpoint named by owning pid + uid */
-	TNBC_NAME_SVC = 2, /* shm endpoint named by a service number */
+	TNBC_NAME_PID = 1, /* an endpoint named by its process and uid */
+	TNBC_NAME_SVC = 2, /* an endpoint named by a service number */
 };
+
+/* tnbc_name.xports: the transports whose address the name carries */
+#define TNBC_XPORT_BIT(id) (1u << (id))
 
 /* uid of a TNBC_NAME_PID name in fi_info: chosen when the ep opens */
 #define TNBC_UID_ANY UINT32_MAX
 
 struct tnbc_name {
 	uint16_t version; /* the protocol's: the core sets and checks it */
-	uint16_t xport; /* enum tnbc_xport_id */
+	uint16_t xports; /* TNBC_XPORT_BIT of each transport reaching it */
 	uint16_t kind; /* enum tnbc_name_kind */
 	uint16_t pad;
 	uint32_t pid; /* owning process: rendezvous reads its memory */
@@ -103,13 +113,28 @@ struct tnbc_xpkt {
 	size_t iov_count;
 	uint32_t flags; /* TNBC_XPKT_* */
 	/* spreads unordered packets over a transport's lanes: packets of
-	 * one lane value look for the same places first */
+	 * one lane value look for the same places first (set only with
+	 * TNBC_XPKT_UNORDERED) */
 	uint64_t lane;
 };
 
 struct tnbc_xdom; /* per-domain transport state: doorbell, peer cache */
 struct tnbc_xep; /* per-endpoint receive queue */
 struct tnbc_xpeer; /* a remote endpoint we can send to */
+struct tnbc_xport_ops;
+
+/* The first member of every transport's struct tnbc_xpeer: a peer handle
+ * names the transport that reaches it, so that the core, which may hold
+ * peers of several transports, sends each through its own. */
+struct tnbc_xpeer_base {
+	const struct tnbc_xport_ops *ops;
+};
+
+static inline const struct tnbc_xport_ops *
+tnbc_xpeer_ops(const struct tnbc_xpeer *peer)
+{
+	return ((const struct tnbc_xpeer_base *)(const void *)peer)->ops;
+}
 
 /* What the protocol did with a packet that poll handed it. */
 enum tnbc_rx_verdict {
@@ -148,24 +173,40 @@ enum tnbc_sleep {
 	TNBC_SLEEP_LONG,
 };
 
+/* How a transport wakes its domain's engine (dom_open). */
+struct tnbc_xkick {
+	void (*kick)(void *arg);
+	void *arg;
+};
+
 /* tnbc_xport_ops.flags */
 /* Every peer the transport reaches is on this host: a packet's source
  * may leave out what this host's names share. */
 #define TNBC_XPORT_LOCAL (1u << 0)
+/* Its senders wake a sleeping engine through a doorbell of its own, not
+ * through the kick: it must be the domain's first transport, and a
+ * domain holds one such at most. */
+#define TNBC_XPORT_DOORBELL (1u << 1)
 
 struct tnbc_xport_ops {
 	const char *name;
 	enum tnbc_xport_id id;
 	unsigned flags; /* TNBC_XPORT_* */
 
-	int (*dom_open)(struct tnbc_xdom **xdom);
+	/* kick wakes the domain's engine, wherever it sleeps: a transport
+	 * whose packets can arrive while the engine sleeps on another's
+	 * doorbell calls it (a domain's first transport sleeps the engine,
+	 * see sleep_begin). */
+	int (*dom_open)(struct tnbc_xdom **xdom, const struct tnbc_xkick *kick);
 	void (*dom_close)(struct tnbc_xdom *xdom);
 
-	/* svc >= 0 names the endpoint by a well-known service number;
-	 * -FI_EADDRINUSE when another process holds it.  Other failures
-	 * return the error that occurred. */
-	int (*ep_open)(struct tnbc_xdom *xdom, long svc, struct tnbc_xep **xep,
-		       struct tnbc_name *name);
+	/* Opens the endpoint's end of the transport under the identity in
+	 * self (a service number for TNBC_NAME_SVC).  -FI_EADDRINUSE when
+	 * another endpoint holds it: the core tries another nonce, or,
+	 * for a service, reports it.  Other failures return the error that
+	 * occurred. */
+	int (*ep_open)(struct tnbc_xdom *xdom, const struct tnbc_name *self,
+		       struct tnbc_xep **xep);
 	void (*ep_close)(struct tnbc_xep *xep);
 	/* Largest packet (frame and payload) this peer takes. */
 	size_t (*max_packet)(struct tnbc_xpeer *peer);
@@ -174,7 +215,8 @@ struct tnbc_xport_ops {
 	 * it. */
 	size_t (*packet_limit)(void);
 
-	/* Finds or maps a peer; the handle lives as long as the xdom.
+	/* Finds or maps a peer; the handle lives as long as the xdom, and
+	 * begins with a struct tnbc_xpeer_base naming these ops.
 	 * -FI_EACCES for a peer this process must not trust (fi_tnbc(7),
 	 * SECURITY). */
 	int (*peer_get)(struct tnbc_xdom *xdom, const struct tnbc_name *name,
@@ -220,11 +262,13 @@ struct tnbc_xport_ops {
 			size_t local_count, const struct iovec *remote,
 			size_t remote_count);
 
-	/* Engine sleep/wake.  The doorbell is per xdom (one engine per
-	 * domain).  app_mark records that an application thread is driving
-	 * progress itself (or, false, that none is); app_active says
-	 * whether one did within the last window (set_window).  Senders
-	 * skip waking an engine that naps (TNBC_SLEEP_NAP) while the
+	/* Engine sleep/wake.  One engine per domain, which sleeps on its
+	 * domain's first transport: sleep_begin, sleep_cancel, sleep_wait,
+	 * wake and app_active go to that one, app_mark, rx_posted and
+	 * set_window to every transport.  app_mark records that an application
+	 * thread is driving progress itself (or, false, that none is);
+	 * app_active says whether one did within the last window (set_window).
+	 * Senders skip waking an engine that naps (TNBC_SLEEP_NAP) while the
 	 * application polls.
 	 * Sleeping is split so the caller can check its queues for pending
 	 * packets between sleep_begin and sleep_wait without holding any

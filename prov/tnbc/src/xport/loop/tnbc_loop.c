@@ -22,7 +22,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +38,7 @@ struct tnbc_loop_pkt {
 };
 
 struct tnbc_xdom {
+	struct tnbc_xkick kick; /* how a send wakes this domain's engine */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned seq; /* bumped by every ring and wake */
@@ -63,6 +63,7 @@ struct tnbc_xep {
 };
 
 struct tnbc_xpeer {
+	struct tnbc_xpeer_base base; /* first: the core reads it */
 	struct tnbc_xpeer *next;
 	struct tnbc_name name;
 };
@@ -71,7 +72,6 @@ struct tnbc_xpeer {
 static struct {
 	pthread_mutex_t lock;
 	struct tnbc_xep *eps;
-	uint32_t next_uid;
 } tnbc_loop_reg = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* tnbc_loop_reg.lock held */
@@ -83,12 +83,14 @@ static struct tnbc_xep *tnbc_loop_find(const struct tnbc_name *name)
 	return NULL;
 }
 
-static int tnbc_loop_dom_open(struct tnbc_xdom **out)
+static int tnbc_loop_dom_open(struct tnbc_xdom **out,
+			      const struct tnbc_xkick *kick)
 {
 	struct tnbc_xdom *xdom = calloc(1, sizeof(*xdom));
 
 	if (!xdom)
 		return -FI_ENOMEM;
+	xdom->kick = *kick;
 	if (pthread_mutex_init(&xdom->lock, NULL)) {
 		free(xdom);
 		return -FI_ENOMEM;
@@ -115,7 +117,8 @@ static void tnbc_loop_dom_close(struct tnbc_xdom *xdom)
 	free(xdom);
 }
 
-static void tnbc_loop_ring(struct tnbc_xdom *xdom)
+/* Wakes this transport's own sleep, when it is the domain's first. */
+static void tnbc_loop_wake(struct tnbc_xdom *xdom)
 {
 	pthread_mutex_lock(&xdom->lock);
 	xdom->seq++;
@@ -123,11 +126,11 @@ static void tnbc_loop_ring(struct tnbc_xdom *xdom)
 	pthread_mutex_unlock(&xdom->lock);
 }
 
-static int tnbc_loop_ep_open(struct tnbc_xdom *xdom, long svc,
-			     struct tnbc_xep **out, struct tnbc_name *name)
+static int tnbc_loop_ep_open(struct tnbc_xdom *xdom,
+			     const struct tnbc_name *name,
+			     struct tnbc_xep **out)
 {
 	struct tnbc_xep *xep = calloc(1, sizeof(*xep));
-	uint64_t nonce = 0;
 	int ret = 0;
 
 	if (!xep)
@@ -136,26 +139,12 @@ static int tnbc_loop_ep_open(struct tnbc_xdom *xdom, long svc,
 		free(xep);
 		return -FI_ENOMEM;
 	}
-	if (svc < 0 &&
-	    getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
-		nonce = tnbc_now_ns();
 	xep->xdom = xdom;
 	xep->tail = &xep->head;
 	xep->scan = &xep->head;
-	memset(name, 0, sizeof(*name)); /* the core sets version */
-	name->xport = TNBC_XPORT_LOOP;
-	name->pid = (uint32_t)getpid();
-	name->nonce = nonce;
 	pthread_mutex_lock(&tnbc_loop_reg.lock);
-	if (svc >= 0) {
-		name->kind = TNBC_NAME_SVC;
-		name->uid = (uint32_t)svc;
-		if (tnbc_loop_find(name))
-			ret = -FI_EADDRINUSE;
-	} else {
-		name->kind = TNBC_NAME_PID;
-		name->uid = tnbc_loop_reg.next_uid++;
-	}
+	if (tnbc_loop_find(name))
+		ret = -FI_EADDRINUSE;
 	if (!ret) {
 		xep->name = *name;
 		xep->next = tnbc_loop_reg.eps;
@@ -218,7 +207,7 @@ static int tnbc_loop_peer_get(struct tnbc_xdom *xdom,
 	struct tnbc_xpeer *p;
 	bool known;
 
-	if (name->xport != TNBC_XPORT_LOOP ||
+	if (!(name->xports & TNBC_XPORT_BIT(TNBC_XPORT_LOOP)) ||
 	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
 		return -FI_EINVAL;
 	pthread_mutex_lock(&tnbc_loop_reg.lock);
@@ -233,6 +222,7 @@ static int tnbc_loop_peer_get(struct tnbc_xdom *xdom,
 	if (!p) {
 		p = calloc(1, sizeof(*p));
 		if (p) {
+			p->base.ops = &tnbc_loop_ops;
 			p->name = *name;
 			p->next = xdom->peers;
 			xdom->peers = p;
@@ -304,7 +294,7 @@ static int tnbc_loop_send(struct tnbc_xpeer *peer, const struct tnbc_xpkt *pkt)
 		pthread_mutex_unlock(&xep->lock);
 		to = xep->xdom;
 		if (!ret)
-			tnbc_loop_ring(to);
+			to->kick.kick(to->kick.arg);
 	}
 	pthread_mutex_unlock(&tnbc_loop_reg.lock);
 	if (ret)
@@ -543,6 +533,6 @@ const struct tnbc_xport_ops tnbc_loop_ops = {
 	.sleep_begin = tnbc_loop_sleep_begin,
 	.sleep_cancel = tnbc_loop_sleep_cancel,
 	.sleep_wait = tnbc_loop_sleep_wait,
-	.wake = tnbc_loop_ring,
+	.wake = tnbc_loop_wake,
 	.stats = tnbc_loop_stats,
 };

@@ -104,6 +104,7 @@ struct tnbc_shm_retired {
 };
 
 struct tnbc_xpeer {
+	struct tnbc_xpeer_base base; /* first: the core reads it */
 	struct tnbc_xpeer *hnext;
 	struct tnbc_xdom *xdom;
 	struct tnbc_name name;
@@ -210,41 +211,6 @@ struct tnbc_xep {
 	uint64_t mbox_sweep_ns;
 	bool mbox_turn; /* the queue polls first next time */
 };
-
-static atomic_uint tnbc_shm_next_uid;
-
-static uint64_t tnbc_shm_host_id(void)
-{
-	char buf[64] = {0};
-	uint64_t h = 1469598103934665603ull;
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = '\0';
-		fclose(f);
-	}
-	for (char *p = buf; *p && *p != '\n'; p++)
-		h = (h ^ (uint8_t)*p) * 1099511628211ull;
-	return h;
-}
-
-/* 64 bits nobody can predict; never 0 (0 marks a service name). */
-static uint64_t tnbc_shm_nonce(void)
-{
-	uint64_t n = 0;
-
-	if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != (ssize_t)sizeof(n)) {
-		struct timespec ts;
-
-		/* no entropy yet (early boot): still unique, if guessable */
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		n = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
-		    ((uint64_t)getpid() << 16) ^
-		    atomic_fetch_add(&tnbc_shm_next_uid, 1);
-	}
-	return n ? n : 1;
-}
 
 static void tnbc_shm_region_name(const struct tnbc_name *name, char *buf,
 				 size_t len)
@@ -467,23 +433,26 @@ static void tnbc_shm_warn_taken(const char *name)
 		close(fd);
 }
 
-static int tnbc_shm_dom_open(struct tnbc_xdom **out)
+/* kick is not needed: senders ring this transport's own doorbell, on
+ * which the engine sleeps (TNBC_XPORT_DOORBELL). */
+static int tnbc_shm_dom_open(struct tnbc_xdom **out,
+			     const struct tnbc_xkick *kick)
 {
 	struct tnbc_xdom *xdom;
 	uint64_t ino;
 	int ret = -EEXIST;
 
+	(void)kick;
 	xdom = calloc(1, sizeof(*xdom));
 	if (!xdom)
 		return -FI_ENOMEM;
 	pthread_mutex_init(&xdom->lock, NULL);
-	xdom->host = tnbc_shm_host_id();
+	xdom->host = tnbc_host_id();
 	xdom->pid = getpid();
 	xdom->asym = tnbc_shm_membarrier_register();
 	for (int i = 0; i < TNBC_SHM_CREATE_TRIES && ret == -EEXIST; i++) {
 		snprintf(xdom->bell_name, sizeof(xdom->bell_name),
-			 "/tnbc-%d-b-%016" PRIx64, (int)getpid(),
-			 tnbc_shm_nonce());
+			 "/tnbc-%d-b-%016" PRIx64, (int)getpid(), tnbc_nonce());
 		ret = tnbc_shm_create(xdom->bell_name, sizeof(*xdom->bell),
 				      (void **)&xdom->bell, &ino);
 	}
@@ -541,22 +510,21 @@ static void tnbc_shm_dom_close(struct tnbc_xdom *xdom)
 	free(xdom);
 }
 
-/* Creates the endpoint's region: a fresh random name for an ordinary
- * endpoint; the service's fixed name, replacing it only when left by a
- * dead process of ours, for a service. */
-static int tnbc_shm_ep_region(struct tnbc_xep *xep, struct tnbc_name *name,
-			      size_t len)
+/* Creates the endpoint's region under its name: an ordinary endpoint's
+ * random one (taken: the core tries another nonce), or the service's
+ * fixed one, replacing it only when left by a dead process of ours. */
+static int tnbc_shm_ep_region(struct tnbc_xep *xep,
+			      const struct tnbc_name *name, size_t len)
 {
 	int ret = -EEXIST;
 
-	for (int i = 0; i < TNBC_SHM_CREATE_TRIES && ret == -EEXIST; i++) {
-		if (name->kind == TNBC_NAME_PID)
-			name->nonce = tnbc_shm_nonce();
-		else if (i == 1 && tnbc_shm_stale(xep->name))
-			shm_unlink(xep->name);
-		else if (i)
+	tnbc_shm_region_name(name, xep->name, sizeof(xep->name));
+	for (int i = 0; i < 2 && ret == -EEXIST; i++) {
+		if (i &&
+		    (name->kind != TNBC_NAME_SVC || !tnbc_shm_stale(xep->name)))
 			break;
-		tnbc_shm_region_name(name, xep->name, sizeof(xep->name));
+		if (i)
+			shm_unlink(xep->name);
 		ret = tnbc_shm_create(xep->name, len, (void **)&xep->region,
 				      &xep->ino);
 	}
@@ -570,8 +538,8 @@ static int tnbc_shm_ep_region(struct tnbc_xep *xep, struct tnbc_name *name,
 	return ret;
 }
 
-static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
-			    struct tnbc_xep **out, struct tnbc_name *name)
+static int tnbc_shm_ep_open(struct tnbc_xdom *xdom,
+			    const struct tnbc_name *name, struct tnbc_xep **out)
 {
 	struct tnbc_shm_region *r;
 	struct tnbc_xep *xep;
@@ -590,17 +558,6 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom, long svc,
 	if (!xep->done) {
 		ret = -FI_ENOMEM;
 		goto err_free;
-	}
-	memset(name, 0, sizeof(*name)); /* the core sets version */
-	name->xport = TNBC_XPORT_SHM;
-	name->pid = (uint32_t)getpid();
-	name->host = xdom->host;
-	if (svc >= 0) {
-		name->kind = TNBC_NAME_SVC;
-		name->uid = (uint32_t)svc;
-	} else {
-		name->kind = TNBC_NAME_PID;
-		name->uid = atomic_fetch_add(&tnbc_shm_next_uid, 1);
 	}
 	xep->region_len = sizeof(*r) + nslots * TNBC_SHM_CELL;
 	ret = tnbc_shm_ep_region(xep, name, xep->region_len);
@@ -694,7 +651,7 @@ static int tnbc_shm_peer_map(struct tnbc_xdom *xdom,
 	struct tnbc_xpeer *peer;
 	int ret;
 
-	if (name->xport != TNBC_XPORT_SHM ||
+	if (!(name->xports & TNBC_XPORT_BIT(TNBC_XPORT_SHM)) ||
 	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
 		return -FI_EINVAL;
 	if (name->host && name->host != xdom->host) {
@@ -705,6 +662,7 @@ static int tnbc_shm_peer_map(struct tnbc_xdom *xdom,
 	peer = calloc(1, sizeof(*peer));
 	if (!peer)
 		return -FI_ENOMEM;
+	peer->base.ops = &tnbc_shm_ops;
 	peer->name = *name;
 	tnbc_shm_region_name(name, rname, sizeof(rname));
 	ret = tnbc_shm_map(xdom, rname, O_RDWR, (void **)&peer->region,
@@ -1799,7 +1757,7 @@ static void tnbc_shm_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 const struct tnbc_xport_ops tnbc_shm_ops = {
 	.name = "shm",
 	.id = TNBC_XPORT_SHM,
-	.flags = TNBC_XPORT_LOCAL,
+	.flags = TNBC_XPORT_LOCAL | TNBC_XPORT_DOORBELL,
 	.dom_open = tnbc_shm_dom_open,
 	.dom_close = tnbc_shm_dom_close,
 	.ep_open = tnbc_shm_ep_open,
