@@ -63,6 +63,9 @@ struct fi_tnbc_engine_stats {
 	 * through a shared-memory slot rather than the queue
 	 * (FI_TNBC_COLL_SLOTS); present when size covers it */
 	uint64_t slot_pkts;
+	/* RMA reads whose data moved by one single-copy read instead of
+	 * packets (fi_tnbc(7)); present when size covers it */
+	uint64_t rma_direct;
 };
 
 struct fi_tnbc_ops_domain {

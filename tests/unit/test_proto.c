@@ -20,9 +20,12 @@ static int ctx[8];
 
 START_TEST(proto_wire_format)
 {
-	ck_assert_uint_eq(TNBC_PROTO_VERSION, 6);
+	ck_assert_uint_eq(TNBC_PROTO_VERSION, 7);
 	ck_assert_uint_eq(sizeof(struct tnbc_hdr_short), 32);
 	ck_assert_uint_eq(sizeof(struct tnbc_rma_req), 8);
+	ck_assert_uint_eq(offsetof(struct tnbc_rma_req, flags), 3);
+	ck_assert_uint_eq(sizeof(struct tnbc_rma_direct), 8);
+	ck_assert_uint_eq(sizeof(struct tnbc_rma_seg), 24);
 	ck_assert_uint_eq(sizeof(struct tnbc_hdr), 88);
 	ck_assert_uint_eq(sizeof(struct tnbc_name), 32);
 	ck_assert_uint_eq(TNBC_NAME_LEN, 32);
@@ -1302,6 +1305,7 @@ START_TEST(proto_two_transports)
 	ck_assert_int_eq(fi_av_insert(w.av, &via_loop, 1, &to, 0, NULL), 1);
 	for (uint32_t k = 0; k < 2; k++) {
 		size_t len = k ? RNDV_LEN_P : 64;
+		bool got;
 		uint64_t t0;
 
 		tu_fill(sb, len, 40 + k);
@@ -1321,15 +1325,21 @@ START_TEST(proto_two_transports)
 		ck_assert_int_eq(fi_tsend(w.ep[A].ep, sb, len, NULL, to, 70 + k,
 					  &ctx[1]),
 				 0);
+		TU_WATCH_BEGIN();
 		for (t0 = tu_now_ms();
-		     tu_check(rb, len, 40 + k, 0) != (size_t)-1; sched_yield())
-			ck_assert_msg(tu_now_ms() - t0 < 10000,
-				      "%zu B through the loopback: not "
-				      "delivered in 10 s",
-				      len);
+		     !(got = tu_check(rb, len, 40 + k, 0) == (size_t)-1) &&
+		     tu_now_ms() - t0 < 10000;
+		     sched_yield())
+			;
+		TU_WATCH_END();
+		ck_assert_msg(got,
+			      "%zu B through the loopback: not delivered in "
+			      "10 s",
+			      len);
 		tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
 		ck_assert_ptr_eq(e.op_context, &ctx[0]);
 		ck_assert_uint_eq(e.len, len);
+		ck_assert_uint_eq(tu_check(rb, len, 40 + k, 0), (size_t)-1);
 		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
 		ck_assert_ptr_eq(e.op_context, &ctx[1]);
 	}

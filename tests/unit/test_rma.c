@@ -340,14 +340,19 @@ static const char *const rw_api_name[] = {"fi_write",	 "fi_read",
 					  "fi_writemsg", "fi_readmsg"};
 
 /*
- * _i selects the call (rw_api_name).  For each size, the stream of len
- * pattern bytes goes from the local pieces to the remote pieces (or
+ * _i % 6 selects the call (rw_api_name).  For each size, the stream of
+ * len pattern bytes goes from the local pieces to the remote pieces (or
  * back); both whole buffers must then equal their expected images, so
- * every gap and guard byte is checked too.
+ * every gap and guard byte is checked too.  Reads larger than a packet
+ * go as one direct request (a single-copy read), every one of them; with
+ * _i >= 6, FI_TNBC_CMA off, none does, and all go as chunks.
  */
 START_TEST(rma_sizes)
 {
-	const int api = _i;
+	const int api = _i % 6;
+	const bool chunked = _i >= 6;
+	struct fi_tnbc_engine_stats st0, st;
+	uint64_t ndirect = 0;
 	const bool rd = api & 1;
 	const size_t nl = api < 2 ? 1 : api < 4 ? 4 : 8;
 	const size_t nr = api < 4 ? 1 : 8;
@@ -357,7 +362,9 @@ START_TEST(rma_sizes)
 	size_t sizes[12], nsizes = 0, is, wc;
 	uint64_t key, nops = 0;
 
+	tnbc_env.cma = !chunked;
 	rw_open(&r, NULL);
+	tu_engine_stats(r.w.d.domain, &st0);
 	is = r.w.d.info->tx_attr->inject_size;
 	/* a write chunk carries the request header too */
 	wc = is - sizeof(struct tnbc_rma_req);
@@ -453,6 +460,7 @@ START_TEST(rma_sizes)
 		}
 		rw_expect(&r, INI, ctx, FI_RMA | (rd ? FI_READ : FI_WRITE));
 		nops++;
+		ndirect += !chunked && rd && len > is;
 		snprintf(what, sizeof(what), "%s target", rw_api_name[api]);
 		rw_same(tb, xt, RW_BUF, what, len);
 		snprintf(what, sizeof(what), "%s local", rw_api_name[api]);
@@ -468,6 +476,10 @@ START_TEST(rma_sizes)
 	rw_cntr_is(r.snd[INI], 0, 0, "FI_SEND counter");
 	rw_cntr_is(r.wr[TGT], 0, 0, "target's FI_WRITE counter");
 	rw_cntr_is(r.rd[TGT], 0, 0, "target's FI_READ counter");
+	tu_engine_stats(r.w.d.domain, &st);
+	ck_assert_uint_eq(st.rma_direct - st0.rma_direct, ndirect);
+	if (!chunked && rd)
+		ck_assert_uint_gt(ndirect, 0);
 
 	rw_close_fid(&mr->fid);
 	free(tb);
@@ -476,6 +488,72 @@ START_TEST(rma_sizes)
 	free(xl);
 	free(stream);
 	rw_close(&r);
+	tnbc_env.cma = tu_env_defaults.cma;
+}
+END_TEST
+
+/*
+ * Direct reads.  From an endpoint that counts RMA events (only chunks say
+ * when the data has gone) one is answered FI_ENOSYS, and the initiator
+ * sends it again as chunks, with the right data and one completion, and
+ * its later reads as chunks too; the target's remote-read counter counts
+ * each once.  Otherwise a direct read of an unknown key or past a region
+ * fails as chunks do, and, checked before anything moves, leaves the
+ * local buffer as it was.
+ */
+START_TEST(rma_direct_fallback)
+{
+	const size_t len = 256 * 1024;
+	struct rw_opts o = {.events = true};
+	struct fi_tnbc_engine_stats st0, st;
+	uint8_t *tb = malloc(len), *lb = malloc(len), *snap = malloc(len);
+	struct fid_mr *mr;
+	struct rw r_fb;
+	uint64_t key;
+
+	ck_assert(tb && lb && snap);
+	for (int ev = 0; ev < 2; ev++) {
+		o.events = ev;
+		rw_open(&r_fb, &o);
+		tu_engine_stats(r_fb.w.d.domain, &st0);
+		tu_fill(tb, len, 71);
+		mr = rw_mr(&r_fb, tb, len, RW_RW, 0);
+		key = fi_mr_key(mr);
+		for (uint32_t k = 0; k < 2; k++) {
+			memset(lb, 0, len);
+			RW_POST(fi_read(rw_ep(&r_fb, INI), lb, len, NULL,
+					r_fb.w.addr[TGT], rw_addr(&r_fb, tb, 0),
+					key, &rw_ctx[k]));
+			rw_expect(&r_fb, INI, &rw_ctx[k], FI_RMA | FI_READ);
+			ck_assert_uint_eq(tu_check(lb, len, 71, 0), (size_t)-1);
+			tu_engine_stats(r_fb.w.d.domain, &st);
+			ck_assert_uint_eq(st.rma_direct - st0.rma_direct,
+					  ev ? 0 : k + 1);
+			if (ev)
+				rw_cntr_is(r_fb.rrd[TGT], k + 1, 0,
+					   "target's remote-read counter");
+		}
+		tu_fill(lb, len, 72);
+		memcpy(snap, lb, len);
+		RW_POST(fi_read(rw_ep(&r_fb, INI), lb, len, NULL,
+				r_fb.w.addr[TGT], rw_addr(&r_fb, tb, 0),
+				key + 99, &rw_ctx[2]));
+		rw_expect_err(&r_fb, INI, &rw_ctx[2], FI_EKEYREJECTED,
+			      FI_RMA | FI_READ, "large read, unknown key");
+		RW_POST(fi_read(rw_ep(&r_fb, INI), lb, len, NULL,
+				r_fb.w.addr[TGT], rw_addr(&r_fb, tb, 8), key,
+				&rw_ctx[3]));
+		rw_expect_err(&r_fb, INI, &rw_ctx[3], FI_EINVAL,
+			      FI_RMA | FI_READ, "large read past the end");
+		/* chunks inside the region land before the last one fails */
+		if (!ev)
+			ck_assert_mem_eq(lb, snap, len);
+		rw_close_fid(&mr->fid);
+		rw_close(&r_fb);
+	}
+	free(tb);
+	free(lb);
+	free(snap);
 }
 END_TEST
 
@@ -2666,7 +2744,8 @@ Suite *tu_rma_suite(void)
 	TCase *ta = tcase_create("atomic");
 
 	tcase_set_timeout(tc, TU_TCASE_TIMEOUT);
-	tcase_add_loop_test(tc, rma_sizes, 0, 6);
+	tcase_add_loop_test(tc, rma_sizes, 0, 12);
+	tcase_add_test(tc, rma_direct_fallback);
 	tcase_add_test(tc, rma_iov_limit);
 	tcase_add_test(tc, rma_inject);
 	tcase_add_test(tc, rma_inject_max);

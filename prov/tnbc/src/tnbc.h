@@ -212,6 +212,7 @@ struct tnbc_engine {
 	atomic_uint_fast64_t wakeups;
 	atomic_uint_fast64_t rndv_pull;
 	atomic_uint_fast64_t rndv_stream;
+	atomic_uint_fast64_t rma_direct; /* fi_tnbc_engine_stats */
 	atomic_int cpu;
 	atomic_uint_fast64_t trig_queued;
 	atomic_uint_fast64_t trig_fired;
@@ -601,6 +602,8 @@ struct tnbc_xfer {
 	size_t rma_inflight; /* chunks sent, response not yet back */
 	size_t rma_done; /* bytes acknowledged */
 	int rma_err;
+	/* one direct request (TNBC_RMA_REQ_DIRECT) instead of chunks */
+	bool rma_direct;
 	struct tnbc_hdr hdr; /* a send's: fully built at post time */
 };
 
@@ -706,6 +709,9 @@ struct tnbc_ep {
 	struct tnbc_list stream_rx; /* receives fed by DATA packets */
 	struct tnbc_id_table rndv;
 	struct tnbc_id_table rma_ids; /* RMA/atomics awaiting responses */
+	/* a target answered a direct request with FI_ENOSYS: this
+	 * endpoint's RMA goes as chunks from then on */
+	bool rma_nodirect;
 	atomic_uint prio; /* for operations posted from now on */
 	uint64_t next_token;
 	uint64_t rx_matches; /* arrivals that found a posted receive */

@@ -130,8 +130,11 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	st->dead_cells = xs.dead_cells;
 	st->refused_peers = xs.refused;
 	st->unexp_held = atomic_load(&e->unexp_held);
-	if (st->size >= sizeof(*st))
+	if (st->size >= offsetof(struct fi_tnbc_engine_stats, slot_pkts) +
+				sizeof(st->slot_pkts))
 		st->slot_pkts = xs.slot_pkts;
+	if (st->size >= sizeof(*st))
+		st->rma_direct = atomic_load(&e->rma_direct);
 	return 0;
 }
 

@@ -1,7 +1,9 @@
 /*
- * tnbc wire format, version 6 (2 added RMA and atomics; 3 an unguessable
+ * tnbc wire format, version 7 (2 added RMA and atomics; 3 an unguessable
  * nonce in endpoint names; 4 the collectives' match space; 5 reduction
- * segments of any length; 6 the protocol frames its headers itself).
+ * segments of any length; 6 the protocol frames its headers itself; 7
+ * names list the transports that reach an endpoint, and RMA moves large
+ * reads and writes with one single-copy read).
  *
  * Every packet that crosses a transport starts with a frame the protocol
  * makes (tnbc_frame.c): struct tnbc_hdr, or the short frame of a small
@@ -19,7 +21,7 @@
 
 #include "tnbc_xport.h"
 
-#define TNBC_PROTO_VERSION 6
+#define TNBC_PROTO_VERSION 7
 
 enum tnbc_pkt_type {
 	TNBC_PKT_EAGER = 1, /* whole message inline */
@@ -114,6 +116,18 @@ struct tnbc_rts_iov {
  *             atomic operands (compare operands follow the operands).
  *   RMA_RESP: hdr.msg_id, hdr.token echoed; hdr.size = 0 or a positive
  *             fi_errno; payload = the read data or the old values.
+ *
+ * A read larger than a packet, when the transport can read a peer's
+ * memory (pull), travels instead as one direct request
+ * (TNBC_RMA_REQ_DIRECT): hdr.size = the operation's bytes, hdr.token 0,
+ * TNBC_HDR_RMA_LAST; payload = struct tnbc_rma_req, struct
+ * tnbc_rma_direct (nloc 0), nseg struct tnbc_rma_seg (the target's
+ * segments and keys).  The target checks every segment and answers with
+ * the target memory they name as struct tnbc_rts_iov, which the
+ * initiator reads with one single-copy read.  A target that cannot (a
+ * region split into more pieces than one read carries, read events to
+ * count) answers FI_ENOSYS, as does an initiator whose read is refused,
+ * and the read goes as chunks instead.
  */
 enum tnbc_pkt_rma_kind {
 	TNBC_RMA_WRITE = 1,
@@ -134,7 +148,23 @@ struct tnbc_rma_req {
 	uint8_t kind; /* enum tnbc_pkt_rma_kind */
 	uint8_t op; /* enum fi_op */
 	uint8_t datatype; /* enum fi_datatype */
-	uint8_t pad[5];
+	uint8_t flags; /* TNBC_RMA_REQ_* */
+	uint8_t pad[4];
+};
+
+/* tnbc_rma_req.flags: the whole read, moved by a single-copy read
+ * (above) */
+#define TNBC_RMA_REQ_DIRECT (1u << 0)
+
+struct tnbc_rma_direct {
+	uint32_t nseg; /* struct tnbc_rma_seg that follow */
+	uint32_t nloc; /* 0 (room for a write's own buffers) */
+};
+
+struct tnbc_rma_seg {
+	uint64_t addr; /* as fi_rma_iov.addr */
+	uint64_t len;
+	uint64_t key;
 };
 
 /*

@@ -265,12 +265,92 @@ static bool tnbc_rma_key_done(const struct tnbc_rma_args *a, size_t i)
 	return true;
 }
 
+/* Whether the operation goes as one direct request: a read of more than
+ * a packet.  Measured on shm (fi_rma_bw, 64 KiB to 8 MiB), a direct read
+ * moves 1.4 to 2.8 times the bytes per second of chunks, a direct write
+ * 0.6 to 0.9 times (chunks copy in and out on two cores at once): writes
+ * stay chunks. */
+static bool tnbc_rma_direct_ok(struct tnbc_ep *ep,
+			       const struct tnbc_rma_args *a,
+			       struct tnbc_xpeer *peer, size_t total)
+{
+	size_t pay = tnbc_max_payload(peer);
+
+	return a->kind == TNBC_RMA_READ && !ep->rma_nodirect && tnbc_env.cma &&
+	       total > pay && a->rma_count <= TNBC_IOV_LIMIT &&
+	       sizeof(struct tnbc_rma_req) + sizeof(struct tnbc_rma_direct) +
+			       a->rma_count * sizeof(struct tnbc_rma_seg) <=
+		       pay;
+}
+
+/* The whole read as one request: the target's segments and keys. */
+static int tnbc_rma_tx_direct(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+{
+	struct tnbc_rma_args *a = tx->rma;
+	struct tnbc_rma_req req = {.kind = a->kind,
+				   .flags = TNBC_RMA_REQ_DIRECT};
+	struct tnbc_rma_direct d = {.nseg = (uint32_t)a->rma_count};
+	struct tnbc_rma_seg seg[TNBC_IOV_LIMIT];
+	struct iovec iov[3];
+	struct tnbc_hdr hdr;
+	int ret;
+
+	for (size_t i = 0; i < a->rma_count; i++) {
+		seg[i].addr = a->rma[i].addr;
+		seg[i].len = a->rma[i].len;
+		seg[i].key = a->rma[i].key;
+	}
+	iov[0].iov_base = &req;
+	iov[0].iov_len = sizeof(req);
+	iov[1].iov_base = &d;
+	iov[1].iov_len = sizeof(d);
+	iov[2].iov_base = seg;
+	iov[2].iov_len = d.nseg * sizeof(seg[0]);
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.version = TNBC_PROTO_VERSION;
+	hdr.type = TNBC_PKT_RMA_REQ;
+	hdr.msg_id = tx->hdr.msg_id;
+	hdr.size = tnbc_rma_total(a);
+	hdr.src = ep->name;
+	hdr.flags = TNBC_HDR_RMA_LAST;
+	hdr.payload_len = (uint32_t)tnbc_iov_len(iov, 3);
+	ret = tnbc_pkt_send(tx->peer, &hdr, iov, 3);
+	if (ret)
+		return ret;
+	tx->rma_inflight = 1;
+	tx->rma_seg = a->rma_count; /* all of it issued */
+	tx->rma_loc_off = hdr.size;
+	return 0;
+}
+
+/* The target cannot take a direct request: send the operation again, as
+ * chunks (nothing of it moved). */
+static void tnbc_rma_undirect(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+{
+	struct tnbc_rma_args *a = tx->rma;
+
+	ep->rma_nodirect = true;
+	tx->rma_direct = false;
+	tx->rma_inflight = 0;
+	tx->rma_seg = 0;
+	tx->rma_seg_off = 0;
+	tx->rma_loc_off = 0;
+	while (!tnbc_rma_issued(tx) && !a->rma[tx->rma_seg].len)
+		tx->rma_seg++;
+	if (!tx->rma_queued) {
+		tnbc_tx_enqueue(ep, tx);
+		tx->rma_queued = true;
+	}
+}
+
 int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
 	struct tnbc_rma_args *a = tx->rma;
 	size_t max = tnbc_rma_chunk_max(a, tnbc_max_payload(tx->peer));
 	size_t total = tnbc_rma_total(a);
 
+	if (tx->rma_direct)
+		return tnbc_rma_issued(tx) ? 0 : tnbc_rma_tx_direct(ep, tx);
 	while (!tnbc_rma_issued(tx) && tx->rma_inflight < TNBC_RMA_WINDOW) {
 		const struct fi_rma_iov *seg = &a->rma[tx->rma_seg];
 		struct iovec iov[1 + 2 * TNBC_IOV_LIMIT];
@@ -383,6 +463,7 @@ ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		tx->rma_seg++;
 
 	tnbc_ep_lock(ep);
+	tx->rma_direct = tnbc_rma_direct_ok(ep, a, peer, total);
 	if (ep->rma_ids.used >= TNBC_RMA_MAX_OPS) {
 		pthread_mutex_unlock(&ep->lock);
 		free(tx->inject_buf);
@@ -422,6 +503,60 @@ err_tx:
 	return -FI_EAGAIN;
 }
 
+/* The answer to a direct request: where to read, or FI_ENOSYS: send it
+ * as chunks. */
+static void tnbc_rma_resp_direct(struct tnbc_ep *ep, struct tnbc_xfer *tx,
+				 const struct tnbc_hdr *hdr,
+				 const void *payload)
+{
+	struct tnbc_rma_args *a = tx->rma;
+	struct tnbc_rts_iov riov[TNBC_PULL_IOV_MAX];
+	struct iovec remote[TNBC_PULL_IOV_MAX];
+	size_t rc = hdr->payload_len / sizeof(riov[0]), total = 0;
+	ssize_t got;
+
+	tx->rma_inflight = 0;
+	if (hdr->size == FI_ENOSYS) {
+		tnbc_rma_undirect(ep, tx);
+		return;
+	}
+	if (hdr->size) {
+		tnbc_rma_fail(ep, tx, (int)hdr->size);
+		return;
+	}
+	if (!rc || rc > TNBC_PULL_IOV_MAX ||
+	    rc * sizeof(riov[0]) != hdr->payload_len) {
+		tnbc_rma_fail(ep, tx, FI_EIO);
+		return;
+	}
+	/* copied once: the peer may still write its packet */
+	memcpy(riov, payload, hdr->payload_len);
+	for (size_t i = 0; i < rc; i++) {
+		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
+		remote[i].iov_len = riov[i].len;
+		total += riov[i].len;
+	}
+	if (total != tnbc_rma_total(a)) {
+		tnbc_rma_fail(ep, tx, FI_EIO);
+		return;
+	}
+	got = tnbc_xpeer_ops(tx->peer)->pull(tx->peer, a->iov, a->iov_count,
+					     remote, rc);
+	if (got == -FI_EPERM || got == -FI_ENOSYS) {
+		tnbc_rma_undirect(ep, tx);
+		return;
+	}
+	if (got != (ssize_t)total) {
+		tnbc_rma_fail(ep, tx,
+			      got == -FI_EHOSTUNREACH ? FI_EHOSTUNREACH
+						      : FI_EIO);
+		return;
+	}
+	atomic_fetch_add_explicit(&ep->domain->engine.rma_direct, 1,
+				  memory_order_relaxed);
+	tnbc_rma_finish(ep, tx);
+}
+
 void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		      const void *payload)
 {
@@ -435,6 +570,10 @@ void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		return;
 	}
 	a = tx->rma;
+	if (tx->rma_direct) {
+		tnbc_rma_resp_direct(ep, tx, hdr, payload);
+		return;
+	}
 	if (hdr->size && !tx->rma_err)
 		tx->rma_err = (int)hdr->size;
 	if (!hdr->size && hdr->payload_len) {
@@ -567,6 +706,86 @@ static void tnbc_rma_events(struct tnbc_ep *ep, struct tnbc_mr *mr,
 		tnbc_cntr_inc(mr->rma_cntr);
 }
 
+/* Checks a direct request's segments against the regions, as the same
+ * request in chunks would be, and builds the target memory they name in
+ * mine.  mr_lock held (read). */
+static int tnbc_rma_direct_map(struct tnbc_ep *ep, uint64_t access,
+			       const struct tnbc_rma_seg *seg, size_t nseg,
+			       struct iovec *mine, size_t *nmine, size_t *total)
+{
+	*nmine = 0;
+	*total = 0;
+	for (size_t i = 0; i < nseg; i++) {
+		struct tnbc_mr *mr = tnbc_mr_find(ep->domain, seg[i].key);
+		uint64_t off;
+		size_t n;
+
+		if (!mr)
+			return FI_EKEYREJECTED;
+		if ((mr->access & access) != access)
+			return FI_EACCES;
+		off = seg[i].addr - mr->base;
+		if (seg[i].addr < mr->base || off > mr->len ||
+		    seg[i].len > mr->len - off)
+			return FI_EINVAL;
+		n = tnbc_iov_slice(mr->iov, mr->iov_count, off, seg[i].len,
+				   mine + *nmine, TNBC_PULL_IOV_MAX - *nmine);
+		/* a region in more pieces than one read carries */
+		if (tnbc_iov_len(mine + *nmine, n) != seg[i].len)
+			return FI_ENOSYS;
+		*nmine += n;
+		*total += seg[i].len;
+	}
+	return 0;
+}
+
+/* A direct read (TNBC_RMA_REQ_DIRECT, tnbc_proto.h): its segments
+ * checked as the same read in chunks would be, and the target memory they
+ * name put in *out for the initiator to read.  Returns 0 or a positive
+ * fi_errno. */
+static int tnbc_rma_rx_direct(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+			      const struct tnbc_rma_req *req, const uint8_t *p,
+			      size_t plen, uint8_t **out, size_t *out_len)
+{
+	struct tnbc_rma_seg seg[TNBC_IOV_LIMIT];
+	struct iovec mine[TNBC_PULL_IOV_MAX];
+	struct tnbc_rma_direct d;
+	size_t nmine, total;
+	int status;
+
+	if (req->kind != TNBC_RMA_READ || plen < sizeof(d))
+		return FI_EINVAL;
+	memcpy(&d, p, sizeof(d));
+	if (!d.nseg || d.nseg > TNBC_IOV_LIMIT || d.nloc ||
+	    plen != sizeof(d) + d.nseg * sizeof(seg[0]))
+		return FI_EINVAL;
+	memcpy(seg, p + sizeof(d), d.nseg * sizeof(seg[0]));
+	/* read events must follow the data, which only chunks carry */
+	if (ep->info->caps & FI_RMA_EVENT)
+		return FI_ENOSYS;
+	pthread_rwlock_rdlock(&ep->domain->mr_lock);
+	status = tnbc_rma_direct_map(ep, FI_REMOTE_READ, seg, d.nseg, mine,
+				     &nmine, &total);
+	pthread_rwlock_unlock(&ep->domain->mr_lock);
+	if (!status && total != hdr->size)
+		status = FI_EINVAL;
+	if (status)
+		return status;
+	*out = malloc(nmine * sizeof(struct tnbc_rts_iov));
+	if (!*out)
+		return FI_ENOMEM;
+	for (size_t i = 0; i < nmine; i++) {
+		struct tnbc_rts_iov r = {
+			.addr = (uint64_t)(uintptr_t)mine[i].iov_base,
+			.len = mine[i].iov_len,
+		};
+
+		memcpy(*out + i * sizeof(r), &r, sizeof(r));
+	}
+	*out_len = nmine * sizeof(struct tnbc_rts_iov);
+	return 0;
+}
+
 void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		     const void *payload)
 {
@@ -601,6 +820,12 @@ void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	      (tnbc_rma_is_atomic(req.kind) ? FI_ATOMIC : FI_RMA)) ||
 	    (ep->info->caps & access) != access) {
 		status = FI_EOPNOTSUPP;
+		goto answer;
+	}
+	if (req.flags & TNBC_RMA_REQ_DIRECT) {
+		status = tnbc_rma_rx_direct(
+			ep, hdr, &req, (const uint8_t *)payload + sizeof(req),
+			hdr->payload_len - sizeof(req), &out, &out_len);
 		goto answer;
 	}
 	if (req.kind != TNBC_RMA_WRITE) {
