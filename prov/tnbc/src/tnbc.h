@@ -903,7 +903,9 @@ static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
 /* An endpoint's receive queues, one per transport of its domain, taken
  * as one.  The consumer's calls (all but idle) need ep->lock. */
 
-int tnbc_rx_packet(void *arg, const void *pkt, size_t len);
+/* The transports' receive callback (tnbc_rx_fn; msg protocol, ep lock
+ * held) */
+int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx);
 
 /* Each of these takes the first transport before looking at how many
  * there are: the common endpoint has one, and these run on every poll. */
@@ -1017,8 +1019,6 @@ static inline size_t tnbc_max_payload(struct tnbc_xpeer *peer)
 }
 
 /* msg protocol, ep lock held */
-/* The transport's receive callback (tnbc_rx_fn) */
-int tnbc_rx_packet(void *arg, const void *pkt, size_t len);
 int tnbc_tx_queue_progress(struct tnbc_ep *ep);
 void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);

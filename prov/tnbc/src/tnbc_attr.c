@@ -12,11 +12,17 @@
 
 #include "tnbc.h"
 
-/* The payload every peer takes in one packet, whatever its frame: the
- * domain's transport says (fi_tnbc(7), FI_TNBC_SLOT_SIZE). */
+/* The payload every peer takes in one packet, whatever its frame and
+ * whichever of the domain's transports reaches it: the smallest they
+ * state (fi_tnbc(7), FI_TNBC_SLOT_SIZE). */
 size_t tnbc_slot_payload(void)
 {
-	return tnbc_env.xport->packet_limit() - TNBC_XPKT_FRAME_MAX;
+	size_t min = tnbc_env.xport->packet_limit();
+
+	for (unsigned i = 1; i < tnbc_env.nxport; i++)
+		if (tnbc_env.xport_list[i]->packet_limit() < min)
+			min = tnbc_env.xport_list[i]->packet_limit();
+	return min - TNBC_XPKT_FRAME_MAX;
 }
 
 static bool tnbc_mr_mode_ok(uint32_t version, int mode)

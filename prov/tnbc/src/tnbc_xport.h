@@ -144,12 +144,31 @@ enum tnbc_rx_verdict {
 	TNBC_RX_BAD, /* malformed: dropped, and counted in bad_pkts */
 };
 
-/* Called by poll for each packet, frame and payload as sent (len bytes
- * in all); returns an enum tnbc_rx_verdict.  pkt points into the
- * transport's buffer, which a peer may still write: the protocol copies
- * its frame out once before checking it, and anything else it reads
- * more than once.  Valid only during the call. */
-typedef int (*tnbc_rx_fn)(void *arg, const void *pkt, size_t len);
+/* A packet as poll offers it, valid only during the callback.  Its
+ * first head_len bytes lie in memory at head: all of it (head_len ==
+ * len) on a transport that holds packets in memory, at least the frame
+ * (min(len, TNBC_XPKT_FRAME_MAX) bytes) on one that streams them.  The
+ * memory is the transport's, which a peer may still write: the protocol
+ * copies its frame out once before checking it, and anything else it
+ * reads more than once.  copy moves bytes [off, off + n) of the packet
+ * into iov, straight from the wire on a stream transport (the second
+ * phase of a receive, so that a payload lands where it belongs with one
+ * copy): in order, each byte at most once; bytes the protocol skips or
+ * leaves are dropped when the callback returns.  It returns n, or a
+ * negative fi_errno when the packet cannot be read whole (its peer
+ * died mid-packet). */
+struct tnbc_xrx {
+	const uint8_t *head;
+	size_t head_len;
+	size_t len;
+	ssize_t (*copy)(struct tnbc_xrx *rx, size_t off,
+			const struct iovec *iov, size_t iov_count, size_t n);
+};
+
+/* Called by poll for each packet; returns an enum tnbc_rx_verdict.  A
+ * packet kept or left for later (TNBC_RX_KEEP, TNBC_RX_LATER) is
+ * offered again whole, as it was. */
+typedef int (*tnbc_rx_fn)(void *arg, struct tnbc_xrx *rx);
 
 /* What a transport dropped or stepped over, for fi_tnbc_engine_stats. */
 struct tnbc_xport_stats {

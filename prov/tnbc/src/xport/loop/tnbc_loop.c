@@ -7,7 +7,10 @@
  * peer must then live in the calling process.
  *
  * It is deliberately plain: each endpoint's queue is a list under a
- * mutex, a send copies the packet into a buffer of its own, the engine
+ * mutex, a send copies the packet into a buffer of its own, a packet is
+ * offered as a stream transport offers one (its frame in memory, the
+ * rest copied out in order, so that the protocol's receive in two phases
+ * is tested here), the engine
  * sleeps on a condition variable that every send signals, and a
  * single-copy read reads this process's own memory.
  * No application window: senders always ring.
@@ -302,6 +305,48 @@ static int tnbc_loop_send(struct tnbc_xpeer *peer, const struct tnbc_xpkt *pkt)
 	return ret;
 }
 
+/* A packet offered as a stream transport offers it: its frame in
+ * memory, the rest only through copy, in order, each byte once. */
+struct tnbc_loop_rx {
+	struct tnbc_xrx rx;
+	const uint8_t *data;
+	size_t pos; /* how far copy has read past the head */
+};
+
+static ssize_t tnbc_loop_rx_copy(struct tnbc_xrx *x, size_t off,
+				 const struct iovec *iov, size_t iov_count,
+				 size_t n)
+{
+	struct tnbc_loop_rx *rx = (struct tnbc_loop_rx *)x;
+	size_t past = off > x->head_len ? off : x->head_len;
+
+	/* what a stream cannot do: go back past the head it buffered, or
+	 * past the end */
+	if (off > x->len || n > x->len - off ||
+	    (off + n > x->head_len && past < rx->pos))
+		return -FI_EINVAL;
+	tnbc_copy_to_iov(iov, iov_count, 0, rx->data + off, n);
+	if (off + n > rx->pos)
+		rx->pos = off + n;
+	return (ssize_t)n;
+}
+
+static int tnbc_loop_offer(tnbc_rx_fn fn, void *arg,
+			   const struct tnbc_loop_pkt *p)
+{
+	struct tnbc_loop_rx rx = {
+		.rx = {.head = p->data,
+		       .head_len = p->len < TNBC_XPKT_FRAME_MAX
+					   ? p->len
+					   : TNBC_XPKT_FRAME_MAX,
+		       .len = p->len,
+		       .copy = tnbc_loop_rx_copy},
+		.data = p->data,
+	};
+
+	return fn(arg, &rx.rx);
+}
+
 static int tnbc_loop_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			  int budget)
 {
@@ -318,7 +363,7 @@ static int tnbc_loop_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			break;
 		/* only this consumer unlinks packets: p stays valid, and
 		 * senders only ever append after it */
-		verdict = fn(arg, p->data, p->len);
+		verdict = tnbc_loop_offer(fn, arg, p);
 		if (verdict == TNBC_RX_LATER)
 			break;
 		atomic_fetch_sub(&xep->fresh, 1);

@@ -1240,6 +1240,29 @@ static uint64_t tnbc_shm_dead_claim(struct tnbc_xep *xep, uint64_t pos,
 	return k;
 }
 
+/* Packets lie whole in the cells: the second phase is a copy. */
+static ssize_t tnbc_shm_rx_copy(struct tnbc_xrx *rx, size_t off,
+				const struct iovec *iov, size_t iov_count,
+				size_t n)
+{
+	if (off > rx->len || n > rx->len - off)
+		return -FI_EINVAL;
+	return (ssize_t)tnbc_copy_to_iov(iov, iov_count, 0, rx->head + off, n);
+}
+
+static inline int tnbc_shm_offer(tnbc_rx_fn fn, void *arg, const uint8_t *pkt,
+				 uint32_t len)
+{
+	struct tnbc_xrx rx = {
+		.head = pkt,
+		.head_len = len,
+		.len = len,
+		.copy = tnbc_shm_rx_copy,
+	};
+
+	return fn(arg, &rx);
+}
+
 static void tnbc_shm_bad_packet(struct tnbc_xep *xep, uint32_t len)
 {
 	uint64_t n = atomic_fetch_add_explicit(&xep->xdom->bad_pkts, 1,
@@ -1341,7 +1364,7 @@ static int tnbc_shm_mbox_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		(*budget)--;
 		len = __atomic_load_n(&slot->len, __ATOMIC_RELAXED);
 		if (len <= TNBC_SHM_MBOX_SLOT - TNBC_SHM_CELL_HDR)
-			verdict = fn(arg, pkt, len);
+			verdict = tnbc_shm_offer(fn, arg, pkt, len);
 		if (verdict == TNBC_RX_BAD)
 			tnbc_shm_bad_packet(xep, len);
 		delivered += verdict == TNBC_RX_DONE;
@@ -1428,7 +1451,7 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		if (k && fmt == TNBC_SHM_FMT_PAD)
 			verdict = TNBC_RX_DONE;
 		else if (k && len <= room)
-			verdict = fn(arg, pkt, len);
+			verdict = tnbc_shm_offer(fn, arg, pkt, len);
 		else
 			verdict = TNBC_RX_BAD;
 		if (verdict == TNBC_RX_BAD)
