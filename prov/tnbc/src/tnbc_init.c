@@ -183,9 +183,9 @@ static void tnbc_init_env(void)
 	fi_param_define(
 		&tnbc_prov, "cma", FI_PARAM_BOOL,
 		"Use single-copy cross-memory attach "
-		"(process_vm_readv) for rendezvous; when off or denied, "
-		"large messages stream through the receive queue "
-		"(default: %s)",
+		"(process_vm_readv) for rendezvous and large RMA reads; "
+		"when off or denied, large messages stream through the "
+		"receive queue and reads go as chunks (default: %s)",
 		tnbc_env.cma ? "true" : "false");
 	fi_param_define(&tnbc_prov, "unexp_pull", FI_PARAM_SIZE_T,
 			"Largest rendezvous message the engine reads into a "
