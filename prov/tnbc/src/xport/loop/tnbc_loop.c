@@ -273,7 +273,8 @@ static int tnbc_loop_send(struct tnbc_xpeer *peer, const struct tnbc_xpkt *pkt)
 		size_t n =
 			pkt->iov[i].iov_len < left ? pkt->iov[i].iov_len : left;
 
-		memcpy(dst, pkt->iov[i].iov_base, n);
+		if (n) /* a zero-length iovec may have no base */
+			memcpy(dst, pkt->iov[i].iov_base, n);
 		dst += n;
 		left -= n;
 	}
