@@ -669,6 +669,104 @@ START_TEST(proto_bad_packets)
 }
 END_TEST
 
+/* A direct read request (TNBC_RMA_REQ_DIRECT) as a peer chose to write
+ * it: nseg segments of 64 bytes from addr under key, the request saying
+ * it covers size bytes; nloc and kind as given. */
+static void raw_direct(struct tu_world *w, uint32_t nseg, uint32_t nloc,
+		       uint8_t kind, uint64_t addr, uint64_t key, uint64_t size,
+		       size_t cut)
+{
+	uint8_t buf[sizeof(struct tnbc_rma_req) +
+		    sizeof(struct tnbc_rma_direct) +
+		    16 * sizeof(struct tnbc_rma_seg)];
+	struct tnbc_rma_req req = {.kind = kind, .flags = TNBC_RMA_REQ_DIRECT};
+	struct tnbc_rma_direct d = {.nseg = nseg, .nloc = nloc};
+	size_t n = sizeof(req) + sizeof(d), segs = nseg < 16 ? nseg : 16;
+	struct tnbc_hdr h = eager_hdr(w, 0, 0);
+
+	memcpy(buf, &req, sizeof(req));
+	memcpy(buf + sizeof(req), &d, sizeof(d));
+	for (size_t i = 0; i < segs; i++) {
+		struct tnbc_rma_seg sg = {
+			.addr = addr + 64 * i, .len = 64, .key = key};
+
+		memcpy(buf + n, &sg, sizeof(sg));
+		n += sizeof(sg);
+	}
+	h.type = TNBC_PKT_RMA_REQ;
+	h.tag = 0;
+	h.msg_id = 0x700000001ULL;
+	h.flags = TNBC_HDR_RMA_LAST;
+	h.size = size;
+	h.payload_len = (uint32_t)(n - cut);
+	raw_send(w, R, &h, buf);
+}
+
+/*
+ * Direct read requests that do not hold together: no segment, more than
+ * one request may carry, buffers of a writer, a write, lengths that
+ * disagree with the packet or with the size, a range past the region,
+ * an unknown key.  The target answers each with an error (an answer to
+ * nothing at the sender: dropped there and counted), lends nothing, and
+ * both endpoints go on working; a well-formed one is answered with where
+ * the data lies.
+ */
+START_TEST(proto_bad_direct_reads)
+{
+	struct fi_tnbc_engine_stats st0, st;
+	uint8_t tb[4096], snap[4096], r[16];
+	struct fi_cq_tagged_entry e;
+	struct fid_mr *mr;
+	struct tu_world w;
+	uint64_t base, key;
+
+	tu_world_open(&w, 2, NULL);
+	tu_fill(tb, sizeof(tb), 5);
+	memcpy(snap, tb, sizeof(tb));
+	ck_assert_int_eq(fi_mr_reg(w.d.domain, tb, sizeof(tb),
+				   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0x4242,
+				   0, &mr, NULL),
+			 0);
+	key = fi_mr_key(mr);
+	base = 0; /* offsets into the region: no FI_MR_VIRT_ADDR */
+	tu_engine_stats(w.d.domain, &st0);
+	raw_direct(&w, 0, 0, TNBC_RMA_READ, base, key, 0, 0);
+	raw_direct(&w, 9, 0, TNBC_RMA_READ, base, key, 9 * 64, 0);
+	raw_direct(&w, 2, 1, TNBC_RMA_READ, base, key, 128, 0);
+	raw_direct(&w, 2, 0, TNBC_RMA_WRITE, base, key, 128, 0);
+	raw_direct(&w, 2, 0, TNBC_RMA_READ, base, key, 128, 4);
+	raw_direct(&w, 2, 0, TNBC_RMA_READ, base, key, 100, 0);
+	raw_direct(&w, 2, 0, TNBC_RMA_READ, base + 4096 - 64, key, 128, 0);
+	raw_direct(&w, 2, 0, TNBC_RMA_READ, base, key + 1, 128, 0);
+	/* well formed: answered with the target memory, which the sender,
+	 * having asked nothing, drops too */
+	raw_direct(&w, 2, 0, TNBC_RMA_READ, base, key, 128, 0);
+	for (uint64_t t0 = tu_now_ms(); tu_now_ms() - t0 < 10000;) {
+		fi_cq_read(w.ep[R].rx_cq, NULL, 0);
+		fi_cq_read(w.ep[A].rx_cq, NULL, 0);
+		tu_engine_stats(w.d.domain, &st);
+		if (st.stray_pkts - st0.stray_pkts >= 9)
+			break;
+	}
+	ck_assert_uint_eq(st.stray_pkts - st0.stray_pkts, 9);
+	ck_assert_uint_eq(st.bad_pkts, st0.bad_pkts);
+	ck_assert_mem_eq(tb, snap, sizeof(tb));
+
+	/* both still work */
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, sizeof(r), NULL,
+				  FI_ADDR_UNSPEC, 0x81, 0, &ctx[0]),
+			 0);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[A].ep, "fine", 5, NULL, w.addr[R], 0x81, &ctx[1]),
+		0);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_str_eq((char *)r, "fine");
+	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	ck_assert_int_eq(fi_close(&mr->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
 /* A rendezvous request whose data cannot be read fails that receive
  * (and only it); so does one from a sender that does not exist. */
 START_TEST(proto_bad_rts)
@@ -1374,6 +1472,7 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tr, proto_idle_engine_sleeps_for_good);
 	tcase_add_loop_test(tr, proto_ring_burst, 0, 2);
 	tcase_add_test(tr, proto_bad_packets);
+	tcase_add_test(tr, proto_bad_direct_reads);
 	tcase_add_test(tr, proto_bad_rts);
 	tcase_add_test(tr, proto_svc_in_use);
 	tcase_add_test(tr, proto_svc_reopen);
