@@ -593,6 +593,25 @@ static struct tnbc_hdr eager_hdr(struct tu_world *w, uint64_t tag, uint32_t len)
 	return h;
 }
 
+/* A message from ep[from] to ep[to], received whole: the pair works. */
+static void round_trip(struct tu_world *w, int from, int to, uint64_t tag)
+{
+	struct fi_cq_tagged_entry e;
+	char r[16] = {0};
+
+	ck_assert_int_eq(fi_trecv(w->ep[to].ep, r, sizeof(r), NULL,
+				  FI_ADDR_UNSPEC, tag, 0, &ctx[6]),
+			 0);
+	ck_assert_int_eq(fi_tsend(w->ep[from].ep, "works", 6, NULL, w->addr[to],
+				  tag, &ctx[7]),
+			 0);
+	tu_cq_expect(w->ep[to].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[6]);
+	ck_assert_str_eq(r, "works");
+	tu_cq_expect(w->ep[from].tx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, &ctx[7]);
+}
+
 START_TEST(proto_bad_packets)
 {
 	struct tu_world w;
@@ -657,14 +676,7 @@ START_TEST(proto_bad_packets)
 	ck_assert_ptr_eq(e.op_context, &ctx[1]);
 	ck_assert_str_eq(r, "fine");
 	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
-	ck_assert_int_eq(fi_trecv(w.ep[A].ep, r, sizeof(r), NULL,
-				  FI_ADDR_UNSPEC, 0x79, 0, &ctx[3]),
-			 0);
-	ck_assert_int_eq(
-		fi_tsend(w.ep[R].ep, "back", 5, NULL, w.addr[A], 0x79, &ctx[4]),
-		0);
-	tu_cq_expect(w.ep[A].rx_cq, &e, NULL);
-	ck_assert_str_eq(r, "back");
+	round_trip(&w, R, A, 0x79);
 	tu_world_close(&w);
 }
 END_TEST
@@ -714,8 +726,7 @@ static void raw_direct(struct tu_world *w, uint32_t nseg, uint32_t nloc,
 START_TEST(proto_bad_direct_reads)
 {
 	struct fi_tnbc_engine_stats st0, st;
-	uint8_t tb[4096], snap[4096], r[16];
-	struct fi_cq_tagged_entry e;
+	uint8_t tb[4096], snap[4096];
 	struct fid_mr *mr;
 	struct tu_world w;
 	uint64_t base, key;
@@ -753,15 +764,8 @@ START_TEST(proto_bad_direct_reads)
 	ck_assert_mem_eq(tb, snap, sizeof(tb));
 
 	/* both still work */
-	ck_assert_int_eq(fi_trecv(w.ep[R].ep, r, sizeof(r), NULL,
-				  FI_ADDR_UNSPEC, 0x81, 0, &ctx[0]),
-			 0);
-	ck_assert_int_eq(
-		fi_tsend(w.ep[A].ep, "fine", 5, NULL, w.addr[R], 0x81, &ctx[1]),
-		0);
-	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
-	ck_assert_str_eq((char *)r, "fine");
-	tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	round_trip(&w, A, R, 0x81);
+	round_trip(&w, R, A, 0x82);
 	ck_assert_int_eq(fi_close(&mr->fid), 0);
 	tu_world_close(&w);
 }
