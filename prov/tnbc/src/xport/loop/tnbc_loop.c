@@ -16,12 +16,15 @@
  * No application window: senders always ring.
  *
  * Locks: tnbc_loop_reg.lock (the process's endpoints) > xep->lock >
- * xdom->lock.  poll never holds xep->lock across the protocol's
- * callback, which may send to the same endpoint.
+ * xdom->lock.  Neither poll nor send holds one across a call into the
+ * core (the protocol's callback may send to the same endpoint; the kick
+ * wakes an engine): a sender's kick counts in the target domain's
+ * kickers instead, which its close waits out.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,9 @@ struct tnbc_loop_pkt {
 
 struct tnbc_xdom {
 	struct tnbc_xkick kick; /* how a send wakes this domain's engine */
+	/* senders between finding one of its endpoints and kicking: it
+	 * lives until they are done */
+	atomic_uint kickers;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned seq; /* bumped by every ring and wake */
@@ -109,6 +115,10 @@ static int tnbc_loop_dom_open(struct tnbc_xdom **out,
 
 static void tnbc_loop_dom_close(struct tnbc_xdom *xdom)
 {
+	/* its endpoints are gone from the registry: no new sender finds
+	 * it, and those that did are about to finish their kick */
+	while (atomic_load_explicit(&xdom->kickers, memory_order_acquire))
+		sched_yield();
 	while (xdom->peers) {
 		struct tnbc_xpeer *p = xdom->peers;
 
@@ -298,12 +308,17 @@ static int tnbc_loop_send(struct tnbc_xpeer *peer, const struct tnbc_xpkt *pkt)
 		pthread_mutex_unlock(&xep->lock);
 		to = xep->xdom;
 		if (!ret)
-			to->kick.kick(to->kick.arg);
+			atomic_fetch_add(&to->kickers, 1);
 	}
 	pthread_mutex_unlock(&tnbc_loop_reg.lock);
-	if (ret)
+	if (ret) {
 		free(p);
-	return ret;
+		return ret;
+	}
+	/* outside the registry's lock: the kick calls into the core */
+	to->kick.kick(to->kick.arg);
+	atomic_fetch_sub_explicit(&to->kickers, 1, memory_order_release);
+	return 0;
 }
 
 /* A packet offered as a stream transport offers it: its frame in
