@@ -745,7 +745,8 @@ struct tnbc_ep {
 	bool batch_pulls;
 	size_t npulls;
 	struct tnbc_pull *pulls; /* TNBC_PULL_BATCH, allocated on first use */
-	/* the transport of the packet being received (ep->lock held) */
+	/* the transport of the message being received, or being delivered
+	 * from the unexpected list (its tnbc_unexp.via; ep->lock held) */
 	unsigned rx_via;
 	unsigned nxp; /* domain->nxp */
 	struct tnbc_ep_xport xp[TNBC_XPORTS_MAX];
