@@ -1075,9 +1075,11 @@ desc_allreduce(struct ftx_ctx *ctx, struct fi_tnbc_ops_coll *ops,
 	r.result = me ? NULL : result;
 	r.errvec_out = me ? NULL : errvec;
 	r.comp_cntr = done;
-	ret = ops->reduce(ctx->ep, &r);
-	if (ret)
-		return ret;
+	/* The broadcast first: the root's sends the error instead of the
+	 * result only for an error completion counted on its trigger after
+	 * it was posted (fi_tnbc_coll(3)), and the engine may complete the
+	 * root's reduce (its children's contributions may all be waiting)
+	 * before the reduce call returns. */
 	b.tag = tag;
 	b.trig_cntr = me ? NULL : done; /* re-triggered by the reduce */
 	b.threshold = base + 1;
@@ -1088,6 +1090,9 @@ desc_allreduce(struct ftx_ctx *ctx, struct fi_tnbc_ops_coll *ops,
 	b.len = FI_TNBC_RED_INLINE;
 	b.comp_cntr = done;
 	FTX_CHK(ops->bcast(ctx->ep, &b));
+	ret = ops->reduce(ctx->ep, &r);
+	if (ret)
+		return ret;
 	/* the reduce and the broadcast: two completions, errors included */
 	while (fi_cntr_read(done) + fi_cntr_readerr(done) < base + 2) {
 		FTX_EXPECT(!ftx_expired(ctx), "descriptors never completed");
