@@ -1151,13 +1151,16 @@ run_descriptors(struct ftx_ctx *ctx)
 	}
 	/* The root's children are processes of this host: their
 	 * contributions came through its mailbox unless slots are off
-	 * (the first child to post always finds its slot free). */
+	 * (the first child to post always finds its slot free), or shared
+	 * memory is not what reaches them (FI_TNBC_XPORTS). */
 	if (!ctx->rank && ctx->nprocs > 1) {
 		struct fi_tnbc_engine_stats st;
 		const char *slots = getenv("FI_TNBC_COLL_SLOTS");
-		bool off = slots && (!strcmp(slots, "0") ||
-				     !strcasecmp(slots, "false") ||
-				     !strcasecmp(slots, "no"));
+		const char *xp = getenv("FI_TNBC_XPORTS");
+		bool off = (slots && (!strcmp(slots, "0") ||
+				      !strcasecmp(slots, "false") ||
+				      !strcasecmp(slots, "no"))) ||
+			   (xp && !strstr(xp, "shm"));
 
 		FTX_EXPECT(ftx_tnbc_stats(ctx, &st), "no engine statistics");
 		FTX_EXPECT(off ? st.slot_pkts == 0 : st.slot_pkts > 0,

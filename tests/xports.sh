@@ -3,7 +3,7 @@
 # fi_getinfo nothing (and says why); an unknown name among known ones is
 # skipped with a warning; a domain with both transports (the loopback
 # and shm) reaches processes of this host through shm, for messages and
-# for the collectives of three processes.  The ftx programs are built as
+# for the collectives of three processes; TCP alone reaches them too.  The ftx programs are built as
 # the provider is (a sanitizer's runtime must be in the program).
 set -euo pipefail
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$PWD/.libs}
@@ -25,4 +25,10 @@ grep -q 'no transport "bogus"' "$log" ||
 	{ echo "FAIL: no warning for the unknown name" >&2; cat "$log" >&2; exit 1; }
 
 FI_TNBC_XPORTS=loop,shm ./fabtests-ext/ftx_coll -n 3
+
+# processes of this host forced onto TCP: messages, rendezvous streamed
+# through the sender, and the collectives; and with both in a domain
+FI_TNBC_XPORTS=tcp timeout 120 ./fabtests-ext/ftx_pingpong -p tnbc
+FI_TNBC_XPORTS=tcp timeout 300 ./fabtests-ext/ftx_coll -n 3
+FI_TNBC_XPORTS=shm,tcp timeout 120 ./fabtests-ext/ftx_pingpong -p tnbc
 echo "PASS xports"

@@ -75,7 +75,7 @@ START_TEST(attr_defaults)
 	ck_assert_int_eq(info->ep_attr->protocol_version, TNBC_PROTO_VERSION);
 	/* our own name: an endpoint of this process, numbered at open */
 	ck_assert_ptr_nonnull(info->src_addr);
-	ck_assert_uint_eq(info->src_addrlen, sizeof(struct tnbc_name));
+	ck_assert_uint_eq(info->src_addrlen, sizeof(struct tnbc_addr));
 	{
 		const struct tnbc_name *n = info->src_addr;
 
@@ -267,7 +267,7 @@ START_TEST(attr_service_source)
 
 	info = getinfo_ok(FI_VERSION(1, 17), "1234", FI_SOURCE, NULL);
 	ck_assert_ptr_nonnull(info->src_addr);
-	ck_assert_uint_eq(info->src_addrlen, sizeof(struct tnbc_name));
+	ck_assert_uint_eq(info->src_addrlen, sizeof(struct tnbc_addr));
 	ck_assert_ptr_null(info->dest_addr);
 	n = info->src_addr;
 	ck_assert_int_eq(n->kind, TNBC_NAME_SVC);
@@ -284,7 +284,7 @@ START_TEST(attr_service_source)
 	ck_assert_int_eq(n->kind, TNBC_NAME_PID);
 	ck_assert_uint_eq(n->uid, TNBC_UID_ANY);
 	ck_assert_ptr_nonnull(info->dest_addr);
-	ck_assert_uint_eq(info->dest_addrlen, sizeof(struct tnbc_name));
+	ck_assert_uint_eq(info->dest_addrlen, sizeof(struct tnbc_addr));
 	n = info->dest_addr;
 	ck_assert_int_eq(n->kind, TNBC_NAME_SVC);
 	ck_assert_uint_eq(n->uid, 4321);
@@ -344,8 +344,9 @@ START_TEST(attr_service_endpoint)
 	struct tu_dom d;
 	struct fi_info *info;
 	struct fid_ep *ep;
+	struct tnbc_addr addr;
 	struct tnbc_name name;
-	size_t len = sizeof(name);
+	size_t len = sizeof(addr);
 	char svc[16];
 	unsigned s = 40000u + (unsigned)(getpid() % 20000);
 
@@ -353,7 +354,8 @@ START_TEST(attr_service_endpoint)
 	tu_dom_open(&d, NULL);
 	info = getinfo_ok(FI_VERSION(1, 17), svc, FI_SOURCE, NULL);
 	ck_assert_int_eq(fi_endpoint(d.domain, info, &ep, NULL), 0);
-	ck_assert_int_eq(fi_getname(&ep->fid, &name, &len), 0);
+	ck_assert_int_eq(fi_getname(&ep->fid, &addr, &len), 0);
+	name = addr.name;
 	ck_assert_int_eq(name.kind, TNBC_NAME_SVC);
 	ck_assert_uint_eq(name.uid, s);
 	ck_assert_int_eq(fi_close(&ep->fid), 0);
@@ -429,20 +431,20 @@ END_TEST
 START_TEST(attr_hint_addrs)
 {
 	struct fi_info *hints = fi_allocinfo();
-	struct tnbc_name *n = calloc(1, sizeof(*n));
+	struct tnbc_addr *n = calloc(1, sizeof(*n));
 	struct fi_info *info;
 
-	n->version = TNBC_PROTO_VERSION;
-	n->xports = (uint16_t)TNBC_XPORT_BIT(tnbc_env.xport->id);
-	n->kind = TNBC_NAME_SVC;
-	n->uid = 77;
+	n->name.version = TNBC_PROTO_VERSION;
+	n->name.xports = (uint16_t)TNBC_XPORT_BIT(tnbc_env.xport->id);
+	n->name.kind = TNBC_NAME_SVC;
+	n->name.uid = 77;
 	hints->src_addr = n;
 	hints->src_addrlen = sizeof(*n);
 	info = getinfo_ok(FI_VERSION(1, 17), NULL, 0, hints);
 	ck_assert_uint_eq(info->src_addrlen, sizeof(*n));
 	ck_assert_mem_eq(info->src_addr, n, sizeof(*n));
 	fi_freeinfo(info);
-	hints->src_addrlen = 16;
+	hints->src_addrlen = sizeof(struct tnbc_name); /* an old size */
 	ck_assert_int_eq(getinfo_ret(hints), -FI_ENODATA);
 	fi_freeinfo(hints); /* frees n */
 }

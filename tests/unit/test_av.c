@@ -7,16 +7,16 @@
 
 #include "tnbc_unit.h"
 
-static struct tnbc_name mkname(uint16_t kind, uint32_t pid, uint32_t uid)
+static struct tnbc_addr mkname(uint16_t kind, uint32_t pid, uint32_t uid)
 {
-	struct tnbc_name n;
+	struct tnbc_addr n;
 
 	memset(&n, 0, sizeof(n));
-	n.version = TNBC_PROTO_VERSION;
-	n.xports = (uint16_t)TNBC_XPORT_BIT(tnbc_env.xport->id);
-	n.kind = kind;
-	n.pid = pid;
-	n.uid = uid;
+	n.name.version = TNBC_PROTO_VERSION;
+	n.name.xports = (uint16_t)TNBC_XPORT_BIT(tnbc_env.xport->id);
+	n.name.kind = kind;
+	n.name.pid = pid;
+	n.name.uid = uid;
 	return n;
 }
 
@@ -45,13 +45,13 @@ START_TEST(av_insert_lookup)
 {
 	struct tu_dom d;
 	struct fid_av *av;
-	struct tnbc_name names[3] = {
+	struct tnbc_addr names[3] = {
 		mkname(TNBC_NAME_PID, 100, 1),
 		mkname(TNBC_NAME_PID, 100, 2),
 		mkname(TNBC_NAME_SVC, 0, 5555),
 	};
 	fi_addr_t addr[3];
-	struct tnbc_name out;
+	struct tnbc_addr out;
 	size_t len;
 
 	tu_dom_open(&d, NULL);
@@ -64,7 +64,7 @@ START_TEST(av_insert_lookup)
 		memset(&out, 0xff, sizeof(out));
 		len = sizeof(out);
 		ck_assert_int_eq(fi_av_lookup(av, addr[i], &out, &len), 0);
-		ck_assert_uint_eq(len, sizeof(struct tnbc_name));
+		ck_assert_uint_eq(len, sizeof(struct tnbc_addr));
 		ck_assert_mem_eq(&out, &names[i], sizeof(out));
 	}
 	if (loop_type(_i) == FI_AV_TABLE)
@@ -77,12 +77,12 @@ START_TEST(av_insert_lookup)
 
 		len = sizeof(small);
 		ck_assert_int_eq(fi_av_lookup(av, addr[1], small, &len), 0);
-		ck_assert_uint_eq(len, sizeof(struct tnbc_name));
+		ck_assert_uint_eq(len, sizeof(struct tnbc_addr));
 		ck_assert_mem_eq(small, &names[1], sizeof(small));
 		/* size query */
 		len = 0;
 		ck_assert_int_eq(fi_av_lookup(av, addr[1], NULL, &len), 0);
-		ck_assert_uint_eq(len, sizeof(struct tnbc_name));
+		ck_assert_uint_eq(len, sizeof(struct tnbc_addr));
 	}
 
 	/* insertsvc adds a service name */
@@ -93,8 +93,8 @@ START_TEST(av_insert_lookup)
 				 1);
 		len = sizeof(out);
 		ck_assert_int_eq(fi_av_lookup(av, a, &out, &len), 0);
-		ck_assert_int_eq(out.kind, TNBC_NAME_SVC);
-		ck_assert_uint_eq(out.uid, 6000);
+		ck_assert_int_eq(out.name.kind, TNBC_NAME_SVC);
+		ck_assert_uint_eq(out.name.uid, 6000);
 		ck_assert_int_eq(fi_av_insertsvc(av, NULL, "x6", &a, 0, NULL),
 				 -FI_EINVAL);
 	}
@@ -107,13 +107,13 @@ START_TEST(av_remove)
 {
 	struct tu_dom d;
 	struct fid_av *av;
-	struct tnbc_name names[3] = {
+	struct tnbc_addr names[3] = {
 		mkname(TNBC_NAME_PID, 200, 1),
 		mkname(TNBC_NAME_PID, 200, 2),
 		mkname(TNBC_NAME_PID, 200, 3),
 	};
 	fi_addr_t addr[3], bogus = 12345;
-	struct tnbc_name out;
+	struct tnbc_addr out;
 	size_t len = sizeof(out);
 
 	tu_dom_open(&d, NULL);
@@ -129,9 +129,9 @@ START_TEST(av_remove)
 	ck_assert_int_eq(fi_av_lookup(av, addr[2], &out, &len), 0);
 	ck_assert_mem_eq(&out, &names[2], sizeof(out));
 	/* the reverse lookup forgets it too */
-	ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[1]),
+	ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[1].name),
 			  FI_ADDR_NOTAVAIL);
-	ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[2]), addr[2]);
+	ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[2].name), addr[2]);
 	/* unknown and removed addresses */
 	len = sizeof(out);
 	ck_assert_int_lt(fi_av_lookup(av, bogus, &out, &len), 0);
@@ -152,7 +152,7 @@ START_TEST(av_remove)
 		len = sizeof(out);
 		ck_assert_int_eq(fi_av_lookup(av, a, &out, &len), 0);
 		ck_assert_mem_eq(&out, &names[1], sizeof(out));
-		ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[1]), a);
+		ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[1].name), a);
 	}
 	ck_assert_int_eq(fi_close(&av->fid), 0);
 	tu_dom_close(&d);
@@ -163,27 +163,37 @@ START_TEST(av_straddr)
 {
 	struct tu_dom d;
 	struct fid_av *av;
-	struct tnbc_name svc = mkname(TNBC_NAME_SVC, 0, 1234);
-	struct tnbc_name pid = mkname(TNBC_NAME_PID, 4242, 7);
-	char buf[64];
+	struct tnbc_addr svc = mkname(TNBC_NAME_SVC, 0, 1234);
+	struct tnbc_addr pid = mkname(TNBC_NAME_PID, 4242, 7);
+	char buf[64], want[64];
 	size_t len;
 	const char *s;
 
-	pid.nonce = 0xa5;
+	pid.name.nonce = 0xa5;
 	tu_dom_open(&d, NULL);
 	av = av_open(&d, loop_type(_i));
 	len = sizeof(buf);
 	s = fi_av_straddr(av, &svc, buf, &len);
 	ck_assert_ptr_eq(s, buf);
-	ck_assert_str_eq(buf, "tnbc://shm/svc/1234");
-	ck_assert_uint_eq(len, strlen("tnbc://shm/svc/1234") + 1);
+	/* the name, then the transports that reach it (a network one with
+	 * its address, none in these names) */
+	snprintf(want, sizeof(want),
+		 tnbc_env.xport->xaddr_slot < 0 ? "tnbc://svc/1234;%s"
+						: "tnbc://svc/1234;%s=?:0",
+		 tnbc_env.xport->name);
+	ck_assert_str_eq(buf, want);
+	ck_assert_uint_eq(len, strlen(want) + 1);
 
 	len = sizeof(buf);
 	s = fi_av_straddr(av, &pid, buf, &len);
 	ck_assert_ptr_eq(s, buf);
-	ck_assert_str_eq(buf, "tnbc://shm/4242/7/00000000000000a5");
-	ck_assert_uint_eq(len,
-			  strlen("tnbc://shm/4242/7/00000000000000a5") + 1);
+	snprintf(want, sizeof(want),
+		 tnbc_env.xport->xaddr_slot < 0
+			 ? "tnbc://4242/7/00000000000000a5;%s"
+			 : "tnbc://4242/7/00000000000000a5;%s=?:0",
+		 tnbc_env.xport->name);
+	ck_assert_str_eq(buf, want);
+	ck_assert_uint_eq(len, strlen(want) + 1);
 
 	/* a short buffer is truncated, NUL-terminated, and len tells the
 	 * size needed */
@@ -192,7 +202,11 @@ START_TEST(av_straddr)
 	s = fi_av_straddr(av, &svc, buf, &len);
 	ck_assert_ptr_eq(s, buf);
 	ck_assert_str_eq(buf, "tnbc:");
-	ck_assert_uint_eq(len, strlen("tnbc://shm/svc/1234") + 1);
+	snprintf(want, sizeof(want),
+		 tnbc_env.xport->xaddr_slot < 0 ? "tnbc://svc/1234;%s"
+						: "tnbc://svc/1234;%s=?:0",
+		 tnbc_env.xport->name);
+	ck_assert_uint_eq(len, strlen(want) + 1);
 	ck_assert_int_eq(buf[6], 'X');
 	ck_assert_int_eq(fi_close(&av->fid), 0);
 	tu_dom_close(&d);
@@ -203,7 +217,7 @@ START_TEST(av_malformed_name)
 {
 	struct tu_dom d;
 	struct fid_av *av;
-	struct tnbc_name names[4] = {
+	struct tnbc_addr names[4] = {
 		mkname(TNBC_NAME_PID, 300, 1),
 		mkname(TNBC_NAME_PID, 300, 2), /* wrong version below */
 		mkname(TNBC_NAME_PID, 300, 3),
@@ -211,11 +225,11 @@ START_TEST(av_malformed_name)
 	};
 	fi_addr_t addr[4];
 	int errs[4];
-	struct tnbc_name out;
+	struct tnbc_addr out;
 	size_t len;
 
-	names[1].version = TNBC_PROTO_VERSION + 1;
-	names[3].kind = 9;
+	names[1].name.version = TNBC_PROTO_VERSION + 1;
+	names[3].name.kind = 9;
 	tu_dom_open(&d, NULL);
 	av = av_open(&d, loop_type(_i));
 	memset(errs, 0x55, sizeof(errs));
@@ -233,16 +247,16 @@ START_TEST(av_malformed_name)
 	len = sizeof(out);
 	ck_assert_int_eq(fi_av_lookup(av, addr[2], &out, &len), 0);
 	ck_assert_mem_eq(&out, &names[2], sizeof(out));
-	ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[1]),
+	ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[1].name),
 			  FI_ADDR_NOTAVAIL);
 
 	/* without FI_SYNC_ERR the good ones still go in */
 	{
-		struct tnbc_name two[2] = {mkname(TNBC_NAME_PID, 301, 1),
+		struct tnbc_addr two[2] = {mkname(TNBC_NAME_PID, 301, 1),
 					   mkname(TNBC_NAME_PID, 301, 2)};
 		fi_addr_t a[2];
 
-		two[0].xports =
+		two[0].name.xports =
 			TNBC_XPORT_BIT(7); /* a transport this domain lacks */
 		ck_assert_int_eq(fi_av_insert(av, two, 2, a, 0, NULL), 1);
 		ck_assert_uint_eq(a[0], FI_ADDR_NOTAVAIL);
@@ -259,7 +273,7 @@ START_TEST(av_reverse_many)
 	enum { N = 5000 };
 	struct tu_dom d;
 	struct fid_av *av;
-	struct tnbc_name *names = calloc(N, sizeof(*names));
+	struct tnbc_addr *names = calloc(N, sizeof(*names));
 	fi_addr_t *addr = calloc(N, sizeof(*addr));
 	size_t done = 0;
 
@@ -285,7 +299,7 @@ START_TEST(av_reverse_many)
 		done += batch;
 	}
 	for (size_t i = 0; i < N; i++) {
-		fi_addr_t r = tnbc_av_reverse(tav(av), &names[i]);
+		fi_addr_t r = tnbc_av_reverse(tav(av), &names[i].name);
 
 		ck_assert_msg(r == addr[i], "name %zu: reverse %llu, want %llu",
 			      i, (unsigned long long)r,
@@ -294,22 +308,22 @@ START_TEST(av_reverse_many)
 	}
 	/* names never inserted are not found */
 	for (uint32_t i = 0; i < 100; i++) {
-		struct tnbc_name n = mkname(TNBC_NAME_PID, 77777, i);
+		struct tnbc_addr n = mkname(TNBC_NAME_PID, 77777, i);
 
-		ck_assert_uint_eq(tnbc_av_reverse(tav(av), &n),
+		ck_assert_uint_eq(tnbc_av_reverse(tav(av), &n.name),
 				  FI_ADDR_NOTAVAIL);
 	}
 	{
-		struct tnbc_name n = mkname(TNBC_NAME_SVC, 0, 9000 + N + 3);
+		struct tnbc_addr n = mkname(TNBC_NAME_SVC, 0, 9000 + N + 3);
 
-		ck_assert_uint_eq(tnbc_av_reverse(tav(av), &n),
+		ck_assert_uint_eq(tnbc_av_reverse(tav(av), &n.name),
 				  FI_ADDR_NOTAVAIL);
 	}
 	/* removing every other one leaves the rest reachable */
 	for (size_t i = 0; i < N; i += 2)
 		ck_assert_int_eq(fi_av_remove(av, &addr[i], 1, 0), 0);
 	for (size_t i = 0; i < N; i++)
-		ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[i]),
+		ck_assert_uint_eq(tnbc_av_reverse(tav(av), &names[i].name),
 				  (i % 2) ? addr[i] : FI_ADDR_NOTAVAIL);
 	ck_assert_int_eq(fi_close(&av->fid), 0);
 	tu_dom_close(&d);
@@ -327,7 +341,7 @@ START_TEST(av_dup_insert_remove)
 {
 	struct tu_dom d;
 	struct fid_av *av;
-	struct tnbc_name x = mkname(TNBC_NAME_PID, 500, 1);
+	struct tnbc_addr x = mkname(TNBC_NAME_PID, 500, 1);
 	fi_addr_t a0, a1;
 	fi_addr_t r;
 
@@ -335,10 +349,10 @@ START_TEST(av_dup_insert_remove)
 	av = av_open(&d, loop_type(_i));
 	ck_assert_int_eq(fi_av_insert(av, &x, 1, &a0, 0, NULL), 1);
 	ck_assert_int_eq(fi_av_insert(av, &x, 1, &a1, 0, NULL), 1);
-	r = tnbc_av_reverse(tav(av), &x);
+	r = tnbc_av_reverse(tav(av), &x.name);
 	ck_assert(r == a0 || r == a1);
 	ck_assert_int_eq(fi_av_remove(av, &a1, 1, 0), 0);
-	r = tnbc_av_reverse(tav(av), &x);
+	r = tnbc_av_reverse(tav(av), &x.name);
 	ck_assert_msg(r == a0,
 		      "after removing the duplicate, the name resolves to "
 		      "%llu instead of the remaining address %llu",
@@ -352,7 +366,7 @@ START_TEST(av_bad_flags)
 {
 	struct tu_dom d;
 	struct fid_av *av;
-	struct tnbc_name n = mkname(TNBC_NAME_PID, 400, 1);
+	struct tnbc_addr n = mkname(TNBC_NAME_PID, 400, 1);
 	fi_addr_t a = 0;
 
 	tu_dom_open(&d, NULL);
@@ -398,11 +412,11 @@ START_TEST(av_close_busy)
 	ck_assert_int_eq(fi_close(&w.av->fid), -FI_EBUSY);
 	/* still usable after the refused close */
 	{
-		struct tnbc_name out;
+		struct tnbc_addr out;
 		size_t len = sizeof(out);
 
 		ck_assert_int_eq(fi_av_lookup(w.av, w.addr[1], &out, &len), 0);
-		ck_assert_mem_eq(&out, &w.ep[1].name, sizeof(out));
+		ck_assert_mem_eq(&out, &w.ep[1].addr, sizeof(out));
 	}
 	/* and the domain refuses to close under its objects */
 	ck_assert_int_eq(fi_close(&w.d.domain->fid), -FI_EBUSY);

@@ -226,7 +226,7 @@ START_TEST(proto_ep_names)
 
 		ck_assert_int_eq(fi_getname(&w.ep[0].ep->fid, small, &len),
 				 -FI_ETOOSMALL);
-		ck_assert_uint_eq(len, sizeof(struct tnbc_name));
+		ck_assert_uint_eq(len, sizeof(struct tnbc_addr));
 	}
 	tu_world_close(&w);
 }
@@ -562,7 +562,8 @@ static void raw_send(struct tu_world *w, int to, const struct tnbc_hdr *h,
 
 	ck_assert_ptr_eq(dom->xops, &tnbc_shm_ops);
 	ck_assert_int_eq(
-		tnbc_shm_ops.peer_get(dom->xdom, &w->ep[to].name, &peer), 0);
+		tnbc_shm_ops.peer_get(dom->xdom, &w->ep[to].name, NULL, &peer),
+		0);
 	ck_assert_ptr_nonnull(peer);
 	/* the full header as its frame, whatever tnbc_frame_pack would
 	 * make of it */
@@ -831,7 +832,7 @@ static int svc_ep_open(struct tu_dom *d, struct fid_av *av, const char *svc,
 {
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
 	struct fi_info *info = NULL;
-	size_t len = sizeof(e->name);
+	size_t len = sizeof(e->addr);
 	int ret;
 
 	memset(e, 0, sizeof(*e));
@@ -842,7 +843,8 @@ static int svc_ep_open(struct tu_dom *d, struct fid_av *av, const char *svc,
 	fi_freeinfo(info);
 	if (ret)
 		return ret;
-	ck_assert_int_eq(fi_getname(&e->ep->fid, &e->name, &len), 0);
+	ck_assert_int_eq(fi_getname(&e->ep->fid, &e->addr, &len), 0);
+	e->name = e->addr.name;
 	ck_assert_int_eq(fi_cq_open(d->domain, &cq_attr, &e->tx_cq, NULL), 0);
 	ck_assert_int_eq(fi_cq_open(d->domain, &cq_attr, &e->rx_cq, NULL), 0);
 	ck_assert_int_eq(fi_ep_bind(e->ep, &av->fid, 0), 0);
@@ -954,13 +956,14 @@ static void xdom_open(struct tu_dom *d, struct xdom_side *x)
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED,
 				     .wait_obj = FI_WAIT_FD};
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	size_t len = sizeof(x->e.name);
+	size_t len = sizeof(x->e.addr);
 
 	memset(x, 0, sizeof(*x));
 	ck_assert_int_eq(fi_domain(d->fabric, d->info, &x->domain, NULL), 0);
 	ck_assert_int_eq(fi_av_open(x->domain, &av_attr, &x->av, NULL), 0);
 	ck_assert_int_eq(fi_endpoint(x->domain, d->info, &x->e.ep, NULL), 0);
-	ck_assert_int_eq(fi_getname(&x->e.ep->fid, &x->e.name, &len), 0);
+	ck_assert_int_eq(fi_getname(&x->e.ep->fid, &x->e.addr, &len), 0);
+	x->e.name = x->e.addr.name;
 	ck_assert_int_eq(fi_cq_open(x->domain, &cq_attr, &x->e.tx_cq, NULL), 0);
 	ck_assert_int_eq(fi_cq_open(x->domain, &cq_attr, &x->e.rx_cq, NULL), 0);
 	ck_assert_int_eq(fi_ep_bind(x->e.ep, &x->av->fid, 0), 0);
@@ -1328,8 +1331,8 @@ START_TEST(proto_cross_domain_wakeup)
 	tu_dom_open(&d, NULL);
 	xdom_open(&d, &a);
 	xdom_open(&d, &b);
-	ck_assert_int_eq(fi_av_insert(a.av, &b.e.name, 1, &a.peer, 0, NULL), 1);
-	ck_assert_int_eq(fi_av_insert(b.av, &a.e.name, 1, &b.peer, 0, NULL), 1);
+	ck_assert_int_eq(fi_av_insert(a.av, &b.e.addr, 1, &a.peer, 0, NULL), 1);
+	ck_assert_int_eq(fi_av_insert(b.av, &a.e.addr, 1, &b.peer, 0, NULL), 1);
 
 	for (int i = 0; i < ITERS; i++) {
 		size_t len = (i % 8 == 7) ? RNDV_LEN_P : 64;
@@ -1390,7 +1393,7 @@ START_TEST(proto_two_transports)
 	unsigned old_n = tnbc_env.nxport;
 	uint8_t *sb = malloc(RNDV_LEN_P), *rb = malloc(RNDV_LEN_P);
 	struct fi_cq_tagged_entry e;
-	struct tnbc_name via_loop;
+	struct tnbc_addr via_loop;
 	struct tu_world w;
 	fi_addr_t to;
 
@@ -1402,8 +1405,8 @@ START_TEST(proto_two_transports)
 	ck_assert_uint_eq(w.ep[R].name.xports,
 			  TNBC_XPORT_BIT(TNBC_XPORT_SHM) |
 				  TNBC_XPORT_BIT(TNBC_XPORT_LOOP));
-	via_loop = w.ep[R].name;
-	via_loop.xports = TNBC_XPORT_BIT(TNBC_XPORT_LOOP);
+	via_loop = w.ep[R].addr;
+	via_loop.name.xports = TNBC_XPORT_BIT(TNBC_XPORT_LOOP);
 	ck_assert_int_eq(fi_av_insert(w.av, &via_loop, 1, &to, 0, NULL), 1);
 	for (uint32_t k = 0; k < 2; k++) {
 		size_t len = k ? RNDV_LEN_P : 64;
@@ -1446,7 +1449,7 @@ START_TEST(proto_two_transports)
 		ck_assert_ptr_eq(e.op_context, &ctx[1]);
 	}
 	/* a name no transport of the domain reaches */
-	via_loop.xports = TNBC_XPORT_BIT(TNBC_XPORT_ID_MAX);
+	via_loop.name.xports = TNBC_XPORT_BIT(TNBC_XPORT_ID_MAX);
 	ck_assert_int_eq(fi_av_insert(w.av, &via_loop, 1, &to, 0, NULL), 0);
 	tu_world_close(&w);
 	memcpy(tnbc_env.xport_list, old_list, sizeof(old_list));

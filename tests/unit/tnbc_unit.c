@@ -138,7 +138,7 @@ struct tnbc_domain *tu_tnbc_domain(struct tu_dom *d)
 void tu_world_open(struct tu_world *w, size_t n,
 		   const struct tu_world_opts *opts)
 {
-	struct tnbc_name names[TU_MAX_EPS];
+	struct tnbc_addr names[TU_MAX_EPS];
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	uint64_t sel = opts ? opts->cq_bind_flags : 0;
 	int ret;
@@ -154,8 +154,9 @@ void tu_world_open(struct tu_world *w, size_t n,
 		ck_assert_int_eq(ret, 0);
 		ret = fi_getname(&w->ep[i].ep->fid, &names[i], &len);
 		ck_assert_int_eq(ret, 0);
-		ck_assert_uint_eq(len, sizeof(struct tnbc_name));
-		w->ep[i].name = names[i];
+		ck_assert_uint_eq(len, sizeof(struct tnbc_addr));
+		w->ep[i].addr = names[i];
+		w->ep[i].name = names[i].name;
 	}
 	ret = fi_av_open(w->d.domain, &av_attr, &w->av, NULL);
 	ck_assert_int_eq(ret, 0);

@@ -95,6 +95,7 @@ struct tu_ep {
 	struct fid_cq *tx_cq, *rx_cq;
 	struct fid_cntr *tx_cntr, *rx_cntr;
 	struct tnbc_name name;
+	struct tnbc_addr addr; /* what fi_getname gave: name and more */
 };
 
 struct tu_world {
@@ -137,6 +138,13 @@ bool tu_cq_quiet(struct fid_cq *cq, unsigned ms);
 bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value, unsigned timeout_ms);
 
 /* Engine statistics through the FI_TNBC_DOMAIN_OPS_1 extension. */
+/* Whether rendezvous and RMA reads go single-copy here: FI_TNBC_CMA on,
+ * and the transport reaching peers reads their memory. */
+static inline bool tu_pulls(void)
+{
+	return tnbc_env.cma && (tnbc_env.xport->flags & TNBC_XPORT_PULL);
+}
+
 void tu_engine_stats(struct fid_domain *domain,
 		     struct fi_tnbc_engine_stats *st);
 

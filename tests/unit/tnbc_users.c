@@ -88,7 +88,8 @@ static int side_open(struct side *s, long svc)
 {
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
-	struct tnbc_name name = {0};
+	struct tnbc_addr addr = {0};
+	struct tnbc_name *name = &addr.name;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
@@ -96,14 +97,14 @@ static int side_open(struct side *s, long svc)
 	if (ret)
 		return ret;
 	if (svc >= 0) {
-		name.version = TNBC_PROTO_VERSION;
-		name.xports = TNBC_XPORT_BIT(TNBC_XPORT_SHM);
-		name.kind = TNBC_NAME_SVC;
-		name.uid = (uint32_t)svc;
+		name->version = TNBC_PROTO_VERSION;
+		name->xports = TNBC_XPORT_BIT(TNBC_XPORT_SHM);
+		name->kind = TNBC_NAME_SVC;
+		name->uid = (uint32_t)svc;
 		free(s->info->src_addr);
-		s->info->src_addr = malloc(sizeof(name));
-		memcpy(s->info->src_addr, &name, sizeof(name));
-		s->info->src_addrlen = sizeof(name);
+		s->info->src_addr = malloc(sizeof(addr));
+		memcpy(s->info->src_addr, &addr, sizeof(addr));
+		s->info->src_addrlen = sizeof(addr);
 	}
 	ret = tnbc_fabric_open(s->info->fabric_attr, &s->fabric, NULL);
 	if (!ret)

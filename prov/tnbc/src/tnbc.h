@@ -314,6 +314,8 @@ struct tnbc_domain {
 
 struct tnbc_av_entry {
 	struct tnbc_name name;
+	/* where the network transports reach it (struct tnbc_addr) */
+	uint8_t xaddr[TNBC_XADDR_SLOTS][TNBC_XADDR_LEN];
 	struct tnbc_xpeer *peer; /* resolved lazily on first send */
 	atomic_bool valid;
 };
@@ -685,6 +687,9 @@ struct tnbc_ep {
 	bool tx_selective, rx_selective;
 
 	struct tnbc_name name;
+	/* its network transports' addresses: with name, what fi_getname
+	 * gives (struct tnbc_addr) */
+	uint8_t xaddr[TNBC_XADDR_SLOTS][TNBC_XADDR_LEN];
 
 	struct tnbc_list rx_msg, rx_tagged; /* posted receives */
 	struct tnbc_list unexp_msg, unexp_tagged;
@@ -804,6 +809,14 @@ extern const struct fi_ops_msg tnbc_msg_ops;
 extern const struct fi_ops_tagged tnbc_tagged_ops;
 
 /* init: domains the provider stops at fi_fini */
+/* The address node and service name (either NULL): a service-named
+ * endpoint (the way fabtests and socket-style programs address a
+ * server), or, service NULL, "an endpoint of this process" whose number
+ * is chosen when it opens; each network transport's part from node
+ * (source: to listen on).  -FI_EINVAL for a bad service, -FI_ENODATA
+ * when no transport can use it. */
+int tnbc_addr_svc(const char *node, const char *service, bool source,
+		  struct tnbc_addr *out);
 void tnbc_prov_track(struct tnbc_domain *dom, bool add);
 
 /* attr */
@@ -825,6 +838,7 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer);
 /* The peer handle of name: the first of the domain's transports that
  * reaches it. */
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
+		     const uint8_t (*xaddr)[TNBC_XADDR_LEN],
 		     struct tnbc_xpeer **peer);
 /* The peer a packet's source names, through the transport the packet
  * came by (ep->rx_via; ep->lock held). */

@@ -259,40 +259,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	return info;
 }
 
-/* Builds a name: a service-named endpoint (the way fabtests and
- * socket-style programs address a server), or, with service NULL, "an
- * endpoint of this process" whose number is chosen when it opens. */
-static int tnbc_info_name(const char *service, struct tnbc_name **out)
-{
-	struct tnbc_name *name;
-	char *end;
-	long svc = 0;
-
-	if (service) {
-		errno = 0;
-		svc = strtol(service, &end, 10);
-		if (errno || *end || svc < 0 || svc > UINT32_MAX)
-			return -FI_ENODATA;
-	}
-	name = calloc(1, sizeof(*name));
-	if (!name)
-		return -FI_ENOMEM;
-	name->version = TNBC_PROTO_VERSION;
-	for (unsigned i = 0; i < tnbc_env.nxport; i++)
-		name->xports |= TNBC_XPORT_BIT(tnbc_env.xport_list[i]->id);
-	if (service) {
-		name->kind = TNBC_NAME_SVC;
-		name->uid = (uint32_t)svc;
-	} else {
-		name->kind = TNBC_NAME_PID;
-		name->pid = (uint32_t)getpid();
-		name->uid = TNBC_UID_ANY;
-	}
-	*out = name;
-	return 0;
-}
-
-/* shm reaches this host only: a node must at least name a host. */
+/* A node must at least name a host. */
 static bool tnbc_node_ok(const char *node)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC}, *res = NULL;
@@ -305,13 +272,31 @@ static bool tnbc_node_ok(const char *node)
 	return true;
 }
 
-/* Replaces *dst with a copy of a tnbc name given in hints. */
+/* A fresh copy of the address of node and service. */
+static int tnbc_info_name(const char *node, const char *service, bool source,
+			  struct tnbc_addr **out)
+{
+	struct tnbc_addr *a = malloc(sizeof(*a));
+	int ret;
+
+	if (!a)
+		return -FI_ENOMEM;
+	ret = tnbc_addr_svc(node, service, source, a);
+	if (ret) {
+		free(a);
+		return -FI_ENODATA;
+	}
+	*out = a;
+	return 0;
+}
+
+/* Replaces *dst with a copy of a tnbc address given in hints. */
 static int tnbc_copy_hint_name(const void *src, size_t len, void **dst,
 			       size_t *dstlen)
 {
 	void *copy;
 
-	if (len != sizeof(struct tnbc_name))
+	if (len != sizeof(struct tnbc_addr))
 		return -FI_ENODATA;
 	copy = malloc(len);
 	if (!copy)
@@ -327,7 +312,7 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 		 uint64_t flags, const struct fi_info *hints,
 		 struct fi_info **info)
 {
-	struct tnbc_name *name = NULL;
+	struct tnbc_addr *name = NULL;
 	struct fi_info *fi;
 	int ret;
 
@@ -342,11 +327,6 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 		    !tnbc_mr_mode_ok(version, hints->domain_attr->mr_mode))
 			return -FI_ENODATA;
 	}
-	if (!tnbc_node_ok(node)) {
-		FI_INFO(&tnbc_prov, FI_LOG_CORE, "cannot resolve node %s\n",
-			node);
-		return -FI_ENODATA;
-	}
 
 	fi = tnbc_info_build(hints);
 	if (!fi)
@@ -360,19 +340,28 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 				? FI_MR_BASIC
 				: FI_MR_SCALABLE;
 
+	if (!tnbc_node_ok(node)) {
+		FI_INFO(&tnbc_prov, FI_LOG_CORE, "cannot resolve node %s\n",
+			node);
+		ret = -FI_ENODATA;
+		goto err;
+	}
 	/* A service without FI_SOURCE names the peer to reach; our own
 	 * endpoint then gets a fresh name when it opens. */
-	if (service && !(flags & FI_SOURCE)) {
-		ret = tnbc_info_name(service, &name);
-		if (ret)
-			goto err;
-		fi->dest_addr = name;
-		fi->dest_addrlen = sizeof(*name);
+	if (!(flags & FI_SOURCE)) {
+		if (service) {
+			ret = tnbc_info_name(node, service, false, &name);
+			if (ret)
+				goto err_node;
+			fi->dest_addr = name;
+			fi->dest_addrlen = sizeof(*name);
+		}
 		service = NULL;
+		node = NULL;
 	}
-	ret = tnbc_info_name(service, &name);
+	ret = tnbc_info_name(node, service, true, &name);
 	if (ret)
-		goto err;
+		goto err_node;
 	fi->src_addr = name;
 	fi->src_addrlen = sizeof(*name);
 
@@ -390,6 +379,10 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 	}
 	*info = fi;
 	return 0;
+err_node:
+	FI_INFO(&tnbc_prov, FI_LOG_CORE,
+		"no transport can use node %s service %s\n",
+		node ? node : "(none)", service ? service : "(none)");
 err:
 	fi_freeinfo(fi);
 	return ret;

@@ -5,9 +5,11 @@
  * names gives the reverse lookup that FI_SOURCE and directed receives
  * need for incoming packets.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
@@ -52,7 +54,9 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
 		return -FI_EINVAL;
 	p = __atomic_load_n(&e->peer, __ATOMIC_ACQUIRE);
 	if (!p) {
-		ret = tnbc_domain_peer(av->domain, &e->name, &p);
+		ret = tnbc_domain_peer(
+			av->domain, &e->name,
+			(const uint8_t(*)[TNBC_XADDR_LEN])e->xaddr, &p);
 		if (ret)
 			return ret;
 		__atomic_store_n(&e->peer, p, __ATOMIC_RELEASE);
@@ -62,6 +66,7 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
 }
 
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
+		     const uint8_t (*xaddr)[TNBC_XADDR_LEN],
 		     struct tnbc_xpeer **peer)
 {
 	int ret = -FI_EHOSTUNREACH;
@@ -69,11 +74,16 @@ int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 	/* the first of the domain's transports that reaches it; a refusal
 	 * to trust it is the answer that counts */
 	for (unsigned i = 0; i < dom->nxp; i++) {
+		const struct tnbc_xport_ops *ops = dom->xp[i].ops;
 		int r;
 
-		if (!(name->xports & TNBC_XPORT_BIT(dom->xp[i].ops->id)))
+		if (!(name->xports & TNBC_XPORT_BIT(ops->id)))
 			continue;
-		r = dom->xp[i].ops->peer_get(dom->xp[i].xdom, name, peer);
+		r = ops->peer_get(dom->xp[i].xdom, name,
+				  xaddr && ops->xaddr_slot >= 0
+					  ? xaddr[ops->xaddr_slot]
+					  : NULL,
+				  peer);
 		if (!r)
 			return 0;
 		if (ret != -FI_EACCES)
@@ -177,9 +187,10 @@ static bool tnbc_name_valid(struct tnbc_av *av, const struct tnbc_name *n)
 	       (n->kind == TNBC_NAME_PID || n->kind == TNBC_NAME_SVC);
 }
 
-static int tnbc_av_insert_one(struct tnbc_av *av, const struct tnbc_name *name,
+static int tnbc_av_insert_one(struct tnbc_av *av, const struct tnbc_addr *addr,
 			      fi_addr_t *out)
 {
+	const struct tnbc_name *name = &addr->name;
 	size_t idx = atomic_load(&av->count);
 	size_t chunk = idx / TNBC_AV_CHUNK;
 	struct tnbc_av_entry *e;
@@ -199,6 +210,7 @@ static int tnbc_av_insert_one(struct tnbc_av *av, const struct tnbc_name *name,
 		return ret;
 	e = &av->chunks[chunk][idx % TNBC_AV_CHUNK];
 	e->name = *name;
+	memcpy(e->xaddr, addr->xaddr, sizeof(e->xaddr));
 	e->peer = NULL;
 	atomic_store(&e->valid, true);
 	atomic_store_explicit(&av->count, idx + 1, memory_order_release);
@@ -211,7 +223,7 @@ static int tnbc_av_insert(struct fid_av *fid, const void *addr, size_t count,
 			  fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
 	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
-	const struct tnbc_name *names = addr;
+	const struct tnbc_addr *names = addr;
 	int *errors = (flags & FI_SYNC_ERR) ? context : NULL;
 	int inserted = 0;
 
@@ -239,27 +251,55 @@ static int tnbc_av_insert(struct fid_av *fid, const void *addr, size_t count,
 	return inserted;
 }
 
+int tnbc_addr_svc(const char *node, const char *service, bool source,
+		  struct tnbc_addr *out)
+{
+	char *end;
+	long svc = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->name.version = TNBC_PROTO_VERSION;
+	if (service) {
+		errno = 0;
+		svc = strtol(service, &end, 10);
+		if (errno || end == service || *end || svc < 0 ||
+		    svc > UINT32_MAX)
+			return -FI_EINVAL;
+		out->name.kind = TNBC_NAME_SVC;
+		out->name.uid = (uint32_t)svc;
+	} else {
+		out->name.kind = TNBC_NAME_PID;
+		out->name.pid = (uint32_t)getpid();
+		out->name.uid = TNBC_UID_ANY;
+	}
+	/* the transports that can use the address: shm reaches a service
+	 * on this host whatever node says, a network transport only where
+	 * node resolves to an address it can use */
+	for (unsigned i = 0; i < tnbc_env.nxport; i++) {
+		const struct tnbc_xport_ops *ops = tnbc_env.xport_list[i];
+
+		if (ops->xaddr_slot < 0)
+			out->name.xports |= (uint16_t)TNBC_XPORT_BIT(ops->id);
+		else if (!ops->addr_parse(node, service, source,
+					  out->xaddr[ops->xaddr_slot]))
+			out->name.xports |= (uint16_t)TNBC_XPORT_BIT(ops->id);
+	}
+	return out->name.xports ? 0 : -FI_ENODATA;
+}
+
 static int tnbc_av_insertsvc(struct fid_av *fid, const char *node,
 			     const char *service, fi_addr_t *fi_addr,
 			     uint64_t flags, void *context)
 {
-	struct tnbc_name name = {0};
-	struct tnbc_av *av;
-	char *end;
-	long svc;
+	struct tnbc_addr addr;
+	int ret;
 
-	(void)node;
 	if (!fid || !service)
 		return -FI_EINVAL;
-	av = tnbc_container_of(fid, struct tnbc_av, av_fid);
-	svc = strtol(service, &end, 10);
-	if (*end || svc < 0 || svc > UINT32_MAX)
-		return -FI_EINVAL;
-	name.version = TNBC_PROTO_VERSION;
-	name.xports = av->domain->xmask;
-	name.kind = TNBC_NAME_SVC;
-	name.uid = (uint32_t)svc;
-	return tnbc_av_insert(fid, &name, 1, fi_addr, flags, context);
+	ret = tnbc_addr_svc(node, service, false, &addr);
+	if (ret)
+		return ret;
+	return tnbc_av_insert(fid, &addr, 1, fi_addr, flags, context);
 }
 
 static int tnbc_av_insertsym(struct fid_av *fid, const char *node,
@@ -340,32 +380,56 @@ static int tnbc_av_lookup(struct fid_av *fid, fi_addr_t fi_addr, void *addr,
 
 	if (!addrlen || (!addr && *addrlen))
 		return -FI_EINVAL;
+	struct tnbc_addr a;
+
 	e = tnbc_av_get(av, fi_addr);
 	if (!e)
 		return -FI_EINVAL;
-	n = *addrlen < sizeof(e->name) ? *addrlen : sizeof(e->name);
+	a.name = e->name;
+	memcpy(a.xaddr, e->xaddr, sizeof(a.xaddr));
+	n = *addrlen < sizeof(a) ? *addrlen : sizeof(a);
 	if (n)
-		memcpy(addr, &e->name, n);
-	*addrlen = sizeof(e->name);
+		memcpy(addr, &a, n);
+	*addrlen = sizeof(a);
 	return 0;
 }
 
+/* "tnbc://<pid>/<uid>/<nonce>" or "tnbc://svc/<n>", then each network
+ * transport's address: ";tcp=10.0.0.1:4000". */
 static const char *tnbc_av_straddr(struct fid_av *fid, const void *addr,
 				   char *buf, size_t *len)
 {
-	const struct tnbc_name *n = addr;
-	char tmp[96];
+	const struct tnbc_addr *a = addr;
+	const struct tnbc_name *n = &a->name;
+	char tmp[256];
 	size_t need;
+	int at;
 
 	(void)fid;
 	if (!addr || !len || (!buf && *len))
 		return NULL;
 	if (n->kind == TNBC_NAME_SVC)
-		snprintf(tmp, sizeof(tmp), "tnbc://shm/svc/%" PRIu32, n->uid);
+		at = snprintf(tmp, sizeof(tmp), "tnbc://svc/%" PRIu32, n->uid);
 	else
-		snprintf(tmp, sizeof(tmp),
-			 "tnbc://shm/%" PRIu32 "/%" PRIu32 "/%016" PRIx64,
-			 n->pid, n->uid, n->nonce);
+		at = snprintf(tmp, sizeof(tmp),
+			      "tnbc://%" PRIu32 "/%" PRIu32 "/%016" PRIx64,
+			      n->pid, n->uid, n->nonce);
+	for (unsigned i = 0; i < tnbc_env.nxport; i++) {
+		const struct tnbc_xport_ops *ops = tnbc_env.xport_list[i];
+
+		if (!(n->xports & TNBC_XPORT_BIT(ops->id)))
+			continue;
+		if (at < (int)sizeof(tmp) - 1)
+			tmp[at++] = ';';
+		if (ops->xaddr_slot < 0)
+			at += snprintf(tmp + at, sizeof(tmp) - (size_t)at, "%s",
+				       ops->name);
+		else
+			at += ops->addr_str(a->xaddr[ops->xaddr_slot], tmp + at,
+					    sizeof(tmp) - (size_t)at);
+		if (at >= (int)sizeof(tmp))
+			at = (int)sizeof(tmp) - 1;
+	}
 	need = strlen(tmp) + 1;
 	if (buf && *len)
 		snprintf(buf, *len, "%s", tmp);
@@ -435,7 +499,7 @@ int tnbc_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		return -FI_ENOMEM;
 	av->domain = dom;
 	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_TABLE : attr->type;
-	av->addrlen = sizeof(struct tnbc_name);
+	av->addrlen = sizeof(struct tnbc_addr);
 	atomic_init(&av->gen, 1); /* a memo of generation 0 is empty */
 	pthread_mutex_init(&av->lock, NULL);
 	av->av_fid.fid.fclass = FI_CLASS_AV;

@@ -35,6 +35,8 @@ struct tnbc_env {
 	int engine_batch; /* the engine thread runs as SCHED_BATCH */
 	char *engine_cpus; /* hwloc list string, or NULL for automatic */
 	char *xports; /* FI_TNBC_XPORTS as given */
+	char *tcp_iface; /* address or interface TCP endpoints give peers */
+	size_t tcp_timeout_ms; /* a silent TCP peer is dead after this */
 	/* the transports a domain opens, those of xports this provider
 	 * has, the one with a doorbell of its own first (TNBC_XPORTS_MAX
 	 * at most) */
@@ -78,8 +80,8 @@ size_t tnbc_iov_slice(const struct iovec *iov, size_t count, size_t off,
 		      size_t len, struct iovec *out, size_t out_max);
 
 uint64_t tnbc_now_ns(void);
-/* This boot of this host (a hash of its boot id): pids are unique only
- * within it. */
+/* This host as shared memory sees one: this boot, its /dev/shm and its
+ * pid namespace (pids are unique only within them). */
 uint64_t tnbc_host_id(void);
 /* 64 bits nobody can predict; never 0 (0 marks a service name). */
 uint64_t tnbc_nonce(void);

@@ -44,6 +44,7 @@ static int tnbc_ep_xports_open(struct tnbc_ep *ep)
 {
 	struct tnbc_domain *dom = ep->domain;
 	struct tnbc_name *n = &ep->name;
+	uint8_t want[TNBC_XADDR_SLOTS][TNBC_XADDR_LEN];
 	int ret = -FI_EADDRINUSE;
 
 	memset(n, 0, sizeof(*n));
@@ -66,12 +67,21 @@ static int tnbc_ep_xports_open(struct tnbc_ep *ep)
 			n->nonce = tnbc_nonce();
 		else if (tries)
 			break;
+		/* each try asks for the addresses asked for */
+		if (!tries)
+			memcpy(want, ep->xaddr, sizeof(want));
+		else
+			memcpy(ep->xaddr, want, sizeof(want));
 		for (i = 0; i < dom->nxp; i++) {
 			ep->xp[i].ops = dom->xp[i].ops;
 			ep->xp[i].ep = ep;
 			ep->xp[i].i = i;
-			ret = dom->xp[i].ops->ep_open(dom->xp[i].xdom, n,
-						      &ep->xp[i].xep);
+			int slot = dom->xp[i].ops->xaddr_slot;
+
+			ret = dom->xp[i].ops->ep_open(
+				dom->xp[i].xdom, n,
+				slot >= 0 ? ep->xaddr[slot] : NULL,
+				&ep->xp[i].xep);
 			if (ret)
 				break;
 		}
@@ -525,11 +535,15 @@ static int tnbc_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 
 	if (!addrlen || (!addr && *addrlen))
 		return -FI_EINVAL;
+	struct tnbc_addr a;
+
 	n = *addrlen;
-	*addrlen = sizeof(ep->name);
-	if (n < sizeof(ep->name))
+	*addrlen = sizeof(a);
+	if (n < sizeof(a))
 		return -FI_ETOOSMALL;
-	memcpy(addr, &ep->name, sizeof(ep->name));
+	a.name = ep->name;
+	memcpy(a.xaddr, ep->xaddr, sizeof(a.xaddr));
+	memcpy(addr, &a, sizeof(a));
 	return 0;
 }
 
@@ -619,6 +633,13 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	if (ret)
 		return -FI_EINVAL;
 	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
+	/* an address of another provider, or of an older tnbc */
+	if (info->src_addr && info->src_addrlen != sizeof(struct tnbc_addr)) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"src_addr of %zu bytes is no tnbc address (%zu)\n",
+			info->src_addrlen, sizeof(struct tnbc_addr));
+		return -FI_EINVAL;
+	}
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
@@ -633,11 +654,14 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->svc = -1;
 	ep->rndv.waits = &dom->engine.peer_waits;
 	ep->rma_ids.waits = &dom->engine.peer_waits;
-	if (info->src_addr && info->src_addrlen == sizeof(struct tnbc_name)) {
-		const struct tnbc_name *n = info->src_addr;
+	/* the address asked for: a service number, and where each network
+	 * transport listens (the transport fills in what it takes) */
+	if (info->src_addr) {
+		const struct tnbc_addr *a = info->src_addr;
 
-		if (n->kind == TNBC_NAME_SVC)
-			ep->svc = n->uid;
+		if (a->name.kind == TNBC_NAME_SVC)
+			ep->svc = a->name.uid;
+		memcpy(ep->xaddr, a->xaddr, sizeof(ep->xaddr));
 	}
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;

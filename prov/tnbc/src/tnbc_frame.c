@@ -131,6 +131,7 @@ int tnbc_pkt_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	/* Made here, before the transport claims room for it: once a store
 	 * into that room waits for its cache line, a load that cannot take
 	 * its value from the store buffer would wait for the line too. */
+	pkt.src = &hdr->src;
 	pkt.frame = frame;
 	pkt.frame_len = (uint32_t)tnbc_frame_make(xops, hdr, frame);
 	pkt.payload_len = hdr->payload_len;
@@ -138,7 +139,8 @@ int tnbc_pkt_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 	pkt.iov_count = count;
 	pkt.flags = 0;
 	if (hdr->type == TNBC_PKT_EAGER) {
-		pkt.flags = TNBC_XPKT_PARKS;
+		/* tnbc_rx_msg keeps one only before it copies */
+		pkt.flags = TNBC_XPKT_PARKS | TNBC_XPKT_PLACED;
 		/* A collective's messages are named by source and tag alone
 		 * (no two of one operation share both), so they need not
 		 * keep their order with the peer's other packets. */

@@ -18,6 +18,7 @@ struct tnbc_env tnbc_env = {
 	.rx_slots = TNBC_RX_SLOTS_DEFAULT,
 	.slot_size = 32768 + 128, /* its headers, in whole 64-byte cells */
 	.eager_size = 32768,
+	.tcp_timeout_ms = 10000,
 	.cma = 1,
 	.spin_us = 5,
 	.app_window_us = 200,
@@ -86,6 +87,7 @@ static void tnbc_param_size(const char *name, size_t *val, size_t min,
 static const struct tnbc_xport_ops *const tnbc_xports_all[] = {
 	&tnbc_shm_ops,
 	&tnbc_loop_ops,
+	&tnbc_tcp_ops,
 };
 
 _Static_assert(sizeof(tnbc_env.xport_list) / sizeof(tnbc_env.xport_list[0]) ==
@@ -148,7 +150,7 @@ static void tnbc_param_xports(void)
 		if (!x)
 			FI_WARN(&tnbc_prov, FI_LOG_CORE,
 				"FI_TNBC_XPORTS: no transport \"%s\" (this "
-				"provider has shm and loop); skipped\n",
+				"provider has shm, tcp and loop); skipped\n",
 				tok);
 		else
 			tnbc_xport_add(x);
@@ -258,9 +260,20 @@ static void tnbc_init_env(void)
 		"to, else the process's own binding");
 	fi_param_define(&tnbc_prov, "xports", FI_PARAM_STRING,
 			"Transports a domain may use, a comma list of shm "
-			"(processes of this host) and loop (endpoints of one "
-			"process, for tests); each peer is reached through the "
-			"first of them that reaches it (default: shm)");
+			"(processes of this host), tcp (any host) and loop "
+			"(endpoints of one process, for tests); each peer is "
+			"reached through the first of them that reaches it "
+			"(default: shm)");
+	fi_param_define(&tnbc_prov, "tcp_iface", FI_PARAM_STRING,
+			"The address (or the interface whose first IPv4 "
+			"address) TCP endpoints listen on and give peers "
+			"(default: the first interface that is up and not a "
+			"loopback)");
+	fi_param_define(&tnbc_prov, "tcp_timeout_ms", FI_PARAM_SIZE_T,
+			"How long a TCP peer may leave data unacknowledged, "
+			"or keepalive probes unanswered, before it counts as "
+			"dead and what waits on it fails (default: %zu)",
+			tnbc_env.tcp_timeout_ms);
 
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
@@ -291,6 +304,9 @@ static void tnbc_init_env(void)
 	if (fi_param_get_bool(&tnbc_prov, "engine_batch", &b) == FI_SUCCESS)
 		tnbc_env.engine_batch = !!b;
 	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);
+	fi_param_get_str(&tnbc_prov, "tcp_iface", &tnbc_env.tcp_iface);
+	tnbc_param_size("tcp_timeout_ms", &tnbc_env.tcp_timeout_ms, 1000,
+			3600000);
 	tnbc_param_xports();
 }
 

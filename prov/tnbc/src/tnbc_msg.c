@@ -871,7 +871,9 @@ int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,
 {
 	const struct tnbc_xslot *x = &ep->domain->xp[ep->rx_via];
 
-	return x->ops->peer_get(x->xdom, src, peer);
+	/* a network transport knows the source's address from its
+	 * traffic */
+	return x->ops->peer_get(x->xdom, src, NULL, peer);
 }
 
 /* ------------------------------------------------------------------ */

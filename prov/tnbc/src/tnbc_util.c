@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,20 +23,38 @@ uint64_t tnbc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t tnbc_fnv(uint64_t h, const void *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Two processes share a host, for shm, when they share this boot, the
+ * same /dev/shm and the same pid namespace (shm and single-copy reads
+ * name peers by pid).  Network namespaces alone share all three, and
+ * then are one host; a container with its own /dev/shm or pids is not,
+ * though the kernel is the same. */
 uint64_t tnbc_host_id(void)
 {
 	char buf[64] = {0};
 	uint64_t h = 1469598103934665603ull;
 	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	struct stat st;
 
 	if (f) {
 		if (!fgets(buf, sizeof(buf), f))
 			buf[0] = '\0';
 		fclose(f);
 	}
-	for (char *p = buf; *p && *p != '\n'; p++)
-		h = (h ^ (uint8_t)*p) * 1099511628211ull;
-	return h;
+	h = tnbc_fnv(h, buf, strcspn(buf, "\n"));
+	if (!stat("/dev/shm", &st)) {
+		h = tnbc_fnv(h, &st.st_dev, sizeof(st.st_dev));
+		h = tnbc_fnv(h, &st.st_ino, sizeof(st.st_ino));
+	}
+	if (!stat("/proc/self/ns/pid", &st))
+		h = tnbc_fnv(h, &st.st_ino, sizeof(st.st_ino));
+	return h ? h : 1;
 }
 
 uint64_t tnbc_nonce(void)

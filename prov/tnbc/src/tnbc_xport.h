@@ -29,6 +29,7 @@
 enum tnbc_xport_id {
 	TNBC_XPORT_SHM = 1,
 	TNBC_XPORT_LOOP = 2, /* endpoints of one process, for tests */
+	TNBC_XPORT_TCP = 3,
 	TNBC_XPORT_ID_MAX
 };
 
@@ -53,7 +54,7 @@ enum tnbc_name_kind {
 	TNBC_NAME_SVC = 2, /* an endpoint named by a service number */
 };
 
-/* tnbc_name.xports: the transports whose address the name carries */
+/* tnbc_name.xports: the transports that reach the endpoint */
 #define TNBC_XPORT_BIT(id) (1u << (id))
 
 /* uid of a TNBC_NAME_PID name in fi_info: chosen when the ep opens */
@@ -73,6 +74,20 @@ struct tnbc_name {
 };
 
 _Static_assert(sizeof(struct tnbc_name) == TNBC_NAME_LEN, "name size");
+
+/* A network transport's own address of an endpoint (for TCP, an IP
+ * address and port): bytes only that transport reads, in the slot the
+ * transport's ops name (xaddr_slot).  All zero: unknown. */
+#define TNBC_XADDR_LEN	 32
+#define TNBC_XADDR_SLOTS 1
+
+/* What fi_getname gives and fi_av_insert takes: who the endpoint is, and
+ * where each network transport reaches it.  Packets carry only the name:
+ * a transport learns a source's address from its own traffic. */
+struct tnbc_addr {
+	struct tnbc_name name;
+	uint8_t xaddr[TNBC_XADDR_SLOTS][TNBC_XADDR_LEN];
+};
 
 /* Whether a and b name the same endpoint: a service by its number
  * alone (an AV entry made by fi_av_insertsvc knows no pid), any other
@@ -102,10 +117,18 @@ static inline int tnbc_name_same(const struct tnbc_name *a,
 /* The packet may pass, and be passed by, the peer's other packets: a
  * transport with a faster lane for small ones may use it. */
 #define TNBC_XPKT_UNORDERED (1u << 1)
+/* The protocol places the packet's payload where it belongs while it is
+ * offered, and never keeps (TNBC_RX_KEEP, TNBC_RX_LATER) one whose
+ * payload it began to copy: a stream transport may offer it before the
+ * payload is in memory, and read the payload straight from the wire. */
+#define TNBC_XPKT_PLACED (1u << 2)
 
 /* One packet to send: frame_len bytes of frame, then payload_len bytes
  * gathered from iov. */
 struct tnbc_xpkt {
+	/* the sending endpoint, which the frame names too: a network
+	 * transport tells the receiver its address once per connection */
+	const struct tnbc_name *src;
 	const void *frame; /* readable up to TNBC_XPKT_FRAME_MAX bytes */
 	uint32_t frame_len;
 	uint32_t payload_len;
@@ -206,11 +229,24 @@ struct tnbc_xkick {
  * through the kick: it must be the domain's first transport, and a
  * domain holds one such at most. */
 #define TNBC_XPORT_DOORBELL (1u << 1)
+/* pull reads a peer's memory (else it answers -FI_ENOSYS, always) */
+#define TNBC_XPORT_PULL (1u << 2)
 
 struct tnbc_xport_ops {
 	const char *name;
 	enum tnbc_xport_id id;
 	unsigned flags; /* TNBC_XPORT_* */
+	/* which of a name's xaddr slots is this transport's; -1: it needs
+	 * none (the identity finds the peer) */
+	int xaddr_slot;
+	/* A network transport: the address node and service name (NULL:
+	 * any; source: an address to listen on, not to reach), into xaddr;
+	 * -FI_ENODATA when they name none it can use. */
+	int (*addr_parse)(const char *node, const char *service, bool source,
+			  uint8_t *xaddr);
+	/* xaddr as text ("tcp=10.0.0.1:4000"), at most len bytes with the
+	 * NUL; returns the length it needed, the NUL left out. */
+	int (*addr_str)(const uint8_t *xaddr, char *buf, size_t len);
 
 	/* kick wakes the domain's engine, wherever it sleeps: a transport
 	 * whose packets can arrive while the engine sleeps on another's
@@ -223,9 +259,10 @@ struct tnbc_xport_ops {
 	 * self (a service number for TNBC_NAME_SVC).  -FI_EADDRINUSE when
 	 * another endpoint holds it: the core tries another nonce, or,
 	 * for a service, reports it.  Other failures return the error that
-	 * occurred. */
+	 * occurred.  xaddr (a network transport's, else NULL) holds the
+	 * address asked for (zeros: any) and receives the one taken. */
 	int (*ep_open)(struct tnbc_xdom *xdom, const struct tnbc_name *self,
-		       struct tnbc_xep **xep);
+		       uint8_t *xaddr, struct tnbc_xep **xep);
 	void (*ep_close)(struct tnbc_xep *xep);
 	/* Largest packet (frame and payload) this peer takes. */
 	size_t (*max_packet)(struct tnbc_xpeer *peer);
@@ -235,11 +272,13 @@ struct tnbc_xport_ops {
 	size_t (*packet_limit)(void);
 
 	/* Finds or maps a peer; the handle lives as long as the xdom, and
-	 * begins with a struct tnbc_xpeer_base naming these ops.
-	 * -FI_EACCES for a peer this process must not trust (fi_tnbc(7),
-	 * SECURITY). */
+	 * begins with a struct tnbc_xpeer_base naming these ops.  xaddr is
+	 * the peer's address in this transport's slot, or NULL (or zeros)
+	 * for a name that came in a packet: a network transport then uses
+	 * what it learned from that peer's traffic.  -FI_EACCES for a peer
+	 * this process must not trust (fi_tnbc(7), SECURITY). */
 	int (*peer_get)(struct tnbc_xdom *xdom, const struct tnbc_name *name,
-			struct tnbc_xpeer **peer);
+			const uint8_t *xaddr, struct tnbc_xpeer **peer);
 	/* Whether the peer's process still exists (for error reporting). */
 	bool (*peer_alive)(struct tnbc_xpeer *peer);
 
@@ -316,5 +355,6 @@ struct tnbc_xport_ops {
 
 extern const struct tnbc_xport_ops tnbc_shm_ops;
 extern const struct tnbc_xport_ops tnbc_loop_ops;
+extern const struct tnbc_xport_ops tnbc_tcp_ops;
 
 #endif /* TNBC_XPORT_H */

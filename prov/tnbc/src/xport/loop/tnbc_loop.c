@@ -140,12 +140,13 @@ static void tnbc_loop_wake(struct tnbc_xdom *xdom)
 }
 
 static int tnbc_loop_ep_open(struct tnbc_xdom *xdom,
-			     const struct tnbc_name *name,
+			     const struct tnbc_name *name, uint8_t *xaddr,
 			     struct tnbc_xep **out)
 {
 	struct tnbc_xep *xep = calloc(1, sizeof(*xep));
 	int ret = 0;
 
+	(void)xaddr; /* none: the name finds the endpoint */
 	if (!xep)
 		return -FI_ENOMEM;
 	if (pthread_mutex_init(&xep->lock, NULL)) {
@@ -215,11 +216,12 @@ static size_t tnbc_loop_max_packet(struct tnbc_xpeer *peer)
 
 static int tnbc_loop_peer_get(struct tnbc_xdom *xdom,
 			      const struct tnbc_name *name,
-			      struct tnbc_xpeer **out)
+			      const uint8_t *xaddr, struct tnbc_xpeer **out)
 {
 	struct tnbc_xpeer *p;
 	bool known;
 
+	(void)xaddr;
 	if (!(name->xports & TNBC_XPORT_BIT(TNBC_XPORT_LOOP)) ||
 	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
 		return -FI_EINVAL;
@@ -568,7 +570,8 @@ static void tnbc_loop_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 const struct tnbc_xport_ops tnbc_loop_ops = {
 	.name = "loop",
 	.id = TNBC_XPORT_LOOP,
-	.flags = TNBC_XPORT_LOCAL,
+	.flags = TNBC_XPORT_LOCAL | TNBC_XPORT_PULL,
+	.xaddr_slot = -1, /* the name is the address */
 	.dom_open = tnbc_loop_dom_open,
 	.dom_close = tnbc_loop_dom_close,
 	.ep_open = tnbc_loop_ep_open,

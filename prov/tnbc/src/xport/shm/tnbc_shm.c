@@ -539,7 +539,8 @@ static int tnbc_shm_ep_region(struct tnbc_xep *xep,
 }
 
 static int tnbc_shm_ep_open(struct tnbc_xdom *xdom,
-			    const struct tnbc_name *name, struct tnbc_xep **out)
+			    const struct tnbc_name *name, uint8_t *xaddr,
+			    struct tnbc_xep **out)
 {
 	struct tnbc_shm_region *r;
 	struct tnbc_xep *xep;
@@ -547,6 +548,7 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom,
 	size_t bytes = TNBC_SHM_CELL, nslots;
 	int ret;
 
+	(void)xaddr; /* none: the name finds the endpoint */
 	/* rx_slots packets of the largest size, in a power of two of cells */
 	while (bytes < tnbc_env.rx_slots * slot && bytes < TNBC_SHM_RING_MAX)
 		bytes <<= 1;
@@ -701,13 +703,14 @@ err:
 }
 
 static int tnbc_shm_peer_get(struct tnbc_xdom *xdom,
-			     const struct tnbc_name *name,
+			     const struct tnbc_name *name, const uint8_t *xaddr,
 			     struct tnbc_xpeer **out)
 {
 	size_t h = tnbc_shm_hash(name);
 	struct tnbc_xpeer *p;
 	int ret = 0;
 
+	(void)xaddr;
 	pthread_mutex_lock(&xdom->lock);
 	for (p = xdom->peers[h]; p; p = p->hnext)
 		if (tnbc_name_same(&p->name, name))
@@ -1780,7 +1783,8 @@ static void tnbc_shm_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 const struct tnbc_xport_ops tnbc_shm_ops = {
 	.name = "shm",
 	.id = TNBC_XPORT_SHM,
-	.flags = TNBC_XPORT_LOCAL | TNBC_XPORT_DOORBELL,
+	.flags = TNBC_XPORT_LOCAL | TNBC_XPORT_DOORBELL | TNBC_XPORT_PULL,
+	.xaddr_slot = -1, /* the name is the address */
 	.dom_open = tnbc_shm_dom_open,
 	.dom_close = tnbc_shm_dom_close,
 	.ep_open = tnbc_shm_ep_open,

@@ -1,0 +1,1817 @@
+/*
+ * The TCP transport: endpoints on other hosts (or any host), over
+ * ordinary sockets.
+ *
+ * Every endpoint listens on a port of its own; a domain connects to a
+ * peer endpoint the first time it sends to it, and that one connection
+ * carries every packet of the domain's endpoints to that peer (their
+ * answers come back on the peer domain's connection to them).  The
+ * stream is a sequence of records (struct tnbc_tcp_rec): a hello naming
+ * the endpoint the connection is for, an introduction that tells the
+ * receiver where a source endpoint listens (so that it can answer a
+ * name that came in a packet), and packets.
+ *
+ * Receiving is in two phases: a packet whose payload the protocol
+ * places itself (TNBC_XPKT_PLACED) is offered once its frame is in
+ * memory and the rest is waiting in the socket, and the payload is read
+ * from the socket straight into its destination; any other packet is
+ * offered whole from the connection's buffer.
+ *
+ * Sending writes the whole record at once when the socket takes it;
+ * what it does not take waits in the connection's buffer (at most
+ * TNBC_TCP_OUT_MAX bytes, then the sender sees -FI_EAGAIN: back
+ * pressure), and is written when the socket can take more.
+ *
+ * One thread per domain (the waker) sleeps in epoll_wait on every
+ * socket of the domain, edge-triggered: it accepts connections, writes
+ * what senders left, notices peers that died, and kicks the domain's
+ * engine when data arrived; it never reads a packet.  The engine and
+ * application threads read the sockets (poll), and sleep wherever the
+ * domain's first transport sleeps: here, when TCP is first, on a
+ * condition variable the kick signals.
+ *
+ * Locks: peer->lock > xdom->lock; xep->lock alone.  No lock is held
+ * across a call into the core.  Connections and endpoints are freed by
+ * the waker only (a closed one waits in xdom->grave until the waker is
+ * past the events that may name it), and peers at dom_close.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tnbc_base.h"
+#include "tnbc_xport.h"
+
+/* The stream's format; a peer speaking another version is refused at
+ * its hello. */
+#define TNBC_TCP_VERSION 1
+#define TNBC_TCP_MAGIC	 0x54424e54u /* "TNBT" */
+
+enum tnbc_tcp_rec_type {
+	TNBC_TCP_HELLO = 1,
+	TNBC_TCP_INTRO = 2,
+	TNBC_TCP_PKT = 3,
+};
+
+/* tnbc_tcp_rec.flags */
+#define TNBC_TCP_REC_PLACED (1u << 0) /* TNBC_XPKT_PLACED */
+
+struct tnbc_tcp_rec {
+	uint32_t len; /* bytes after this header */
+	uint16_t type; /* enum tnbc_tcp_rec_type */
+	uint16_t flags;
+};
+
+/* A transport address: the xaddr slot of a name. */
+struct tnbc_tcp_addr {
+	uint16_t family; /* 4 or 6; 0: none */
+	uint16_t port; /* network order */
+	uint32_t pad;
+	uint8_t ip[16];
+};
+
+_Static_assert(sizeof(struct tnbc_tcp_addr) <= TNBC_XADDR_LEN, "tcp addr");
+
+struct tnbc_tcp_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t pad;
+	struct tnbc_name to; /* the endpoint this connection is for */
+};
+
+struct tnbc_tcp_intro {
+	struct tnbc_name src;
+	struct tnbc_tcp_addr addr; /* where src listens */
+};
+
+#define TNBC_TCP_XADDR_SLOT 0
+/* bytes a connection's sender may leave unwritten */
+#define TNBC_TCP_OUT_MAX (4u << 20)
+/* read from a socket at once while no large packet is being read:
+ * more would copy a large payload twice */
+#define TNBC_TCP_RBULK 16384
+/* a placed packet this large is read from the socket into its place */
+#define TNBC_TCP_DIRECT_MIN 2048
+/* sources one connection remembers having introduced */
+#define TNBC_TCP_INTROS 8
+/* a connection that sent no hello within this is closed */
+#define TNBC_TCP_HELLO_NS (10ull * 1000000000u)
+
+enum tnbc_tcp_kind { TNBC_TCP_K_LISTEN = 1, TNBC_TCP_K_CONN, TNBC_TCP_K_PEER };
+
+/* What an epoll event names: the first member of each object. */
+struct tnbc_tcp_ev {
+	enum tnbc_tcp_kind kind;
+};
+
+struct tnbc_tcp_held {
+	struct tnbc_tcp_held *next;
+	uint32_t len;
+	uint8_t data[];
+};
+
+/* An accepted connection: packets for one endpoint from one domain. */
+struct tnbc_tcp_conn {
+	struct tnbc_tcp_ev ev;
+	struct tnbc_tcp_conn *next; /* xep->conns, or the grave */
+	struct tnbc_xep *xep;
+	int fd;
+	bool hello; /* a valid hello came */
+	bool more; /* stopped before the socket was drained */
+	uint64_t born_ns;
+	uint8_t *buf;
+	size_t cap, off, have; /* bytes [off, have) not taken yet */
+	struct tnbc_tcp_addr from; /* the connecting side's address */
+};
+
+struct tnbc_xep {
+	struct tnbc_tcp_ev ev; /* the listening socket's */
+	struct tnbc_xep *next; /* xdom->eps, or the grave */
+	struct tnbc_xdom *xdom;
+	struct tnbc_name name;
+	struct tnbc_tcp_addr addr; /* where it listens, as peers reach it */
+	int lfd;
+	pthread_mutex_t lock; /* conns, closing */
+	struct tnbc_tcp_conn *conns;
+	bool closing;
+	/* consumer's */
+	struct tnbc_tcp_held *replay; /* offered first: left, then kept */
+	struct tnbc_tcp_held *kept, **kept_tail;
+	size_t kept_bytes;
+	bool buffered; /* some connection stopped before draining */
+	bool polling; /* packets are being offered */
+	uint64_t mark;
+	/* the consumer's, read by idle from any thread: events it has
+	 * looked at, and whether it has packets in hand (buffered or
+	 * replay) */
+	_Atomic uint64_t seen;
+	atomic_bool in_hand;
+	/* bumped by the waker for every event on its sockets */
+	_Atomic uint64_t events;
+};
+
+struct tnbc_xpeer {
+	struct tnbc_xpeer_base base; /* first: the core reads it */
+	struct tnbc_tcp_ev ev;
+	struct tnbc_xpeer *next; /* xdom->peers */
+	struct tnbc_xdom *xdom;
+	struct tnbc_name name;
+	struct tnbc_tcp_addr addr;
+	pthread_mutex_t lock;
+	int fd;
+	enum {
+		TNBC_TCP_IDLE,
+		TNBC_TCP_CONNECTING,
+		TNBC_TCP_UP,
+		TNBC_TCP_DEAD
+	} state;
+	atomic_bool dead;
+	uint8_t *out;
+	size_t out_off, out_len, out_cap;
+	struct tnbc_name intro[TNBC_TCP_INTROS];
+	unsigned nintro;
+};
+
+/* What a packet's source name resolves to: learned from introductions. */
+struct tnbc_tcp_learned {
+	struct tnbc_tcp_learned *next;
+	struct tnbc_name name;
+	struct tnbc_tcp_addr addr;
+};
+
+struct tnbc_xdom {
+	struct tnbc_xkick kick;
+	int epfd, stopfd;
+	pthread_t waker;
+	bool waker_up;
+	pthread_mutex_t lock; /* eps, peers, learned, grave */
+	struct tnbc_xep *eps;
+	struct tnbc_xpeer *peers;
+	struct tnbc_tcp_learned *learned;
+	struct tnbc_tcp_conn *grave_conns;
+	struct tnbc_xep *grave_eps;
+	/* the engine's sleep, when this is the domain's first transport */
+	pthread_mutex_t sleep_lock;
+	pthread_cond_t sleep_cond;
+	unsigned seq;
+	_Atomic uint64_t bad_pkts, refused;
+};
+
+/* ------------------------------------------------------------------ */
+/* Addresses                                                            */
+
+static socklen_t tnbc_tcp_sockaddr(const struct tnbc_tcp_addr *a,
+				   struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == 6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = a->port;
+		memcpy(&s6->sin6_addr, a->ip, 16);
+		return sizeof(*s6);
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+
+	s4->sin_family = AF_INET;
+	s4->sin_port = a->port;
+	memcpy(&s4->sin_addr, a->ip, 4);
+	return sizeof(*s4);
+}
+
+static int tnbc_tcp_from_sockaddr(const struct sockaddr *sa,
+				  struct tnbc_tcp_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const void *)sa;
+
+		a->family = 4;
+		a->port = s4->sin_port;
+		memcpy(a->ip, &s4->sin_addr, 4);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)sa;
+
+		a->family = 6;
+		a->port = s6->sin6_port;
+		memcpy(a->ip, &s6->sin6_addr, 16);
+		return 0;
+	}
+	return -FI_EINVAL;
+}
+
+static bool tnbc_tcp_any(const struct tnbc_tcp_addr *a)
+{
+	static const uint8_t zero[16];
+
+	return !memcmp(a->ip, zero, a->family == 6 ? 16 : 4);
+}
+
+/* The address this host's endpoints give peers when they listen on any:
+ * FI_TNBC_TCP_IFACE (an address, or an interface's name), else the
+ * first IPv4 address of an interface that is up and not a loopback,
+ * else the loopback. */
+static void tnbc_tcp_host_addr(struct tnbc_tcp_addr *a)
+{
+	const char *want = tnbc_env.tcp_iface;
+	struct ifaddrs *ifs = NULL, *it;
+	struct in_addr lo = {.s_addr = htonl(INADDR_LOOPBACK)};
+
+	memset(a, 0, sizeof(*a));
+	if (want && *want) {
+		if (inet_pton(AF_INET, want, a->ip) == 1) {
+			a->family = 4;
+			return;
+		}
+		if (inet_pton(AF_INET6, want, a->ip) == 1) {
+			a->family = 6;
+			return;
+		}
+	}
+	if (!getifaddrs(&ifs)) {
+		for (it = ifs; it; it = it->ifa_next) {
+			if (!it->ifa_addr || !(it->ifa_flags & IFF_UP) ||
+			    it->ifa_addr->sa_family != AF_INET)
+				continue;
+			if (want && *want ? strcmp(it->ifa_name, want) != 0
+					  : (it->ifa_flags & IFF_LOOPBACK) != 0)
+				continue;
+			tnbc_tcp_from_sockaddr(it->ifa_addr, a);
+			a->port = 0;
+			break;
+		}
+		freeifaddrs(ifs);
+	}
+	if (!a->family) {
+		if (want && *want)
+			FI_WARN(&tnbc_prov, FI_LOG_CORE,
+				"FI_TNBC_TCP_IFACE=%s: no such address or "
+				"interface up; using the loopback\n",
+				want);
+		a->family = 4;
+		memcpy(a->ip, &lo, 4);
+	}
+}
+
+static int tnbc_tcp_addr_parse(const char *node, const char *service,
+			       bool source, uint8_t *xaddr)
+{
+	struct tnbc_tcp_addr *a = (struct tnbc_tcp_addr *)(void *)xaddr;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	long port = 0;
+	char *end;
+	int ret;
+
+	memset(a, 0, sizeof(*a));
+	if (service) {
+		port = strtol(service, &end, 10);
+		if (end == service || *end || port < 0 || port > 65535)
+			return -FI_ENODATA;
+	}
+	if (!node) {
+		/* a source listens on any address; a destination with no
+		 * node is a service of this host */
+		struct in_addr lo = {.s_addr = htonl(INADDR_LOOPBACK)};
+
+		a->family = 4;
+		if (!source)
+			memcpy(a->ip, &lo, 4);
+		a->port = htons((uint16_t)port);
+		return !source && !port ? -FI_ENODATA : 0;
+	}
+	if (source)
+		hints.ai_flags |= AI_PASSIVE;
+	ret = getaddrinfo(node, NULL, &hints, &res);
+	if (ret || !res)
+		return -FI_ENODATA;
+	ret = tnbc_tcp_from_sockaddr(res->ai_addr, a);
+	freeaddrinfo(res);
+	if (ret)
+		return -FI_ENODATA;
+	a->port = htons((uint16_t)port);
+	/* a destination needs a port to reach */
+	return !source && !port ? -FI_ENODATA : 0;
+}
+
+static int tnbc_tcp_addr_str(const uint8_t *xaddr, char *buf, size_t len)
+{
+	const struct tnbc_tcp_addr *a = (const void *)xaddr;
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (a->family == 4 || a->family == 6)
+		inet_ntop(a->family == 6 ? AF_INET6 : AF_INET, a->ip, ip,
+			  sizeof(ip));
+	return snprintf(buf, len, a->family == 6 ? "tcp=[%s]:%u" : "tcp=%s:%u",
+			ip, (unsigned)ntohs(a->port));
+}
+
+/* ------------------------------------------------------------------ */
+/* Domain and waker                                                     */
+
+static void tnbc_tcp_peer_dead(struct tnbc_xpeer *p, const char *why)
+{
+	if (p->state == TNBC_TCP_DEAD)
+		return;
+	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "tcp: peer %u/%u unreachable: %s\n",
+		p->name.pid, p->name.uid, why);
+	p->state = TNBC_TCP_DEAD;
+	atomic_store(&p->dead, true);
+	p->out_len = p->out_off = 0;
+	if (p->fd >= 0) {
+		epoll_ctl(p->xdom->epfd, EPOLL_CTL_DEL, p->fd, NULL);
+		close(p->fd);
+		p->fd = -1;
+	}
+}
+
+/* Writes what the sender left; peer->lock held. */
+static void tnbc_tcp_flush(struct tnbc_xpeer *p)
+{
+	while (p->state == TNBC_TCP_UP && p->out_off < p->out_len) {
+		ssize_t n = send(p->fd, p->out + p->out_off,
+				 p->out_len - p->out_off, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			tnbc_tcp_peer_dead(p, strerror(errno));
+			return;
+		}
+		p->out_off += (size_t)n;
+	}
+	if (p->out_off == p->out_len)
+		p->out_off = p->out_len = 0;
+}
+
+/* The waker's view of an outgoing connection's event. */
+static void tnbc_tcp_peer_event(struct tnbc_xpeer *p, uint32_t events)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->state == TNBC_TCP_CONNECTING &&
+	    (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err)
+			tnbc_tcp_peer_dead(p, strerror(err ? err : errno));
+		else
+			p->state = TNBC_TCP_UP;
+	}
+	if (p->state == TNBC_TCP_UP && (events & EPOLLIN)) {
+		char c;
+		ssize_t n = recv(p->fd, &c, 1, MSG_DONTWAIT);
+
+		/* the other side never writes: it closed, or went away */
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			tnbc_tcp_peer_dead(p, n ? strerror(errno)
+						: "it closed the connection");
+		else if (n > 0)
+			tnbc_tcp_peer_dead(p, "it wrote to a send-only "
+					      "connection");
+	}
+	if (p->state == TNBC_TCP_UP && (events & (EPOLLERR | EPOLLHUP)))
+		tnbc_tcp_peer_dead(p, "connection error");
+	tnbc_tcp_flush(p);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void tnbc_tcp_accept(struct tnbc_xep *xep)
+{
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int fd = accept4(xep->lfd, (struct sockaddr *)&ss, &sl,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct tnbc_tcp_conn *c;
+		struct epoll_event ev;
+		int one = 1;
+
+		if (fd < 0)
+			return; /* EAGAIN, or out of descriptors for now */
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->ev.kind = TNBC_TCP_K_CONN;
+		c->xep = xep;
+		c->fd = fd;
+		c->born_ns = tnbc_now_ns();
+		tnbc_tcp_from_sockaddr((struct sockaddr *)&ss, &c->from);
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		pthread_mutex_lock(&xep->lock);
+		if (xep->closing) {
+			pthread_mutex_unlock(&xep->lock);
+			close(fd);
+			free(c);
+			return;
+		}
+		c->next = xep->conns;
+		xep->conns = c;
+		pthread_mutex_unlock(&xep->lock);
+		ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+		ev.data.ptr = &c->ev;
+		epoll_ctl(xep->xdom->epfd, EPOLL_CTL_ADD, fd, &ev);
+		/* a hello may have come with it, before the registration */
+		atomic_fetch_add(&xep->events, 1);
+	}
+}
+
+/* Frees what consumers closed: the waker is past every event that
+ * could name it. */
+static void tnbc_tcp_bury(struct tnbc_xdom *xdom)
+{
+	struct tnbc_tcp_conn *c;
+	struct tnbc_xep *e;
+
+	pthread_mutex_lock(&xdom->lock);
+	c = xdom->grave_conns;
+	e = xdom->grave_eps;
+	xdom->grave_conns = NULL;
+	xdom->grave_eps = NULL;
+	pthread_mutex_unlock(&xdom->lock);
+	while (c) {
+		struct tnbc_tcp_conn *n = c->next;
+
+		free(c->buf);
+		free(c);
+		c = n;
+	}
+	while (e) {
+		struct tnbc_xep *n = e->next;
+
+		pthread_mutex_destroy(&e->lock);
+		free(e);
+		e = n;
+	}
+}
+
+static void *tnbc_tcp_waker(void *arg)
+{
+	struct tnbc_xdom *xdom = arg;
+	struct epoll_event evs[64];
+
+	for (;;) {
+		bool kick = false;
+		int n;
+
+		tnbc_tcp_bury(xdom);
+		n = epoll_wait(xdom->epfd, evs, 64, 1000);
+		for (int i = 0; i < n; i++) {
+			struct tnbc_tcp_ev *ev = evs[i].data.ptr;
+
+			if (!ev)
+				return NULL; /* the stop event */
+			switch (ev->kind) {
+			case TNBC_TCP_K_LISTEN: {
+				struct tnbc_xep *xep = (struct tnbc_xep *)ev;
+
+				tnbc_tcp_accept(xep);
+				break;
+			}
+			case TNBC_TCP_K_CONN: {
+				struct tnbc_tcp_conn *c =
+					(struct tnbc_tcp_conn *)ev;
+
+				atomic_fetch_add(&c->xep->events, 1);
+				kick = true;
+				break;
+			}
+			case TNBC_TCP_K_PEER:
+				tnbc_tcp_peer_event(
+					(struct tnbc_xpeer
+						 *)((char *)ev -
+						    offsetof(struct tnbc_xpeer,
+							     ev)),
+					evs[i].events);
+				/* a peer that died fails what waits on it */
+				kick = true;
+				break;
+			}
+		}
+		if (kick)
+			xdom->kick.kick(xdom->kick.arg);
+	}
+}
+
+static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
+			     const struct tnbc_xkick *kick)
+{
+	struct tnbc_xdom *xdom = calloc(1, sizeof(*xdom));
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	int ret;
+
+	if (!xdom)
+		return -FI_ENOMEM;
+	xdom->kick = *kick;
+	xdom->epfd = -1;
+	xdom->stopfd = -1;
+	pthread_mutex_init(&xdom->lock, NULL);
+	pthread_mutex_init(&xdom->sleep_lock, NULL);
+	pthread_cond_init(&xdom->sleep_cond, NULL);
+	xdom->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (xdom->epfd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	xdom->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (xdom->stopfd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	if (epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xdom->stopfd, &ev)) {
+		ret = -errno;
+		goto err;
+	}
+	ret = -pthread_create(&xdom->waker, NULL, tnbc_tcp_waker, xdom);
+	if (ret)
+		goto err;
+	xdom->waker_up = true;
+	*out = xdom;
+	return 0;
+err:
+	FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "tcp: domain: %s\n",
+		fi_strerror(-ret));
+	if (xdom->stopfd >= 0)
+		close(xdom->stopfd);
+	if (xdom->epfd >= 0)
+		close(xdom->epfd);
+	pthread_cond_destroy(&xdom->sleep_cond);
+	pthread_mutex_destroy(&xdom->sleep_lock);
+	pthread_mutex_destroy(&xdom->lock);
+	free(xdom);
+	return ret;
+}
+
+static void tnbc_tcp_dom_close(struct tnbc_xdom *xdom)
+{
+	uint64_t one = 1;
+
+	if (write(xdom->stopfd, &one, sizeof(one)) != sizeof(one))
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "tcp: waker not told\n");
+	pthread_join(xdom->waker, NULL);
+	tnbc_tcp_bury(xdom);
+	while (xdom->peers) {
+		struct tnbc_xpeer *p = xdom->peers;
+
+		xdom->peers = p->next;
+		if (p->fd >= 0)
+			close(p->fd);
+		free(p->out);
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+	}
+	while (xdom->learned) {
+		struct tnbc_tcp_learned *l = xdom->learned;
+
+		xdom->learned = l->next;
+		free(l);
+	}
+	close(xdom->stopfd);
+	close(xdom->epfd);
+	pthread_cond_destroy(&xdom->sleep_cond);
+	pthread_mutex_destroy(&xdom->sleep_lock);
+	pthread_mutex_destroy(&xdom->lock);
+	free(xdom);
+}
+
+/* ------------------------------------------------------------------ */
+/* Endpoints                                                            */
+
+static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
+			    const struct tnbc_name *name, uint8_t *xaddr,
+			    struct tnbc_xep **out)
+{
+	struct tnbc_tcp_addr *want = (struct tnbc_tcp_addr *)(void *)xaddr;
+	struct epoll_event ev;
+	struct sockaddr_storage ss;
+	struct tnbc_xep *xep;
+	socklen_t sl;
+	int one = 1, ret;
+
+	xep = calloc(1, sizeof(*xep));
+	if (!xep)
+		return -FI_ENOMEM;
+	xep->ev.kind = TNBC_TCP_K_LISTEN;
+	xep->xdom = xdom;
+	xep->name = *name;
+	xep->kept_tail = &xep->kept;
+	pthread_mutex_init(&xep->lock, NULL);
+	xep->addr = *want;
+	if (!xep->addr.family)
+		xep->addr.family = 4;
+	/* a service is reached at its number */
+	if (name->kind == TNBC_NAME_SVC) {
+		if (name->uid > 65535) {
+			ret = -FI_EINVAL;
+			goto err;
+		}
+		xep->addr.port = htons((uint16_t)name->uid);
+	}
+	xep->lfd = socket(xep->addr.family == 6 ? AF_INET6 : AF_INET,
+			  SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (xep->lfd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	setsockopt(xep->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sl = tnbc_tcp_sockaddr(&xep->addr, &ss);
+	if (bind(xep->lfd, (struct sockaddr *)&ss, sl) ||
+	    listen(xep->lfd, 128)) {
+		ret = errno == EADDRINUSE ? -FI_EADDRINUSE : -errno;
+		goto err_fd;
+	}
+	sl = sizeof(ss);
+	getsockname(xep->lfd, (struct sockaddr *)&ss, &sl);
+	tnbc_tcp_from_sockaddr((struct sockaddr *)&ss, &xep->addr);
+	if (tnbc_tcp_any(&xep->addr)) {
+		uint16_t port = xep->addr.port;
+
+		tnbc_tcp_host_addr(&xep->addr);
+		xep->addr.port = port;
+	}
+	pthread_mutex_lock(&xdom->lock);
+	xep->next = xdom->eps;
+	xdom->eps = xep;
+	pthread_mutex_unlock(&xdom->lock);
+	ev.events = EPOLLIN;
+	ev.data.ptr = &xep->ev;
+	if (epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->lfd, &ev)) {
+		ret = -errno;
+		pthread_mutex_lock(&xdom->lock);
+		for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
+			if (*it == xep) {
+				*it = xep->next;
+				break;
+			}
+		pthread_mutex_unlock(&xdom->lock);
+		goto err_fd;
+	}
+	*want = xep->addr;
+	*out = xep;
+	return 0;
+err_fd:
+	close(xep->lfd);
+err:
+	if (ret != -FI_EADDRINUSE)
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL, "tcp: endpoint: %s\n",
+			fi_strerror(-ret));
+	pthread_mutex_destroy(&xep->lock);
+	free(xep);
+	return ret;
+}
+
+static void tnbc_tcp_held_free(struct tnbc_tcp_held *h)
+{
+	while (h) {
+		struct tnbc_tcp_held *n = h->next;
+
+		free(h);
+		h = n;
+	}
+}
+
+static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+	struct tnbc_tcp_conn *c, *last = NULL;
+
+	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->lfd, NULL);
+	close(xep->lfd);
+	pthread_mutex_lock(&xep->lock);
+	xep->closing = true;
+	c = xep->conns;
+	xep->conns = NULL;
+	pthread_mutex_unlock(&xep->lock);
+	for (struct tnbc_tcp_conn *it = c; it; it = it->next) {
+		epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, it->fd, NULL);
+		close(it->fd);
+		last = it;
+	}
+	tnbc_tcp_held_free(xep->replay);
+	tnbc_tcp_held_free(xep->kept);
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
+		if (*it == xep) {
+			*it = xep->next;
+			break;
+		}
+	if (last) {
+		last->next = xdom->grave_conns;
+		xdom->grave_conns = c;
+	}
+	xep->next = xdom->grave_eps;
+	xdom->grave_eps = xep;
+	pthread_mutex_unlock(&xdom->lock);
+}
+
+/* As large as shm's: the same limits hold whichever transport reaches a
+ * peer. */
+static size_t tnbc_tcp_packet_limit(void)
+{
+	return tnbc_env.slot_size - 16;
+}
+
+static size_t tnbc_tcp_max_packet(struct tnbc_xpeer *peer)
+{
+	(void)peer;
+	return tnbc_tcp_packet_limit();
+}
+
+/* ------------------------------------------------------------------ */
+/* Peers and sending                                                    */
+
+static bool tnbc_tcp_learned_get(struct tnbc_xdom *xdom,
+				 const struct tnbc_name *name,
+				 struct tnbc_tcp_addr *a)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_tcp_learned *l = xdom->learned; l; l = l->next)
+		if (tnbc_name_same(&l->name, name)) {
+			*a = l->addr;
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&xdom->lock);
+	return found;
+}
+
+static void tnbc_tcp_learn(struct tnbc_xdom *xdom, const struct tnbc_name *name,
+			   const struct tnbc_tcp_addr *a)
+{
+	struct tnbc_tcp_learned *l;
+
+	pthread_mutex_lock(&xdom->lock);
+	for (l = xdom->learned; l; l = l->next)
+		if (tnbc_name_same(&l->name, name))
+			break;
+	if (!l) {
+		l = calloc(1, sizeof(*l));
+		if (l) {
+			l->next = xdom->learned;
+			xdom->learned = l;
+		}
+	}
+	if (l) {
+		l->name = *name;
+		l->addr = *a;
+	}
+	pthread_mutex_unlock(&xdom->lock);
+}
+
+static int tnbc_tcp_peer_get(struct tnbc_xdom *xdom,
+			     const struct tnbc_name *name, const uint8_t *xaddr,
+			     struct tnbc_xpeer **out)
+{
+	const struct tnbc_tcp_addr *given = (const void *)xaddr;
+	struct tnbc_tcp_addr a;
+	struct tnbc_xpeer *p;
+
+	if (!(name->xports & TNBC_XPORT_BIT(TNBC_XPORT_TCP)) ||
+	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
+		return -FI_EINVAL;
+	pthread_mutex_lock(&xdom->lock);
+	for (p = xdom->peers; p; p = p->next)
+		if (tnbc_name_same(&p->name, name))
+			break;
+	pthread_mutex_unlock(&xdom->lock);
+	if (p) {
+		*out = p;
+		return 0;
+	}
+	if (given && given->family && given->port)
+		a = *given;
+	else if (!tnbc_tcp_learned_get(xdom, name, &a))
+		return -FI_EHOSTUNREACH;
+	if ((a.family != 4 && a.family != 6) || !a.port)
+		return -FI_EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -FI_ENOMEM;
+	p->base.ops = &tnbc_tcp_ops;
+	p->ev.kind = TNBC_TCP_K_PEER;
+	p->xdom = xdom;
+	p->name = *name;
+	p->addr = a;
+	p->fd = -1;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_lock(&xdom->lock);
+	/* another thread may have made it meanwhile */
+	for (struct tnbc_xpeer *q = xdom->peers; q; q = q->next)
+		if (tnbc_name_same(&q->name, name)) {
+			pthread_mutex_unlock(&xdom->lock);
+			pthread_mutex_destroy(&p->lock);
+			free(p);
+			*out = q;
+			return 0;
+		}
+	p->next = xdom->peers;
+	xdom->peers = p;
+	pthread_mutex_unlock(&xdom->lock);
+	*out = p;
+	return 0;
+}
+
+static bool tnbc_tcp_peer_alive(struct tnbc_xpeer *peer)
+{
+	return !atomic_load(&peer->dead);
+}
+
+/* Makes room for n more bytes of what waits to be written; peer->lock
+ * held. */
+static int tnbc_tcp_out_room(struct tnbc_xpeer *p, size_t n)
+{
+	size_t cap = p->out_cap ? p->out_cap : 65536;
+	uint8_t *b;
+
+	if (p->out_len + n <= p->out_cap)
+		return 0;
+	if (p->out_off) {
+		memmove(p->out, p->out + p->out_off, p->out_len - p->out_off);
+		p->out_len -= p->out_off;
+		p->out_off = 0;
+	}
+	while (cap < p->out_len + n)
+		cap *= 2;
+	if (cap != p->out_cap) {
+		b = realloc(p->out, cap);
+		if (!b)
+			return -FI_EAGAIN; /* memory may come back */
+		p->out = b;
+		p->out_cap = cap;
+	}
+	return 0;
+}
+
+/* Appends our own bytes (records, frames). */
+static int tnbc_tcp_out_put(struct tnbc_xpeer *p, const void *data, size_t n)
+{
+	int ret = tnbc_tcp_out_room(p, n);
+
+	if (!ret) {
+		memcpy(p->out + p->out_len, data, n);
+		p->out_len += n;
+	}
+	return ret;
+}
+
+/* Appends n bytes of the application's memory, which may be
+ * unreadable: read through the kernel, which reports that as an error
+ * where a memcpy would fault (-FI_EFAULT then). */
+static int tnbc_tcp_out_put_user(struct tnbc_xpeer *p, const void *data,
+				 size_t n)
+{
+	struct iovec l, r;
+	int ret = tnbc_tcp_out_room(p, n);
+
+	if (ret)
+		return ret;
+	l.iov_base = p->out + p->out_len;
+	l.iov_len = n;
+	r.iov_base = (void *)data;
+	r.iov_len = n;
+	if (n && process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)n)
+		return -FI_EFAULT;
+	p->out_len += n;
+	return 0;
+}
+
+static int tnbc_tcp_connect(struct tnbc_xpeer *p)
+{
+	struct tnbc_tcp_rec rec = {.len = sizeof(struct tnbc_tcp_hello),
+				   .type = TNBC_TCP_HELLO};
+	struct tnbc_tcp_hello hello = {.magic = TNBC_TCP_MAGIC,
+				       .version = TNBC_TCP_VERSION,
+				       .to = p->name};
+	struct epoll_event ev;
+	struct sockaddr_storage ss;
+	socklen_t sl = tnbc_tcp_sockaddr(&p->addr, &ss);
+	unsigned timeout = (unsigned)tnbc_env.tcp_timeout_ms;
+	int one = 1, idle = 1, cnt, fd;
+
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* a peer that stops answering (its host or link gone) fails within
+	 * FI_TNBC_TCP_TIMEOUT_MS: unacknowledged data, or no answer to
+	 * keepalive probes once a second after a second idle */
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout,
+		   sizeof(timeout));
+	cnt = (int)(timeout / 1000u) > 1 ? (int)(timeout / 1000u) - 1 : 1;
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	if (connect(fd, (struct sockaddr *)&ss, sl) && errno != EINPROGRESS) {
+		int err = errno;
+
+		close(fd);
+		return -err;
+	}
+	p->fd = fd;
+	p->state = TNBC_TCP_CONNECTING;
+	p->nintro = 0;
+	if (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
+	    tnbc_tcp_out_put(p, &hello, sizeof(hello))) {
+		close(fd);
+		p->fd = -1;
+		p->state = TNBC_TCP_IDLE;
+		return -FI_EAGAIN;
+	}
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+	ev.data.ptr = &p->ev;
+	if (epoll_ctl(p->xdom->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		int err = errno;
+
+		close(fd);
+		p->fd = -1;
+		p->state = TNBC_TCP_IDLE;
+		p->out_len = p->out_off = 0;
+		return -err;
+	}
+	return 0;
+}
+
+/* Tells the peer where src listens, once per connection; peer->lock
+ * held. */
+static int tnbc_tcp_introduce(struct tnbc_xpeer *p, const struct tnbc_name *src)
+{
+	struct tnbc_tcp_rec rec = {.len = sizeof(struct tnbc_tcp_intro),
+				   .type = TNBC_TCP_INTRO};
+	struct tnbc_tcp_intro in = {.src = *src};
+	struct tnbc_xdom *xdom = p->xdom;
+	bool found = false;
+
+	for (unsigned i = 0; i < p->nintro; i++)
+		if (tnbc_name_same(&p->intro[i], src))
+			return 0;
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
+		if (tnbc_name_same(&e->name, src)) {
+			in.addr = e->addr;
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&xdom->lock);
+	if (!found)
+		return 0; /* not ours: the peer cannot answer it anyway */
+	if (p->out_len + sizeof(rec) + sizeof(in) > TNBC_TCP_OUT_MAX)
+		return -FI_EAGAIN;
+	if (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
+	    tnbc_tcp_out_put(p, &in, sizeof(in)))
+		return -FI_EAGAIN;
+	if (p->nintro < TNBC_TCP_INTROS)
+		p->intro[p->nintro++] = *src;
+	else /* a domain with many endpoints: forget the oldest */
+		p->intro[src->uid % TNBC_TCP_INTROS] = *src;
+	return 0;
+}
+
+static int tnbc_tcp_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
+{
+	size_t len = (size_t)pkt->frame_len + pkt->payload_len;
+	struct tnbc_tcp_rec rec = {.len = (uint32_t)len, .type = TNBC_TCP_PKT};
+	struct iovec iov[2 + 64];
+	size_t niov = 0, total = sizeof(rec) + len, done = 0, at_start;
+	int ret = 0;
+
+	if (pkt->frame_len > TNBC_XPKT_FRAME_MAX ||
+	    len > tnbc_tcp_max_packet(p))
+		return -FI_EMSGSIZE;
+	if (pkt->flags & TNBC_XPKT_PLACED)
+		rec.flags |= TNBC_TCP_REC_PLACED;
+	pthread_mutex_lock(&p->lock);
+	if (p->state == TNBC_TCP_DEAD) {
+		ret = -FI_EHOSTUNREACH;
+		goto out;
+	}
+	if (p->state == TNBC_TCP_IDLE) {
+		ret = tnbc_tcp_connect(p);
+		if (ret) {
+			if (ret != -FI_EAGAIN)
+				tnbc_tcp_peer_dead(p, fi_strerror(-ret));
+			ret = ret == -FI_EAGAIN ? ret : -FI_EHOSTUNREACH;
+			goto out;
+		}
+	}
+	if (p->out_len - p->out_off + total > TNBC_TCP_OUT_MAX) {
+		tnbc_tcp_flush(p);
+		if (p->out_len - p->out_off + total > TNBC_TCP_OUT_MAX) {
+			ret = p->state == TNBC_TCP_DEAD ? -FI_EHOSTUNREACH
+							: -FI_EAGAIN;
+			goto out;
+		}
+	}
+	if (pkt->src) {
+		ret = tnbc_tcp_introduce(p, pkt->src);
+		if (ret)
+			goto out;
+	}
+	at_start = p->out_len - p->out_off; /* compaction keeps this */
+	iov[niov].iov_base = &rec;
+	iov[niov++].iov_len = sizeof(rec);
+	iov[niov].iov_base = (void *)pkt->frame;
+	iov[niov++].iov_len = pkt->frame_len;
+	for (size_t i = 0, left = pkt->payload_len;
+	     i < pkt->iov_count && left && niov < sizeof(iov) / sizeof(iov[0]);
+	     i++) {
+		size_t n =
+			pkt->iov[i].iov_len < left ? pkt->iov[i].iov_len : left;
+
+		if (!n)
+			continue;
+		iov[niov].iov_base = pkt->iov[i].iov_base;
+		iov[niov++].iov_len = n;
+		left -= n;
+	}
+	/* straight to the socket when nothing waits before it */
+	if (p->state == TNBC_TCP_UP && p->out_off == p->out_len) {
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov};
+		ssize_t n = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EFAULT) {
+			/* nothing written: the stream goes on */
+			ret = -FI_EFAULT;
+			goto out;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			tnbc_tcp_peer_dead(p, strerror(errno));
+			ret = -FI_EHOSTUNREACH;
+			goto out;
+		}
+		done = n > 0 ? (size_t)n : 0;
+	}
+	/* the rest waits for the waker, which writes it once the socket
+	 * can take more */
+	for (size_t i = 0, at = 0; i < niov && !ret; i++) {
+		size_t l = iov[i].iov_len, skip = 0;
+
+		if (at + l <= done) {
+			at += l;
+			continue;
+		}
+		if (done > at)
+			skip = done - at;
+		/* the first two are ours, the payload the application's */
+		ret = (i < 2 ? tnbc_tcp_out_put : tnbc_tcp_out_put_user)(
+			p, (uint8_t *)iov[i].iov_base + skip, l - skip);
+		at += l;
+	}
+	if (ret && done) {
+		/* part of it is on the wire: the stream cannot go on */
+		tnbc_tcp_peer_dead(p, ret == -FI_EFAULT
+					      ? "unreadable payload mid-packet"
+					      : "out of memory mid-packet");
+		ret = ret == -FI_EFAULT ? ret : -FI_EHOSTUNREACH;
+	} else if (ret) {
+		/* none of it on the wire: drop what was queued of it */
+		p->out_len = p->out_off + at_start;
+	}
+	/* what waited before it (an introduction) goes now: the waker
+	 * writes only when the socket had been full */
+	if (!ret)
+		tnbc_tcp_flush(p);
+out:
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Receiving                                                            */
+
+/* A connection the consumer gives up: it and its bytes are dropped. */
+static void tnbc_tcp_conn_drop(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			       const char *why)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+
+	if (why)
+		FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
+			"tcp: connection closed: %s\n", why);
+	pthread_mutex_lock(&xep->lock);
+	for (struct tnbc_tcp_conn **it = &xep->conns; *it; it = &(*it)->next)
+		if (*it == c) {
+			*it = c->next;
+			break;
+		}
+	pthread_mutex_unlock(&xep->lock);
+	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	pthread_mutex_lock(&xdom->lock);
+	c->next = xdom->grave_conns;
+	xdom->grave_conns = c;
+	pthread_mutex_unlock(&xdom->lock);
+}
+
+/* Reads what the socket has into the buffer, making room for need bytes
+ * from off; returns bytes read, 0 when none are there, or a negative
+ * fi_errno when the connection is over. */
+static ssize_t tnbc_tcp_fill(struct tnbc_tcp_conn *c, size_t need)
+{
+	size_t want;
+	ssize_t n;
+
+	if (c->off && (c->off == c->have || c->cap - c->off < need)) {
+		memmove(c->buf, c->buf + c->off, c->have - c->off);
+		c->have -= c->off;
+		c->off = 0;
+	}
+	if (c->cap < need || !c->buf) {
+		size_t cap = c->cap ? c->cap : 65536;
+		uint8_t *b;
+
+		while (cap < need)
+			cap *= 2;
+		b = realloc(c->buf, cap);
+		if (!b)
+			return 0; /* memory may come back: read later */
+		c->buf = b;
+		c->cap = cap;
+	}
+	want = c->cap - c->have;
+	/* while a record is incomplete read only up to its end, so that a
+	 * large placed payload stays in the socket */
+	if (want > TNBC_TCP_RBULK && need - (c->have - c->off) < want)
+		want = need - (c->have - c->off) > TNBC_TCP_RBULK
+			       ? need - (c->have - c->off)
+			       : TNBC_TCP_RBULK;
+	n = recv(c->fd, c->buf + c->have, want, MSG_DONTWAIT);
+	if (n > 0) {
+		c->have += (size_t)n;
+		return n;
+	}
+	if (n == 0)
+		return -FI_ECONNRESET;
+	if (errno == EAGAIN || errno == EINTR)
+		return 0;
+	return -FI_ECONNRESET;
+}
+
+/* A packet as poll offers it from a connection: head_len bytes in the
+ * buffer, the rest (if any) in the socket. */
+struct tnbc_tcp_rx {
+	struct tnbc_xrx rx;
+	struct tnbc_tcp_conn *c;
+	size_t pos; /* bytes of the packet read from the socket so far */
+	bool copied; /* the protocol read past the head */
+	bool broken; /* the socket failed mid-packet */
+};
+
+/* Reads and drops n bytes of the socket. */
+static int tnbc_tcp_skip(struct tnbc_tcp_conn *c, size_t n)
+{
+	uint8_t junk[4096];
+
+	while (n) {
+		ssize_t r =
+			recv(c->fd, junk, n < sizeof(junk) ? n : sizeof(junk),
+			     MSG_WAITALL);
+
+		if (r <= 0)
+			return -FI_ECONNRESET;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* Reads n bytes of the socket into iov (the data is known to be there:
+ * FIONREAD said so before the packet was offered). */
+static int tnbc_tcp_read_iov(struct tnbc_tcp_conn *c, const struct iovec *iov,
+			     size_t iov_count, size_t off, size_t n)
+{
+	while (n) {
+		struct iovec part[64];
+		size_t cnt = tnbc_iov_slice(iov, iov_count, off, n, part, 64);
+		struct msghdr mh = {.msg_iov = part, .msg_iovlen = cnt};
+		ssize_t r = recvmsg(c->fd, &mh, MSG_WAITALL);
+
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 && errno == EAGAIN) {
+				struct pollfd pfd = {.fd = c->fd,
+						     .events = POLLIN};
+
+				/* FIONREAD promised it: wait a bounded
+				 * time rather than spin */
+				if (poll(&pfd, 1, 1000) > 0)
+					continue;
+			}
+			return -FI_ECONNRESET;
+		}
+		off += (size_t)r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static ssize_t tnbc_tcp_rx_copy(struct tnbc_xrx *x, size_t off,
+				const struct iovec *iov, size_t iov_count,
+				size_t n)
+{
+	struct tnbc_tcp_rx *rx = (struct tnbc_tcp_rx *)x;
+	size_t done = 0;
+
+	if (off > x->len || n > x->len - off || rx->broken)
+		return -FI_EINVAL;
+	/* from the head in memory */
+	if (off < x->head_len) {
+		size_t m = x->head_len - off < n ? x->head_len - off : n;
+
+		tnbc_copy_to_iov(iov, iov_count, 0, x->head + off, m);
+		done = m;
+		off += m;
+	}
+	if (done == n)
+		return (ssize_t)n;
+	/* then from the socket, in order, each byte once */
+	if (off < x->head_len + rx->pos)
+		return -FI_EINVAL;
+	rx->copied = true;
+	if (off > x->head_len + rx->pos &&
+	    tnbc_tcp_skip(rx->c, off - x->head_len - rx->pos)) {
+		rx->broken = true;
+		return -FI_ECONNRESET;
+	}
+	rx->pos = off - x->head_len;
+	if (tnbc_tcp_read_iov(rx->c, iov, iov_count, done, n - done)) {
+		rx->broken = true;
+		return -FI_ECONNRESET;
+	}
+	rx->pos += n - done;
+	return (ssize_t)n;
+}
+
+static ssize_t tnbc_tcp_mem_copy(struct tnbc_xrx *x, size_t off,
+				 const struct iovec *iov, size_t iov_count,
+				 size_t n)
+{
+	if (off > x->len || n > x->len - off)
+		return -FI_EINVAL;
+	tnbc_copy_to_iov(iov, iov_count, 0, x->head + off, n);
+	return (ssize_t)n;
+}
+
+static struct tnbc_tcp_held *tnbc_tcp_hold(const uint8_t *data, size_t len)
+{
+	struct tnbc_tcp_held *h = malloc(sizeof(*h) + len);
+
+	if (h) {
+		h->next = NULL;
+		h->len = (uint32_t)len;
+		memcpy(h->data, data, len);
+	}
+	return h;
+}
+
+static void tnbc_tcp_keep(struct tnbc_xep *xep, struct tnbc_tcp_held *h)
+{
+	*xep->kept_tail = h;
+	xep->kept_tail = &h->next;
+	xep->kept_bytes += h->len;
+}
+
+/* Offers the replayed packets (left for later, then kept after a
+ * rewind); returns false when one was left for later again. */
+static bool tnbc_tcp_replay(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
+			    int *budget, int *taken)
+{
+	while (xep->replay && *budget > 0) {
+		struct tnbc_tcp_held *h = xep->replay;
+		struct tnbc_xrx rx = {.head = h->data,
+				      .head_len = h->len,
+				      .len = h->len,
+				      .copy = tnbc_tcp_mem_copy};
+		int v = fn(arg, &rx);
+
+		if (v == TNBC_RX_LATER)
+			return false;
+		(*budget)--;
+		xep->replay = h->next;
+		h->next = NULL;
+		if (v == TNBC_RX_KEEP) {
+			tnbc_tcp_keep(xep, h);
+			continue;
+		}
+		if (v == TNBC_RX_BAD)
+			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
+		else
+			(*taken)++;
+		free(h);
+	}
+	return true;
+}
+
+/* A record of a connection that is not a packet. */
+static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			    const struct tnbc_tcp_rec *rec, const uint8_t *body)
+{
+	if (rec->type == TNBC_TCP_HELLO) {
+		struct tnbc_tcp_hello h;
+
+		if (c->hello || rec->len != sizeof(h))
+			return -FI_EINVAL;
+		memcpy(&h, body, sizeof(h));
+		if (h.magic != TNBC_TCP_MAGIC ||
+		    h.version != TNBC_TCP_VERSION ||
+		    !tnbc_name_same(&h.to, &xep->name)) {
+			atomic_fetch_add(&xep->xdom->refused, 1);
+			return -FI_EINVAL;
+		}
+		c->hello = true;
+		return 0;
+	}
+	if (rec->type == TNBC_TCP_INTRO && c->hello &&
+	    rec->len == sizeof(struct tnbc_tcp_intro)) {
+		struct tnbc_tcp_intro in;
+
+		memcpy(&in, body, sizeof(in));
+		if ((in.addr.family != 4 && in.addr.family != 6) ||
+		    !in.addr.port)
+			return -FI_EINVAL;
+		/* a source on any address is reached where it connected
+		 * from */
+		if (tnbc_tcp_any(&in.addr)) {
+			uint16_t port = in.addr.port;
+
+			in.addr = c->from;
+			in.addr.port = port;
+		}
+		tnbc_tcp_learn(xep->xdom, &in.src, &in.addr);
+		return 0;
+	}
+	return -FI_EINVAL;
+}
+
+/* Takes records of one connection; returns how many packets were
+ * consumed, or -1 when one was left for later (stop polling). */
+static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			      tnbc_rx_fn fn, void *arg, int budget)
+{
+	int taken = 0;
+
+	c->more = false;
+	while (budget > 0) {
+		struct tnbc_tcp_rec rec;
+		size_t avail = c->have - c->off, max = tnbc_tcp_packet_limit();
+		ssize_t r;
+		int v;
+
+		if (avail < sizeof(rec)) {
+			r = tnbc_tcp_fill(c, sizeof(rec));
+			if (r < 0)
+				goto drop;
+			if (!r) {
+				if (!c->hello && tnbc_now_ns() - c->born_ns >
+							 TNBC_TCP_HELLO_NS)
+					goto bad;
+				return taken; /* drained */
+			}
+			continue;
+		}
+		memcpy(&rec, c->buf + c->off, sizeof(rec));
+		if (rec.len > max + sizeof(struct tnbc_tcp_hello) ||
+		    (rec.type == TNBC_TCP_PKT && (!c->hello || rec.len > max)))
+			goto bad;
+		if (rec.type != TNBC_TCP_PKT) {
+			if (avail < sizeof(rec) + rec.len) {
+				r = tnbc_tcp_fill(c, sizeof(rec) + rec.len);
+				if (r < 0)
+					goto drop;
+				if (!r)
+					return taken;
+				continue;
+			}
+			if (tnbc_tcp_control(xep, c, &rec,
+					     c->buf + c->off + sizeof(rec)))
+				goto bad;
+			c->off += sizeof(rec) + rec.len;
+			continue;
+		}
+		if (avail < sizeof(rec) + rec.len) {
+			size_t head = avail - sizeof(rec);
+			int inq = 0;
+
+			/* a placed payload waits in the socket: offer the
+			 * packet once its frame is here and the rest is
+			 * there too */
+			if ((rec.flags & TNBC_TCP_REC_PLACED) &&
+			    rec.len >= TNBC_TCP_DIRECT_MIN &&
+			    head >= TNBC_XPKT_FRAME_MAX &&
+			    !ioctl(c->fd, FIONREAD, &inq) && inq >= 0 &&
+			    (size_t)inq >= rec.len - head) {
+				struct tnbc_tcp_rx rx = {
+					.rx = {.head = c->buf + c->off +
+						       sizeof(rec),
+					       .head_len = head,
+					       .len = rec.len,
+					       .copy = tnbc_tcp_rx_copy},
+					.c = c};
+
+				v = fn(arg, &rx.rx);
+				if (rx.broken)
+					goto drop;
+				if ((v == TNBC_RX_KEEP || v == TNBC_RX_LATER) &&
+				    rx.copied) {
+					/* the protocol broke its promise:
+					 * the packet is gone */
+					v = TNBC_RX_BAD;
+				}
+				if (v == TNBC_RX_KEEP || v == TNBC_RX_LATER) {
+					/* read it whole, to offer again */
+					struct tnbc_tcp_held *h =
+						malloc(sizeof(*h) + rec.len);
+					struct iovec to;
+
+					if (!h)
+						goto drop;
+					h->next = NULL;
+					h->len = rec.len;
+					memcpy(h->data, rx.rx.head, head);
+					to.iov_base = h->data + head;
+					to.iov_len = rec.len - head;
+					if (tnbc_tcp_read_iov(c, &to, 1, 0,
+							      to.iov_len)) {
+						free(h);
+						goto drop;
+					}
+					c->off = c->have = 0;
+					if (v == TNBC_RX_LATER) {
+						h->next = xep->replay;
+						xep->replay = h;
+						c->more = true;
+						return -1;
+					}
+					tnbc_tcp_keep(xep, h);
+					budget--;
+					continue;
+				}
+				if (tnbc_tcp_skip(c, rec.len - head - rx.pos))
+					goto drop;
+				c->off = c->have = 0;
+				budget--;
+				if (v == TNBC_RX_BAD)
+					atomic_fetch_add(&xep->xdom->bad_pkts,
+							 1);
+				else
+					taken++;
+				continue;
+			}
+			/* The rest is not all here: read what came.  Waiting
+			 * for it in the socket instead would deadlock once
+			 * the socket's window closed, since the receiver
+			 * reopens it only for a large read. */
+			r = tnbc_tcp_fill(c, sizeof(rec) + rec.len);
+			if (r < 0)
+				goto drop;
+			if (!r)
+				return taken;
+			continue;
+		}
+		{
+			struct tnbc_xrx rx = {.head = c->buf + c->off +
+						      sizeof(rec),
+					      .head_len = rec.len,
+					      .len = rec.len,
+					      .copy = tnbc_tcp_mem_copy};
+
+			v = fn(arg, &rx);
+		}
+		if (v == TNBC_RX_KEEP || v == TNBC_RX_LATER) {
+			struct tnbc_tcp_held *h = tnbc_tcp_hold(
+				c->buf + c->off + sizeof(rec), rec.len);
+
+			if (!h) {
+				c->more = true;
+				return taken; /* offered again next time */
+			}
+			c->off += sizeof(rec) + rec.len;
+			if (v == TNBC_RX_LATER) {
+				h->next = xep->replay;
+				xep->replay = h;
+				c->more = true;
+				return -1;
+			}
+			tnbc_tcp_keep(xep, h);
+			budget--;
+			continue;
+		}
+		c->off += sizeof(rec) + rec.len;
+		budget--;
+		if (v == TNBC_RX_BAD)
+			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
+		else
+			taken++;
+	}
+	c->more = true;
+	return taken;
+bad:
+	atomic_fetch_add(&xep->xdom->bad_pkts, 1);
+	tnbc_tcp_conn_drop(xep, c, "malformed stream");
+	return taken;
+drop:
+	tnbc_tcp_conn_drop(xep, c, NULL);
+	return taken;
+}
+
+static int tnbc_tcp_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
+			 int budget)
+{
+	uint64_t ev = atomic_load(&xep->events);
+	struct tnbc_tcp_conn *c;
+	int taken = 0;
+	bool more = false;
+
+	xep->polling = true;
+	if (!tnbc_tcp_replay(xep, fn, arg, &budget, &taken))
+		goto out;
+	if (ev == atomic_load_explicit(&xep->seen, memory_order_relaxed) &&
+	    !xep->buffered)
+		goto out;
+	/* kept packets past the queue's room: read nothing more, so that
+	 * senders see back pressure */
+	if (xep->kept_bytes >= tnbc_env.rx_slots * tnbc_env.slot_size)
+		goto out;
+	atomic_store_explicit(&xep->seen, ev, memory_order_relaxed);
+	pthread_mutex_lock(&xep->lock);
+	c = xep->conns;
+	pthread_mutex_unlock(&xep->lock);
+	while (c) {
+		struct tnbc_tcp_conn *next;
+		int n = 0;
+
+		pthread_mutex_lock(&xep->lock);
+		next = c->next;
+		pthread_mutex_unlock(&xep->lock);
+		if (budget > 0)
+			n = tnbc_tcp_conn_poll(xep, c, fn, arg, budget);
+		else
+			c->more = true;
+		if (n < 0) {
+			more = true;
+			break;
+		}
+		taken += n;
+		budget -= n;
+		/* c may be gone now (dropped): only its successor is used */
+		c = next;
+	}
+	pthread_mutex_lock(&xep->lock);
+	for (c = xep->conns; c; c = c->next)
+		more |= c->more;
+	pthread_mutex_unlock(&xep->lock);
+	xep->buffered = more;
+out:
+	xep->polling = false;
+	atomic_store_explicit(&xep->in_hand, xep->buffered || xep->replay,
+			      memory_order_relaxed);
+	return taken;
+}
+
+static void tnbc_tcp_rewind(struct tnbc_xep *xep)
+{
+	/* kept packets go before anything left for later: they are older */
+	if (xep->kept) {
+		*xep->kept_tail = xep->replay;
+		xep->replay = xep->kept;
+		xep->kept = NULL;
+		xep->kept_tail = &xep->kept;
+		xep->kept_bytes = 0;
+		atomic_store_explicit(&xep->in_hand, true,
+				      memory_order_relaxed);
+	}
+}
+
+static bool tnbc_tcp_pending(struct tnbc_xep *xep)
+{
+	return xep->replay || xep->buffered ||
+	       atomic_load(&xep->events) != atomic_load(&xep->seen);
+}
+
+static void tnbc_tcp_look_mark(struct tnbc_xep *xep)
+{
+	xep->mark = atomic_load(&xep->events);
+}
+
+/* Every arrival kicks the engine: nothing waits unlooked but what the
+ * consumer has not taken yet. */
+static bool tnbc_tcp_unlooked(struct tnbc_xep *xep)
+{
+	return xep->replay || xep->buffered ||
+	       atomic_load(&xep->seen) != xep->mark;
+}
+
+static bool tnbc_tcp_stalled(struct tnbc_xep *xep)
+{
+	(void)xep; /* the rest of a packet arrives as an event of its own */
+	return false;
+}
+
+static bool tnbc_tcp_idle(struct tnbc_xep *xep)
+{
+	return atomic_load(&xep->events) == atomic_load(&xep->seen) &&
+	       !atomic_load_explicit(&xep->in_hand, memory_order_relaxed);
+}
+
+/* What waits in a socket is unknown until read: read it.  While a
+ * packet is offered the answer is no, so that the protocol takes it now
+ * (buffered, or kept) rather than leave it for later: it is out of the
+ * socket already, and leaving it would hold up the packets behind it. */
+static bool tnbc_tcp_quiet(struct tnbc_xep *xep)
+{
+	return !xep->polling && !tnbc_tcp_pending(xep);
+}
+
+static ssize_t tnbc_tcp_pull(struct tnbc_xpeer *peer, const struct iovec *local,
+			     size_t local_count, const struct iovec *remote,
+			     size_t remote_count)
+{
+	(void)peer;
+	(void)local;
+	(void)local_count;
+	(void)remote;
+	(void)remote_count;
+	return -FI_ENOSYS; /* the peer streams it */
+}
+
+/* ------------------------------------------------------------------ */
+/* The engine's sleep, when TCP is the domain's first transport         */
+
+static void tnbc_tcp_app_mark(struct tnbc_xdom *xdom, bool active)
+{
+	(void)xdom;
+	(void)active;
+}
+
+static void tnbc_tcp_rx_posted(struct tnbc_xdom *xdom, int delta)
+{
+	(void)xdom;
+	(void)delta;
+}
+
+static bool tnbc_tcp_app_active(struct tnbc_xdom *xdom)
+{
+	(void)xdom;
+	return false;
+}
+
+static void tnbc_tcp_set_window(struct tnbc_xdom *xdom, uint64_t ns)
+{
+	(void)xdom;
+	(void)ns;
+}
+
+static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
+				     enum tnbc_sleep how)
+{
+	unsigned seq;
+
+	(void)how;
+	pthread_mutex_lock(&xdom->sleep_lock);
+	seq = xdom->seq;
+	pthread_mutex_unlock(&xdom->sleep_lock);
+	return seq;
+}
+
+static void tnbc_tcp_sleep_cancel(struct tnbc_xdom *xdom)
+{
+	(void)xdom;
+}
+
+static void tnbc_tcp_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
+				uint64_t timeout_ns)
+{
+	struct timespec ts;
+
+	if (timeout_ns)
+		tnbc_abstime(&ts, timeout_ns);
+	pthread_mutex_lock(&xdom->sleep_lock);
+	while (xdom->seq == token) {
+		if (!timeout_ns)
+			pthread_cond_wait(&xdom->sleep_cond, &xdom->sleep_lock);
+		else if (pthread_cond_timedwait(&xdom->sleep_cond,
+						&xdom->sleep_lock, &ts))
+			break;
+	}
+	pthread_mutex_unlock(&xdom->sleep_lock);
+}
+
+static void tnbc_tcp_wake(struct tnbc_xdom *xdom)
+{
+	pthread_mutex_lock(&xdom->sleep_lock);
+	xdom->seq++;
+	pthread_cond_broadcast(&xdom->sleep_cond);
+	pthread_mutex_unlock(&xdom->sleep_lock);
+}
+
+static void tnbc_tcp_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->bad_pkts = atomic_load(&xdom->bad_pkts);
+	st->refused = atomic_load(&xdom->refused);
+}
+
+const struct tnbc_xport_ops tnbc_tcp_ops = {
+	.name = "tcp",
+	.id = TNBC_XPORT_TCP,
+	.flags = 0,
+	.xaddr_slot = TNBC_TCP_XADDR_SLOT,
+	.addr_parse = tnbc_tcp_addr_parse,
+	.addr_str = tnbc_tcp_addr_str,
+	.dom_open = tnbc_tcp_dom_open,
+	.dom_close = tnbc_tcp_dom_close,
+	.ep_open = tnbc_tcp_ep_open,
+	.ep_close = tnbc_tcp_ep_close,
+	.max_packet = tnbc_tcp_max_packet,
+	.packet_limit = tnbc_tcp_packet_limit,
+	.peer_get = tnbc_tcp_peer_get,
+	.peer_alive = tnbc_tcp_peer_alive,
+	.send = tnbc_tcp_send,
+	.poll = tnbc_tcp_poll,
+	.rewind = tnbc_tcp_rewind,
+	.pending = tnbc_tcp_pending,
+	.look_mark = tnbc_tcp_look_mark,
+	.unlooked = tnbc_tcp_unlooked,
+	.stalled = tnbc_tcp_stalled,
+	.idle = tnbc_tcp_idle,
+	.quiet = tnbc_tcp_quiet,
+	.pull = tnbc_tcp_pull,
+	.app_mark = tnbc_tcp_app_mark,
+	.rx_posted = tnbc_tcp_rx_posted,
+	.app_active = tnbc_tcp_app_active,
+	.set_window = tnbc_tcp_set_window,
+	.sleep_begin = tnbc_tcp_sleep_begin,
+	.sleep_cancel = tnbc_tcp_sleep_cancel,
+	.sleep_wait = tnbc_tcp_sleep_wait,
+	.wake = tnbc_tcp_wake,
+	.stats = tnbc_tcp_stats,
+};
