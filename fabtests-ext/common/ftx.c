@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <sched.h>
 #include <signal.h>
@@ -851,6 +852,63 @@ ftx_teardown(struct ftx_ctx *ctx)
 
 /* ------------------------------------------------------------ launcher */
 
+/*
+ * FTX_HOSTS="pid,pid,...": each pid is a process whose namespaces make
+ * a host (its own network, mount with a private /dev/shm, PID and UTS
+ * namespaces, as tests/netns.sh builds them).  Rank r runs on host
+ * r * nhosts / nprocs: it enters that host's namespaces and runs in a
+ * child there (a PID namespace is entered by the children of whoever
+ * joins it), while this process mirrors the child's end so that the
+ * launcher sees the rank's own exit or signal.
+ */
+static void
+enter_host(int rank)
+{
+	static const char *const ns[] = {"net", "uts", "ipc", "pid", "mnt"};
+	const char *list = getenv("FTX_HOSTS");
+	char path[64], *end;
+	long pids[FTX_MAX_PROCS];
+	int nhosts = 0, host, st;
+	pid_t child;
+
+	if (!list || !*list)
+		return;
+	while (*list && nhosts < FTX_MAX_PROCS) {
+		pids[nhosts++] = strtol(list, &end, 10);
+		list = *end == ',' ? end + 1 : end;
+		if (end == list && *end)
+			break;
+	}
+	host = rank * nhosts / ftx_opts.nprocs;
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "/proc/%ld/ns/%s", pids[host],
+			 ns[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, 0)) {
+			fprintf(stderr, "rank %d: host %d: %s: %s\n", rank,
+				host, path, strerror(errno));
+			_exit(FTX_EXIT_FAIL);
+		}
+		close(fd);
+	}
+	child = fork();
+	if (child < 0)
+		_exit(FTX_EXIT_FAIL);
+	if (!child) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		return;
+	}
+	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFSIGNALED(st)) {
+		signal(WTERMSIG(st), SIG_DFL);
+		raise(WTERMSIG(st));
+	}
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : FTX_EXIT_FAIL);
+}
+
 static _Noreturn void
 rank_main(const struct ftx_test *t, const struct ftx_case *c, int rank)
 {
@@ -982,6 +1040,7 @@ launch(const struct ftx_test *t, const struct ftx_case *c,
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			if (getppid() == 1)
 				_exit(FTX_EXIT_FAIL);
+			enter_host(i);
 			rank_main(t, c, i);
 		}
 	}

@@ -204,7 +204,8 @@ struct tnbc_fabric {
 
 struct tnbc_engine {
 	pthread_t thread;
-	bool running;
+	/* read by threads that kick it (a transport's waker among them) */
+	atomic_bool running;
 	atomic_bool stop;
 	atomic_uint_fast64_t engine_pkts;
 	atomic_uint_fast64_t app_pkts;
