@@ -57,6 +57,7 @@ Suite *tu_trigger_suite(void);
 Suite *tu_tree_suite(void);
 Suite *tu_desc_suite(void);
 Suite *tu_hostile_suite(void);
+Suite *tu_tcp_suite(void);
 
 /* fi_prov_ini() once per process: defines the FI_TNBC_* parameters.
  * tnbc_env is then reset to the built-in defaults (kept in

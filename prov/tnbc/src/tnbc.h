@@ -284,6 +284,9 @@ struct tnbc_domain {
 	atomic_int ref;
 	enum fi_threading threading;
 	uint64_t mr_mode;
+	/* fi_domain(3)'s auth_key: network peers must present the same */
+	uint8_t auth_key[TNBC_AUTH_KEY_MAX];
+	size_t auth_key_size;
 
 	/* The transports, in the order a peer's is chosen (tnbc_av_peer);
 	 * the engine sleeps on the first, xops and xdom. */

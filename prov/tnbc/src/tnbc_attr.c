@@ -92,7 +92,8 @@ int tnbc_check_hints(const struct fi_info *hints)
 			return -FI_ENODATA;
 		if (e->msg_prefix_size)
 			return -FI_ENODATA;
-		if (e->auth_key_size)
+		if (e->auth_key_size > TNBC_AUTH_KEY_MAX ||
+		    (e->auth_key_size && !e->auth_key))
 			return -FI_ENODATA;
 	}
 	if (d) {
@@ -107,7 +108,8 @@ int tnbc_check_hints(const struct fi_info *hints)
 			return -FI_ENODATA;
 		if (d->mr_key_size > 8)
 			return -FI_ENODATA;
-		if (d->auth_key_size)
+		if (d->auth_key_size > TNBC_AUTH_KEY_MAX ||
+		    (d->auth_key_size && !d->auth_key))
 			return -FI_ENODATA;
 	}
 	if (f && f->name && strcmp(f->name, TNBC_FABRIC_NAME))
@@ -238,6 +240,32 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	}
 	if (hints->ep_attr && hints->ep_attr->mem_tag_format)
 		info->ep_attr->mem_tag_format = hints->ep_attr->mem_tag_format;
+	/* the auth_key, the domain's or else the endpoint's, on both:
+	 * fi_freeinfo frees them */
+	{
+		const struct fi_ep_attr *e = hints->ep_attr;
+		const struct fi_domain_attr *d = hints->domain_attr;
+		const void *key = d && d->auth_key_size	  ? d->auth_key
+				  : e && e->auth_key_size ? e->auth_key
+							  : NULL;
+		size_t len = d && d->auth_key_size   ? d->auth_key_size
+			     : e && e->auth_key_size ? e->auth_key_size
+						     : 0;
+
+		if (key) {
+			info->domain_attr->auth_key = malloc(len);
+			info->ep_attr->auth_key = malloc(len);
+			if (!info->domain_attr->auth_key ||
+			    !info->ep_attr->auth_key) {
+				fi_freeinfo(info);
+				return NULL;
+			}
+			memcpy(info->domain_attr->auth_key, key, len);
+			memcpy(info->ep_attr->auth_key, key, len);
+			info->domain_attr->auth_key_size = len;
+			info->ep_attr->auth_key_size = len;
+		}
+	}
 	if (hints->tx_attr) {
 		if (hints->tx_attr->op_flags)
 			info->tx_attr->op_flags = hints->tx_attr->op_flags;

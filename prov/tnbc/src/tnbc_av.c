@@ -72,7 +72,8 @@ int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 	int ret = -FI_EHOSTUNREACH;
 
 	/* the first of the domain's transports that reaches it; a refusal
-	 * to trust it is the answer that counts */
+	 * to trust it is final (another user's file in /dev/shm posing as
+	 * the peer must not send us to whatever listens on its port) */
 	for (unsigned i = 0; i < dom->nxp; i++) {
 		const struct tnbc_xport_ops *ops = dom->xp[i].ops;
 		int r;
@@ -84,10 +85,9 @@ int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 					  ? xaddr[ops->xaddr_slot]
 					  : NULL,
 				  peer);
-		if (!r)
-			return 0;
-		if (ret != -FI_EACCES)
-			ret = r;
+		if (!r || r == -FI_EACCES)
+			return r;
+		ret = r;
 	}
 	return ret;
 }

@@ -25,14 +25,18 @@ static void tnbc_domain_xports_close(struct tnbc_domain *dom, unsigned n)
  * on first. */
 static int tnbc_domain_xports_open(struct tnbc_domain *dom)
 {
-	const struct tnbc_xkick kick = {.kick = tnbc_domain_kick, .arg = dom};
+	const struct tnbc_xdom_attr attr = {
+		.wake = {.kick = tnbc_domain_kick, .arg = dom},
+		.auth_key = dom->auth_key,
+		.auth_key_size = dom->auth_key_size,
+	};
 	int ret;
 
 	for (dom->nxp = 0; dom->nxp < tnbc_env.nxport; dom->nxp++) {
 		struct tnbc_xslot *x = &dom->xp[dom->nxp];
 
 		x->ops = tnbc_env.xport_list[dom->nxp];
-		ret = x->ops->dom_open(&x->xdom, &kick);
+		ret = x->ops->dom_open(&x->xdom, &attr);
 		if (ret) {
 			FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "transport %s: %s\n",
 				x->ops->name, fi_strerror(-ret));
@@ -269,6 +273,12 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->threading = info->domain_attr ? info->domain_attr->threading
 					   : FI_THREAD_SAFE;
 	dom->mr_mode = info->domain_attr ? info->domain_attr->mr_mode : 0;
+	/* tnbc_check_hints bounded it */
+	if (info->domain_attr && info->domain_attr->auth_key_size) {
+		dom->auth_key_size = info->domain_attr->auth_key_size;
+		memcpy(dom->auth_key, info->domain_attr->auth_key,
+		       dom->auth_key_size);
+	}
 	tnbc_list_init(&dom->ep_list);
 	atomic_init(&dom->next_mr_key, 1);
 	atomic_init(&dom->engine.cpu, -1);

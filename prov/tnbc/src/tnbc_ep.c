@@ -633,6 +633,16 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	if (ret)
 		return -FI_EINVAL;
 	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
+	/* an endpoint's key is its domain's: the domain's connections
+	 * present it */
+	if (info->ep_attr && info->ep_attr->auth_key_size &&
+	    (info->ep_attr->auth_key_size != dom->auth_key_size ||
+	     memcmp(info->ep_attr->auth_key, dom->auth_key,
+		    dom->auth_key_size))) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"an endpoint's auth_key must be its domain's\n");
+		return -FI_EINVAL;
+	}
 	/* an address of another provider, or of an older tnbc */
 	if (info->src_addr && info->src_addrlen != sizeof(struct tnbc_addr)) {
 		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,

@@ -31,7 +31,7 @@ struct tnbc_env tnbc_env = {
 	.coll_seg = 65536,
 	.coll_slots = 1,
 	.coll_flat_max = 2,
-	.xports = "shm",
+	.xports = "shm,tcp",
 	.xport_list = {&tnbc_shm_ops},
 	.nxport = 1,
 	.xport = &tnbc_shm_ops,
@@ -136,7 +136,7 @@ static void tnbc_param_xports(void)
 	tnbc_env.nxport = 0;
 	fi_param_get_str(&tnbc_prov, "xports", &tnbc_env.xports);
 	if (!tnbc_env.xports)
-		tnbc_env.xports = "shm";
+		tnbc_env.xports = "shm,tcp";
 	snprintf(list, sizeof(list), "%s", tnbc_env.xports);
 	for (tok = strtok_r(list, ", ", &save); tok;
 	     tok = strtok_r(NULL, ", ", &save)) {
@@ -263,7 +263,7 @@ static void tnbc_init_env(void)
 			"(processes of this host), tcp (any host) and loop "
 			"(endpoints of one process, for tests); each peer is "
 			"reached through the first of them that reaches it "
-			"(default: shm)");
+			"(default: shm,tcp)");
 	fi_param_define(&tnbc_prov, "tcp_iface", FI_PARAM_STRING,
 			"The address (or the interface whose first IPv4 "
 			"address) TCP endpoints listen on and give peers "

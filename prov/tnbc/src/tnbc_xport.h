@@ -221,6 +221,18 @@ struct tnbc_xkick {
 	void *arg;
 };
 
+/* The longest auth_key a domain may have (fi_domain(3)). */
+#define TNBC_AUTH_KEY_MAX 64
+
+/* What a transport's domain is opened with. */
+struct tnbc_xdom_attr {
+	struct tnbc_xkick wake;
+	/* peers must present the same key (none: auth_key_size 0); a
+	 * network transport refuses a connection that does not */
+	const uint8_t *auth_key;
+	size_t auth_key_size;
+};
+
 /* tnbc_xport_ops.flags */
 /* Every peer the transport reaches is on this host: a packet's source
  * may leave out what this host's names share. */
@@ -252,7 +264,8 @@ struct tnbc_xport_ops {
 	 * whose packets can arrive while the engine sleeps on another's
 	 * doorbell calls it (a domain's first transport sleeps the engine,
 	 * see sleep_begin). */
-	int (*dom_open)(struct tnbc_xdom **xdom, const struct tnbc_xkick *kick);
+	int (*dom_open)(struct tnbc_xdom **xdom,
+			const struct tnbc_xdom_attr *attr);
 	void (*dom_close)(struct tnbc_xdom *xdom);
 
 	/* Opens the endpoint's end of the transport under the identity in

@@ -93,13 +93,13 @@ static struct tnbc_xep *tnbc_loop_find(const struct tnbc_name *name)
 }
 
 static int tnbc_loop_dom_open(struct tnbc_xdom **out,
-			      const struct tnbc_xkick *kick)
+			      const struct tnbc_xdom_attr *attr)
 {
 	struct tnbc_xdom *xdom = calloc(1, sizeof(*xdom));
 
 	if (!xdom)
 		return -FI_ENOMEM;
-	xdom->kick = *kick;
+	xdom->kick = attr->wake;
 	if (pthread_mutex_init(&xdom->lock, NULL)) {
 		free(xdom);
 		return -FI_ENOMEM;

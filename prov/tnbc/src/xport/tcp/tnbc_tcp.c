@@ -63,7 +63,7 @@
 
 /* The stream's format; a peer speaking another version is refused at
  * its hello. */
-#define TNBC_TCP_VERSION 1
+#define TNBC_TCP_VERSION 3
 #define TNBC_TCP_MAGIC	 0x54424e54u /* "TNBT" */
 
 enum tnbc_tcp_rec_type {
@@ -75,11 +75,16 @@ enum tnbc_tcp_rec_type {
 /* tnbc_tcp_rec.flags */
 #define TNBC_TCP_REC_PLACED (1u << 0) /* TNBC_XPKT_PLACED */
 
+/* Every record begins at a multiple of 8 bytes from the stream's start
+ * (its body is padded to one), so that a packet read into a buffer lies
+ * as aligned as the protocol reads it. */
 struct tnbc_tcp_rec {
-	uint32_t len; /* bytes after this header */
+	uint32_t len; /* bytes of the body, the padding left out */
 	uint16_t type; /* enum tnbc_tcp_rec_type */
 	uint16_t flags;
 };
+
+#define TNBC_TCP_SPAN(len) (((size_t)(len) + 7) & ~(size_t)7)
 
 /* A transport address: the xaddr slot of a name. */
 struct tnbc_tcp_addr {
@@ -94,8 +99,11 @@ _Static_assert(sizeof(struct tnbc_tcp_addr) <= TNBC_XADDR_LEN, "tcp addr");
 struct tnbc_tcp_hello {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t pad;
+	uint16_t key_len;
 	struct tnbc_name to; /* the endpoint this connection is for */
+	/* the sending domain's auth_key, which must be the receiving
+	 * endpoint's: it keeps jobs apart, and travels in the clear */
+	uint8_t key[TNBC_AUTH_KEY_MAX];
 };
 
 struct tnbc_tcp_intro {
@@ -126,7 +134,7 @@ struct tnbc_tcp_ev {
 struct tnbc_tcp_held {
 	struct tnbc_tcp_held *next;
 	uint32_t len;
-	uint8_t data[];
+	_Alignas(8) uint8_t data[];
 };
 
 /* An accepted connection: packets for one endpoint from one domain. */
@@ -200,6 +208,10 @@ struct tnbc_tcp_learned {
 
 struct tnbc_xdom {
 	struct tnbc_xkick kick;
+	/* the domain's auth_key: what its connections present, and what
+	 * its endpoints ask of connections made to them */
+	uint8_t key[TNBC_AUTH_KEY_MAX];
+	uint16_t key_len;
 	int epfd, stopfd;
 	pthread_t waker;
 	bool waker_up;
@@ -559,7 +571,7 @@ static void *tnbc_tcp_waker(void *arg)
 }
 
 static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
-			     const struct tnbc_xkick *kick)
+			     const struct tnbc_xdom_attr *attr)
 {
 	struct tnbc_xdom *xdom = calloc(1, sizeof(*xdom));
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
@@ -567,7 +579,10 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 
 	if (!xdom)
 		return -FI_ENOMEM;
-	xdom->kick = *kick;
+	xdom->kick = attr->wake;
+	xdom->key_len = (uint16_t)attr->auth_key_size;
+	if (attr->auth_key_size)
+		memcpy(xdom->key, attr->auth_key, attr->auth_key_size);
 	xdom->epfd = -1;
 	xdom->stopfd = -1;
 	pthread_mutex_init(&xdom->lock, NULL);
@@ -664,14 +679,10 @@ static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 	xep->addr = *want;
 	if (!xep->addr.family)
 		xep->addr.family = 4;
-	/* a service is reached at its number */
-	if (name->kind == TNBC_NAME_SVC) {
-		if (name->uid > 65535) {
-			ret = -FI_EINVAL;
-			goto err;
-		}
+	/* a service is reached at its number, where it is a port (peers
+	 * that know a larger one from its name learn the port it got) */
+	if (name->kind == TNBC_NAME_SVC && name->uid <= 65535)
 		xep->addr.port = htons((uint16_t)name->uid);
-	}
 	xep->lfd = socket(xep->addr.family == 6 ? AF_INET6 : AF_INET,
 			  SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (xep->lfd < 0) {
@@ -948,6 +959,7 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p)
 				   .type = TNBC_TCP_HELLO};
 	struct tnbc_tcp_hello hello = {.magic = TNBC_TCP_MAGIC,
 				       .version = TNBC_TCP_VERSION,
+				       .key_len = p->xdom->key_len,
 				       .to = p->name};
 	struct epoll_event ev;
 	struct sockaddr_storage ss;
@@ -959,6 +971,7 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p)
 		    0);
 	if (fd < 0)
 		return -errno;
+	memcpy(hello.key, p->xdom->key, sizeof(hello.key));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* a peer that stops answering (its host or link gone) fails within
 	 * FI_TNBC_TCP_TIMEOUT_MS: unacknowledged data, or no answer to
@@ -1039,8 +1052,10 @@ static int tnbc_tcp_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 {
 	size_t len = (size_t)pkt->frame_len + pkt->payload_len;
 	struct tnbc_tcp_rec rec = {.len = (uint32_t)len, .type = TNBC_TCP_PKT};
-	struct iovec iov[2 + 64];
-	size_t niov = 0, total = sizeof(rec) + len, done = 0, at_start;
+	struct iovec iov[2 + 64 + 1];
+	static const uint8_t zeros[8];
+	size_t niov = 0, total = sizeof(rec) + TNBC_TCP_SPAN(len), done = 0,
+	       at_start;
 	int ret = 0;
 
 	if (pkt->frame_len > TNBC_XPKT_FRAME_MAX ||
@@ -1081,7 +1096,8 @@ static int tnbc_tcp_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 	iov[niov].iov_base = (void *)pkt->frame;
 	iov[niov++].iov_len = pkt->frame_len;
 	for (size_t i = 0, left = pkt->payload_len;
-	     i < pkt->iov_count && left && niov < sizeof(iov) / sizeof(iov[0]);
+	     i < pkt->iov_count && left &&
+	     niov < sizeof(iov) / sizeof(iov[0]) - 1;
 	     i++) {
 		size_t n =
 			pkt->iov[i].iov_len < left ? pkt->iov[i].iov_len : left;
@@ -1091,6 +1107,10 @@ static int tnbc_tcp_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 		iov[niov].iov_base = pkt->iov[i].iov_base;
 		iov[niov++].iov_len = n;
 		left -= n;
+	}
+	if (TNBC_TCP_SPAN(len) > len) {
+		iov[niov].iov_base = (void *)zeros;
+		iov[niov++].iov_len = TNBC_TCP_SPAN(len) - len;
 	}
 	/* straight to the socket when nothing waits before it */
 	if (p->state == TNBC_TCP_UP && p->out_off == p->out_len) {
@@ -1387,6 +1407,14 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			atomic_fetch_add(&xep->xdom->refused, 1);
 			return -FI_EINVAL;
 		}
+		if (h.key_len != xep->xdom->key_len ||
+		    memcmp(h.key, xep->xdom->key, xep->xdom->key_len)) {
+			FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+				"tcp: a connection with another auth_key "
+				"refused\n");
+			atomic_fetch_add(&xep->xdom->refused, 1);
+			return -FI_EACCES;
+		}
 		c->hello = true;
 		return 0;
 	}
@@ -1423,6 +1451,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	while (budget > 0) {
 		struct tnbc_tcp_rec rec;
 		size_t avail = c->have - c->off, max = tnbc_tcp_packet_limit();
+		size_t span;
 		ssize_t r;
 		int v;
 
@@ -1442,9 +1471,10 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 		if (rec.len > max + sizeof(struct tnbc_tcp_hello) ||
 		    (rec.type == TNBC_TCP_PKT && (!c->hello || rec.len > max)))
 			goto bad;
+		span = TNBC_TCP_SPAN(rec.len);
 		if (rec.type != TNBC_TCP_PKT) {
-			if (avail < sizeof(rec) + rec.len) {
-				r = tnbc_tcp_fill(c, sizeof(rec) + rec.len);
+			if (avail < sizeof(rec) + span) {
+				r = tnbc_tcp_fill(c, sizeof(rec) + span);
 				if (r < 0)
 					goto drop;
 				if (!r)
@@ -1454,11 +1484,14 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			if (tnbc_tcp_control(xep, c, &rec,
 					     c->buf + c->off + sizeof(rec)))
 				goto bad;
-			c->off += sizeof(rec) + rec.len;
+			c->off += sizeof(rec) + span;
 			continue;
 		}
-		if (avail < sizeof(rec) + rec.len) {
+		if (avail < sizeof(rec) + span) {
+			/* head: bytes of the record here, hl of them the
+			 * packet's (the rest may be padding) */
 			size_t head = avail - sizeof(rec);
+			size_t hl = head < rec.len ? head : rec.len;
 			int inq = 0;
 
 			/* a placed payload waits in the socket: offer the
@@ -1466,13 +1499,13 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			 * there too */
 			if ((rec.flags & TNBC_TCP_REC_PLACED) &&
 			    rec.len >= TNBC_TCP_DIRECT_MIN &&
-			    head >= TNBC_XPKT_FRAME_MAX &&
+			    hl >= TNBC_XPKT_FRAME_MAX &&
 			    !ioctl(c->fd, FIONREAD, &inq) && inq >= 0 &&
-			    (size_t)inq >= rec.len - head) {
+			    (size_t)inq >= span - head) {
 				struct tnbc_tcp_rx rx = {
 					.rx = {.head = c->buf + c->off +
 						       sizeof(rec),
-					       .head_len = head,
+					       .head_len = hl,
 					       .len = rec.len,
 					       .copy = tnbc_tcp_rx_copy},
 					.c = c};
@@ -1496,11 +1529,14 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 						goto drop;
 					h->next = NULL;
 					h->len = rec.len;
-					memcpy(h->data, rx.rx.head, head);
-					to.iov_base = h->data + head;
-					to.iov_len = rec.len - head;
+					memcpy(h->data, rx.rx.head, hl);
+					to.iov_base = h->data + hl;
+					to.iov_len = rec.len - hl;
 					if (tnbc_tcp_read_iov(c, &to, 1, 0,
-							      to.iov_len)) {
+							      to.iov_len) ||
+					    tnbc_tcp_skip(c,
+							  span - head -
+								  to.iov_len)) {
 						free(h);
 						goto drop;
 					}
@@ -1515,7 +1551,9 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 					budget--;
 					continue;
 				}
-				if (tnbc_tcp_skip(c, rec.len - head - rx.pos))
+				/* what the protocol left of the record,
+				 * padding included */
+				if (tnbc_tcp_skip(c, span - head - rx.pos))
 					goto drop;
 				c->off = c->have = 0;
 				budget--;
@@ -1530,7 +1568,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			 * for it in the socket instead would deadlock once
 			 * the socket's window closed, since the receiver
 			 * reopens it only for a large read. */
-			r = tnbc_tcp_fill(c, sizeof(rec) + rec.len);
+			r = tnbc_tcp_fill(c, sizeof(rec) + span);
 			if (r < 0)
 				goto drop;
 			if (!r)
@@ -1554,7 +1592,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 				c->more = true;
 				return taken; /* offered again next time */
 			}
-			c->off += sizeof(rec) + rec.len;
+			c->off += sizeof(rec) + span;
 			if (v == TNBC_RX_LATER) {
 				h->next = xep->replay;
 				xep->replay = h;
@@ -1565,7 +1603,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			budget--;
 			continue;
 		}
-		c->off += sizeof(rec) + rec.len;
+		c->off += sizeof(rec) + span;
 		budget--;
 		if (v == TNBC_RX_BAD)
 			atomic_fetch_add(&xep->xdom->bad_pkts, 1);

@@ -1,0 +1,148 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
+#
+# tnbc over TCP against libfabric's tcp;ofi_rxm between hosts made of
+# namespaces on this machine (tests/netns-lib.sh: each its own network,
+# /dev/shm, PIDs and hostname, joined by veth pairs through a bridge),
+# side by side in one invocation, over the same links:
+#   latency    ftx_bench_pingpong, 8 B and 4 KiB, one rank on each of 2
+#              hosts (half the round trip)
+#   bandwidth  ftx_bench_bw, 64 KiB and 1 MiB, one rank on each of 2 hosts
+#   allreduce  ftx_bench_coll (fi_allreduce, completion time), 8 to 48 B,
+#              at 2 ranks on 2 hosts, 4 on 2 and 6 on 3 (tnbc reaches the
+#              ranks of one host through shm, as a user's job would;
+#              tcp;ofi_rxm has no shm and uses TCP for them too)
+# Each round runs every stack once per test, the order alternating; the
+# table shows the median over rounds and tnbc's figure over rxm's (for
+# latency and allreduce below 1 means tnbc is faster, for bandwidth above
+# 1).  Figures only: nothing passes or fails on time.
+#
+# usage: netns_compare.sh [-b BUILDDIR]     (root only)
+# environment: ROUNDS=3; OUT=DIR (default ./netns-compare-YYYYmmdd-HHMMSS);
+#   PLOT=0 no PNG
+# OUT holds raw.csv (round,stack,test,np,bytes,value,unit), results.csv
+# (medians and ratios), table.txt, netns_compare.png, logs/.
+set -u
+src=$(cd "$(dirname "$0")/../.." && pwd)
+bld=$src/build
+while getopts b: o; do
+	case $o in
+	b) bld=$(cd "$OPTARG" && pwd) ;;
+	*) exit 2 ;;
+	esac
+done
+ROUNDS=${ROUNDS:-3}
+OUT=${OUT:-$PWD/netns-compare-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT/logs"
+export FI_PROVIDER_PATH=$bld/.libs
+# shellcheck source=../../tests/netns-lib.sh
+. "$src/tests/netns-lib.sh"
+why=$(netns_usable) || { echo "cannot run: $why" >&2; exit 1; }
+trap netns_cleanup EXIT
+netns_hosts 3 || exit 1
+
+raw=$OUT/raw.csv
+echo "round,stack,test,np,bytes,value,unit" >"$raw"
+stacks=(tnbc "tcp;ofi_rxm")
+fail=0
+
+# hosts for np ranks: one rank per host at 2, two per host above
+hosts_for() {
+	case $1 in
+	2) echo "${HOSTPID[1]},${HOSTPID[2]}" ;;
+	4) echo "${HOSTPID[1]},${HOSTPID[2]}" ;;
+	6) echo "${HOSTPID[1]},${HOSTPID[2]},${HOSTPID[3]}" ;;
+	esac
+}
+
+# one run: stack test np; appends its lines to raw.csv
+one() {
+	local r=$1 st=$2 test=$3 np=$4 lab log
+	lab=$(echo "$st" | tr ';' '+')
+	log=$OUT/logs/$test-$np-$lab-r$r.log
+	case $test in
+	lat)
+		FTX_HOSTS=$(hosts_for 2) timeout 300 \
+			"$bld/fabtests-ext/ftx_bench_pingpong" -p "$st" -s 8,4096 \
+			>"$log" 2>&1 || { fail=1; return; }
+		awk -v r="$r" -v s="$st" '!/^#/ && NF == 3 {
+			print r "," s ",lat,2," $1 "," $3 ",us" }' "$log" >>"$raw"
+		;;
+	bw)
+		FTX_HOSTS=$(hosts_for 2) timeout 300 \
+			"$bld/fabtests-ext/ftx_bench_bw" -p "$st" -s 64k,1m -B 256 \
+			>"$log" 2>&1 || { fail=1; return; }
+		awk -v r="$r" -v s="$st" '!/^#/ && NF >= 3 && $1 ~ /^[0-9]+$/ {
+			print r "," s ",bw,2," $1 "," $NF ",GB/s" }' "$log" >>"$raw"
+		;;
+	ar)
+		FTX_HOSTS=$(hosts_for "$np") timeout 600 \
+			"$bld/fabtests-ext/ftx_bench_coll" -p "$st" -n "$np" \
+			-s 8,16,32,48 -i 200 -l x >"$log" 2>&1 || { fail=1; return; }
+		# CSV lines: label,np,bytes,median_us,...
+		awk -F, -v r="$r" -v s="$st" -v np="$np" '$1 == "x" {
+			print r "," s ",allreduce," np "," $3 "," $4 ",us" }' \
+			"$log" >>"$raw"
+		;;
+	esac
+}
+
+for r in $(seq "$ROUNDS"); do
+	order=("${stacks[@]}")
+	[ $((r % 2)) = 0 ] && order=("${stacks[1]}" "${stacks[0]}")
+	for t in lat bw "ar 2" "ar 4" "ar 6"; do
+		set -- $t
+		for st in "${order[@]}"; do
+			echo "round $r: $st $1 ${2:-2}"
+			one "$r" "$st" "$1" "${2:-2}"
+		done
+	done
+done
+
+python3 - "$OUT" <<'PY'
+import csv, statistics, sys, os
+out = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(out, "raw.csv"))))
+med = {}
+for r in rows:
+    med.setdefault((r["test"], int(r["np"]), int(r["bytes"]), r["stack"], r["unit"]), []).append(float(r["value"]))
+keys = sorted({k[:3] for k in med})
+res = []
+lines = ["%-10s %3s %8s %14s %14s %7s" % ("test", "np", "bytes", "tnbc", "tcp;ofi_rxm", "ratio")]
+for t, np_, b in keys:
+    unit = next(k[4] for k in med if k[:3] == (t, np_, b))
+    a = med.get((t, np_, b, "tnbc", unit))
+    x = med.get((t, np_, b, "tcp;ofi_rxm", unit))
+    am = statistics.median(a) if a else None
+    xm = statistics.median(x) if x else None
+    ratio = am / xm if am and xm else None
+    res.append((t, np_, b, unit, am, xm, ratio))
+    f = lambda v: "n/a" if v is None else "%.3f" % v
+    lines.append("%-10s %3d %8d %11s %-2s %11s %-2s %7s" % (t, np_, b, f(am), "", f(xm), "", f(ratio)))
+lines.append("units: lat and allreduce in us (ratio < 1: tnbc faster), bw in GB/s (ratio > 1: tnbc faster)")
+open(os.path.join(out, "table.txt"), "w").write("\n".join(lines) + "\n")
+with open(os.path.join(out, "results.csv"), "w") as fh:
+    w = csv.writer(fh)
+    w.writerow(["test", "np", "bytes", "unit", "tnbc", "tcp_ofi_rxm", "ratio"])
+    w.writerows(res)
+print("\n".join(lines))
+if os.environ.get("PLOT", "1") != "0":
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        ok = [r for r in res if r[6]]
+        fig, ax = plt.subplots(figsize=(9, 4))
+        ax.bar(range(len(ok)), [r[6] for r in ok])
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(range(len(ok)))
+        ax.set_xticklabels(["%s\nnp=%d %dB" % (r[0], r[1], r[2]) for r in ok], fontsize=7)
+        ax.set_ylabel("tnbc / tcp;ofi_rxm")
+        ax.set_title("tnbc over TCP vs tcp;ofi_rxm across namespaces (lat, allreduce: lower is better; bw: higher)")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "netns_compare.png"), dpi=120)
+    except ImportError:
+        print("(no matplotlib: no plot)")
+PY
+echo "results in $OUT"
+exit $fail
