@@ -18,8 +18,9 @@
 # 1).  Figures only: nothing passes or fails on time.
 #
 # usage: netns_compare.sh [-b BUILDDIR]     (root only)
-# environment: ROUNDS=3; OUT=DIR (default ./netns-compare-YYYYmmdd-HHMMSS);
-#   PLOT=0 no PNG
+# environment: ROUNDS=3; TESTS="lat bw ar2 ar4 ar6" (ar<np>: allreduce at
+#   np ranks); OUT=DIR (default ./netns-compare-YYYYmmdd-HHMMSS); PLOT=0 no
+#   PNG
 # OUT holds raw.csv (round,stack,test,np,bytes,value,unit), results.csv
 # (medians and ratios), table.txt, netns_compare.png, logs/.
 set -u
@@ -32,6 +33,7 @@ while getopts b: o; do
 	esac
 done
 ROUNDS=${ROUNDS:-3}
+TESTS=${TESTS:-lat bw ar2 ar4 ar6}
 OUT=${OUT:-$PWD/netns-compare-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT/logs"
 export FI_PROVIDER_PATH=$bld/.libs
@@ -90,11 +92,12 @@ one() {
 for r in $(seq "$ROUNDS"); do
 	order=("${stacks[@]}")
 	[ $((r % 2)) = 0 ] && order=("${stacks[1]}" "${stacks[0]}")
-	for t in lat bw "ar 2" "ar 4" "ar 6"; do
-		set -- $t
+	for t in $TESTS; do
+		np=${t#ar}
+		[ "$np" = "$t" ] && np=2
 		for st in "${order[@]}"; do
-			echo "round $r: $st $1 ${2:-2}"
-			one "$r" "$st" "$1" "${2:-2}"
+			echo "round $r: $st ${t%%[0-9]*} $np"
+			one "$r" "$st" "${t%%[0-9]*}" "$np"
 		done
 	done
 done

@@ -9,10 +9,15 @@
 #include "tnbc_unsupp.h"
 
 /* Packets for this domain's engine came through a transport that
- * cannot ring the first one's doorbell itself. */
+ * cannot ring the first one's doorbell itself.  An application thread
+ * that polls takes them itself, as shm's senders let it: waking the
+ * engine then would only take its core. */
 static void tnbc_domain_kick(void *arg)
 {
-	tnbc_engine_kick(arg);
+	struct tnbc_domain *dom = arg;
+
+	if (!dom->xops->app_active(dom->xdom))
+		tnbc_engine_kick(dom);
 }
 
 static void tnbc_domain_xports_close(struct tnbc_domain *dom, unsigned n)

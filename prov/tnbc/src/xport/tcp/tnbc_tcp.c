@@ -158,6 +158,11 @@ struct tnbc_xep {
 	struct tnbc_name name;
 	struct tnbc_tcp_addr addr; /* where it listens, as peers reach it */
 	int lfd;
+	/* its connections, level-triggered: a poll asks it directly
+	 * whether one has data, rather than wait for the waker to say so
+	 * (a thread wake-up per message) */
+	int pfd;
+	atomic_uint nconns;
 	pthread_mutex_t lock; /* conns, closing */
 	struct tnbc_tcp_conn *conns;
 	bool closing;
@@ -488,6 +493,9 @@ static void tnbc_tcp_accept(struct tnbc_xep *xep)
 		ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 		ev.data.ptr = &c->ev;
 		epoll_ctl(xep->xdom->epfd, EPOLL_CTL_ADD, fd, &ev);
+		ev.events = EPOLLIN | EPOLLRDHUP;
+		epoll_ctl(xep->pfd, EPOLL_CTL_ADD, fd, &ev);
+		atomic_fetch_add(&xep->nconns, 1);
 		/* a hello may have come with it, before the registration */
 		atomic_fetch_add(&xep->events, 1);
 	}
@@ -675,6 +683,12 @@ static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 	xep->xdom = xdom;
 	xep->name = *name;
 	xep->kept_tail = &xep->kept;
+	xep->pfd = epoll_create1(EPOLL_CLOEXEC);
+	if (xep->pfd < 0) {
+		ret = -errno;
+		free(xep);
+		return ret;
+	}
 	pthread_mutex_init(&xep->lock, NULL);
 	xep->addr = *want;
 	if (!xep->addr.family)
@@ -731,6 +745,7 @@ err:
 	if (ret != -FI_EADDRINUSE)
 		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL, "tcp: endpoint: %s\n",
 			fi_strerror(-ret));
+	close(xep->pfd);
 	pthread_mutex_destroy(&xep->lock);
 	free(xep);
 	return ret;
@@ -763,6 +778,7 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 		close(it->fd);
 		last = it;
 	}
+	close(xep->pfd);
 	tnbc_tcp_held_free(xep->replay);
 	tnbc_tcp_held_free(xep->kept);
 	pthread_mutex_lock(&xdom->lock);
@@ -1184,6 +1200,8 @@ static void tnbc_tcp_conn_drop(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 		}
 	pthread_mutex_unlock(&xep->lock);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	epoll_ctl(xep->pfd, EPOLL_CTL_DEL, c->fd, NULL);
+	atomic_fetch_sub(&xep->nconns, 1);
 	close(c->fd);
 	c->fd = -1;
 	pthread_mutex_lock(&xdom->lock);
@@ -1621,6 +1639,17 @@ drop:
 	return taken;
 }
 
+/* Whether a connection has bytes to read now, as the kernel says; not
+ * while kept packets fill the queue's room (reading waits then). */
+static bool tnbc_tcp_ready(struct tnbc_xep *xep)
+{
+	struct epoll_event ev;
+
+	return atomic_load_explicit(&xep->nconns, memory_order_relaxed) &&
+	       xep->kept_bytes < tnbc_env.rx_slots * tnbc_env.slot_size &&
+	       epoll_wait(xep->pfd, &ev, 1, 0) > 0;
+}
+
 static int tnbc_tcp_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			 int budget)
 {
@@ -1633,7 +1662,7 @@ static int tnbc_tcp_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 	if (!tnbc_tcp_replay(xep, fn, arg, &budget, &taken))
 		goto out;
 	if (ev == atomic_load_explicit(&xep->seen, memory_order_relaxed) &&
-	    !xep->buffered)
+	    !xep->buffered && !tnbc_tcp_ready(xep))
 		goto out;
 	/* kept packets past the queue's room: read nothing more, so that
 	 * senders see back pressure */
@@ -1692,7 +1721,8 @@ static void tnbc_tcp_rewind(struct tnbc_xep *xep)
 static bool tnbc_tcp_pending(struct tnbc_xep *xep)
 {
 	return xep->replay || xep->buffered ||
-	       atomic_load(&xep->events) != atomic_load(&xep->seen);
+	       atomic_load(&xep->events) != atomic_load(&xep->seen) ||
+	       tnbc_tcp_ready(xep);
 }
 
 static void tnbc_tcp_look_mark(struct tnbc_xep *xep)
@@ -1716,8 +1746,12 @@ static bool tnbc_tcp_stalled(struct tnbc_xep *xep)
 
 static bool tnbc_tcp_idle(struct tnbc_xep *xep)
 {
+	struct epoll_event ev;
+
 	return atomic_load(&xep->events) == atomic_load(&xep->seen) &&
-	       !atomic_load_explicit(&xep->in_hand, memory_order_relaxed);
+	       !atomic_load_explicit(&xep->in_hand, memory_order_relaxed) &&
+	       !(atomic_load_explicit(&xep->nconns, memory_order_relaxed) &&
+		 epoll_wait(xep->pfd, &ev, 1, 0) > 0);
 }
 
 /* What waits in a socket is unknown until read: read it.  While a
