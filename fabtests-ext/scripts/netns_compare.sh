@@ -102,7 +102,16 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 
-python3 - "$OUT" <<'PY'
+# a python3 with matplotlib if there is one (Debian's package is for
+# /usr/bin/python3, which a pyenv or venv first in PATH may hide)
+py=python3
+for p in "$(command -v python3)" /usr/bin/python3; do
+	if [ -n "$p" ] && "$p" -c 'import matplotlib' 2>/dev/null; then
+		py=$p
+		break
+	fi
+done
+"$py" - "$OUT" <<'PY'
 import csv, statistics, sys, os
 out = sys.argv[1]
 rows = list(csv.DictReader(open(os.path.join(out, "raw.csv"))))

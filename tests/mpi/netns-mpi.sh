@@ -1,7 +1,7 @@
 #!/bin/bash
 # Open MPI's OFI MTL over tnbc across hosts made of namespaces on this
 # machine (tests/netns-lib.sh: each its own network, /dev/shm, PIDs and
-# hostname, joined by veth pairs): mpirun runs inside host 1 and starts
+# hostname, joined by veth pairs): mpirun runs on host 1 and starts
 # its daemons on the others through an rsh agent that enters the host of
 # the address it is given, as ssh would log in.  Two ranks per host, on
 # 2 and on 3 hosts: ranks of one host meet through shm, the others
@@ -51,7 +51,11 @@ for nh in 2 3; do
 		ids=$(seq -s ' ' "$nh")
 		before=$(netns_link_bytes $ids)
 		log=$work/$p-$nh.log
-		if nsenter -t "${HOSTPID[1]}" -a env PATH="$PATH" \
+		# mpirun joins host 1's network and name only: its rsh agent
+		# must see the other hosts' processes to enter them, and its
+		# own ranks then share this machine's /dev/shm and PIDs (still
+		# a host of their own to tnbc, apart from the others)
+		if nsenter -t "${HOSTPID[1]}" -n -u env PATH="$PATH" \
 			timeout 300 mpirun --allow-run-as-root \
 			--mca plm_rsh_agent "$work/rsh" \
 			--mca pml cm --mca mtl ofi \

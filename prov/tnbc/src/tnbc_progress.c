@@ -322,6 +322,9 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	/* The token first: a kick or a ring from now on cuts the sleep
 	 * short, so nothing found missing below can be lost. */
 	token = xops->sleep_begin(dom->xdom, how);
+	/* the others watch for packets from now on, and kick */
+	for (unsigned i = 1; i < dom->nxp; i++)
+		(void)dom->xp[i].ops->sleep_begin(dom->xp[i].xdom, how);
 	pthread_rwlock_rdlock(&dom->ep_lock);
 	/* With an application thread polling, queued packets are its to
 	 * take; only an unbounded sleep must not miss one. */

@@ -334,9 +334,11 @@ struct tnbc_xport_ops {
 			size_t remote_count);
 
 	/* Engine sleep/wake.  One engine per domain, which sleeps on its
-	 * domain's first transport: sleep_begin, sleep_cancel, sleep_wait,
-	 * wake and app_active go to that one, app_mark, rx_posted and
-	 * set_window to every transport.  app_mark records that an application
+	 * domain's first transport: sleep_cancel, sleep_wait, wake and
+	 * app_active go to that one, sleep_begin, app_mark, rx_posted and
+	 * set_window to every transport (sleep_begin tells the others to
+	 * watch for packets, and kick, until the engine next sleeps: they
+	 * need not while it is awake, it polls them).  app_mark records that an application
 	 * thread is driving progress itself (or, false, that none is);
 	 * app_active says whether one did within the last window (set_window).
 	 * Senders skip waking an engine that naps (TNBC_SLEEP_NAP) while the

@@ -124,7 +124,11 @@ struct tnbc_tcp_intro {
 /* a connection that sent no hello within this is closed */
 #define TNBC_TCP_HELLO_NS (10ull * 1000000000u)
 
-enum tnbc_tcp_kind { TNBC_TCP_K_LISTEN = 1, TNBC_TCP_K_CONN, TNBC_TCP_K_PEER };
+enum tnbc_tcp_kind {
+	TNBC_TCP_K_LISTEN = 1, /* an endpoint's listening socket */
+	TNBC_TCP_K_DATA, /* an endpoint's connections (its pfd) */
+	TNBC_TCP_K_PEER, /* a connection to a peer */
+};
 
 /* What an epoll event names: the first member of each object. */
 struct tnbc_tcp_ev {
@@ -153,14 +157,16 @@ struct tnbc_tcp_conn {
 
 struct tnbc_xep {
 	struct tnbc_tcp_ev ev; /* the listening socket's */
+	struct tnbc_tcp_ev dev; /* pfd's, armed while the engine sleeps */
 	struct tnbc_xep *next; /* xdom->eps, or the grave */
 	struct tnbc_xdom *xdom;
 	struct tnbc_name name;
 	struct tnbc_tcp_addr addr; /* where it listens, as peers reach it */
 	int lfd;
 	/* its connections, level-triggered: a poll asks it directly
-	 * whether one has data, rather than wait for the waker to say so
-	 * (a thread wake-up per message) */
+	 * whether one has data (a thread wake-up per message would cost
+	 * more than the message), and the waker watches it, one event at a
+	 * time, only while the engine sleeps (sleep_begin arms it) */
 	int pfd;
 	atomic_uint nconns;
 	pthread_mutex_t lock; /* conns, closing */
@@ -474,7 +480,7 @@ static void tnbc_tcp_accept(struct tnbc_xep *xep)
 			close(fd);
 			continue;
 		}
-		c->ev.kind = TNBC_TCP_K_CONN;
+		c->ev.kind = TNBC_TCP_K_DATA; /* never an event of its own */
 		c->xep = xep;
 		c->fd = fd;
 		c->born_ns = tnbc_now_ns();
@@ -490,10 +496,8 @@ static void tnbc_tcp_accept(struct tnbc_xep *xep)
 		c->next = xep->conns;
 		xep->conns = c;
 		pthread_mutex_unlock(&xep->lock);
-		ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-		ev.data.ptr = &c->ev;
-		epoll_ctl(xep->xdom->epfd, EPOLL_CTL_ADD, fd, &ev);
 		ev.events = EPOLLIN | EPOLLRDHUP;
+		ev.data.ptr = &c->ev;
 		epoll_ctl(xep->pfd, EPOLL_CTL_ADD, fd, &ev);
 		atomic_fetch_add(&xep->nconns, 1);
 		/* a hello may have come with it, before the registration */
@@ -553,11 +557,15 @@ static void *tnbc_tcp_waker(void *arg)
 				tnbc_tcp_accept(xep);
 				break;
 			}
-			case TNBC_TCP_K_CONN: {
-				struct tnbc_tcp_conn *c =
-					(struct tnbc_tcp_conn *)ev;
+			case TNBC_TCP_K_DATA: {
+				struct tnbc_xep *xep =
+					(struct tnbc_xep
+						 *)((char *)ev -
+						    offsetof(struct tnbc_xep,
+							     dev));
 
-				atomic_fetch_add(&c->xep->events, 1);
+				/* one-shot: armed again at the next sleep */
+				atomic_fetch_add(&xep->events, 1);
 				kick = true;
 				break;
 			}
@@ -680,6 +688,7 @@ static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 	if (!xep)
 		return -FI_ENOMEM;
 	xep->ev.kind = TNBC_TCP_K_LISTEN;
+	xep->dev.kind = TNBC_TCP_K_DATA;
 	xep->xdom = xdom;
 	xep->name = *name;
 	xep->kept_tail = &xep->kept;
@@ -723,6 +732,9 @@ static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 	xep->next = xdom->eps;
 	xdom->eps = xep;
 	pthread_mutex_unlock(&xdom->lock);
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	ev.data.ptr = &xep->dev;
+	epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->pfd, &ev);
 	ev.events = EPOLLIN;
 	ev.data.ptr = &xep->ev;
 	if (epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->lfd, &ev)) {
@@ -766,7 +778,16 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	struct tnbc_xdom *xdom = xep->xdom;
 	struct tnbc_tcp_conn *c, *last = NULL;
 
+	/* out of the list first: sleep_begin arms what it finds there */
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
+		if (*it == xep) {
+			*it = xep->next;
+			break;
+		}
+	pthread_mutex_unlock(&xdom->lock);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->lfd, NULL);
+	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->pfd, NULL);
 	close(xep->lfd);
 	pthread_mutex_lock(&xep->lock);
 	xep->closing = true;
@@ -774,7 +795,6 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	xep->conns = NULL;
 	pthread_mutex_unlock(&xep->lock);
 	for (struct tnbc_tcp_conn *it = c; it; it = it->next) {
-		epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, it->fd, NULL);
 		close(it->fd);
 		last = it;
 	}
@@ -782,11 +802,6 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	tnbc_tcp_held_free(xep->replay);
 	tnbc_tcp_held_free(xep->kept);
 	pthread_mutex_lock(&xdom->lock);
-	for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
-		if (*it == xep) {
-			*it = xep->next;
-			break;
-		}
 	if (last) {
 		last->next = xdom->grave_conns;
 		xdom->grave_conns = c;
@@ -1199,7 +1214,6 @@ static void tnbc_tcp_conn_drop(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			break;
 		}
 	pthread_mutex_unlock(&xep->lock);
-	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	epoll_ctl(xep->pfd, EPOLL_CTL_DEL, c->fd, NULL);
 	atomic_fetch_sub(&xep->nconns, 1);
 	close(c->fd);
@@ -1802,12 +1816,27 @@ static void tnbc_tcp_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 	(void)ns;
 }
 
+/* Called whether or not TCP is the domain's first transport: from now
+ * until the engine wakes, data on any endpoint's connection kicks it.
+ * Not for a nap beside a polling application thread, which reads the
+ * sockets itself. */
 static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 				     enum tnbc_sleep how)
 {
 	unsigned seq;
 
-	(void)how;
+	if (how != TNBC_SLEEP_NAP) {
+		pthread_mutex_lock(&xdom->lock);
+		for (struct tnbc_xep *e = xdom->eps; e; e = e->next) {
+			struct epoll_event ev = {.events =
+							 EPOLLIN | EPOLLONESHOT,
+						 .data.ptr = &e->dev};
+
+			/* data there already fires at once */
+			epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, e->pfd, &ev);
+		}
+		pthread_mutex_unlock(&xdom->lock);
+	}
 	pthread_mutex_lock(&xdom->sleep_lock);
 	seq = xdom->seq;
 	pthread_mutex_unlock(&xdom->sleep_lock);
