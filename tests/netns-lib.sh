@@ -77,3 +77,28 @@ netns_link_bytes() {
 	done
 	echo $sum
 }
+
+# netns_agent FILE [VAR=value...]: writes an ssh (or rsh agent) stand-in
+# that runs its command inside the host whose address it is given, with
+# those variables set, as a login on that host would (options before the
+# host are dropped).
+netns_agent() {
+	local f=$1 i
+	shift
+	{
+		echo '#!/bin/bash'
+		echo '# ssh stand-in: runs the command inside the namespace host of that address'
+		echo 'while [ $# -gt 0 ]; do'
+		echo '	case "$1" in -o|-p|-i|-l) shift 2;; -*) shift;; *) break;; esac'
+		echo 'done'
+		echo 'case "$1" in'
+		for i in "${!HOSTPID[@]}"; do
+			echo "10.231.0.$i) pid=${HOSTPID[$i]};;"
+		done
+		echo '*) echo "ssh stand-in: no host $1" >&2; exit 255;;'
+		echo 'esac'
+		echo 'shift'
+		echo "exec nsenter -t \"\$pid\" -a env $* bash -c \"\$*\" </dev/null"
+	} >"$f"
+	chmod +x "$f"
+}

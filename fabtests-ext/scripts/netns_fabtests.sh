@@ -22,25 +22,7 @@ fake=$(mktemp -d)
 trap 'netns_cleanup; rm -rf "$fake"' EXIT
 netns_hosts 2
 
-cat >"$fake/ssh" <<SSH
-#!/bin/bash
-# ssh stand-in: runs the command inside the namespace host of that address
-while [ \$# -gt 0 ]; do
-	case "\$1" in
-	-o|-p|-i|-l) shift 2;;
-	-*) shift;;
-	*) break;;
-	esac
-done
-case "\$1" in
-10.231.0.1) pid=${HOSTPID[1]};;
-10.231.0.2) pid=${HOSTPID[2]};;
-*) echo "ssh stand-in: no host \$1" >&2; exit 255;;
-esac
-shift
-exec nsenter -t "\$pid" -a bash -c "\$*" </dev/null
-SSH
-chmod +x "$fake/ssh"
+netns_agent "$fake/ssh"
 
 before=$(netns_link_bytes 1 2)
 rc=0

@@ -23,25 +23,7 @@ work=$(mktemp -d)
 trap 'netns_cleanup; rm -rf "$work"' EXIT
 netns_hosts 3
 
-cat >"$work/rsh" <<RSH
-#!/bin/bash
-# rsh agent: runs the command inside the namespace host of that address
-while [ \$# -gt 0 ]; do
-	case "\$1" in
-	-*) shift;;
-	*) break;;
-	esac
-done
-case "\$1" in
-10.231.0.1) pid=${HOSTPID[1]};;
-10.231.0.2) pid=${HOSTPID[2]};;
-10.231.0.3) pid=${HOSTPID[3]};;
-*) echo "rsh agent: no host \$1" >&2; exit 255;;
-esac
-shift
-exec nsenter -t "\$pid" -a env PATH="$PATH" FI_PROVIDER_PATH="$FI_PROVIDER_PATH" bash -c "\$*"
-RSH
-chmod +x "$work/rsh"
+netns_agent "$work/rsh" PATH="$PATH" FI_PROVIDER_PATH="$FI_PROVIDER_PATH"
 
 fail=0
 for nh in 2 3; do

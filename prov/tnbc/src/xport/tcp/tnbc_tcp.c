@@ -1392,6 +1392,15 @@ static void tnbc_tcp_keep(struct tnbc_xep *xep, struct tnbc_tcp_held *h)
 	xep->kept_bytes += h->len;
 }
 
+/* Counts a packet the protocol took or refused. */
+static void tnbc_tcp_taken(struct tnbc_xep *xep, int verdict, int *taken)
+{
+	if (verdict == TNBC_RX_BAD)
+		atomic_fetch_add(&xep->xdom->bad_pkts, 1);
+	else
+		(*taken)++;
+}
+
 /* Offers the replayed packets (left for later, then kept after a
  * rewind); returns false when one was left for later again. */
 static bool tnbc_tcp_replay(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
@@ -1414,10 +1423,7 @@ static bool tnbc_tcp_replay(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			tnbc_tcp_keep(xep, h);
 			continue;
 		}
-		if (v == TNBC_RX_BAD)
-			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
-		else
-			(*taken)++;
+		tnbc_tcp_taken(xep, v, taken);
 		free(h);
 	}
 	return true;
@@ -1470,6 +1476,23 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 		return 0;
 	}
 	return -FI_EINVAL;
+}
+
+/* A packet the protocol kept (TNBC_RX_KEEP) or left for later
+ * (TNBC_RX_LATER), copied out of the stream: kept ones wait for a
+ * rewind, one left for later is offered first next time.  Returns
+ * whether polling stops here (left for later). */
+static bool tnbc_tcp_set_aside(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			       struct tnbc_tcp_held *h, int verdict)
+{
+	if (verdict == TNBC_RX_LATER) {
+		h->next = xep->replay;
+		xep->replay = h;
+		c->more = true;
+		return true;
+	}
+	tnbc_tcp_keep(xep, h);
+	return false;
 }
 
 /* Takes records of one connection; returns how many packets were
@@ -1573,13 +1596,8 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 						goto drop;
 					}
 					c->off = c->have = 0;
-					if (v == TNBC_RX_LATER) {
-						h->next = xep->replay;
-						xep->replay = h;
-						c->more = true;
+					if (tnbc_tcp_set_aside(xep, c, h, v))
 						return -1;
-					}
-					tnbc_tcp_keep(xep, h);
 					budget--;
 					continue;
 				}
@@ -1589,11 +1607,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 					goto drop;
 				c->off = c->have = 0;
 				budget--;
-				if (v == TNBC_RX_BAD)
-					atomic_fetch_add(&xep->xdom->bad_pkts,
-							 1);
-				else
-					taken++;
+				tnbc_tcp_taken(xep, v, &taken);
 				continue;
 			}
 			/* The rest is not all here: read what came.  Waiting
@@ -1625,22 +1639,14 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 				return taken; /* offered again next time */
 			}
 			c->off += sizeof(rec) + span;
-			if (v == TNBC_RX_LATER) {
-				h->next = xep->replay;
-				xep->replay = h;
-				c->more = true;
+			if (tnbc_tcp_set_aside(xep, c, h, v))
 				return -1;
-			}
-			tnbc_tcp_keep(xep, h);
 			budget--;
 			continue;
 		}
 		c->off += sizeof(rec) + span;
 		budget--;
-		if (v == TNBC_RX_BAD)
-			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
-		else
-			taken++;
+		tnbc_tcp_taken(xep, v, &taken);
 	}
 	c->more = true;
 	return taken;
