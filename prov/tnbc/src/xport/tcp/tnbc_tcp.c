@@ -149,6 +149,7 @@ struct tnbc_tcp_conn {
 	int fd;
 	bool hello; /* a valid hello came */
 	bool more; /* stopped before the socket was drained */
+	bool drained; /* the last read took less than it asked for */
 	uint64_t born_ns;
 	uint8_t *buf;
 	size_t cap, off, have; /* bytes [off, have) not taken yet */
@@ -184,6 +185,8 @@ struct tnbc_xep {
 	 * replay) */
 	_Atomic uint64_t seen;
 	atomic_bool in_hand;
+	/* idle found a connection with data: poll need not ask again */
+	atomic_bool ready_hint;
 	/* bumped by the waker for every event on its sockets */
 	_Atomic uint64_t events;
 };
@@ -1259,6 +1262,7 @@ static ssize_t tnbc_tcp_fill(struct tnbc_tcp_conn *c, size_t need)
 	n = recv(c->fd, c->buf + c->have, want, MSG_DONTWAIT);
 	if (n > 0) {
 		c->have += (size_t)n;
+		c->drained = (size_t)n < want;
 		return n;
 	}
 	if (n == 0)
@@ -1503,6 +1507,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	int taken = 0;
 
 	c->more = false;
+	c->drained = false;
 	while (budget > 0) {
 		struct tnbc_tcp_rec rec;
 		size_t avail = c->have - c->off, max = tnbc_tcp_packet_limit();
@@ -1510,6 +1515,11 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 		ssize_t r;
 		int v;
 
+		/* nothing more came since the socket was emptied: the next
+		 * poll's look at the connections says when it does, a read
+		 * now would only find nothing */
+		if (!avail && c->drained)
+			return taken;
 		if (avail < sizeof(rec)) {
 			r = tnbc_tcp_fill(c, sizeof(rec));
 			if (r < 0)
@@ -1682,7 +1692,10 @@ static int tnbc_tcp_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 	if (!tnbc_tcp_replay(xep, fn, arg, &budget, &taken))
 		goto out;
 	if (ev == atomic_load_explicit(&xep->seen, memory_order_relaxed) &&
-	    !xep->buffered && !tnbc_tcp_ready(xep))
+	    !xep->buffered &&
+	    !atomic_exchange_explicit(&xep->ready_hint, false,
+				      memory_order_relaxed) &&
+	    !tnbc_tcp_ready(xep))
 		goto out;
 	/* kept packets past the queue's room: read nothing more, so that
 	 * senders see back pressure */
@@ -1768,10 +1781,16 @@ static bool tnbc_tcp_idle(struct tnbc_xep *xep)
 {
 	struct epoll_event ev;
 
-	return atomic_load(&xep->events) == atomic_load(&xep->seen) &&
-	       !atomic_load_explicit(&xep->in_hand, memory_order_relaxed) &&
-	       !(atomic_load_explicit(&xep->nconns, memory_order_relaxed) &&
-		 epoll_wait(xep->pfd, &ev, 1, 0) > 0);
+	if (atomic_load(&xep->events) != atomic_load(&xep->seen) ||
+	    atomic_load_explicit(&xep->in_hand, memory_order_relaxed))
+		return false;
+	if (atomic_load_explicit(&xep->nconns, memory_order_relaxed) &&
+	    epoll_wait(xep->pfd, &ev, 1, 0) > 0) {
+		atomic_store_explicit(&xep->ready_hint, true,
+				      memory_order_relaxed);
+		return false;
+	}
+	return true;
 }
 
 /* What waits in a socket is unknown until read: read it.  While a
