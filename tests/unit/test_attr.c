@@ -71,7 +71,7 @@ START_TEST(attr_defaults)
 			  FI_ORDER_SAS);
 	ck_assert_uint_eq(info->mode, 0);
 	ck_assert_str_eq(info->fabric_attr->name, "tnbc");
-	ck_assert_str_eq(info->domain_attr->name, "shm");
+	ck_assert_str_eq(info->domain_attr->name, "tnbc");
 	ck_assert_int_eq(info->ep_attr->protocol_version, TNBC_PROTO_VERSION);
 	/* our own name: an endpoint of this process, numbered at open */
 	ck_assert_ptr_nonnull(info->src_addr);
