@@ -94,8 +94,7 @@
 #define TNBC_FI_VERSION	  FI_VERSION(1, 17)
 #define TNBC_PROV_VERSION FI_VERSION(FI_TNBC_MAJOR, FI_TNBC_MINOR)
 #define TNBC_FABRIC_NAME  "tnbc"
-/* one domain holds every transport (FI_TNBC_XPORTS): named for none */
-#define TNBC_DOMAIN_NAME  "tnbc"
+#define TNBC_DOMAIN_NAME  "tnbc" /* it holds every FI_TNBC_XPORTS names */
 
 #define TNBC_IOV_LIMIT 8
 /* fresh names an endpoint tries when one is taken */

@@ -338,9 +338,10 @@ struct tnbc_xport_ops {
 	 * app_active go to that one, sleep_begin, app_mark, rx_posted and
 	 * set_window to every transport (sleep_begin tells the others to
 	 * watch for packets, and kick, until the engine next sleeps: they
-	 * need not while it is awake, it polls them).  app_mark records that an application
-	 * thread is driving progress itself (or, false, that none is);
-	 * app_active says whether one did within the last window (set_window).
+	 * need not while it is awake, it polls them).
+	 * app_mark records that an application thread is driving progress
+	 * itself (or, false, that none is); app_active says whether one did
+	 * within the last window (set_window).
 	 * Senders skip waking an engine that naps (TNBC_SLEEP_NAP) while the
 	 * application polls.
 	 * Sleeping is split so the caller can check its queues for pending
