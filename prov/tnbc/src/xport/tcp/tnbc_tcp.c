@@ -676,6 +676,21 @@ static void tnbc_tcp_dom_close(struct tnbc_xdom *xdom)
 /* ------------------------------------------------------------------ */
 /* Endpoints                                                            */
 
+/* Takes the endpoint off its domain's list (introductions and
+ * sleep_begin look there). */
+static void tnbc_tcp_ep_unlink(struct tnbc_xep *xep)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
+		if (*it == xep) {
+			*it = xep->next;
+			break;
+		}
+	pthread_mutex_unlock(&xdom->lock);
+}
+
 static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 			    const struct tnbc_name *name, uint8_t *xaddr,
 			    struct tnbc_xep **out)
@@ -742,13 +757,7 @@ static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 	ev.data.ptr = &xep->ev;
 	if (epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->lfd, &ev)) {
 		ret = -errno;
-		pthread_mutex_lock(&xdom->lock);
-		for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
-			if (*it == xep) {
-				*it = xep->next;
-				break;
-			}
-		pthread_mutex_unlock(&xdom->lock);
+		tnbc_tcp_ep_unlink(xep);
 		goto err_fd;
 	}
 	*want = xep->addr;
@@ -782,13 +791,7 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	struct tnbc_tcp_conn *c, *last = NULL;
 
 	/* out of the list first: sleep_begin arms what it finds there */
-	pthread_mutex_lock(&xdom->lock);
-	for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
-		if (*it == xep) {
-			*it = xep->next;
-			break;
-		}
-	pthread_mutex_unlock(&xdom->lock);
+	tnbc_tcp_ep_unlink(xep);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->lfd, NULL);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->pfd, NULL);
 	close(xep->lfd);
