@@ -178,7 +178,7 @@ START_TEST(av_straddr)
 	/* the name, then the transports that reach it (a network one with
 	 * its address, none in these names) */
 	snprintf(want, sizeof(want),
-		 tnbc_env.xport->xaddr_slot < 0 ? "tnbc://svc/1234;%s"
+		 tnbc_env.xport->xaddr_off < 0 ? "tnbc://svc/1234;%s"
 						: "tnbc://svc/1234;%s=?:0",
 		 tnbc_env.xport->name);
 	ck_assert_str_eq(buf, want);
@@ -188,7 +188,7 @@ START_TEST(av_straddr)
 	s = fi_av_straddr(av, &pid, buf, &len);
 	ck_assert_ptr_eq(s, buf);
 	snprintf(want, sizeof(want),
-		 tnbc_env.xport->xaddr_slot < 0
+		 tnbc_env.xport->xaddr_off < 0
 			 ? "tnbc://4242/7/00000000000000a5;%s"
 			 : "tnbc://4242/7/00000000000000a5;%s=?:0",
 		 tnbc_env.xport->name);
@@ -203,7 +203,7 @@ START_TEST(av_straddr)
 	ck_assert_ptr_eq(s, buf);
 	ck_assert_str_eq(buf, "tnbc:");
 	snprintf(want, sizeof(want),
-		 tnbc_env.xport->xaddr_slot < 0 ? "tnbc://svc/1234;%s"
+		 tnbc_env.xport->xaddr_off < 0 ? "tnbc://svc/1234;%s"
 						: "tnbc://svc/1234;%s=?:0",
 		 tnbc_env.xport->name);
 	ck_assert_uint_eq(len, strlen(want) + 1);

@@ -319,7 +319,7 @@ struct tnbc_domain {
 struct tnbc_av_entry {
 	struct tnbc_name name;
 	/* where the network transports reach it (struct tnbc_addr) */
-	uint8_t xaddr[TNBC_XADDR_SLOTS][TNBC_XADDR_LEN];
+	uint8_t xaddr[TNBC_XADDR_LEN];
 	struct tnbc_xpeer *peer; /* resolved lazily on first send */
 	atomic_bool valid;
 };
@@ -693,7 +693,7 @@ struct tnbc_ep {
 	struct tnbc_name name;
 	/* its network transports' addresses: with name, what fi_getname
 	 * gives (struct tnbc_addr) */
-	uint8_t xaddr[TNBC_XADDR_SLOTS][TNBC_XADDR_LEN];
+	uint8_t xaddr[TNBC_XADDR_LEN];
 
 	struct tnbc_list rx_msg, rx_tagged; /* posted receives */
 	struct tnbc_list unexp_msg, unexp_tagged;
@@ -842,7 +842,7 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer);
 /* The peer handle of name: the first of the domain's transports that
  * reaches it. */
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
-		     const uint8_t (*xaddr)[TNBC_XADDR_LEN],
+		     const uint8_t *xaddr,
 		     struct tnbc_xpeer **peer);
 /* The peer a packet's source names, through the transport the packet
  * came by (ep->rx_via; ep->lock held). */

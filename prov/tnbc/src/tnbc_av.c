@@ -56,7 +56,7 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
 	if (!p) {
 		ret = tnbc_domain_peer(
 			av->domain, &e->name,
-			(const uint8_t(*)[TNBC_XADDR_LEN])e->xaddr, &p);
+			e->xaddr, &p);
 		if (ret)
 			return ret;
 		__atomic_store_n(&e->peer, p, __ATOMIC_RELEASE);
@@ -66,7 +66,7 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
 }
 
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
-		     const uint8_t (*xaddr)[TNBC_XADDR_LEN],
+		     const uint8_t *xaddr,
 		     struct tnbc_xpeer **peer)
 {
 	int ret = -FI_EHOSTUNREACH;
@@ -81,8 +81,8 @@ int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 		if (!(name->xports & TNBC_XPORT_BIT(ops->id)))
 			continue;
 		r = ops->peer_get(dom->xp[i].xdom, name,
-				  xaddr && ops->xaddr_slot >= 0
-					  ? xaddr[ops->xaddr_slot]
+				  xaddr && ops->xaddr_off >= 0
+					  ? xaddr + ops->xaddr_off
 					  : NULL,
 				  peer);
 		if (!r || r == -FI_EACCES)
@@ -278,10 +278,10 @@ int tnbc_addr_svc(const char *node, const char *service, bool source,
 	for (unsigned i = 0; i < tnbc_env.nxport; i++) {
 		const struct tnbc_xport_ops *ops = tnbc_env.xport_list[i];
 
-		if (ops->xaddr_slot < 0)
+		if (ops->xaddr_off < 0)
 			out->name.xports |= (uint16_t)TNBC_XPORT_BIT(ops->id);
 		else if (!ops->addr_parse(node, service, source,
-					  out->xaddr[ops->xaddr_slot]))
+					  out->xaddr + ops->xaddr_off))
 			out->name.xports |= (uint16_t)TNBC_XPORT_BIT(ops->id);
 	}
 	return out->name.xports ? 0 : -FI_ENODATA;
@@ -421,11 +421,11 @@ static const char *tnbc_av_straddr(struct fid_av *fid, const void *addr,
 			continue;
 		if (at < (int)sizeof(tmp) - 1)
 			tmp[at++] = ';';
-		if (ops->xaddr_slot < 0)
+		if (ops->xaddr_off < 0)
 			at += snprintf(tmp + at, sizeof(tmp) - (size_t)at, "%s",
 				       ops->name);
 		else
-			at += ops->addr_str(a->xaddr[ops->xaddr_slot], tmp + at,
+			at += ops->addr_str(a->xaddr + ops->xaddr_off, tmp + at,
 					    sizeof(tmp) - (size_t)at);
 		if (at >= (int)sizeof(tmp))
 			at = (int)sizeof(tmp) - 1;

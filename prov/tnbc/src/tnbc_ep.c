@@ -44,7 +44,7 @@ static int tnbc_ep_xports_open(struct tnbc_ep *ep)
 {
 	struct tnbc_domain *dom = ep->domain;
 	struct tnbc_name *n = &ep->name;
-	uint8_t want[TNBC_XADDR_SLOTS][TNBC_XADDR_LEN];
+	uint8_t want[TNBC_XADDR_LEN];
 	int ret = -FI_EADDRINUSE;
 
 	memset(n, 0, sizeof(*n));
@@ -76,11 +76,11 @@ static int tnbc_ep_xports_open(struct tnbc_ep *ep)
 			ep->xp[i].ops = dom->xp[i].ops;
 			ep->xp[i].ep = ep;
 			ep->xp[i].i = i;
-			int slot = dom->xp[i].ops->xaddr_slot;
+			int off = dom->xp[i].ops->xaddr_off;
 
 			ret = dom->xp[i].ops->ep_open(
 				dom->xp[i].xdom, n,
-				slot >= 0 ? ep->xaddr[slot] : NULL,
+				off >= 0 ? ep->xaddr + off : NULL,
 				&ep->xp[i].xep);
 			if (ret)
 				break;

@@ -75,19 +75,28 @@ struct tnbc_name {
 
 _Static_assert(sizeof(struct tnbc_name) == TNBC_NAME_LEN, "name size");
 
-/* A network transport's own address of an endpoint (for TCP, an IP
- * address and port): bytes only that transport reads, in the slot the
- * transport's ops name (xaddr_slot).  All zero: unknown. */
-#define TNBC_XADDR_LEN	 32
-#define TNBC_XADDR_SLOTS 1
+/* The network transports' own addresses of an endpoint (for TCP, an IP
+ * address and port), side by side in one region: each transport reads
+ * only its own bytes, at the offset its ops name (xaddr_off, at most
+ * xaddr_len long).  All zero: unknown.  The region is small because a
+ * name must fit in libfabric's FI_NAME_MAX (Open MPI's OFI BTL refuses
+ * longer ones). */
+#define TNBC_XADDR_LEN 32
+/* the region's map: one place, so that no two transports overlap */
+#define TNBC_XADDR_TCP_OFF   0
+#define TNBC_XADDR_TCP_LEN   24 /* family, port, IPv4 or IPv6 */
+#define TNBC_XADDR_VERBS_OFF 24
+#define TNBC_XADDR_VERBS_LEN 8 /* family, port, IPv4 */
 
 /* What fi_getname gives and fi_av_insert takes: who the endpoint is, and
  * where each network transport reaches it.  Packets carry only the name:
  * a transport learns a source's address from its own traffic. */
 struct tnbc_addr {
 	struct tnbc_name name;
-	uint8_t xaddr[TNBC_XADDR_SLOTS][TNBC_XADDR_LEN];
+	uint8_t xaddr[TNBC_XADDR_LEN];
 };
+
+_Static_assert(sizeof(struct tnbc_addr) == 64, "FI_NAME_MAX");
 
 /* Whether a and b name the same endpoint: a service by its number
  * alone (an AV entry made by fi_av_insertsvc knows no pid), any other
@@ -248,9 +257,10 @@ struct tnbc_xport_ops {
 	const char *name;
 	enum tnbc_xport_id id;
 	unsigned flags; /* TNBC_XPORT_* */
-	/* which of a name's xaddr slots is this transport's; -1: it needs
-	 * none (the identity finds the peer) */
-	int xaddr_slot;
+	/* where this transport's bytes lie in a name's xaddr region, and
+	 * how many; -1: it needs none (the identity finds the peer) */
+	int xaddr_off;
+	int xaddr_len;
 	/* A network transport: the address node and service name (NULL:
 	 * any; source: an address to listen on, not to reach), into xaddr;
 	 * -FI_ENODATA when they name none it can use. */

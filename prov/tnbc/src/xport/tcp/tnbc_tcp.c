@@ -94,7 +94,7 @@ struct tnbc_tcp_addr {
 	uint8_t ip[16];
 };
 
-_Static_assert(sizeof(struct tnbc_tcp_addr) <= TNBC_XADDR_LEN, "tcp addr");
+_Static_assert(sizeof(struct tnbc_tcp_addr) == TNBC_XADDR_TCP_LEN, "tcp addr");
 
 struct tnbc_tcp_hello {
 	uint32_t magic;
@@ -111,7 +111,6 @@ struct tnbc_tcp_intro {
 	struct tnbc_tcp_addr addr; /* where src listens */
 };
 
-#define TNBC_TCP_XADDR_SLOT 0
 /* bytes a connection's sender may leave unwritten */
 #define TNBC_TCP_OUT_MAX (4u << 20)
 /* read from a socket at once while no large packet is being read:
@@ -1913,7 +1912,8 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.name = "tcp",
 	.id = TNBC_XPORT_TCP,
 	.flags = 0,
-	.xaddr_slot = TNBC_TCP_XADDR_SLOT,
+	.xaddr_off = TNBC_XADDR_TCP_OFF,
+	.xaddr_len = TNBC_XADDR_TCP_LEN,
 	.addr_parse = tnbc_tcp_addr_parse,
 	.addr_str = tnbc_tcp_addr_str,
 	.dom_open = tnbc_tcp_dom_open,
