@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libhwloc-dev hwloc
       check libsubunit-dev openmpi-bin libopenmpi-dev pandoc
-      procps psmisc)
+      libibverbs-dev librdmacm-dev procps psmisc)
 
 # How long to wait for another apt-get or dpkg (unattended-upgrades runs
 # for minutes after a cloud machine first boots) to let go of the package

@@ -37,6 +37,8 @@ struct tnbc_env {
 	char *xports; /* FI_TNBC_XPORTS as given */
 	char *tcp_iface; /* address or interface TCP endpoints give peers */
 	size_t tcp_timeout_ms; /* a silent TCP peer is dead after this */
+	char *verbs_iface; /* address or interface of the verbs device */
+	size_t verbs_timeout_ms; /* an unanswering verbs peer: dead */
 	/* the transports a domain opens, those of xports this provider
 	 * has, the one with a doorbell of its own first (TNBC_XPORTS_MAX
 	 * at most) */

@@ -19,6 +19,7 @@ struct tnbc_env tnbc_env = {
 	.slot_size = 32768 + 128, /* its headers, in whole 64-byte cells */
 	.eager_size = 32768,
 	.tcp_timeout_ms = 10000,
+	.verbs_timeout_ms = 10000,
 	.cma = 1,
 	.spin_us = 5,
 	.app_window_us = 200,
@@ -31,7 +32,7 @@ struct tnbc_env tnbc_env = {
 	.coll_seg = 65536,
 	.coll_slots = 1,
 	.coll_flat_max = 2,
-	.xports = "shm,tcp",
+	.xports = "shm,verbs,tcp",
 	.xport_list = {&tnbc_shm_ops},
 	.nxport = 1,
 	.xport = &tnbc_shm_ops,
@@ -88,7 +89,19 @@ static const struct tnbc_xport_ops *const tnbc_xports_all[] = {
 	&tnbc_shm_ops,
 	&tnbc_loop_ops,
 	&tnbc_tcp_ops,
+#ifdef TNBC_HAVE_VERBS
+	&tnbc_verbs_ops,
+#endif
 };
+
+/* FI_TNBC_XPORTS's default: every transport that works here (one this
+ * build lacks, or one with no device, is left out quietly). */
+#define TNBC_XPORTS_DEFAULT "shm,verbs,tcp"
+#ifdef TNBC_HAVE_VERBS
+#define TNBC_XPORTS_BUILT "shm, tcp, verbs and loop"
+#else
+#define TNBC_XPORTS_BUILT "shm, tcp and loop (verbs not built)"
+#endif
 
 _Static_assert(sizeof(tnbc_env.xport_list) / sizeof(tnbc_env.xport_list[0]) ==
 		       TNBC_XPORTS_MAX,
@@ -127,16 +140,20 @@ static void tnbc_xport_add(const struct tnbc_xport_ops *x)
 /* FI_TNBC_XPORTS: a comma list of transport names, each a transport a
  * domain opens; a name the provider does not have is reported and
  * skipped, and a list with none it has leaves fi_getinfo nothing to
- * offer. */
+ * offer.  A transport named but unusable here stays: opening a domain
+ * then fails, saying why. */
 static void tnbc_param_xports(void)
 {
 	char list[256], *save = NULL, *tok;
+	bool dflt;
 
 	tnbc_env.xport = NULL;
 	tnbc_env.nxport = 0;
+	tnbc_env.xports = NULL; /* the static default: the list as given */
 	fi_param_get_str(&tnbc_prov, "xports", &tnbc_env.xports);
-	if (!tnbc_env.xports)
-		tnbc_env.xports = "shm,tcp";
+	dflt = !tnbc_env.xports;
+	if (dflt)
+		tnbc_env.xports = TNBC_XPORTS_DEFAULT;
 	snprintf(list, sizeof(list), "%s", tnbc_env.xports);
 	for (tok = strtok_r(list, ", ", &save); tok;
 	     tok = strtok_r(NULL, ", ", &save)) {
@@ -147,12 +164,15 @@ static void tnbc_param_xports(void)
 		     i++)
 			if (!strcmp(tok, tnbc_xports_all[i]->name))
 				x = tnbc_xports_all[i];
-		if (!x)
+		if (!x && !dflt)
 			FI_WARN(&tnbc_prov, FI_LOG_CORE,
 				"FI_TNBC_XPORTS: no transport \"%s\" (this "
-				"provider has shm, tcp and loop); skipped\n",
-				tok);
-		else
+				"build has %s); skipped\n",
+				tok, TNBC_XPORTS_BUILT);
+		else if (x && dflt && x->usable && !x->usable())
+			FI_INFO(&tnbc_prov, FI_LOG_CORE,
+				"transport %s: no device here\n", x->name);
+		else if (x)
 			tnbc_xport_add(x);
 	}
 	tnbc_env.xport = tnbc_env.nxport ? tnbc_env.xport_list[0] : NULL;
@@ -260,10 +280,11 @@ static void tnbc_init_env(void)
 		"to, else the process's own binding");
 	fi_param_define(&tnbc_prov, "xports", FI_PARAM_STRING,
 			"Transports a domain may use, a comma list of shm "
-			"(processes of this host), tcp (any host) and loop "
-			"(endpoints of one process, for tests); each peer is "
-			"reached through the first of them that reaches it "
-			"(default: shm,tcp)");
+			"(processes of this host), verbs (an RDMA device, "
+			"if built), tcp (any host) and loop (endpoints of one "
+			"process, for tests); each peer is reached through "
+			"the first of them that reaches it (default: "
+			"shm,verbs,tcp, verbs only where a device exists)");
 	fi_param_define(&tnbc_prov, "tcp_iface", FI_PARAM_STRING,
 			"The address (or the interface whose first IPv4 "
 			"address) TCP endpoints listen on and give peers "
@@ -274,6 +295,17 @@ static void tnbc_init_env(void)
 			"or keepalive probes unanswered, before it counts as "
 			"dead and what waits on it fails (default: %zu)",
 			tnbc_env.tcp_timeout_ms);
+	fi_param_define(&tnbc_prov, "verbs_iface", FI_PARAM_STRING,
+			"The IPv4 address (or the interface whose first IPv4 "
+			"address) of the RDMA device verbs endpoints listen "
+			"on and give peers (default: the first interface "
+			"that is up, not a loopback, and on an RDMA device)");
+	fi_param_define(&tnbc_prov, "verbs_timeout_ms", FI_PARAM_SIZE_T,
+			"About how long a verbs peer may leave a send "
+			"unacknowledged (the device's retries) before it "
+			"counts as dead and what waits on it fails "
+			"(default: %zu)",
+			tnbc_env.verbs_timeout_ms);
 
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
@@ -306,6 +338,9 @@ static void tnbc_init_env(void)
 	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);
 	fi_param_get_str(&tnbc_prov, "tcp_iface", &tnbc_env.tcp_iface);
 	tnbc_param_size("tcp_timeout_ms", &tnbc_env.tcp_timeout_ms, 1000,
+			3600000);
+	fi_param_get_str(&tnbc_prov, "verbs_iface", &tnbc_env.verbs_iface);
+	tnbc_param_size("verbs_timeout_ms", &tnbc_env.verbs_timeout_ms, 100,
 			3600000);
 	tnbc_param_xports();
 }

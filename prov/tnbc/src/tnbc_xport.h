@@ -30,6 +30,7 @@ enum tnbc_xport_id {
 	TNBC_XPORT_SHM = 1,
 	TNBC_XPORT_LOOP = 2, /* endpoints of one process, for tests */
 	TNBC_XPORT_TCP = 3,
+	TNBC_XPORT_VERBS = 4,
 	TNBC_XPORT_ID_MAX
 };
 
@@ -261,6 +262,10 @@ struct tnbc_xport_ops {
 	 * how many; -1: it needs none (the identity finds the peer) */
 	int xaddr_off;
 	int xaddr_len;
+	/* Whether the transport can work on this machine at all (a device
+	 * present); NULL: always.  FI_TNBC_XPORTS's default leaves out one
+	 * that cannot. */
+	bool (*usable)(void);
 	/* A network transport: the address node and service name (NULL:
 	 * any; source: an address to listen on, not to reach), into xaddr;
 	 * -FI_ENODATA when they name none it can use. */
@@ -382,5 +387,8 @@ struct tnbc_xport_ops {
 extern const struct tnbc_xport_ops tnbc_shm_ops;
 extern const struct tnbc_xport_ops tnbc_loop_ops;
 extern const struct tnbc_xport_ops tnbc_tcp_ops;
+#ifdef TNBC_HAVE_VERBS
+extern const struct tnbc_xport_ops tnbc_verbs_ops;
+#endif
 
 #endif /* TNBC_XPORT_H */

@@ -1,0 +1,1869 @@
+/*
+ * The verbs transport: endpoints reached through an RDMA device
+ * (rdma-core's libibverbs, connections made with librdmacm).
+ *
+ * Every endpoint listens (an rdma_cm id, port space RDMA_PS_TCP) on an
+ * IPv4 address of the domain's device, and receives into one shared
+ * receive queue (SRQ) of registered buffers, each as large as the
+ * largest packet.  A domain connects a reliable-connected queue pair
+ * (RC QP) to a peer endpoint the first time it sends to it; that QP
+ * carries every packet of the domain's endpoints to that peer (their
+ * answers come on the peer domain's QP to them).  The connect request
+ * names the endpoint it is for; the first message on the QP is a hello
+ * with the domain's auth_key, then come introductions (where a source
+ * endpoint listens, so that the receiver can answer it) and packets.
+ * A message's kind travels in its immediate data.
+ *
+ * Sending copies the packet into one of the domain's registered send
+ * buffers (or inlines it) and posts it; a send buffer comes back with
+ * its completion.  The receiver's SRQ is the queue's room: a buffer
+ * stays out of it while the protocol keeps its packet, and a sender
+ * whose packet finds no buffer is held back by the device (RNR retry,
+ * without limit), then runs out of send buffers and sees -FI_EAGAIN:
+ * back pressure, never a drop.  A packet is offered straight from its
+ * receive buffer.
+ *
+ * One thread per domain (the waker) sleeps in epoll_wait on the
+ * domain's connection-manager channel and completion channel: it makes
+ * and accepts connections, tears down what peers and consumers closed,
+ * notices peers that died, and kicks the engine when a packet arrives
+ * while it sleeps (sleep_begin arms each endpoint's completion queue).
+ * The engine and application threads poll the completion queues
+ * themselves, which costs no system call.
+ *
+ * Locks: peer->lock > xdom->slock; xep->lock alone (held across the
+ * protocol's callback, which never calls back into this transport's
+ * receive side); xdom->lock alone.  Connections and endpoints are
+ * destroyed by the waker only, the only thread that reads connection
+ * events.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tnbc_base.h"
+#include "tnbc_xport.h"
+
+/* The wire format; a peer speaking another version is refused when it
+ * connects. */
+#define TNBC_VERBS_VERSION 1
+#define TNBC_VERBS_MAGIC   0x54424e56u /* "TBNV" */
+
+/* A message's immediate data: its kind (the rest is zero). */
+enum tnbc_verbs_msg {
+	TNBC_VERBS_HELLO = 1,
+	TNBC_VERBS_INTRO = 2,
+	TNBC_VERBS_PKT = 3,
+};
+#define TNBC_VERBS_KIND(imm) ((imm) & 0xffu)
+
+/* A transport address: the verbs bytes of a name's xaddr region. */
+struct tnbc_verbs_addr {
+	uint16_t family; /* 4; 0: none */
+	uint16_t port; /* network order */
+	uint8_t ip[4];
+};
+
+_Static_assert(sizeof(struct tnbc_verbs_addr) == TNBC_XADDR_VERBS_LEN,
+	       "verbs addr");
+
+/* What a connect request carries (a connect's private data holds 56
+ * bytes on every device). */
+struct tnbc_verbs_req {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t pad;
+	struct tnbc_name to; /* the endpoint this connection is for */
+};
+
+_Static_assert(sizeof(struct tnbc_verbs_req) <= 56, "rdma_cm private data");
+
+struct tnbc_verbs_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t key_len;
+	/* the sending domain's auth_key, which must be the receiving
+	 * endpoint's: it keeps jobs apart, and travels in the clear */
+	uint8_t key[TNBC_AUTH_KEY_MAX];
+};
+
+struct tnbc_verbs_intro {
+	struct tnbc_name src;
+	struct tnbc_verbs_addr addr; /* where src listens */
+};
+
+/* sources one connection remembers having introduced */
+#define TNBC_VERBS_INTROS 8
+/* sends one peer may have in flight (its QP's send queue) */
+#define TNBC_VERBS_PEER_SENDS 64
+/* bytes a peer's messages may wait while its connection is made (or
+ * its sends are short of buffers), then senders see -FI_EAGAIN */
+#define TNBC_VERBS_BACKLOG_MAX (4u << 20)
+/* a domain's registered send buffers */
+#define TNBC_VERBS_SEND_BUFS 256
+/* receive buffers per endpoint, per FI_TNBC_RX_SLOTS */
+#define TNBC_VERBS_RX_PER_SLOT 4
+/* bytes the device is asked to take inline */
+#define TNBC_VERBS_INLINE 256
+/* address and route resolution, each */
+#define TNBC_VERBS_RESOLVE_MS 2000
+
+/* What an rdma_cm id's context names: the first member of each. */
+enum tnbc_verbs_kind {
+	TNBC_VERBS_K_LISTEN = 1, /* an endpoint's listening id */
+	TNBC_VERBS_K_CONN, /* an accepted connection */
+	TNBC_VERBS_K_PEER, /* a connection to a peer */
+};
+
+struct tnbc_verbs_obj {
+	enum tnbc_verbs_kind kind;
+};
+
+/* An accepted connection: packets for one endpoint from one domain. */
+struct tnbc_verbs_conn {
+	struct tnbc_verbs_obj obj;
+	struct tnbc_verbs_conn *next; /* xep->conns */
+	struct tnbc_xep *xep;
+	struct rdma_cm_id *id;
+	uint32_t qpn;
+	bool hello; /* a valid hello came */
+	bool bad; /* refused: its messages are dropped, the waker ends it */
+	bool ended; /* the waker disconnected it for being bad */
+	bool gone; /* its QP is destroyed: freed when refs falls to 0 */
+	unsigned refs; /* received messages that name it */
+	struct tnbc_verbs_addr from; /* the connecting side's address */
+};
+
+/* A received message, holding its receive buffer until released. */
+struct tnbc_verbs_rxe {
+	uint32_t buf;
+	uint32_t len;
+	uint32_t imm;
+	uint32_t status; /* enum ibv_wc_status */
+	struct tnbc_verbs_conn *conn; /* NULL: from no connection we know */
+};
+
+/* A queue of received messages; cap a power of two. */
+struct tnbc_verbs_ring {
+	struct tnbc_verbs_rxe *e;
+	unsigned cap, head, n;
+};
+
+struct tnbc_xep {
+	struct tnbc_verbs_obj obj; /* the listening id's */
+	struct tnbc_xep *next; /* xdom->eps, or the grave */
+	struct tnbc_xdom *xdom;
+	struct tnbc_name name;
+	struct tnbc_verbs_addr addr; /* where it listens, as peers reach it */
+	struct rdma_cm_id *lid;
+	struct ibv_cq *cq;
+	struct ibv_srq *srq;
+	struct ibv_mr *mr;
+	uint8_t *bufs;
+	size_t nbufs, bsize;
+	/* the completion queue, the connections and both rings */
+	pthread_mutex_t lock;
+	struct tnbc_verbs_conn *conns;
+	/* arrived, in order, not yet consumed; then kept ones */
+	struct tnbc_verbs_ring stash, kept;
+	bool closing;
+	bool polling; /* packets are being offered */
+};
+
+struct tnbc_xpeer {
+	struct tnbc_xpeer_base base; /* first: the core reads it */
+	struct tnbc_verbs_obj obj;
+	struct tnbc_xpeer *next; /* xdom->peers */
+	struct tnbc_xdom *xdom;
+	struct tnbc_name name;
+	struct tnbc_verbs_addr addr;
+	pthread_mutex_t lock; /* all below but dead and inflight */
+	struct rdma_cm_id *id;
+	enum {
+		TNBC_VERBS_IDLE,
+		TNBC_VERBS_CONNECTING,
+		TNBC_VERBS_UP,
+	} state;
+	bool hello_sent;
+	/* messages sent before it was up, in order */
+	struct tnbc_verbs_held *backlog, **backlog_tail;
+	size_t backlog_bytes;
+	atomic_bool dead;
+	atomic_uint inflight; /* sends posted, not completed */
+	unsigned max_send, max_inline;
+	struct tnbc_name intro[TNBC_VERBS_INTROS];
+	unsigned nintro;
+};
+
+/* A message that waits for its connection, copied. */
+struct tnbc_verbs_held {
+	struct tnbc_verbs_held *next;
+	uint32_t imm;
+	uint32_t len;
+	_Alignas(8) uint8_t data[];
+};
+
+/* What a packet's source name resolves to: learned from introductions. */
+struct tnbc_verbs_learned {
+	struct tnbc_verbs_learned *next;
+	struct tnbc_name name;
+	struct tnbc_verbs_addr addr;
+};
+
+struct tnbc_xdom {
+	struct tnbc_xkick kick;
+	uint8_t key[TNBC_AUTH_KEY_MAX];
+	uint16_t key_len;
+	/* rdma_get_devices' list, held so that its contexts stay open */
+	struct ibv_context **devs;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct tnbc_verbs_addr addr; /* the device's address */
+	struct rdma_event_channel *cmch;
+	struct ibv_comp_channel *cch;
+	/* sends of every peer: completions give the buffers back */
+	struct ibv_cq *scq;
+	struct ibv_mr *smr;
+	uint8_t *sbufs;
+	size_t sbsize;
+	pthread_mutex_t slock; /* scq, sfree, sowner */
+	uint32_t sfree[TNBC_VERBS_SEND_BUFS];
+	unsigned nsfree;
+	struct tnbc_xpeer *sowner[TNBC_VERBS_SEND_BUFS];
+	int epfd, notefd;
+	pthread_t waker;
+	atomic_bool stop;
+	pthread_mutex_t lock; /* eps, peers, learned, grave */
+	struct tnbc_xep *eps;
+	struct tnbc_xpeer *peers;
+	struct tnbc_verbs_learned *learned;
+	struct tnbc_xep *grave;
+	atomic_bool ends; /* a connection turned bad: the waker ends it */
+	/* the engine's sleep, when this is the domain's first transport */
+	pthread_mutex_t sleep_lock;
+	pthread_cond_t sleep_cond;
+	unsigned seq;
+	_Atomic uint64_t bad_pkts, refused;
+};
+
+/* ------------------------------------------------------------------ */
+/* Addresses                                                            */
+
+static void tnbc_verbs_sockaddr(const struct tnbc_verbs_addr *a,
+				struct sockaddr_in *sin)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = a->port;
+	memcpy(&sin->sin_addr, a->ip, 4);
+}
+
+static void tnbc_verbs_from_sockaddr(const struct sockaddr *sa,
+				     struct tnbc_verbs_addr *a)
+{
+	const struct sockaddr_in *sin = (const void *)sa;
+
+	memset(a, 0, sizeof(*a));
+	if (sa->sa_family != AF_INET)
+		return;
+	a->family = 4;
+	a->port = sin->sin_port;
+	memcpy(a->ip, &sin->sin_addr, 4);
+}
+
+static bool tnbc_verbs_any(const struct tnbc_verbs_addr *a)
+{
+	return !a->ip[0] && !a->ip[1] && !a->ip[2] && !a->ip[3];
+}
+
+static int tnbc_verbs_addr_parse(const char *node, const char *service,
+				 bool source, uint8_t *xaddr)
+{
+	struct tnbc_verbs_addr *a = (struct tnbc_verbs_addr *)(void *)xaddr;
+	struct addrinfo hints = {.ai_family = AF_INET,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	long port = 0;
+	char *end;
+
+	memset(a, 0, sizeof(*a));
+	if (service) {
+		port = strtol(service, &end, 10);
+		if (end == service || *end || port < 0 || port > 65535)
+			return -FI_ENODATA;
+	}
+	a->family = 4;
+	a->port = htons((uint16_t)port);
+	/* no node: any address for a source; for a destination, a service
+	 * of this host, at the domain's own address (peer_get) */
+	if (!node)
+		return !source && !port ? -FI_ENODATA : 0;
+	if (source)
+		hints.ai_flags |= AI_PASSIVE;
+	if (getaddrinfo(node, NULL, &hints, &res) || !res)
+		return -FI_ENODATA; /* IPv4 only */
+	memcpy(a->ip, &((struct sockaddr_in *)res->ai_addr)->sin_addr, 4);
+	freeaddrinfo(res);
+	return !source && !port ? -FI_ENODATA : 0;
+}
+
+static int tnbc_verbs_addr_str(const uint8_t *xaddr, char *buf, size_t len)
+{
+	const struct tnbc_verbs_addr *a = (const void *)xaddr;
+	char ip[INET_ADDRSTRLEN] = "?";
+
+	if (a->family == 4)
+		inet_ntop(AF_INET, a->ip, ip, sizeof(ip));
+	return snprintf(buf, len, "verbs=%s:%u", ip, (unsigned)ntohs(a->port));
+}
+
+/* Whether an rdma_cm id bound to a leaves it on an RDMA device. */
+static struct ibv_context *tnbc_verbs_probe(struct rdma_event_channel *ch,
+					    const struct tnbc_verbs_addr *a)
+{
+	struct rdma_cm_id *id;
+	struct sockaddr_in sin;
+	struct ibv_context *ctx = NULL;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		return NULL;
+	tnbc_verbs_sockaddr(a, &sin);
+	sin.sin_port = 0;
+	if (!rdma_bind_addr(id, (struct sockaddr *)&sin))
+		ctx = id->verbs;
+	rdma_destroy_id(id);
+	return ctx;
+}
+
+/* The domain's device and address: FI_TNBC_VERBS_IFACE (an IPv4
+ * address, or an interface's name), else the first IPv4 address of an
+ * interface that is up, not a loopback, and on an RDMA device. */
+static int tnbc_verbs_pick(struct tnbc_xdom *xdom)
+{
+	const char *want = tnbc_env.verbs_iface;
+	struct ifaddrs *ifs = NULL;
+	struct tnbc_verbs_addr a = {.family = 4};
+
+	if (want && *want && inet_pton(AF_INET, want, a.ip) == 1) {
+		xdom->ctx = tnbc_verbs_probe(xdom->cmch, &a);
+		xdom->addr = a;
+		return xdom->ctx ? 0 : -FI_ENODEV;
+	}
+	if (getifaddrs(&ifs))
+		return -errno;
+	for (struct ifaddrs *it = ifs; it && !xdom->ctx; it = it->ifa_next) {
+		if (!it->ifa_addr || !(it->ifa_flags & IFF_UP) ||
+		    it->ifa_addr->sa_family != AF_INET)
+			continue;
+		if (want && *want ? strcmp(it->ifa_name, want) != 0
+				  : (it->ifa_flags & IFF_LOOPBACK) != 0)
+			continue;
+		tnbc_verbs_from_sockaddr(it->ifa_addr, &a);
+		a.port = 0;
+		xdom->ctx = tnbc_verbs_probe(xdom->cmch, &a);
+		if (xdom->ctx)
+			xdom->addr = a;
+	}
+	freeifaddrs(ifs);
+	return xdom->ctx ? 0 : -FI_ENODEV;
+}
+
+/* ------------------------------------------------------------------ */
+/* Rings of received messages                                           */
+
+static int tnbc_verbs_ring_init(struct tnbc_verbs_ring *r, size_t n)
+{
+	unsigned cap = 1;
+
+	while (cap < n)
+		cap <<= 1;
+	r->e = calloc(cap, sizeof(*r->e));
+	r->cap = cap;
+	r->head = r->n = 0;
+	return r->e ? 0 : -FI_ENOMEM;
+}
+
+static struct tnbc_verbs_rxe *tnbc_verbs_ring_at(struct tnbc_verbs_ring *r,
+						 unsigned i)
+{
+	return &r->e[(r->head + i) & (r->cap - 1)];
+}
+
+static void tnbc_verbs_ring_push(struct tnbc_verbs_ring *r,
+				 const struct tnbc_verbs_rxe *e)
+{
+	*tnbc_verbs_ring_at(r, r->n++) = *e;
+}
+
+static void tnbc_verbs_ring_push_front(struct tnbc_verbs_ring *r,
+				       const struct tnbc_verbs_rxe *e)
+{
+	r->head = (r->head - 1) & (r->cap - 1);
+	r->n++;
+	r->e[r->head] = *e;
+}
+
+static void tnbc_verbs_ring_pop(struct tnbc_verbs_ring *r)
+{
+	r->head = (r->head + 1) & (r->cap - 1);
+	r->n--;
+}
+
+/* ------------------------------------------------------------------ */
+/* Receive buffers and connections (xep->lock held)                     */
+
+static int tnbc_verbs_post_recv(struct tnbc_xep *xep, uint32_t buf)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(xep->bufs + (size_t)buf * xep->bsize),
+		.length = (uint32_t)xep->bsize,
+		.lkey = xep->mr->lkey,
+	};
+	struct ibv_recv_wr wr = {.wr_id = buf, .sg_list = &sge, .num_sge = 1};
+	struct ibv_recv_wr *bad;
+
+	return ibv_post_srq_recv(xep->srq, &wr, &bad) ? -FI_EIO : 0;
+}
+
+static void tnbc_verbs_conn_free(struct tnbc_verbs_conn *c)
+{
+	free(c);
+}
+
+/* Gives a message's buffer back to the SRQ. */
+static void tnbc_verbs_release(struct tnbc_xep *xep,
+			       const struct tnbc_verbs_rxe *e)
+{
+	struct tnbc_verbs_conn *c = e->conn;
+
+	if (tnbc_verbs_post_recv(xep, e->buf))
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"verbs: a receive buffer could not be posted again\n");
+	if (c && !--c->refs && c->gone)
+		tnbc_verbs_conn_free(c);
+}
+
+static struct tnbc_verbs_conn *tnbc_verbs_conn_find(struct tnbc_xep *xep,
+						    uint32_t qpn)
+{
+	for (struct tnbc_verbs_conn *c = xep->conns; c; c = c->next)
+		if (c->qpn == qpn && !c->gone)
+			return c;
+	return NULL;
+}
+
+/* Moves what the completion queue holds into the stash. */
+static void tnbc_verbs_fill(struct tnbc_xep *xep)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	while (xep->stash.n + 16 <= xep->stash.cap &&
+	       (n = ibv_poll_cq(xep->cq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			struct tnbc_verbs_rxe e = {
+				.buf = (uint32_t)wc[i].wr_id,
+				.len = wc[i].byte_len,
+				.imm = (wc[i].wc_flags & IBV_WC_WITH_IMM)
+					       ? ntohl(wc[i].imm_data)
+					       : 0,
+				.status = wc[i].status,
+				.conn = tnbc_verbs_conn_find(xep,
+							     wc[i].qp_num),
+			};
+
+			if (e.buf >= xep->nbufs)
+				continue; /* not a receive of ours */
+			if (e.conn)
+				e.conn->refs++;
+			tnbc_verbs_ring_push(&xep->stash, &e);
+		}
+	}
+}
+
+/* A connection the consumer refuses: its messages are dropped from now
+ * on, and the waker disconnects it. */
+static void tnbc_verbs_conn_bad(struct tnbc_xep *xep,
+				struct tnbc_verbs_conn *c, const char *why)
+{
+	uint64_t one = 1;
+
+	if (c->bad)
+		return;
+	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "verbs: connection ended: %s\n",
+		why);
+	c->bad = true;
+	atomic_store(&xep->xdom->ends, true);
+	if (write(xep->xdom->notefd, &one, sizeof(one)) != sizeof(one))
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"verbs: the waker was not told\n");
+}
+
+/* ------------------------------------------------------------------ */
+/* Peers                                                                */
+
+static void tnbc_verbs_peer_dead(struct tnbc_xpeer *p, const char *why)
+{
+	if (atomic_exchange(&p->dead, true))
+		return;
+	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
+		"verbs: peer %u/%u unreachable: %s\n", p->name.pid, p->name.uid,
+		why);
+}
+
+/* Takes back the send buffers of completed sends; a send that failed
+ * (the peer stopped answering, or its QP broke) makes its peer dead. */
+static void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
+{
+	struct ibv_wc wc[32];
+	int n;
+
+	if (wait)
+		pthread_mutex_lock(&xdom->slock);
+	else if (pthread_mutex_trylock(&xdom->slock))
+		return;
+	while ((n = ibv_poll_cq(xdom->scq, 32, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			uint32_t s = (uint32_t)wc[i].wr_id;
+			struct tnbc_xpeer *p;
+
+			if (s >= TNBC_VERBS_SEND_BUFS)
+				continue;
+			p = xdom->sowner[s];
+			xdom->sowner[s] = NULL;
+			xdom->sfree[xdom->nsfree++] = s;
+			if (!p)
+				continue;
+			atomic_fetch_sub(&p->inflight, 1);
+			if (wc[i].status != IBV_WC_SUCCESS)
+				tnbc_verbs_peer_dead(
+					p, ibv_wc_status_str(wc[i].status));
+		}
+	}
+	pthread_mutex_unlock(&xdom->slock);
+}
+
+/* Starts connecting to the peer; peer->lock held. */
+static int tnbc_verbs_connect(struct tnbc_xpeer *p)
+{
+	struct tnbc_xdom *xdom = p->xdom;
+	struct sockaddr_in src, dst;
+	int ret;
+
+	ret = rdma_create_id(xdom->cmch, &p->id, &p->obj, RDMA_PS_TCP);
+	if (ret)
+		return -errno;
+	tnbc_verbs_sockaddr(&xdom->addr, &src);
+	src.sin_port = 0;
+	tnbc_verbs_sockaddr(&p->addr, &dst);
+	if (rdma_resolve_addr(p->id, (struct sockaddr *)&src,
+			      (struct sockaddr *)&dst, TNBC_VERBS_RESOLVE_MS)) {
+		ret = -errno;
+		rdma_destroy_id(p->id);
+		p->id = NULL;
+		return ret;
+	}
+	p->state = TNBC_VERBS_CONNECTING;
+	return 0;
+}
+
+/* The route is known: the QP, then the connect request; peer->lock
+ * held. */
+static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
+{
+	struct tnbc_xdom *xdom = p->xdom;
+	struct tnbc_verbs_req req = {.magic = TNBC_VERBS_MAGIC,
+				     .version = TNBC_VERBS_VERSION,
+				     .to = p->name};
+	struct ibv_qp_init_attr qa = {
+		.send_cq = xdom->scq,
+		.recv_cq = xdom->scq,
+		.cap = {.max_send_wr = TNBC_VERBS_PEER_SENDS,
+			.max_recv_wr = 1,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+			.max_inline_data = TNBC_VERBS_INLINE},
+		.qp_type = IBV_QPT_RC,
+	};
+	struct rdma_conn_param cp = {
+		.private_data = &req,
+		.private_data_len = sizeof(req),
+		.retry_count = 7,
+		.rnr_retry_count = 7, /* a full receiver: wait, never fail */
+	};
+	uint8_t timeout;
+	uint64_t us = tnbc_env.verbs_timeout_ms * 1000u / 8u;
+
+	if (p->id->verbs != xdom->ctx)
+		return -FI_EHOSTUNREACH; /* on another device */
+	if (rdma_create_qp(p->id, xdom->pd, &qa)) {
+		qa.cap.max_inline_data = 0;
+		if (rdma_create_qp(p->id, xdom->pd, &qa))
+			return -errno;
+	}
+	p->max_send = qa.cap.max_send_wr < TNBC_VERBS_PEER_SENDS
+			      ? qa.cap.max_send_wr
+			      : TNBC_VERBS_PEER_SENDS;
+	p->max_inline = qa.cap.max_inline_data;
+	/* seven retries of an ack timeout of 4.096 us << timeout span
+	 * about FI_TNBC_VERBS_TIMEOUT_MS */
+	for (timeout = 1; timeout < 31 && (4ull << timeout) < us; timeout++)
+		;
+	rdma_set_option(p->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			&timeout, sizeof(timeout));
+	if (rdma_connect(p->id, &cp))
+		return -errno;
+	return 0;
+}
+
+static bool tnbc_verbs_learned_get(struct tnbc_xdom *xdom,
+				   const struct tnbc_name *name,
+				   struct tnbc_verbs_addr *a)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_verbs_learned *l = xdom->learned; l; l = l->next)
+		if (tnbc_name_same(&l->name, name)) {
+			*a = l->addr;
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&xdom->lock);
+	return found;
+}
+
+static void tnbc_verbs_learn(struct tnbc_xdom *xdom,
+			     const struct tnbc_name *name,
+			     const struct tnbc_verbs_addr *a)
+{
+	struct tnbc_verbs_learned *l;
+
+	pthread_mutex_lock(&xdom->lock);
+	for (l = xdom->learned; l; l = l->next)
+		if (tnbc_name_same(&l->name, name))
+			break;
+	if (!l) {
+		l = calloc(1, sizeof(*l));
+		if (l) {
+			l->next = xdom->learned;
+			xdom->learned = l;
+		}
+	}
+	if (l) {
+		l->name = *name;
+		l->addr = *a;
+	}
+	pthread_mutex_unlock(&xdom->lock);
+}
+
+static int tnbc_verbs_peer_get(struct tnbc_xdom *xdom,
+			       const struct tnbc_name *name,
+			       const uint8_t *xaddr, struct tnbc_xpeer **out)
+{
+	const struct tnbc_verbs_addr *given = (const void *)xaddr;
+	struct tnbc_verbs_addr a;
+	struct tnbc_xpeer *p;
+
+	if (!(name->xports & TNBC_XPORT_BIT(TNBC_XPORT_VERBS)) ||
+	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
+		return -FI_EINVAL;
+	pthread_mutex_lock(&xdom->lock);
+	for (p = xdom->peers; p; p = p->next)
+		if (tnbc_name_same(&p->name, name))
+			break;
+	pthread_mutex_unlock(&xdom->lock);
+	if (p) {
+		*out = p;
+		return 0;
+	}
+	if (given && given->family && given->port)
+		a = *given;
+	else if (!tnbc_verbs_learned_get(xdom, name, &a))
+		return -FI_EHOSTUNREACH;
+	if (a.family != 4 || !a.port)
+		return -FI_EINVAL;
+	if (tnbc_verbs_any(&a)) /* a service of this host */
+		memcpy(a.ip, xdom->addr.ip, 4);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -FI_ENOMEM;
+	p->base.ops = &tnbc_verbs_ops;
+	p->obj.kind = TNBC_VERBS_K_PEER;
+	p->xdom = xdom;
+	p->name = *name;
+	p->addr = a;
+	p->backlog_tail = &p->backlog;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_lock(&xdom->lock);
+	/* another thread may have made it meanwhile */
+	for (struct tnbc_xpeer *q = xdom->peers; q; q = q->next)
+		if (tnbc_name_same(&q->name, name)) {
+			pthread_mutex_unlock(&xdom->lock);
+			pthread_mutex_destroy(&p->lock);
+			free(p);
+			*out = q;
+			return 0;
+		}
+	p->next = xdom->peers;
+	xdom->peers = p;
+	pthread_mutex_unlock(&xdom->lock);
+	*out = p;
+	return 0;
+}
+
+static bool tnbc_verbs_peer_alive(struct tnbc_xpeer *peer)
+{
+	tnbc_verbs_reap(peer->xdom, false);
+	return !atomic_load(&peer->dead);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sending                                                              */
+
+static bool tnbc_verbs_slot_get(struct tnbc_xdom *xdom, struct tnbc_xpeer *p,
+				uint32_t *slot)
+{
+	bool ok = false;
+
+	pthread_mutex_lock(&xdom->slock);
+	if (xdom->nsfree) {
+		*slot = xdom->sfree[--xdom->nsfree];
+		xdom->sowner[*slot] = p;
+		ok = true;
+	}
+	pthread_mutex_unlock(&xdom->slock);
+	return ok;
+}
+
+static void tnbc_verbs_slot_put(struct tnbc_xdom *xdom, uint32_t slot)
+{
+	pthread_mutex_lock(&xdom->slock);
+	xdom->sowner[slot] = NULL;
+	xdom->sfree[xdom->nsfree++] = slot;
+	pthread_mutex_unlock(&xdom->slock);
+}
+
+/* Posts one message: frame_len bytes of frame, then n bytes gathered
+ * from iov; peer->lock held, the peer up. */
+static int tnbc_verbs_post(struct tnbc_xpeer *p, uint32_t imm,
+			   const void *frame, size_t frame_len,
+			   const struct iovec *iov, size_t iov_count, size_t n)
+{
+	struct tnbc_xdom *xdom = p->xdom;
+	size_t len = frame_len + n;
+	struct ibv_send_wr wr = {0}, *bad;
+	struct ibv_sge sge;
+	uint32_t slot;
+	uint8_t *buf;
+	int ret;
+
+	if (atomic_load(&p->inflight) >= p->max_send ||
+	    !tnbc_verbs_slot_get(xdom, p, &slot)) {
+		tnbc_verbs_reap(xdom, true);
+		if (atomic_load(&p->inflight) >= p->max_send ||
+		    !tnbc_verbs_slot_get(xdom, p, &slot)) {
+			/* a completion wakes the engine to try again */
+			ibv_req_notify_cq(xdom->scq, 0);
+			return -FI_EAGAIN;
+		}
+	}
+	buf = xdom->sbufs + (size_t)slot * xdom->sbsize;
+	memcpy(buf, frame, frame_len);
+	if (n)
+		tnbc_copy_from_iov(buf + frame_len, iov, iov_count, 0, n);
+	sge.addr = (uintptr_t)buf;
+	sge.length = (uint32_t)len;
+	sge.lkey = xdom->smr->lkey;
+	wr.wr_id = slot;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED |
+			(len <= p->max_inline ? IBV_SEND_INLINE : 0);
+	wr.imm_data = htonl(imm);
+	atomic_fetch_add(&p->inflight, 1);
+	ret = ibv_post_send(p->id->qp, &wr, &bad);
+	if (ret) {
+		atomic_fetch_sub(&p->inflight, 1);
+		tnbc_verbs_slot_put(xdom, slot);
+		if (ret == ENOMEM)
+			return -FI_EAGAIN;
+		tnbc_verbs_peer_dead(p, strerror(ret));
+		return -FI_EHOSTUNREACH;
+	}
+	return 0;
+}
+
+/* Posts what waits, the hello first; peer->lock held.  Stops at the
+ * first message the device cannot take yet (a completion, or the
+ * waker's next round, brings the rest). */
+static int tnbc_verbs_flush(struct tnbc_xpeer *p)
+{
+	int ret;
+
+	if (p->state != TNBC_VERBS_UP || atomic_load(&p->dead))
+		return 0;
+	if (!p->hello_sent) {
+		struct tnbc_verbs_hello h = {.magic = TNBC_VERBS_MAGIC,
+					     .version = TNBC_VERBS_VERSION,
+					     .key_len = p->xdom->key_len};
+
+		memcpy(h.key, p->xdom->key, sizeof(h.key));
+		ret = tnbc_verbs_post(p, TNBC_VERBS_HELLO, &h, sizeof(h), NULL,
+				      0, 0);
+		if (ret)
+			return ret;
+		p->hello_sent = true;
+	}
+	while (p->backlog) {
+		struct tnbc_verbs_held *h = p->backlog;
+
+		ret = tnbc_verbs_post(p, h->imm, h->data, h->len, NULL, 0, 0);
+		if (ret)
+			return ret;
+		p->backlog = h->next;
+		if (!p->backlog)
+			p->backlog_tail = &p->backlog;
+		p->backlog_bytes -= h->len;
+		free(h);
+	}
+	return 0;
+}
+
+/* Sends one message, or queues it behind those that wait; peer->lock
+ * held. */
+static int tnbc_verbs_emit(struct tnbc_xpeer *p, uint32_t imm,
+			   const void *frame, size_t frame_len,
+			   const struct iovec *iov, size_t iov_count, size_t n)
+{
+	struct tnbc_verbs_held *h;
+	size_t len = frame_len + n;
+
+	if (p->state == TNBC_VERBS_UP && p->hello_sent && !p->backlog)
+		return tnbc_verbs_post(p, imm, frame, frame_len, iov,
+				       iov_count, n);
+	if (p->backlog_bytes + len > TNBC_VERBS_BACKLOG_MAX)
+		return -FI_EAGAIN;
+	h = malloc(sizeof(*h) + len);
+	if (!h)
+		return -FI_EAGAIN; /* memory may come back */
+	h->next = NULL;
+	h->imm = imm;
+	h->len = (uint32_t)len;
+	memcpy(h->data, frame, frame_len);
+	if (n)
+		tnbc_copy_from_iov(h->data + frame_len, iov, iov_count, 0, n);
+	*p->backlog_tail = h;
+	p->backlog_tail = &h->next;
+	p->backlog_bytes += len;
+	return 0;
+}
+
+/* Tells the peer where src listens, once per connection; peer->lock
+ * held. */
+static int tnbc_verbs_introduce(struct tnbc_xpeer *p,
+				const struct tnbc_name *src)
+{
+	struct tnbc_verbs_intro in = {.src = *src};
+	struct tnbc_xdom *xdom = p->xdom;
+	bool found = false;
+	int ret;
+
+	for (unsigned i = 0; i < p->nintro; i++)
+		if (tnbc_name_same(&p->intro[i], src))
+			return 0;
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
+		if (tnbc_name_same(&e->name, src)) {
+			in.addr = e->addr;
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&xdom->lock);
+	if (!found)
+		return 0; /* not ours: the peer cannot answer it anyway */
+	ret = tnbc_verbs_emit(p, TNBC_VERBS_INTRO, &in, sizeof(in), NULL, 0,
+			      0);
+	if (ret)
+		return ret;
+	if (p->nintro < TNBC_VERBS_INTROS)
+		p->intro[p->nintro++] = *src;
+	else /* a domain with many endpoints: forget the oldest */
+		p->intro[src->uid % TNBC_VERBS_INTROS] = *src;
+	return 0;
+}
+
+static int tnbc_verbs_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
+{
+	size_t len = (size_t)pkt->frame_len + pkt->payload_len;
+	int ret = 0;
+
+	if (pkt->frame_len > TNBC_XPKT_FRAME_MAX ||
+	    len > p->base.ops->max_packet(p))
+		return -FI_EMSGSIZE;
+	if (atomic_load(&p->dead))
+		return -FI_EHOSTUNREACH;
+	pthread_mutex_lock(&p->lock);
+	if (p->state == TNBC_VERBS_IDLE) {
+		ret = tnbc_verbs_connect(p);
+		if (ret) {
+			tnbc_verbs_peer_dead(p, fi_strerror(-ret));
+			ret = -FI_EHOSTUNREACH;
+			goto out;
+		}
+	}
+	/* what waits goes first: order is kept */
+	ret = tnbc_verbs_flush(p);
+	if (ret && ret != -FI_EAGAIN)
+		goto out;
+	if (pkt->src) {
+		ret = tnbc_verbs_introduce(p, pkt->src);
+		if (ret)
+			goto out;
+	}
+	ret = tnbc_verbs_emit(p, TNBC_VERBS_PKT, pkt->frame, pkt->frame_len,
+			      pkt->iov, pkt->iov_count, pkt->payload_len);
+out:
+	if (ret == -FI_EAGAIN && atomic_load(&p->dead))
+		ret = -FI_EHOSTUNREACH;
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+/* Posts what waits for every peer (the waker, after a connection came up
+ * or send buffers came back).  Peers are freed only at dom_close and
+ * join the list at its head, so it is walked without xdom->lock, which
+ * ranks below peer->lock. */
+static void tnbc_verbs_flush_all(struct tnbc_xdom *xdom)
+{
+	struct tnbc_xpeer *p;
+
+	pthread_mutex_lock(&xdom->lock);
+	p = xdom->peers;
+	pthread_mutex_unlock(&xdom->lock);
+	for (; p; p = p->next) {
+		if (!p->backlog && p->hello_sent)
+			continue; /* a hint: checked again under the lock */
+		pthread_mutex_lock(&p->lock);
+		tnbc_verbs_flush(p);
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Connection events (the waker)                                        */
+
+/* A connect request to an endpoint: accepted when it names the
+ * endpoint, in a version we speak. */
+static void tnbc_verbs_accept(struct tnbc_xep *xep, struct rdma_cm_id *id,
+			      const struct tnbc_verbs_req *req, bool req_ok)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+	struct ibv_qp_init_attr qa = {
+		.send_cq = xep->cq,
+		.recv_cq = xep->cq,
+		.srq = xep->srq,
+		.cap = {.max_send_wr = 1, .max_send_sge = 1},
+		.qp_type = IBV_QPT_RC,
+	};
+	struct rdma_conn_param cp = {.retry_count = 7, .rnr_retry_count = 7};
+	struct tnbc_verbs_conn *c = NULL;
+
+	if (!req_ok || req->magic != TNBC_VERBS_MAGIC ||
+	    req->version != TNBC_VERBS_VERSION ||
+	    !tnbc_name_same(&req->to, &xep->name) || id->verbs != xdom->ctx)
+		goto refuse;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto refuse;
+	c->obj.kind = TNBC_VERBS_K_CONN;
+	c->xep = xep;
+	c->id = id;
+	tnbc_verbs_from_sockaddr(rdma_get_peer_addr(id), &c->from);
+	if (rdma_create_qp(id, xdom->pd, &qa))
+		goto refuse;
+	c->qpn = id->qp->qp_num;
+	id->context = &c->obj;
+	pthread_mutex_lock(&xep->lock);
+	if (xep->closing) {
+		pthread_mutex_unlock(&xep->lock);
+		rdma_destroy_qp(id);
+		goto refuse;
+	}
+	c->next = xep->conns;
+	xep->conns = c;
+	pthread_mutex_unlock(&xep->lock);
+	if (rdma_accept(id, &cp)) {
+		/* its DISCONNECTED or error event ends it */
+		FI_INFO(&tnbc_prov, FI_LOG_EP_CTRL,
+			"verbs: accept failed: %s\n", strerror(errno));
+	}
+	return;
+refuse:
+	atomic_fetch_add(&xdom->refused, 1);
+	free(c);
+	rdma_reject(id, NULL, 0);
+	rdma_destroy_id(id);
+}
+
+/* An accepted connection is over: its QP goes, and the messages it
+ * left are offered still (they came before the end). */
+static void tnbc_verbs_conn_end(struct tnbc_verbs_conn *c)
+{
+	struct tnbc_xep *xep = c->xep;
+	struct rdma_cm_id *id = c->id;
+	bool free_now;
+
+	rdma_destroy_qp(id);
+	pthread_mutex_lock(&xep->lock);
+	tnbc_verbs_fill(xep); /* its messages still name it */
+	for (struct tnbc_verbs_conn **it = &xep->conns; *it; it = &(*it)->next)
+		if (*it == c) {
+			*it = c->next;
+			break;
+		}
+	c->gone = true;
+	c->id = NULL;
+	free_now = !c->refs;
+	pthread_mutex_unlock(&xep->lock);
+	rdma_destroy_id(id);
+	if (free_now)
+		tnbc_verbs_conn_free(c);
+}
+
+static void tnbc_verbs_peer_cm(struct tnbc_xpeer *p,
+			       enum rdma_cm_event_type type, int status)
+{
+	const char *why = NULL;
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	switch (type) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (rdma_resolve_route(p->id, TNBC_VERBS_RESOLVE_MS))
+			why = "no route";
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		ret = tnbc_verbs_connect_qp(p);
+		if (ret)
+			why = fi_strerror(-ret);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		p->state = TNBC_VERBS_UP;
+		tnbc_verbs_flush(p);
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		why = "connection refused";
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		why = "it closed the connection";
+		break;
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		break;
+	default:
+		why = rdma_event_str(type);
+		break;
+	}
+	if (why) {
+		FI_INFO(&tnbc_prov, FI_LOG_EP_CTRL, "verbs: %s (status %d)\n",
+			rdma_event_str(type), status);
+		tnbc_verbs_peer_dead(p, why);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void tnbc_verbs_cm_events(struct tnbc_xdom *xdom)
+{
+	struct rdma_cm_event *ev;
+
+	while (!rdma_get_cm_event(xdom->cmch, &ev)) {
+		struct tnbc_verbs_obj *o = ev->id->context;
+		enum rdma_cm_event_type type = ev->event;
+		struct rdma_cm_id *id = ev->id;
+		int status = ev->status;
+
+		if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			struct tnbc_verbs_req req;
+			bool ok = ev->param.conn.private_data_len >=
+					  sizeof(req) &&
+				  ev->param.conn.private_data;
+			struct tnbc_xep *xep =
+				(struct tnbc_xep *)ev->listen_id->context;
+
+			if (ok)
+				memcpy(&req, ev->param.conn.private_data,
+				       sizeof(req));
+			rdma_ack_cm_event(ev);
+			tnbc_verbs_accept(xep, id, &req, ok);
+			continue;
+		}
+		rdma_ack_cm_event(ev);
+		if (!o)
+			continue;
+		if (o->kind == TNBC_VERBS_K_PEER) {
+			tnbc_verbs_peer_cm((struct tnbc_xpeer *)((char *)o -
+						offsetof(struct tnbc_xpeer,
+							 obj)),
+					   type, status);
+		} else if (o->kind == TNBC_VERBS_K_CONN &&
+			   (type == RDMA_CM_EVENT_DISCONNECTED ||
+			    type == RDMA_CM_EVENT_CONNECT_ERROR ||
+			    type == RDMA_CM_EVENT_UNREACHABLE ||
+			    type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
+			tnbc_verbs_conn_end((struct tnbc_verbs_conn *)o);
+		}
+	}
+}
+
+/* Disconnects the connections consumers refused.  An endpoint whose
+ * consumer is busy (its lock taken inside a poll, which may take
+ * xdom->lock) is tried again at the next round. */
+static void tnbc_verbs_end_bad(struct tnbc_xdom *xdom)
+{
+	bool again = false;
+
+	if (!atomic_exchange(&xdom->ends, false))
+		return;
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep *e = xdom->eps; e; e = e->next) {
+		if (pthread_mutex_trylock(&e->lock)) {
+			again = true;
+			continue;
+		}
+		for (struct tnbc_verbs_conn *c = e->conns; c; c = c->next)
+			if (c->bad && !c->ended) {
+				c->ended = true;
+				rdma_disconnect(c->id);
+			}
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_mutex_unlock(&xdom->lock);
+	if (again)
+		atomic_store(&xdom->ends, true);
+}
+
+/* Drops the references a ring's messages hold on their connections. */
+static void tnbc_verbs_ring_unref(struct tnbc_verbs_ring *r)
+{
+	for (unsigned i = 0; r->e && i < r->n; i++) {
+		struct tnbc_verbs_conn *c = tnbc_verbs_ring_at(r, i)->conn;
+
+		if (c && !--c->refs && c->gone)
+			tnbc_verbs_conn_free(c);
+	}
+	r->n = 0;
+}
+
+static void tnbc_verbs_ep_destroy(struct tnbc_xep *xep)
+{
+	struct tnbc_verbs_conn *c;
+
+	if (xep->lid)
+		rdma_destroy_id(xep->lid);
+	tnbc_verbs_ring_unref(&xep->stash);
+	tnbc_verbs_ring_unref(&xep->kept);
+	while ((c = xep->conns)) {
+		xep->conns = c->next;
+		rdma_destroy_qp(c->id);
+		rdma_destroy_id(c->id);
+		free(c);
+	}
+	if (xep->srq)
+		ibv_destroy_srq(xep->srq);
+	if (xep->cq)
+		ibv_destroy_cq(xep->cq);
+	if (xep->mr)
+		ibv_dereg_mr(xep->mr);
+	free(xep->bufs);
+	free(xep->stash.e);
+	free(xep->kept.e);
+	pthread_mutex_destroy(&xep->lock);
+	free(xep);
+}
+
+/* Destroys the endpoints consumers closed: only the waker reads the
+ * events that name them. */
+static void tnbc_verbs_bury(struct tnbc_xdom *xdom)
+{
+	struct tnbc_xep *e;
+
+	pthread_mutex_lock(&xdom->lock);
+	e = xdom->grave;
+	xdom->grave = NULL;
+	pthread_mutex_unlock(&xdom->lock);
+	while (e) {
+		struct tnbc_xep *n = e->next;
+
+		tnbc_verbs_ep_destroy(e);
+		e = n;
+	}
+}
+
+/* Completion events: the engine asked for them when it went to sleep
+ * (sleep_begin), or a sender that ran out of send buffers did. */
+static void tnbc_verbs_cq_events(struct tnbc_xdom *xdom)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (!ibv_get_cq_event(xdom->cch, &cq, &ctx))
+		ibv_ack_cq_events(cq, 1);
+}
+
+static void *tnbc_verbs_waker(void *arg)
+{
+	struct tnbc_xdom *xdom = arg;
+	struct epoll_event evs[8];
+
+	while (!atomic_load(&xdom->stop)) {
+		bool kick = false;
+		uint64_t v;
+		int n = epoll_wait(xdom->epfd, evs, 8, 1000);
+
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.fd == xdom->notefd) {
+				if (read(xdom->notefd, &v, sizeof(v)) < 0)
+					v = 0;
+			} else if (evs[i].data.fd == xdom->cmch->fd) {
+				tnbc_verbs_cm_events(xdom);
+				/* a peer up or dead: what waits on it goes */
+				kick = true;
+			} else {
+				tnbc_verbs_cq_events(xdom);
+				kick = true;
+			}
+		}
+		tnbc_verbs_end_bad(xdom);
+		tnbc_verbs_bury(xdom);
+		/* failed sends make peers dead even with none sending, and
+		 * send buffers that came back carry what waits */
+		tnbc_verbs_reap(xdom, false);
+		tnbc_verbs_flush_all(xdom);
+		if (kick)
+			xdom->kick.kick(xdom->kick.arg);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Domain                                                               */
+
+static int tnbc_verbs_fd_add(struct tnbc_xdom *xdom, int fd)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK))
+		return -errno;
+	return epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+static void tnbc_verbs_dom_free(struct tnbc_xdom *xdom)
+{
+	if (xdom->smr)
+		ibv_dereg_mr(xdom->smr);
+	free(xdom->sbufs);
+	if (xdom->scq)
+		ibv_destroy_cq(xdom->scq);
+	if (xdom->cch)
+		ibv_destroy_comp_channel(xdom->cch);
+	if (xdom->pd)
+		ibv_dealloc_pd(xdom->pd);
+	if (xdom->cmch)
+		rdma_destroy_event_channel(xdom->cmch);
+	if (xdom->devs)
+		rdma_free_devices(xdom->devs);
+	if (xdom->notefd >= 0)
+		close(xdom->notefd);
+	if (xdom->epfd >= 0)
+		close(xdom->epfd);
+	pthread_cond_destroy(&xdom->sleep_cond);
+	pthread_mutex_destroy(&xdom->sleep_lock);
+	pthread_mutex_destroy(&xdom->slock);
+	pthread_mutex_destroy(&xdom->lock);
+	free(xdom);
+}
+
+static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
+			       const struct tnbc_xdom_attr *attr)
+{
+	struct tnbc_xdom *xdom = calloc(1, sizeof(*xdom));
+	int ndev = 0, ret;
+
+	if (!xdom)
+		return -FI_ENOMEM;
+	xdom->kick = attr->wake;
+	xdom->key_len = (uint16_t)attr->auth_key_size;
+	if (attr->auth_key_size)
+		memcpy(xdom->key, attr->auth_key, attr->auth_key_size);
+	xdom->epfd = xdom->notefd = -1;
+	pthread_mutex_init(&xdom->lock, NULL);
+	pthread_mutex_init(&xdom->slock, NULL);
+	pthread_mutex_init(&xdom->sleep_lock, NULL);
+	pthread_cond_init(&xdom->sleep_cond, NULL);
+	xdom->devs = rdma_get_devices(&ndev);
+	if (!xdom->devs || !ndev) {
+		ret = -FI_ENODEV;
+		goto err;
+	}
+	xdom->cmch = rdma_create_event_channel();
+	if (!xdom->cmch) {
+		ret = -FI_ENODEV;
+		goto err;
+	}
+	ret = tnbc_verbs_pick(xdom);
+	if (ret)
+		goto err;
+	xdom->pd = ibv_alloc_pd(xdom->ctx);
+	xdom->cch = ibv_create_comp_channel(xdom->ctx);
+	if (!xdom->pd || !xdom->cch) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
+	xdom->scq = ibv_create_cq(xdom->ctx, TNBC_VERBS_SEND_BUFS, NULL,
+				  xdom->cch, 0);
+	xdom->sbsize = (tnbc_env.slot_size + 63) & ~(size_t)63;
+	xdom->sbufs = aligned_alloc(4096, (xdom->sbsize * TNBC_VERBS_SEND_BUFS +
+					   4095) & ~(size_t)4095);
+	if (!xdom->scq || !xdom->sbufs) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
+	xdom->smr = ibv_reg_mr(xdom->pd, xdom->sbufs,
+			       xdom->sbsize * TNBC_VERBS_SEND_BUFS,
+			       IBV_ACCESS_LOCAL_WRITE);
+	if (!xdom->smr) {
+		ret = -errno;
+		goto err;
+	}
+	for (unsigned i = 0; i < TNBC_VERBS_SEND_BUFS; i++)
+		xdom->sfree[i] = TNBC_VERBS_SEND_BUFS - 1 - i;
+	xdom->nsfree = TNBC_VERBS_SEND_BUFS;
+	xdom->epfd = epoll_create1(EPOLL_CLOEXEC);
+	xdom->notefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (xdom->epfd < 0 || xdom->notefd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	ret = tnbc_verbs_fd_add(xdom, xdom->notefd);
+	if (!ret)
+		ret = tnbc_verbs_fd_add(xdom, xdom->cmch->fd);
+	if (!ret)
+		ret = tnbc_verbs_fd_add(xdom, xdom->cch->fd);
+	if (ret)
+		goto err;
+	ret = -pthread_create(&xdom->waker, NULL, tnbc_verbs_waker, xdom);
+	if (ret)
+		goto err;
+	*out = xdom;
+	return 0;
+err:
+	FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "verbs: domain: %s%s\n",
+		fi_strerror(-ret),
+		ret == -FI_ENODEV ? " (no RDMA device with an IPv4 address "
+				    "up, see FI_TNBC_VERBS_IFACE)"
+				  : "");
+	tnbc_verbs_dom_free(xdom);
+	return ret;
+}
+
+static void tnbc_verbs_dom_close(struct tnbc_xdom *xdom)
+{
+	uint64_t one = 1;
+
+	atomic_store(&xdom->stop, true);
+	if (write(xdom->notefd, &one, sizeof(one)) != sizeof(one))
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "verbs: waker not told\n");
+	pthread_join(xdom->waker, NULL);
+	tnbc_verbs_bury(xdom);
+	while (xdom->peers) {
+		struct tnbc_xpeer *p = xdom->peers;
+
+		xdom->peers = p->next;
+		if (p->id) {
+			if (p->id->qp)
+				rdma_destroy_qp(p->id);
+			rdma_destroy_id(p->id);
+		}
+		while (p->backlog) {
+			struct tnbc_verbs_held *h = p->backlog;
+
+			p->backlog = h->next;
+			free(h);
+		}
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+	}
+	while (xdom->learned) {
+		struct tnbc_verbs_learned *l = xdom->learned;
+
+		xdom->learned = l->next;
+		free(l);
+	}
+	tnbc_verbs_dom_free(xdom);
+}
+
+/* ------------------------------------------------------------------ */
+/* Endpoints                                                            */
+
+static int tnbc_verbs_ep_open(struct tnbc_xdom *xdom,
+			      const struct tnbc_name *name, uint8_t *xaddr,
+			      struct tnbc_xep **out)
+{
+	struct tnbc_verbs_addr *want = (struct tnbc_verbs_addr *)(void *)xaddr;
+	struct ibv_srq_init_attr sa = {0};
+	struct sockaddr_in sin;
+	struct tnbc_xep *xep;
+	size_t total;
+	int ret;
+
+	xep = calloc(1, sizeof(*xep));
+	if (!xep)
+		return -FI_ENOMEM;
+	xep->obj.kind = TNBC_VERBS_K_LISTEN;
+	xep->xdom = xdom;
+	xep->name = *name;
+	pthread_mutex_init(&xep->lock, NULL);
+	xep->nbufs = tnbc_env.rx_slots * TNBC_VERBS_RX_PER_SLOT;
+	xep->bsize = (tnbc_env.slot_size + 63) & ~(size_t)63;
+	total = (xep->nbufs * xep->bsize + 4095) & ~(size_t)4095;
+	xep->bufs = aligned_alloc(4096, total);
+	if (!xep->bufs || tnbc_verbs_ring_init(&xep->stash, xep->nbufs + 16) ||
+	    tnbc_verbs_ring_init(&xep->kept, xep->nbufs)) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
+	xep->mr = ibv_reg_mr(xdom->pd, xep->bufs, total,
+			     IBV_ACCESS_LOCAL_WRITE);
+	xep->cq = ibv_create_cq(xdom->ctx, (int)xep->nbufs + 16, xep,
+				xdom->cch, 0);
+	sa.attr.max_wr = (uint32_t)xep->nbufs;
+	sa.attr.max_sge = 1;
+	xep->srq = ibv_create_srq(xdom->pd, &sa);
+	if (!xep->mr || !xep->cq || !xep->srq) {
+		ret = errno ? -errno : -FI_ENOMEM;
+		goto err;
+	}
+	for (uint32_t i = 0; i < xep->nbufs; i++)
+		if (tnbc_verbs_post_recv(xep, i)) {
+			ret = -FI_EIO;
+			goto err;
+		}
+	xep->addr = want->family == 4 && !tnbc_verbs_any(want) ? *want
+							      : xdom->addr;
+	xep->addr.family = 4;
+	xep->addr.port = want->family == 4 ? want->port : 0;
+	/* a service is reached at its number, where it is a port */
+	if (name->kind == TNBC_NAME_SVC && name->uid <= 65535)
+		xep->addr.port = htons((uint16_t)name->uid);
+	if (rdma_create_id(xdom->cmch, &xep->lid, &xep->obj, RDMA_PS_TCP)) {
+		ret = -errno;
+		goto err;
+	}
+	tnbc_verbs_sockaddr(&xep->addr, &sin);
+	if (rdma_bind_addr(xep->lid, (struct sockaddr *)&sin) ||
+	    rdma_listen(xep->lid, 128)) {
+		ret = errno == EADDRINUSE ? -FI_EADDRINUSE : -errno;
+		goto err;
+	}
+	xep->addr.port = rdma_get_src_port(xep->lid);
+	pthread_mutex_lock(&xdom->lock);
+	xep->next = xdom->eps;
+	xdom->eps = xep;
+	pthread_mutex_unlock(&xdom->lock);
+	*want = xep->addr;
+	*out = xep;
+	return 0;
+err:
+	if (ret != -FI_EADDRINUSE)
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL, "verbs: endpoint: %s\n",
+			fi_strerror(-ret));
+	tnbc_verbs_ep_destroy(xep);
+	return ret;
+}
+
+static void tnbc_verbs_ep_close(struct tnbc_xep *xep)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&xep->lock);
+	xep->closing = true;
+	pthread_mutex_unlock(&xep->lock);
+	/* the waker destroys it, between the events that may name it */
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
+		if (*it == xep) {
+			*it = xep->next;
+			break;
+		}
+	xep->next = xdom->grave;
+	xdom->grave = xep;
+	pthread_mutex_unlock(&xdom->lock);
+	if (write(xdom->notefd, &one, sizeof(one)) != sizeof(one))
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"verbs: the waker was not told\n");
+}
+
+/* As large as shm's: the same limits hold whichever transport reaches a
+ * peer. */
+static size_t tnbc_verbs_packet_limit(void)
+{
+	return tnbc_env.slot_size - 16;
+}
+
+static size_t tnbc_verbs_max_packet(struct tnbc_xpeer *peer)
+{
+	(void)peer;
+	return tnbc_verbs_packet_limit();
+}
+
+/* ------------------------------------------------------------------ */
+/* Receiving                                                            */
+
+static ssize_t tnbc_verbs_copy(struct tnbc_xrx *x, size_t off,
+			       const struct iovec *iov, size_t iov_count,
+			       size_t n)
+{
+	if (off > x->len || n > x->len - off)
+		return -FI_EINVAL;
+	tnbc_copy_to_iov(iov, iov_count, 0, x->head + off, n);
+	return (ssize_t)n;
+}
+
+/* A message that is not a packet; returns whether the connection may
+ * go on. */
+static bool tnbc_verbs_control(struct tnbc_xep *xep,
+			       const struct tnbc_verbs_rxe *e,
+			       const uint8_t *body)
+{
+	struct tnbc_verbs_conn *c = e->conn;
+	struct tnbc_xdom *xdom = xep->xdom;
+
+	if (TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_HELLO) {
+		struct tnbc_verbs_hello h;
+
+		if (c->hello || e->len != sizeof(h))
+			return false;
+		memcpy(&h, body, sizeof(h));
+		if (h.magic != TNBC_VERBS_MAGIC ||
+		    h.version != TNBC_VERBS_VERSION)
+			return false;
+		if (h.key_len != xdom->key_len ||
+		    memcmp(h.key, xdom->key, xdom->key_len)) {
+			FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+				"verbs: a connection with another auth_key "
+				"refused\n");
+			atomic_fetch_add(&xdom->refused, 1);
+			return false;
+		}
+		c->hello = true;
+		return true;
+	}
+	if (TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_INTRO && c->hello &&
+	    e->len == sizeof(struct tnbc_verbs_intro)) {
+		struct tnbc_verbs_intro in;
+
+		memcpy(&in, body, sizeof(in));
+		if (in.addr.family != 4 || !in.addr.port)
+			return false;
+		/* a source on any address is reached where it connected
+		 * from */
+		if (tnbc_verbs_any(&in.addr))
+			memcpy(in.addr.ip, c->from.ip, 4);
+		tnbc_verbs_learn(xdom, &in.src, &in.addr);
+		return true;
+	}
+	return false;
+}
+
+static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
+			   int budget)
+{
+	int taken = 0;
+
+	pthread_mutex_lock(&xep->lock);
+	xep->polling = true;
+	tnbc_verbs_fill(xep);
+	while (budget > 0 && xep->stash.n) {
+		struct tnbc_verbs_rxe e = *tnbc_verbs_ring_at(&xep->stash, 0);
+		const uint8_t *body = xep->bufs + (size_t)e.buf * xep->bsize;
+		struct tnbc_xrx rx = {.head = body,
+				      .head_len = e.len,
+				      .len = e.len,
+				      .copy = tnbc_verbs_copy};
+		int v;
+
+		if (!e.conn || e.conn->bad) {
+			/* from a connection refused, or none we know */
+			tnbc_verbs_ring_pop(&xep->stash);
+			tnbc_verbs_release(xep, &e);
+			continue;
+		}
+		if (e.status != IBV_WC_SUCCESS ||
+		    (TNBC_VERBS_KIND(e.imm) != TNBC_VERBS_PKT &&
+		     !tnbc_verbs_control(xep, &e, body)) ||
+		    (TNBC_VERBS_KIND(e.imm) == TNBC_VERBS_PKT &&
+		     !e.conn->hello)) {
+			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
+			tnbc_verbs_conn_bad(xep, e.conn,
+					    e.status != IBV_WC_SUCCESS
+						    ? ibv_wc_status_str(e.status)
+						    : "malformed message");
+			tnbc_verbs_ring_pop(&xep->stash);
+			tnbc_verbs_release(xep, &e);
+			continue;
+		}
+		if (TNBC_VERBS_KIND(e.imm) != TNBC_VERBS_PKT) {
+			tnbc_verbs_ring_pop(&xep->stash);
+			tnbc_verbs_release(xep, &e);
+			continue;
+		}
+		v = fn(arg, &rx);
+		if (v == TNBC_RX_LATER)
+			break; /* offered first next time */
+		tnbc_verbs_ring_pop(&xep->stash);
+		budget--;
+		if (v == TNBC_RX_KEEP) {
+			/* it holds its buffer: the queue's room shrinks */
+			tnbc_verbs_ring_push(&xep->kept, &e);
+			continue;
+		}
+		if (v == TNBC_RX_BAD)
+			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
+		else
+			taken++;
+		tnbc_verbs_release(xep, &e);
+	}
+	xep->polling = false;
+	pthread_mutex_unlock(&xep->lock);
+	return taken;
+}
+
+static void tnbc_verbs_rewind(struct tnbc_xep *xep)
+{
+	pthread_mutex_lock(&xep->lock);
+	/* kept packets go before the rest: they are older */
+	while (xep->kept.n) {
+		tnbc_verbs_ring_push_front(
+			&xep->stash,
+			tnbc_verbs_ring_at(&xep->kept, xep->kept.n - 1));
+		xep->kept.n--;
+	}
+	xep->kept.head = 0;
+	pthread_mutex_unlock(&xep->lock);
+}
+
+static bool tnbc_verbs_pending(struct tnbc_xep *xep)
+{
+	bool r;
+
+	pthread_mutex_lock(&xep->lock);
+	tnbc_verbs_fill(xep);
+	r = xep->stash.n != 0;
+	pthread_mutex_unlock(&xep->lock);
+	return r;
+}
+
+static void tnbc_verbs_look_mark(struct tnbc_xep *xep)
+{
+	(void)xep;
+}
+
+/* Arrivals wake nobody while the engine is awake: whatever waits is
+ * looked at (pending) rather than remembered. */
+static bool tnbc_verbs_unlooked(struct tnbc_xep *xep)
+{
+	return tnbc_verbs_pending(xep);
+}
+
+static bool tnbc_verbs_stalled(struct tnbc_xep *xep)
+{
+	(void)xep; /* a message completes whole */
+	return false;
+}
+
+static bool tnbc_verbs_idle(struct tnbc_xep *xep)
+{
+	bool r;
+
+	if (pthread_mutex_trylock(&xep->lock))
+		return false;
+	tnbc_verbs_fill(xep);
+	r = !xep->stash.n;
+	pthread_mutex_unlock(&xep->lock);
+	return r;
+}
+
+/* While a packet is offered the answer is no, so that the protocol
+ * takes it now (kept, holding its buffer) rather than leave it for later
+ * in front of the packets behind it. */
+static bool tnbc_verbs_quiet(struct tnbc_xep *xep)
+{
+	return !xep->polling && !tnbc_verbs_pending(xep);
+}
+
+static ssize_t tnbc_verbs_pull(struct tnbc_xpeer *peer,
+			       const struct iovec *local, size_t local_count,
+			       const struct iovec *remote, size_t remote_count)
+{
+	(void)peer;
+	(void)local;
+	(void)local_count;
+	(void)remote;
+	(void)remote_count;
+	return -FI_ENOSYS; /* the peer streams it */
+}
+
+/* ------------------------------------------------------------------ */
+/* The engine's sleep, when verbs is the domain's first transport       */
+
+static void tnbc_verbs_app_mark(struct tnbc_xdom *xdom, bool active)
+{
+	(void)xdom;
+	(void)active;
+}
+
+static void tnbc_verbs_rx_posted(struct tnbc_xdom *xdom, int delta)
+{
+	(void)xdom;
+	(void)delta;
+}
+
+static bool tnbc_verbs_app_active(struct tnbc_xdom *xdom)
+{
+	(void)xdom;
+	return false;
+}
+
+static void tnbc_verbs_set_window(struct tnbc_xdom *xdom, uint64_t ns)
+{
+	(void)xdom;
+	(void)ns;
+}
+
+/* Called whether or not verbs is the domain's first transport: from now
+ * until the engine wakes, a packet on any endpoint kicks it.  Not for a
+ * nap beside a polling application thread, which polls itself. */
+static unsigned tnbc_verbs_sleep_begin(struct tnbc_xdom *xdom,
+				       enum tnbc_sleep how)
+{
+	unsigned seq;
+
+	if (how != TNBC_SLEEP_NAP) {
+		pthread_mutex_lock(&xdom->lock);
+		for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
+			ibv_req_notify_cq(e->cq, 0);
+		pthread_mutex_unlock(&xdom->lock);
+	}
+	pthread_mutex_lock(&xdom->sleep_lock);
+	seq = xdom->seq;
+	pthread_mutex_unlock(&xdom->sleep_lock);
+	return seq;
+}
+
+static void tnbc_verbs_sleep_cancel(struct tnbc_xdom *xdom)
+{
+	(void)xdom;
+}
+
+static void tnbc_verbs_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
+				  uint64_t timeout_ns)
+{
+	struct timespec ts;
+
+	if (timeout_ns)
+		tnbc_abstime(&ts, timeout_ns);
+	pthread_mutex_lock(&xdom->sleep_lock);
+	while (xdom->seq == token) {
+		if (!timeout_ns)
+			pthread_cond_wait(&xdom->sleep_cond, &xdom->sleep_lock);
+		else if (pthread_cond_timedwait(&xdom->sleep_cond,
+						&xdom->sleep_lock, &ts))
+			break;
+	}
+	pthread_mutex_unlock(&xdom->sleep_lock);
+}
+
+static void tnbc_verbs_wake(struct tnbc_xdom *xdom)
+{
+	pthread_mutex_lock(&xdom->sleep_lock);
+	xdom->seq++;
+	pthread_cond_broadcast(&xdom->sleep_cond);
+	pthread_mutex_unlock(&xdom->sleep_lock);
+}
+
+static void tnbc_verbs_stats(struct tnbc_xdom *xdom,
+			     struct tnbc_xport_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->bad_pkts = atomic_load(&xdom->bad_pkts);
+	st->refused = atomic_load(&xdom->refused);
+}
+
+/* Whether this machine has an RDMA device at all: FI_TNBC_XPORTS's
+ * default holds verbs only then. */
+static bool tnbc_verbs_usable(void)
+{
+	int n = 0;
+	struct ibv_device **l = ibv_get_device_list(&n);
+
+	if (l)
+		ibv_free_device_list(l);
+	return n > 0;
+}
+
+const struct tnbc_xport_ops tnbc_verbs_ops = {
+	.name = "verbs",
+	.id = TNBC_XPORT_VERBS,
+	.flags = 0,
+	.xaddr_off = TNBC_XADDR_VERBS_OFF,
+	.xaddr_len = TNBC_XADDR_VERBS_LEN,
+	.usable = tnbc_verbs_usable,
+	.addr_parse = tnbc_verbs_addr_parse,
+	.addr_str = tnbc_verbs_addr_str,
+	.dom_open = tnbc_verbs_dom_open,
+	.dom_close = tnbc_verbs_dom_close,
+	.ep_open = tnbc_verbs_ep_open,
+	.ep_close = tnbc_verbs_ep_close,
+	.max_packet = tnbc_verbs_max_packet,
+	.packet_limit = tnbc_verbs_packet_limit,
+	.peer_get = tnbc_verbs_peer_get,
+	.peer_alive = tnbc_verbs_peer_alive,
+	.send = tnbc_verbs_send,
+	.poll = tnbc_verbs_poll,
+	.rewind = tnbc_verbs_rewind,
+	.pending = tnbc_verbs_pending,
+	.look_mark = tnbc_verbs_look_mark,
+	.unlooked = tnbc_verbs_unlooked,
+	.stalled = tnbc_verbs_stalled,
+	.idle = tnbc_verbs_idle,
+	.quiet = tnbc_verbs_quiet,
+	.pull = tnbc_verbs_pull,
+	.app_mark = tnbc_verbs_app_mark,
+	.rx_posted = tnbc_verbs_rx_posted,
+	.app_active = tnbc_verbs_app_active,
+	.set_window = tnbc_verbs_set_window,
+	.sleep_begin = tnbc_verbs_sleep_begin,
+	.sleep_cancel = tnbc_verbs_sleep_cancel,
+	.sleep_wait = tnbc_verbs_sleep_wait,
+	.wake = tnbc_verbs_wake,
+	.stats = tnbc_verbs_stats,
+};
