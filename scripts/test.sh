@@ -54,6 +54,15 @@ show_logs() {
 }
 
 "$top/scripts/deps.sh" || exit 1
+# The soft-RoCE guest that tests/verbs.sh boots (qemu, Debian's kernel,
+# rdma-core; about a minute, once per machine).  Without the recipe
+# beside the repository, or root, tests/verbs.sh skips.
+rxe=$top/../shared/softroce
+if [ -f "$rxe/setup.sh" ] && [ "$(id -u)" -eq 0 ] &&
+	[ ! -f "${RXE_DIR:-/var/tmp/softroce}/initrd-9p.img" ]; then
+	step "soft-RoCE guest set-up"
+	sh "$rxe/setup.sh" || echo "soft-RoCE set-up failed: tests/verbs.sh will skip"
+fi
 
 step "build and install"
 "$top/scripts/build.sh" "$top/build" || exit 1
