@@ -54,9 +54,7 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
 		return -FI_EINVAL;
 	p = __atomic_load_n(&e->peer, __ATOMIC_ACQUIRE);
 	if (!p) {
-		ret = tnbc_domain_peer(
-			av->domain, &e->name,
-			e->xaddr, &p);
+		ret = tnbc_domain_peer(av->domain, &e->name, e->xaddr, &p);
 		if (ret)
 			return ret;
 		__atomic_store_n(&e->peer, p, __ATOMIC_RELEASE);
@@ -66,8 +64,7 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
 }
 
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
-		     const uint8_t *xaddr,
-		     struct tnbc_xpeer **peer)
+		     const uint8_t *xaddr, struct tnbc_xpeer **peer)
 {
 	int ret = -FI_EHOSTUNREACH;
 

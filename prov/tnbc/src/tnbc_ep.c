@@ -78,10 +78,10 @@ static int tnbc_ep_xports_open(struct tnbc_ep *ep)
 			ep->xp[i].i = i;
 			int off = dom->xp[i].ops->xaddr_off;
 
-			ret = dom->xp[i].ops->ep_open(
-				dom->xp[i].xdom, n,
-				off >= 0 ? ep->xaddr + off : NULL,
-				&ep->xp[i].xep);
+			ret = dom->xp[i].ops->ep_open(dom->xp[i].xdom, n,
+						      off >= 0 ? ep->xaddr + off
+							       : NULL,
+						      &ep->xp[i].xep);
 			if (ret)
 				break;
 		}

@@ -71,7 +71,7 @@ enum tnbc_verbs_msg {
 	TNBC_VERBS_INTRO = 2,
 	TNBC_VERBS_PKT = 3,
 };
-#define TNBC_VERBS_KIND(imm) ((imm) & 0xffu)
+#define TNBC_VERBS_KIND(imm) ((imm)&0xffu)
 
 /* A transport address: the verbs bytes of a name's xaddr region. */
 struct tnbc_verbs_addr {
@@ -485,8 +485,7 @@ static void tnbc_verbs_fill(struct tnbc_xep *xep)
 					       ? ntohl(wc[i].imm_data)
 					       : 0,
 				.status = wc[i].status,
-				.conn = tnbc_verbs_conn_find(xep,
-							     wc[i].qp_num),
+				.conn = tnbc_verbs_conn_find(xep, wc[i].qp_num),
 			};
 
 			if (e.buf >= xep->nbufs)
@@ -500,8 +499,8 @@ static void tnbc_verbs_fill(struct tnbc_xep *xep)
 
 /* A connection the consumer refuses: its messages are dropped from now
  * on, and the waker disconnects it. */
-static void tnbc_verbs_conn_bad(struct tnbc_xep *xep,
-				struct tnbc_verbs_conn *c, const char *why)
+static void tnbc_verbs_conn_bad(struct tnbc_xep *xep, struct tnbc_verbs_conn *c,
+				const char *why)
 {
 	uint64_t one = 1;
 
@@ -858,8 +857,8 @@ static int tnbc_verbs_emit(struct tnbc_xpeer *p, uint32_t imm,
 	size_t len = frame_len + n;
 
 	if (p->state == TNBC_VERBS_UP && p->hello_sent && !p->backlog)
-		return tnbc_verbs_post(p, imm, frame, frame_len, iov,
-				       iov_count, n);
+		return tnbc_verbs_post(p, imm, frame, frame_len, iov, iov_count,
+				       n);
 	if (p->backlog_bytes + len > TNBC_VERBS_BACKLOG_MAX)
 		return -FI_EAGAIN;
 	h = malloc(sizeof(*h) + len);
@@ -900,8 +899,7 @@ static int tnbc_verbs_introduce(struct tnbc_xpeer *p,
 	pthread_mutex_unlock(&xdom->lock);
 	if (!found)
 		return 0; /* not ours: the peer cannot answer it anyway */
-	ret = tnbc_verbs_emit(p, TNBC_VERBS_INTRO, &in, sizeof(in), NULL, 0,
-			      0);
+	ret = tnbc_verbs_emit(p, TNBC_VERBS_INTRO, &in, sizeof(in), NULL, 0, 0);
 	if (ret)
 		return ret;
 	if (p->nintro < TNBC_VERBS_INTROS)
@@ -1119,10 +1117,12 @@ static void tnbc_verbs_cm_events(struct tnbc_xdom *xdom)
 		if (!o)
 			continue;
 		if (o->kind == TNBC_VERBS_K_PEER) {
-			tnbc_verbs_peer_cm((struct tnbc_xpeer *)((char *)o -
-						offsetof(struct tnbc_xpeer,
-							 obj)),
-					   type, status);
+			tnbc_verbs_peer_cm(
+				(struct tnbc_xpeer *)((char *)o -
+						      offsetof(
+							      struct tnbc_xpeer,
+							      obj)),
+				type, status);
 		} else if (o->kind == TNBC_VERBS_K_CONN &&
 			   (type == RDMA_CM_EVENT_DISCONNECTED ||
 			    type == RDMA_CM_EVENT_CONNECT_ERROR ||
@@ -1450,10 +1450,10 @@ static int tnbc_verbs_ep_open(struct tnbc_xdom *xdom,
 		ret = -FI_ENOMEM;
 		goto err;
 	}
-	xep->mr = ibv_reg_mr(xdom->pd, xep->bufs, total,
-			     IBV_ACCESS_LOCAL_WRITE);
-	xep->cq = ibv_create_cq(xdom->ctx, (int)xep->nbufs + 16, xep,
-				xdom->cch, 0);
+	xep->mr =
+		ibv_reg_mr(xdom->pd, xep->bufs, total, IBV_ACCESS_LOCAL_WRITE);
+	xep->cq = ibv_create_cq(xdom->ctx, (int)xep->nbufs + 16, xep, xdom->cch,
+				0);
 	sa.attr.max_wr = (uint32_t)xep->nbufs;
 	sa.attr.max_sge = 1;
 	xep->srq = ibv_create_srq(xdom->pd, &sa);
@@ -1466,8 +1466,8 @@ static int tnbc_verbs_ep_open(struct tnbc_xdom *xdom,
 			ret = -FI_EIO;
 			goto err;
 		}
-	xep->addr = want->family == 4 && !tnbc_verbs_any(want) ? *want
-							      : xdom->addr;
+	xep->addr =
+		want->family == 4 && !tnbc_verbs_any(want) ? *want : xdom->addr;
 	xep->addr.family = 4;
 	xep->addr.port = want->family == 4 ? want->port : 0;
 	/* a service is reached at its number, where it is a port */
@@ -1623,10 +1623,11 @@ static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		    (TNBC_VERBS_KIND(e.imm) == TNBC_VERBS_PKT &&
 		     !e.conn->hello)) {
 			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
-			tnbc_verbs_conn_bad(xep, e.conn,
-					    e.status != IBV_WC_SUCCESS
-						    ? ibv_wc_status_str(e.status)
-						    : "malformed message");
+			tnbc_verbs_conn_bad(
+				xep, e.conn,
+				e.status != IBV_WC_SUCCESS
+					? ibv_wc_status_str(e.status)
+					: "malformed message");
 			tnbc_verbs_ring_pop(&xep->stash);
 			tnbc_verbs_release(xep, &e);
 			continue;
