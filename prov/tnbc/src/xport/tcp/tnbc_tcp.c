@@ -60,6 +60,7 @@
 
 #include "tnbc_base.h"
 #include "tnbc_xport.h"
+#include "../tnbc_xnet.h"
 
 /* The stream's format; a peer speaking another version is refused at
  * its hello. */
@@ -118,8 +119,6 @@ struct tnbc_tcp_intro {
 #define TNBC_TCP_RBULK 16384
 /* a placed packet this large is read from the socket into its place */
 #define TNBC_TCP_DIRECT_MIN 2048
-/* sources one connection remembers having introduced */
-#define TNBC_TCP_INTROS 8
 /* a connection that sent no hello within this is closed */
 #define TNBC_TCP_HELLO_NS (10ull * 1000000000u)
 
@@ -208,15 +207,7 @@ struct tnbc_xpeer {
 	atomic_bool dead;
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
-	struct tnbc_name intro[TNBC_TCP_INTROS];
-	unsigned nintro;
-};
-
-/* What a packet's source name resolves to: learned from introductions. */
-struct tnbc_tcp_learned {
-	struct tnbc_tcp_learned *next;
-	struct tnbc_name name;
-	struct tnbc_tcp_addr addr;
+	struct tnbc_xnet_intros intros;
 };
 
 struct tnbc_xdom {
@@ -228,16 +219,14 @@ struct tnbc_xdom {
 	int epfd, stopfd;
 	pthread_t waker;
 	bool waker_up;
-	pthread_mutex_t lock; /* eps, peers, learned, grave */
+	pthread_mutex_t lock; /* eps, peers, grave */
 	struct tnbc_xep *eps;
 	struct tnbc_xpeer *peers;
-	struct tnbc_tcp_learned *learned;
+	struct tnbc_xnet_book book;
 	struct tnbc_tcp_conn *grave_conns;
 	struct tnbc_xep *grave_eps;
 	/* the engine's sleep, when this is the domain's first transport */
-	pthread_mutex_t sleep_lock;
-	pthread_cond_t sleep_cond;
-	unsigned seq;
+	struct tnbc_xnet_sleep sleep;
 	_Atomic uint64_t bad_pkts, refused;
 };
 
@@ -604,8 +593,8 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 	xdom->epfd = -1;
 	xdom->stopfd = -1;
 	pthread_mutex_init(&xdom->lock, NULL);
-	pthread_mutex_init(&xdom->sleep_lock, NULL);
-	pthread_cond_init(&xdom->sleep_cond, NULL);
+	tnbc_xnet_sleep_init(&xdom->sleep);
+	tnbc_xnet_book_init(&xdom->book);
 	xdom->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (xdom->epfd < 0) {
 		ret = -errno;
@@ -633,8 +622,8 @@ err:
 		close(xdom->stopfd);
 	if (xdom->epfd >= 0)
 		close(xdom->epfd);
-	pthread_cond_destroy(&xdom->sleep_cond);
-	pthread_mutex_destroy(&xdom->sleep_lock);
+	tnbc_xnet_sleep_fini(&xdom->sleep);
+	tnbc_xnet_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
 	return ret;
@@ -658,16 +647,10 @@ static void tnbc_tcp_dom_close(struct tnbc_xdom *xdom)
 		pthread_mutex_destroy(&p->lock);
 		free(p);
 	}
-	while (xdom->learned) {
-		struct tnbc_tcp_learned *l = xdom->learned;
-
-		xdom->learned = l->next;
-		free(l);
-	}
 	close(xdom->stopfd);
 	close(xdom->epfd);
-	pthread_cond_destroy(&xdom->sleep_cond);
-	pthread_mutex_destroy(&xdom->sleep_lock);
+	tnbc_xnet_sleep_fini(&xdom->sleep);
+	tnbc_xnet_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
 }
@@ -832,46 +815,6 @@ static size_t tnbc_tcp_max_packet(struct tnbc_xpeer *peer)
 /* ------------------------------------------------------------------ */
 /* Peers and sending                                                    */
 
-static bool tnbc_tcp_learned_get(struct tnbc_xdom *xdom,
-				 const struct tnbc_name *name,
-				 struct tnbc_tcp_addr *a)
-{
-	bool found = false;
-
-	pthread_mutex_lock(&xdom->lock);
-	for (struct tnbc_tcp_learned *l = xdom->learned; l; l = l->next)
-		if (tnbc_name_same(&l->name, name)) {
-			*a = l->addr;
-			found = true;
-			break;
-		}
-	pthread_mutex_unlock(&xdom->lock);
-	return found;
-}
-
-static void tnbc_tcp_learn(struct tnbc_xdom *xdom, const struct tnbc_name *name,
-			   const struct tnbc_tcp_addr *a)
-{
-	struct tnbc_tcp_learned *l;
-
-	pthread_mutex_lock(&xdom->lock);
-	for (l = xdom->learned; l; l = l->next)
-		if (tnbc_name_same(&l->name, name))
-			break;
-	if (!l) {
-		l = calloc(1, sizeof(*l));
-		if (l) {
-			l->next = xdom->learned;
-			xdom->learned = l;
-		}
-	}
-	if (l) {
-		l->name = *name;
-		l->addr = *a;
-	}
-	pthread_mutex_unlock(&xdom->lock);
-}
-
 static int tnbc_tcp_peer_get(struct tnbc_xdom *xdom,
 			     const struct tnbc_name *name, const uint8_t *xaddr,
 			     struct tnbc_xpeer **out)
@@ -894,7 +837,7 @@ static int tnbc_tcp_peer_get(struct tnbc_xdom *xdom,
 	}
 	if (given && given->family && given->port)
 		a = *given;
-	else if (!tnbc_tcp_learned_get(xdom, name, &a))
+	else if (!tnbc_xnet_book_get(&xdom->book, name, &a, sizeof(a)))
 		return -FI_EHOSTUNREACH;
 	if ((a.family != 4 && a.family != 6) || !a.port)
 		return -FI_EINVAL;
@@ -1027,7 +970,7 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p)
 	}
 	p->fd = fd;
 	p->state = TNBC_TCP_CONNECTING;
-	p->nintro = 0;
+	p->intros.n = 0;
 	if (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
 	    tnbc_tcp_out_put(p, &hello, sizeof(hello))) {
 		close(fd);
@@ -1059,9 +1002,8 @@ static int tnbc_tcp_introduce(struct tnbc_xpeer *p, const struct tnbc_name *src)
 	struct tnbc_xdom *xdom = p->xdom;
 	bool found = false;
 
-	for (unsigned i = 0; i < p->nintro; i++)
-		if (tnbc_name_same(&p->intro[i], src))
-			return 0;
+	if (tnbc_xnet_introduced(&p->intros, src))
+		return 0;
 	pthread_mutex_lock(&xdom->lock);
 	for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
 		if (tnbc_name_same(&e->name, src)) {
@@ -1077,10 +1019,7 @@ static int tnbc_tcp_introduce(struct tnbc_xpeer *p, const struct tnbc_name *src)
 	if (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
 	    tnbc_tcp_out_put(p, &in, sizeof(in)))
 		return -FI_EAGAIN;
-	if (p->nintro < TNBC_TCP_INTROS)
-		p->intro[p->nintro++] = *src;
-	else /* a domain with many endpoints: forget the oldest */
-		p->intro[src->uid % TNBC_TCP_INTROS] = *src;
+	tnbc_xnet_intro_add(&p->intros, src);
 	return 0;
 }
 
@@ -1369,16 +1308,6 @@ static ssize_t tnbc_tcp_rx_copy(struct tnbc_xrx *x, size_t off,
 	return (ssize_t)n;
 }
 
-static ssize_t tnbc_tcp_mem_copy(struct tnbc_xrx *x, size_t off,
-				 const struct iovec *iov, size_t iov_count,
-				 size_t n)
-{
-	if (off > x->len || n > x->len - off)
-		return -FI_EINVAL;
-	tnbc_copy_to_iov(iov, iov_count, 0, x->head + off, n);
-	return (ssize_t)n;
-}
-
 static struct tnbc_tcp_held *tnbc_tcp_hold(const uint8_t *data, size_t len)
 {
 	struct tnbc_tcp_held *h = malloc(sizeof(*h) + len);
@@ -1417,7 +1346,7 @@ static bool tnbc_tcp_replay(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		struct tnbc_xrx rx = {.head = h->data,
 				      .head_len = h->len,
 				      .len = h->len,
-				      .copy = tnbc_tcp_mem_copy};
+				      .copy = tnbc_xnet_mem_copy};
 		int v = fn(arg, &rx);
 
 		if (v == TNBC_RX_LATER)
@@ -1478,7 +1407,8 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			in.addr = c->from;
 			in.addr.port = port;
 		}
-		tnbc_tcp_learn(xep->xdom, &in.src, &in.addr);
+		tnbc_xnet_book_put(&xep->xdom->book, &in.src, &in.addr,
+				   sizeof(in.addr));
 		return 0;
 	}
 	return -FI_EINVAL;
@@ -1638,7 +1568,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 						      sizeof(rec),
 					      .head_len = rec.len,
 					      .len = rec.len,
-					      .copy = tnbc_tcp_mem_copy};
+					      .copy = tnbc_xnet_mem_copy};
 
 			v = fn(arg, &rx);
 		}
@@ -1819,30 +1749,6 @@ static ssize_t tnbc_tcp_pull(struct tnbc_xpeer *peer, const struct iovec *local,
 /* ------------------------------------------------------------------ */
 /* The engine's sleep, when TCP is the domain's first transport         */
 
-static void tnbc_tcp_app_mark(struct tnbc_xdom *xdom, bool active)
-{
-	(void)xdom;
-	(void)active;
-}
-
-static void tnbc_tcp_rx_posted(struct tnbc_xdom *xdom, int delta)
-{
-	(void)xdom;
-	(void)delta;
-}
-
-static bool tnbc_tcp_app_active(struct tnbc_xdom *xdom)
-{
-	(void)xdom;
-	return false;
-}
-
-static void tnbc_tcp_set_window(struct tnbc_xdom *xdom, uint64_t ns)
-{
-	(void)xdom;
-	(void)ns;
-}
-
 /* Called whether or not TCP is the domain's first transport: from now
  * until the engine wakes, data on any endpoint's connection kicks it.
  * Not for a nap beside a polling application thread, which reads the
@@ -1850,8 +1756,6 @@ static void tnbc_tcp_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 				     enum tnbc_sleep how)
 {
-	unsigned seq;
-
 	if (how != TNBC_SLEEP_NAP) {
 		pthread_mutex_lock(&xdom->lock);
 		for (struct tnbc_xep *e = xdom->eps; e; e = e->next) {
@@ -1864,41 +1768,18 @@ static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 		}
 		pthread_mutex_unlock(&xdom->lock);
 	}
-	pthread_mutex_lock(&xdom->sleep_lock);
-	seq = xdom->seq;
-	pthread_mutex_unlock(&xdom->sleep_lock);
-	return seq;
-}
-
-static void tnbc_tcp_sleep_cancel(struct tnbc_xdom *xdom)
-{
-	(void)xdom;
+	return tnbc_xnet_sleep_token(&xdom->sleep);
 }
 
 static void tnbc_tcp_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
 				uint64_t timeout_ns)
 {
-	struct timespec ts;
-
-	if (timeout_ns)
-		tnbc_abstime(&ts, timeout_ns);
-	pthread_mutex_lock(&xdom->sleep_lock);
-	while (xdom->seq == token) {
-		if (!timeout_ns)
-			pthread_cond_wait(&xdom->sleep_cond, &xdom->sleep_lock);
-		else if (pthread_cond_timedwait(&xdom->sleep_cond,
-						&xdom->sleep_lock, &ts))
-			break;
-	}
-	pthread_mutex_unlock(&xdom->sleep_lock);
+	tnbc_xnet_sleep_wait(&xdom->sleep, token, timeout_ns);
 }
 
 static void tnbc_tcp_wake(struct tnbc_xdom *xdom)
 {
-	pthread_mutex_lock(&xdom->sleep_lock);
-	xdom->seq++;
-	pthread_cond_broadcast(&xdom->sleep_cond);
-	pthread_mutex_unlock(&xdom->sleep_lock);
+	tnbc_xnet_sleep_wake(&xdom->sleep);
 }
 
 static void tnbc_tcp_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
@@ -1934,12 +1815,12 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.idle = tnbc_tcp_idle,
 	.quiet = tnbc_tcp_quiet,
 	.pull = tnbc_tcp_pull,
-	.app_mark = tnbc_tcp_app_mark,
-	.rx_posted = tnbc_tcp_rx_posted,
-	.app_active = tnbc_tcp_app_active,
-	.set_window = tnbc_tcp_set_window,
+	.app_mark = tnbc_xnet_app_mark,
+	.rx_posted = tnbc_xnet_rx_posted,
+	.app_active = tnbc_xnet_app_active,
+	.set_window = tnbc_xnet_set_window,
 	.sleep_begin = tnbc_tcp_sleep_begin,
-	.sleep_cancel = tnbc_tcp_sleep_cancel,
+	.sleep_cancel = tnbc_xnet_sleep_cancel,
 	.sleep_wait = tnbc_tcp_sleep_wait,
 	.wake = tnbc_tcp_wake,
 	.stats = tnbc_tcp_stats,

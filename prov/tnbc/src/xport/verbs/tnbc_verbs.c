@@ -59,6 +59,7 @@
 
 #include "tnbc_base.h"
 #include "tnbc_xport.h"
+#include "../tnbc_xnet.h"
 
 /* The wire format; a peer speaking another version is refused when it
  * connects. */
@@ -108,8 +109,6 @@ struct tnbc_verbs_intro {
 	struct tnbc_verbs_addr addr; /* where src listens */
 };
 
-/* sources one connection remembers having introduced */
-#define TNBC_VERBS_INTROS 8
 /* sends one peer may have in flight (its QP's send queue) */
 #define TNBC_VERBS_PEER_SENDS 64
 /* bytes a peer's messages may wait while its connection is made (or
@@ -207,8 +206,7 @@ struct tnbc_xpeer {
 	atomic_bool dead;
 	atomic_uint inflight; /* sends posted, not completed */
 	unsigned max_send, max_inline;
-	struct tnbc_name intro[TNBC_VERBS_INTROS];
-	unsigned nintro;
+	struct tnbc_xnet_intros intros;
 };
 
 /* A message that waits for its connection, copied. */
@@ -217,13 +215,6 @@ struct tnbc_verbs_held {
 	uint32_t imm;
 	uint32_t len;
 	_Alignas(8) uint8_t data[];
-};
-
-/* What a packet's source name resolves to: learned from introductions. */
-struct tnbc_verbs_learned {
-	struct tnbc_verbs_learned *next;
-	struct tnbc_name name;
-	struct tnbc_verbs_addr addr;
 };
 
 struct tnbc_xdom {
@@ -249,16 +240,14 @@ struct tnbc_xdom {
 	int epfd, notefd;
 	pthread_t waker;
 	atomic_bool stop;
-	pthread_mutex_t lock; /* eps, peers, learned, grave */
+	pthread_mutex_t lock; /* eps, peers, grave */
 	struct tnbc_xep *eps;
 	struct tnbc_xpeer *peers;
-	struct tnbc_verbs_learned *learned;
+	struct tnbc_xnet_book book;
 	struct tnbc_xep *grave;
 	atomic_bool ends; /* a connection turned bad: the waker ends it */
 	/* the engine's sleep, when this is the domain's first transport */
-	pthread_mutex_t sleep_lock;
-	pthread_cond_t sleep_cond;
-	unsigned seq;
+	struct tnbc_xnet_sleep sleep;
 	_Atomic uint64_t bad_pkts, refused;
 };
 
@@ -632,47 +621,6 @@ static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
 	return 0;
 }
 
-static bool tnbc_verbs_learned_get(struct tnbc_xdom *xdom,
-				   const struct tnbc_name *name,
-				   struct tnbc_verbs_addr *a)
-{
-	bool found = false;
-
-	pthread_mutex_lock(&xdom->lock);
-	for (struct tnbc_verbs_learned *l = xdom->learned; l; l = l->next)
-		if (tnbc_name_same(&l->name, name)) {
-			*a = l->addr;
-			found = true;
-			break;
-		}
-	pthread_mutex_unlock(&xdom->lock);
-	return found;
-}
-
-static void tnbc_verbs_learn(struct tnbc_xdom *xdom,
-			     const struct tnbc_name *name,
-			     const struct tnbc_verbs_addr *a)
-{
-	struct tnbc_verbs_learned *l;
-
-	pthread_mutex_lock(&xdom->lock);
-	for (l = xdom->learned; l; l = l->next)
-		if (tnbc_name_same(&l->name, name))
-			break;
-	if (!l) {
-		l = calloc(1, sizeof(*l));
-		if (l) {
-			l->next = xdom->learned;
-			xdom->learned = l;
-		}
-	}
-	if (l) {
-		l->name = *name;
-		l->addr = *a;
-	}
-	pthread_mutex_unlock(&xdom->lock);
-}
-
 static int tnbc_verbs_peer_get(struct tnbc_xdom *xdom,
 			       const struct tnbc_name *name,
 			       const uint8_t *xaddr, struct tnbc_xpeer **out)
@@ -695,7 +643,7 @@ static int tnbc_verbs_peer_get(struct tnbc_xdom *xdom,
 	}
 	if (given && given->family && given->port)
 		a = *given;
-	else if (!tnbc_verbs_learned_get(xdom, name, &a))
+	else if (!tnbc_xnet_book_get(&xdom->book, name, &a, sizeof(a)))
 		return -FI_EHOSTUNREACH;
 	if (a.family != 4 || !a.port)
 		return -FI_EINVAL;
@@ -886,9 +834,8 @@ static int tnbc_verbs_introduce(struct tnbc_xpeer *p,
 	bool found = false;
 	int ret;
 
-	for (unsigned i = 0; i < p->nintro; i++)
-		if (tnbc_name_same(&p->intro[i], src))
-			return 0;
+	if (tnbc_xnet_introduced(&p->intros, src))
+		return 0;
 	pthread_mutex_lock(&xdom->lock);
 	for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
 		if (tnbc_name_same(&e->name, src)) {
@@ -902,10 +849,7 @@ static int tnbc_verbs_introduce(struct tnbc_xpeer *p,
 	ret = tnbc_verbs_emit(p, TNBC_VERBS_INTRO, &in, sizeof(in), NULL, 0, 0);
 	if (ret)
 		return ret;
-	if (p->nintro < TNBC_VERBS_INTROS)
-		p->intro[p->nintro++] = *src;
-	else /* a domain with many endpoints: forget the oldest */
-		p->intro[src->uid % TNBC_VERBS_INTROS] = *src;
+	tnbc_xnet_intro_add(&p->intros, src);
 	return 0;
 }
 
@@ -1294,8 +1238,8 @@ static void tnbc_verbs_dom_free(struct tnbc_xdom *xdom)
 		close(xdom->notefd);
 	if (xdom->epfd >= 0)
 		close(xdom->epfd);
-	pthread_cond_destroy(&xdom->sleep_cond);
-	pthread_mutex_destroy(&xdom->sleep_lock);
+	tnbc_xnet_sleep_fini(&xdom->sleep);
+	tnbc_xnet_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->slock);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
@@ -1316,8 +1260,8 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 	xdom->epfd = xdom->notefd = -1;
 	pthread_mutex_init(&xdom->lock, NULL);
 	pthread_mutex_init(&xdom->slock, NULL);
-	pthread_mutex_init(&xdom->sleep_lock, NULL);
-	pthread_cond_init(&xdom->sleep_cond, NULL);
+	tnbc_xnet_sleep_init(&xdom->sleep);
+	tnbc_xnet_book_init(&xdom->book);
 	xdom->devs = rdma_get_devices(&ndev);
 	if (!xdom->devs || !ndev) {
 		ret = -FI_ENODEV;
@@ -1410,12 +1354,6 @@ static void tnbc_verbs_dom_close(struct tnbc_xdom *xdom)
 		}
 		pthread_mutex_destroy(&p->lock);
 		free(p);
-	}
-	while (xdom->learned) {
-		struct tnbc_verbs_learned *l = xdom->learned;
-
-		xdom->learned = l->next;
-		free(l);
 	}
 	tnbc_verbs_dom_free(xdom);
 }
@@ -1538,16 +1476,6 @@ static size_t tnbc_verbs_max_packet(struct tnbc_xpeer *peer)
 /* ------------------------------------------------------------------ */
 /* Receiving                                                            */
 
-static ssize_t tnbc_verbs_copy(struct tnbc_xrx *x, size_t off,
-			       const struct iovec *iov, size_t iov_count,
-			       size_t n)
-{
-	if (off > x->len || n > x->len - off)
-		return -FI_EINVAL;
-	tnbc_copy_to_iov(iov, iov_count, 0, x->head + off, n);
-	return (ssize_t)n;
-}
-
 /* A message that is not a packet; returns whether the connection may
  * go on. */
 static bool tnbc_verbs_control(struct tnbc_xep *xep,
@@ -1588,7 +1516,8 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 		 * from */
 		if (tnbc_verbs_any(&in.addr))
 			memcpy(in.addr.ip, c->from.ip, 4);
-		tnbc_verbs_learn(xdom, &in.src, &in.addr);
+		tnbc_xnet_book_put(&xdom->book, &in.src, &in.addr,
+				   sizeof(in.addr));
 		return true;
 	}
 	return false;
@@ -1608,7 +1537,7 @@ static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		struct tnbc_xrx rx = {.head = body,
 				      .head_len = e.len,
 				      .len = e.len,
-				      .copy = tnbc_verbs_copy};
+				      .copy = tnbc_xnet_mem_copy};
 		int v;
 
 		if (!e.conn || e.conn->bad) {
@@ -1736,79 +1665,30 @@ static ssize_t tnbc_verbs_pull(struct tnbc_xpeer *peer,
 /* ------------------------------------------------------------------ */
 /* The engine's sleep, when verbs is the domain's first transport       */
 
-static void tnbc_verbs_app_mark(struct tnbc_xdom *xdom, bool active)
-{
-	(void)xdom;
-	(void)active;
-}
-
-static void tnbc_verbs_rx_posted(struct tnbc_xdom *xdom, int delta)
-{
-	(void)xdom;
-	(void)delta;
-}
-
-static bool tnbc_verbs_app_active(struct tnbc_xdom *xdom)
-{
-	(void)xdom;
-	return false;
-}
-
-static void tnbc_verbs_set_window(struct tnbc_xdom *xdom, uint64_t ns)
-{
-	(void)xdom;
-	(void)ns;
-}
-
 /* Called whether or not verbs is the domain's first transport: from now
  * until the engine wakes, a packet on any endpoint kicks it.  Not for a
  * nap beside a polling application thread, which polls itself. */
 static unsigned tnbc_verbs_sleep_begin(struct tnbc_xdom *xdom,
 				       enum tnbc_sleep how)
 {
-	unsigned seq;
-
 	if (how != TNBC_SLEEP_NAP) {
 		pthread_mutex_lock(&xdom->lock);
 		for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
 			ibv_req_notify_cq(e->cq, 0);
 		pthread_mutex_unlock(&xdom->lock);
 	}
-	pthread_mutex_lock(&xdom->sleep_lock);
-	seq = xdom->seq;
-	pthread_mutex_unlock(&xdom->sleep_lock);
-	return seq;
-}
-
-static void tnbc_verbs_sleep_cancel(struct tnbc_xdom *xdom)
-{
-	(void)xdom;
+	return tnbc_xnet_sleep_token(&xdom->sleep);
 }
 
 static void tnbc_verbs_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
 				  uint64_t timeout_ns)
 {
-	struct timespec ts;
-
-	if (timeout_ns)
-		tnbc_abstime(&ts, timeout_ns);
-	pthread_mutex_lock(&xdom->sleep_lock);
-	while (xdom->seq == token) {
-		if (!timeout_ns)
-			pthread_cond_wait(&xdom->sleep_cond, &xdom->sleep_lock);
-		else if (pthread_cond_timedwait(&xdom->sleep_cond,
-						&xdom->sleep_lock, &ts))
-			break;
-	}
-	pthread_mutex_unlock(&xdom->sleep_lock);
+	tnbc_xnet_sleep_wait(&xdom->sleep, token, timeout_ns);
 }
 
 static void tnbc_verbs_wake(struct tnbc_xdom *xdom)
 {
-	pthread_mutex_lock(&xdom->sleep_lock);
-	xdom->seq++;
-	pthread_cond_broadcast(&xdom->sleep_cond);
-	pthread_mutex_unlock(&xdom->sleep_lock);
+	tnbc_xnet_sleep_wake(&xdom->sleep);
 }
 
 static void tnbc_verbs_stats(struct tnbc_xdom *xdom,
@@ -1858,12 +1738,12 @@ const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.idle = tnbc_verbs_idle,
 	.quiet = tnbc_verbs_quiet,
 	.pull = tnbc_verbs_pull,
-	.app_mark = tnbc_verbs_app_mark,
-	.rx_posted = tnbc_verbs_rx_posted,
-	.app_active = tnbc_verbs_app_active,
-	.set_window = tnbc_verbs_set_window,
+	.app_mark = tnbc_xnet_app_mark,
+	.rx_posted = tnbc_xnet_rx_posted,
+	.app_active = tnbc_xnet_app_active,
+	.set_window = tnbc_xnet_set_window,
 	.sleep_begin = tnbc_verbs_sleep_begin,
-	.sleep_cancel = tnbc_verbs_sleep_cancel,
+	.sleep_cancel = tnbc_xnet_sleep_cancel,
 	.sleep_wait = tnbc_verbs_sleep_wait,
 	.wake = tnbc_verbs_wake,
 	.stats = tnbc_verbs_stats,

@@ -1,0 +1,76 @@
+/*
+ * What the network transports (TCP, verbs) share and shm does not: an
+ * address book of the sources that introduced themselves, the sources a
+ * connection has introduced, a sleep on a condition variable for when
+ * one of them is the domain's first transport (the engine sleeps
+ * there), and the receive side's copy out of memory.  A network
+ * transport includes this beside tnbc_xport.h and tnbc_base.h.
+ */
+#ifndef TNBC_XNET_H
+#define TNBC_XNET_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tnbc_xport.h"
+
+/* Where sources listen, as their introductions said: a packet's source
+ * name resolves through it when the protocol answers. */
+struct tnbc_xnet_book {
+	pthread_mutex_t lock;
+	struct tnbc_xnet_entry *head;
+};
+
+void tnbc_xnet_book_init(struct tnbc_xnet_book *b);
+void tnbc_xnet_book_fini(struct tnbc_xnet_book *b);
+/* Copies the address of name (len bytes) into addr; false if unknown. */
+bool tnbc_xnet_book_get(struct tnbc_xnet_book *b, const struct tnbc_name *name,
+			void *addr, size_t len);
+/* Records (or replaces) where name listens; len <= TNBC_XADDR_LEN. */
+void tnbc_xnet_book_put(struct tnbc_xnet_book *b, const struct tnbc_name *name,
+			const void *addr, size_t len);
+
+/* The sources one connection has introduced to its peer. */
+#define TNBC_XNET_INTROS 8
+
+struct tnbc_xnet_intros {
+	struct tnbc_name name[TNBC_XNET_INTROS];
+	unsigned n;
+};
+
+bool tnbc_xnet_introduced(const struct tnbc_xnet_intros *in,
+			  const struct tnbc_name *src);
+/* Remembers src; a domain with many endpoints forgets one. */
+void tnbc_xnet_intro_add(struct tnbc_xnet_intros *in,
+			 const struct tnbc_name *src);
+
+/* The engine's sleep when a network transport is the domain's first:
+ * sleep_begin takes a token, sleep_wait waits until wake moves it on. */
+struct tnbc_xnet_sleep {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned seq;
+};
+
+void tnbc_xnet_sleep_init(struct tnbc_xnet_sleep *s);
+void tnbc_xnet_sleep_fini(struct tnbc_xnet_sleep *s);
+unsigned tnbc_xnet_sleep_token(struct tnbc_xnet_sleep *s);
+void tnbc_xnet_sleep_wait(struct tnbc_xnet_sleep *s, unsigned token,
+			  uint64_t timeout_ns);
+void tnbc_xnet_sleep_wake(struct tnbc_xnet_sleep *s);
+
+/* tnbc_xrx.copy for a packet wholly in memory at x->head. */
+ssize_t tnbc_xnet_mem_copy(struct tnbc_xrx *x, size_t off,
+			   const struct iovec *iov, size_t iov_count, size_t n);
+
+/* The hooks of the shm doorbell's sleep policy that a network transport
+ * has no use for: no sender of its skips a wake-up. */
+void tnbc_xnet_app_mark(struct tnbc_xdom *xdom, bool active);
+void tnbc_xnet_rx_posted(struct tnbc_xdom *xdom, int delta);
+bool tnbc_xnet_app_active(struct tnbc_xdom *xdom);
+void tnbc_xnet_set_window(struct tnbc_xdom *xdom, uint64_t ns);
+void tnbc_xnet_sleep_cancel(struct tnbc_xdom *xdom);
+
+#endif /* TNBC_XNET_H */
