@@ -705,6 +705,9 @@ run_rma(struct ftx_ctx *ctx, bool dw)
 	}
 	ftx_barrier(ctx);
 	if (ctx->rank == 1) {
+		/* the engine wrote the window: a libfabric call orders this
+		 * read after it, as an application's (a window fence) would */
+		ftx_progress(ctx);
 		check_buf(win, half, sseed, "window written by the trigger");
 		check_buf(win + half, half, wseed, "window's second half");
 	}
@@ -873,12 +876,14 @@ run_atomic(struct ftx_ctx *ctx, bool dw)
 		ftx_barrier(ctx);
 	}
 	ftx_barrier(ctx);
-	if (ctx->rank == 1)
+	if (ctx->rank == 1) {
+		ftx_progress(ctx); /* orders the read after the engine's */
 		FTX_SOFT(win[0] == 4242 && win[1] == 0,
 			 "target after the atomics reads %llu (next word "
 			 "%llu), expected 4242 (0)",
 			 (unsigned long long) win[0],
 			 (unsigned long long) win[1]);
+	}
 	ftx_barrier(ctx);
 	ftx_trig_cleanup(ctx);
 	ftx_free((void *) win);
