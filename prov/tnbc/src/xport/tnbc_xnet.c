@@ -94,6 +94,8 @@ void tnbc_xnet_sleep_init(struct tnbc_xnet_sleep *s)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->seq = 0;
+	atomic_init(&s->app_ns, 0);
+	atomic_init(&s->window_ns, tnbc_env.app_window_us * 1000u);
 }
 
 void tnbc_xnet_sleep_fini(struct tnbc_xnet_sleep *s)
@@ -146,28 +148,30 @@ ssize_t tnbc_xnet_mem_copy(struct tnbc_xrx *x, size_t off,
 	return (ssize_t)n;
 }
 
-void tnbc_xnet_app_mark(struct tnbc_xdom *xdom, bool active)
+void tnbc_xnet_app_mark(struct tnbc_xnet_sleep *s, bool active)
 {
-	(void)xdom;
-	(void)active;
+	atomic_store_explicit(&s->app_ns, active ? tnbc_now_ns() : 0,
+			      memory_order_relaxed);
+}
+
+bool tnbc_xnet_app_active(struct tnbc_xnet_sleep *s)
+{
+	uint64_t t = atomic_load_explicit(&s->app_ns, memory_order_relaxed);
+
+	return t &&
+	       tnbc_now_ns() - t < atomic_load_explicit(&s->window_ns,
+							memory_order_relaxed);
+}
+
+void tnbc_xnet_set_window(struct tnbc_xnet_sleep *s, uint64_t ns)
+{
+	atomic_store_explicit(&s->window_ns, ns, memory_order_relaxed);
 }
 
 void tnbc_xnet_rx_posted(struct tnbc_xdom *xdom, int delta)
 {
 	(void)xdom;
 	(void)delta;
-}
-
-bool tnbc_xnet_app_active(struct tnbc_xdom *xdom)
-{
-	(void)xdom;
-	return false;
-}
-
-void tnbc_xnet_set_window(struct tnbc_xdom *xdom, uint64_t ns)
-{
-	(void)xdom;
-	(void)ns;
 }
 
 void tnbc_xnet_sleep_cancel(struct tnbc_xdom *xdom)

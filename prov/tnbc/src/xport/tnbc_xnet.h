@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "tnbc_xport.h"
@@ -47,11 +48,16 @@ void tnbc_xnet_intro_add(struct tnbc_xnet_intros *in,
 			 const struct tnbc_name *src);
 
 /* The engine's sleep when a network transport is the domain's first:
- * sleep_begin takes a token, sleep_wait waits until wake moves it on. */
+ * sleep_begin takes a token, sleep_wait waits until wake moves it on.
+ * It also tells whether an application thread polls (app_mark), so that
+ * the engine naps beside it rather than race it for every packet, as it
+ * does beside shm's doorbell. */
 struct tnbc_xnet_sleep {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned seq;
+	_Atomic uint64_t app_ns; /* the last application poll; 0: none */
+	_Atomic uint64_t window_ns; /* how long a poll counts */
 };
 
 void tnbc_xnet_sleep_init(struct tnbc_xnet_sleep *s);
@@ -60,17 +66,18 @@ unsigned tnbc_xnet_sleep_token(struct tnbc_xnet_sleep *s);
 void tnbc_xnet_sleep_wait(struct tnbc_xnet_sleep *s, unsigned token,
 			  uint64_t timeout_ns);
 void tnbc_xnet_sleep_wake(struct tnbc_xnet_sleep *s);
+void tnbc_xnet_app_mark(struct tnbc_xnet_sleep *s, bool active);
+bool tnbc_xnet_app_active(struct tnbc_xnet_sleep *s);
+void tnbc_xnet_set_window(struct tnbc_xnet_sleep *s, uint64_t ns);
 
 /* tnbc_xrx.copy for a packet wholly in memory at x->head. */
 ssize_t tnbc_xnet_mem_copy(struct tnbc_xrx *x, size_t off,
 			   const struct iovec *iov, size_t iov_count, size_t n);
 
-/* The hooks of the shm doorbell's sleep policy that a network transport
- * has no use for: no sender of its skips a wake-up. */
-void tnbc_xnet_app_mark(struct tnbc_xdom *xdom, bool active);
+/* Hooks of the shm doorbell's sleep policy that a network transport
+ * has no use for: its senders never skip a wake-up, and it has no
+ * sleep to cancel. */
 void tnbc_xnet_rx_posted(struct tnbc_xdom *xdom, int delta);
-bool tnbc_xnet_app_active(struct tnbc_xdom *xdom);
-void tnbc_xnet_set_window(struct tnbc_xdom *xdom, uint64_t ns);
 void tnbc_xnet_sleep_cancel(struct tnbc_xdom *xdom);
 
 #endif /* TNBC_XNET_H */

@@ -1777,6 +1777,21 @@ static void tnbc_tcp_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
 	tnbc_xnet_sleep_wait(&xdom->sleep, token, timeout_ns);
 }
 
+static void tnbc_tcp_app_mark(struct tnbc_xdom *xdom, bool active)
+{
+	tnbc_xnet_app_mark(&xdom->sleep, active);
+}
+
+static bool tnbc_tcp_app_active(struct tnbc_xdom *xdom)
+{
+	return tnbc_xnet_app_active(&xdom->sleep);
+}
+
+static void tnbc_tcp_set_window(struct tnbc_xdom *xdom, uint64_t ns)
+{
+	tnbc_xnet_set_window(&xdom->sleep, ns);
+}
+
 static void tnbc_tcp_wake(struct tnbc_xdom *xdom)
 {
 	tnbc_xnet_sleep_wake(&xdom->sleep);
@@ -1815,10 +1830,10 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.idle = tnbc_tcp_idle,
 	.quiet = tnbc_tcp_quiet,
 	.pull = tnbc_tcp_pull,
-	.app_mark = tnbc_xnet_app_mark,
+	.app_mark = tnbc_tcp_app_mark,
 	.rx_posted = tnbc_xnet_rx_posted,
-	.app_active = tnbc_xnet_app_active,
-	.set_window = tnbc_xnet_set_window,
+	.app_active = tnbc_tcp_app_active,
+	.set_window = tnbc_tcp_set_window,
 	.sleep_begin = tnbc_tcp_sleep_begin,
 	.sleep_cancel = tnbc_xnet_sleep_cancel,
 	.sleep_wait = tnbc_tcp_sleep_wait,

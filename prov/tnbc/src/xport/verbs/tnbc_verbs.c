@@ -143,7 +143,9 @@ struct tnbc_verbs_conn {
 	uint32_t qpn;
 	bool hello; /* a valid hello came */
 	bool bad; /* refused: its messages are dropped, the waker ends it */
-	bool ended; /* the waker disconnected it for being bad */
+	/* on xdom->ending (xdom->lock): bad, not yet disconnected */
+	bool ending;
+	struct tnbc_verbs_conn *ending_next;
 	bool gone; /* its QP is destroyed: freed when refs falls to 0 */
 	unsigned refs; /* received messages that name it */
 	struct tnbc_verbs_addr from; /* the connecting side's address */
@@ -245,7 +247,10 @@ struct tnbc_xdom {
 	struct tnbc_xpeer *peers;
 	struct tnbc_xnet_book book;
 	struct tnbc_xep *grave;
-	atomic_bool ends; /* a connection turned bad: the waker ends it */
+	/* connections consumers refused, for the waker to disconnect: a
+	 * list of its own, since a busy consumer holds its endpoint's lock
+	 * for long stretches */
+	struct tnbc_verbs_conn *ending;
 	/* the engine's sleep, when this is the domain's first transport */
 	struct tnbc_xnet_sleep sleep;
 	_Atomic uint64_t bad_pkts, refused;
@@ -498,10 +503,31 @@ static void tnbc_verbs_conn_bad(struct tnbc_xep *xep, struct tnbc_verbs_conn *c,
 	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "verbs: connection ended: %s\n",
 		why);
 	c->bad = true;
-	atomic_store(&xep->xdom->ends, true);
+	pthread_mutex_lock(&xep->xdom->lock);
+	c->ending = true;
+	c->ending_next = xep->xdom->ending;
+	xep->xdom->ending = c;
+	pthread_mutex_unlock(&xep->xdom->lock);
 	if (write(xep->xdom->notefd, &one, sizeof(one)) != sizeof(one))
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
 			"verbs: the waker was not told\n");
+}
+
+/* Takes c off the list of connections to end; the waker only. */
+static void tnbc_verbs_ending_drop(struct tnbc_xdom *xdom,
+				   struct tnbc_verbs_conn *c)
+{
+	pthread_mutex_lock(&xdom->lock);
+	if (c->ending) {
+		for (struct tnbc_verbs_conn **it = &xdom->ending; *it;
+		     it = &(*it)->ending_next)
+			if (*it == c) {
+				*it = c->ending_next;
+				break;
+			}
+		c->ending = false;
+	}
+	pthread_mutex_unlock(&xdom->lock);
 }
 
 /* ------------------------------------------------------------------ */
@@ -974,6 +1000,7 @@ static void tnbc_verbs_conn_end(struct tnbc_verbs_conn *c)
 	struct rdma_cm_id *id = c->id;
 	bool free_now;
 
+	tnbc_verbs_ending_drop(xep->xdom, c);
 	rdma_destroy_qp(id);
 	pthread_mutex_lock(&xep->lock);
 	tnbc_verbs_fill(xep); /* its messages still name it */
@@ -1077,31 +1104,33 @@ static void tnbc_verbs_cm_events(struct tnbc_xdom *xdom)
 	}
 }
 
-/* Disconnects the connections consumers refused.  An endpoint whose
- * consumer is busy (its lock taken inside a poll, which may take
- * xdom->lock) is tried again at the next round. */
+/* Disconnects the connections consumers refused; their DISCONNECTED
+ * events end them (tnbc_verbs_conn_end).  The waker only: it alone
+ * ends and destroys connections, so none on the list is gone. */
 static void tnbc_verbs_end_bad(struct tnbc_xdom *xdom)
 {
-	bool again = false;
+	struct tnbc_verbs_conn *c;
 
-	if (!atomic_exchange(&xdom->ends, false))
-		return;
 	pthread_mutex_lock(&xdom->lock);
-	for (struct tnbc_xep *e = xdom->eps; e; e = e->next) {
-		if (pthread_mutex_trylock(&e->lock)) {
-			again = true;
-			continue;
-		}
-		for (struct tnbc_verbs_conn *c = e->conns; c; c = c->next)
-			if (c->bad && !c->ended) {
-				c->ended = true;
-				rdma_disconnect(c->id);
-			}
-		pthread_mutex_unlock(&e->lock);
-	}
+	c = xdom->ending;
+	xdom->ending = NULL;
+	for (struct tnbc_verbs_conn *it = c; it; it = it->ending_next)
+		it->ending = false;
 	pthread_mutex_unlock(&xdom->lock);
-	if (again)
-		atomic_store(&xdom->ends, true);
+	while (c) {
+		struct tnbc_verbs_conn *n = c->ending_next;
+
+		/* a connection whose data came before the connection manager
+		 * saw it established refuses for now: the next round */
+		if (rdma_disconnect(c->id)) {
+			pthread_mutex_lock(&xdom->lock);
+			c->ending = true;
+			c->ending_next = xdom->ending;
+			xdom->ending = c;
+			pthread_mutex_unlock(&xdom->lock);
+		}
+		c = n;
+	}
 }
 
 /* Drops the references a ring's messages hold on their connections. */
@@ -1126,6 +1155,7 @@ static void tnbc_verbs_ep_destroy(struct tnbc_xep *xep)
 	tnbc_verbs_ring_unref(&xep->kept);
 	while ((c = xep->conns)) {
 		xep->conns = c->next;
+		tnbc_verbs_ending_drop(xep->xdom, c);
 		rdma_destroy_qp(c->id);
 		rdma_destroy_id(c->id);
 		free(c);
@@ -1686,6 +1716,21 @@ static void tnbc_verbs_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
 	tnbc_xnet_sleep_wait(&xdom->sleep, token, timeout_ns);
 }
 
+static void tnbc_verbs_app_mark(struct tnbc_xdom *xdom, bool active)
+{
+	tnbc_xnet_app_mark(&xdom->sleep, active);
+}
+
+static bool tnbc_verbs_app_active(struct tnbc_xdom *xdom)
+{
+	return tnbc_xnet_app_active(&xdom->sleep);
+}
+
+static void tnbc_verbs_set_window(struct tnbc_xdom *xdom, uint64_t ns)
+{
+	tnbc_xnet_set_window(&xdom->sleep, ns);
+}
+
 static void tnbc_verbs_wake(struct tnbc_xdom *xdom)
 {
 	tnbc_xnet_sleep_wake(&xdom->sleep);
@@ -1738,10 +1783,10 @@ const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.idle = tnbc_verbs_idle,
 	.quiet = tnbc_verbs_quiet,
 	.pull = tnbc_verbs_pull,
-	.app_mark = tnbc_xnet_app_mark,
+	.app_mark = tnbc_verbs_app_mark,
 	.rx_posted = tnbc_xnet_rx_posted,
-	.app_active = tnbc_xnet_app_active,
-	.set_window = tnbc_xnet_set_window,
+	.app_active = tnbc_verbs_app_active,
+	.set_window = tnbc_verbs_set_window,
 	.sleep_begin = tnbc_verbs_sleep_begin,
 	.sleep_cancel = tnbc_xnet_sleep_cancel,
 	.sleep_wait = tnbc_verbs_sleep_wait,
