@@ -54,4 +54,23 @@ after=$(pkts)
 echo "rxe0 sent $((after - ran)) packets"
 [ "$((after - ran))" -gt 10000 ] ||
 	{ echo "FAIL: the ftx programs sent almost nothing over rxe0"; status=1; }
+
+echo "== Open MPI's OFI MTL over verbs"
+# two ranks of the guest, each told to use verbs alone; skipped in a
+# build without the MPI tests
+if [ -x tests/mpi/bin/mpi_p2p ] && command -v mpirun >/dev/null; then
+	# the guest boots with no host name, which mpirun refuses
+	hostname rxe-guest
+	for p in mpi_p2p mpi_coll; do
+		step "$p" timeout 600 mpirun --allow-run-as-root \
+			--oversubscribe --mca pml cm --mca mtl ofi \
+			--mca mtl_ofi_provider_include tnbc --mca btl self \
+			-x FI_PROVIDER_PATH -x FI_TNBC_XPORTS -np 2 \
+			"tests/mpi/bin/$p"
+	done
+	mpi=$(pkts)
+	echo "rxe0 sent $((mpi - after)) packets"
+	[ "$((mpi - after))" -gt 1000 ] ||
+		{ echo "FAIL: Open MPI sent almost nothing over rxe0"; status=1; }
+fi
 exit $status

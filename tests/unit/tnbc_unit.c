@@ -358,6 +358,12 @@ int main(void)
 	for (unsigned i = 0; i < tnbc_env.nxport; i++)
 		if (tnbc_env.xport_list[i] == &tnbc_tcp_ops)
 			srunner_add_suite(sr, tu_tcp_suite());
+#ifdef TNBC_HAVE_VERBS
+	/* verbs' own, where a device is (the soft-RoCE guest) */
+	for (unsigned i = 0; i < tnbc_env.nxport; i++)
+		if (tnbc_env.xport_list[i] == &tnbc_verbs_ops)
+			srunner_add_suite(sr, tu_verbs_suite());
+#endif
 	/* the shared-memory transport's own: its queues, regions and
 	 * hostile peers (the protocol's are the suites above) */
 	if (tnbc_env.xport == &tnbc_shm_ops) {

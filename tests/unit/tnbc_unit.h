@@ -58,6 +58,9 @@ Suite *tu_tree_suite(void);
 Suite *tu_desc_suite(void);
 Suite *tu_hostile_suite(void);
 Suite *tu_tcp_suite(void);
+#ifdef TNBC_HAVE_VERBS
+Suite *tu_verbs_suite(void);
+#endif
 
 /* fi_prov_ini() once per process: defines the FI_TNBC_* parameters.
  * tnbc_env is then reset to the built-in defaults (kept in
@@ -148,5 +151,21 @@ static inline bool tu_pulls(void)
 
 void tu_engine_stats(struct fid_domain *domain,
 		     struct fi_tnbc_engine_stats *st);
+
+/* tu_net.c: what the network transports' suites share. */
+/* The world's transports forced to one, for one test. */
+struct tu_xport_only {
+	const struct tnbc_xport_ops *list[4], *first;
+	unsigned n;
+};
+void tu_xport_only_begin(struct tu_xport_only *o,
+			 const struct tnbc_xport_ops *ops);
+void tu_xport_only_end(struct tu_xport_only *o);
+/* A message from endpoint a reaches endpoint r (tags: the caller's). */
+void tu_still_works(struct tu_world *w, int r, int a, uint64_t tag);
+/* A peer endpoint closes: sends to it fail with FI_EHOSTUNREACH. */
+void tu_net_peer_gone(const struct tnbc_xport_ops *ops);
+/* auth_key: another key, or none, is refused; the same gets through. */
+void tu_net_auth_key(const struct tnbc_xport_ops *ops);
 
 #endif /* TNBC_UNIT_H */
