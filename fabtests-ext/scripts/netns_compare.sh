@@ -111,50 +111,8 @@ for p in "$(command -v python3)" /usr/bin/python3; do
 		break
 	fi
 done
-"$py" - "$OUT" <<'PY'
-import csv, statistics, sys, os
-out = sys.argv[1]
-rows = list(csv.DictReader(open(os.path.join(out, "raw.csv"))))
-med = {}
-for r in rows:
-    med.setdefault((r["test"], int(r["np"]), int(r["bytes"]), r["stack"], r["unit"]), []).append(float(r["value"]))
-keys = sorted({k[:3] for k in med})
-res = []
-lines = ["%-10s %3s %8s %14s %14s %7s" % ("test", "np", "bytes", "tnbc", "tcp;ofi_rxm", "ratio")]
-for t, np_, b in keys:
-    unit = next(k[4] for k in med if k[:3] == (t, np_, b))
-    a = med.get((t, np_, b, "tnbc", unit))
-    x = med.get((t, np_, b, "tcp;ofi_rxm", unit))
-    am = statistics.median(a) if a else None
-    xm = statistics.median(x) if x else None
-    ratio = am / xm if am and xm else None
-    res.append((t, np_, b, unit, am, xm, ratio))
-    f = lambda v: "n/a" if v is None else "%.3f" % v
-    lines.append("%-10s %3d %8d %11s %-2s %11s %-2s %7s" % (t, np_, b, f(am), "", f(xm), "", f(ratio)))
-lines.append("units: lat and allreduce in us (ratio < 1: tnbc faster), bw in GB/s (ratio > 1: tnbc faster)")
-open(os.path.join(out, "table.txt"), "w").write("\n".join(lines) + "\n")
-with open(os.path.join(out, "results.csv"), "w") as fh:
-    w = csv.writer(fh)
-    w.writerow(["test", "np", "bytes", "unit", "tnbc", "tcp_ofi_rxm", "ratio"])
-    w.writerows(res)
-print("\n".join(lines))
-if os.environ.get("PLOT", "1") != "0":
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        ok = [r for r in res if r[6]]
-        fig, ax = plt.subplots(figsize=(9, 4))
-        ax.bar(range(len(ok)), [r[6] for r in ok])
-        ax.axhline(1.0, color="k", lw=0.8)
-        ax.set_xticks(range(len(ok)))
-        ax.set_xticklabels(["%s\nnp=%d %dB" % (r[0], r[1], r[2]) for r in ok], fontsize=7)
-        ax.set_ylabel("tnbc / tcp;ofi_rxm")
-        ax.set_title("tnbc over TCP vs tcp;ofi_rxm across namespaces (lat, allreduce: lower is better; bw: higher)")
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "netns_compare.png"), dpi=120)
-    except ImportError:
-        print("(no matplotlib: no plot)")
-PY
+"$py" "$src/fabtests-ext/scripts/compare_table.py" "$OUT" "tcp;ofi_rxm" \
+	"tnbc over TCP vs tcp;ofi_rxm across namespaces (lat, allreduce: lower is better; bw: higher)" \
+	netns_compare.png
 echo "results in $OUT"
 exit $fail

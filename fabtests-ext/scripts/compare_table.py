@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""Medians, ratios, table and plot of a two-stack comparison.
+
+usage: python3 compare_table.py OUT REF TITLE PNG
+  OUT    directory holding raw.csv (round,stack,test,np,bytes,value,unit);
+         stack is "tnbc" or REF
+  REF    the stack tnbc is compared with (e.g. "tcp;ofi_rxm")
+  TITLE  the plot's title
+  PNG    the plot's file name in OUT (PLOT=0 in the environment: none)
+Writes OUT/table.txt and OUT/results.csv and prints the table.  For
+latency and allreduce a ratio below 1 means tnbc is faster, for bandwidth
+above 1.  Shared by netns_compare.sh and rxe_compare.sh.
+"""
+import csv
+import os
+import statistics
+import sys
+
+out, ref, title, png = sys.argv[1:5]
+rows = list(csv.DictReader(open(os.path.join(out, "raw.csv"))))
+med = {}
+for r in rows:
+    key = (r["test"], int(r["np"]), int(r["bytes"]), r["stack"], r["unit"])
+    med.setdefault(key, []).append(float(r["value"]))
+keys = sorted({k[:3] for k in med})
+res = []
+lines = ["%-10s %3s %8s %14s %14s %7s" % ("test", "np", "bytes", "tnbc", ref, "ratio")]
+
+
+def fmt(v):
+    return "n/a" if v is None else "%.3f" % v
+
+
+for t, np_, b in keys:
+    unit = next(k[4] for k in med if k[:3] == (t, np_, b))
+    a = med.get((t, np_, b, "tnbc", unit))
+    x = med.get((t, np_, b, ref, unit))
+    am = statistics.median(a) if a else None
+    xm = statistics.median(x) if x else None
+    ratio = am / xm if am and xm else None
+    res.append((t, np_, b, unit, am, xm, ratio))
+    lines.append("%-10s %3d %8d %11s %-2s %11s %-2s %7s" % (t, np_, b, fmt(am), "", fmt(xm), "", fmt(ratio)))
+lines.append("units: lat and allreduce in us (ratio < 1: tnbc faster), bw in GB/s (ratio > 1: tnbc faster)")
+open(os.path.join(out, "table.txt"), "w").write("\n".join(lines) + "\n")
+with open(os.path.join(out, "results.csv"), "w") as fh:
+    w = csv.writer(fh)
+    w.writerow(["test", "np", "bytes", "unit", "tnbc", ref.replace(";", "_"), "ratio"])
+    w.writerows(res)
+print("\n".join(lines))
+if os.environ.get("PLOT", "1") != "0":
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        ok = [r for r in res if r[6]]
+        fig, ax = plt.subplots(figsize=(9, 4))
+        ax.bar(range(len(ok)), [r[6] for r in ok])
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(range(len(ok)))
+        ax.set_xticklabels(["%s\nnp=%d %dB" % (r[0], r[1], r[2]) for r in ok], fontsize=7)
+        ax.set_ylabel("tnbc / " + ref)
+        ax.set_title(title)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, png), dpi=120)
+    except ImportError:
+        print("(no matplotlib: no plot)")
