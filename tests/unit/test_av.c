@@ -179,7 +179,7 @@ START_TEST(av_straddr)
 	 * its address, none in these names) */
 	snprintf(want, sizeof(want),
 		 tnbc_env.xport->xaddr_off < 0 ? "tnbc://svc/1234;%s"
-						: "tnbc://svc/1234;%s=?:0",
+					       : "tnbc://svc/1234;%s=?:0",
 		 tnbc_env.xport->name);
 	ck_assert_str_eq(buf, want);
 	ck_assert_uint_eq(len, strlen(want) + 1);
@@ -204,7 +204,7 @@ START_TEST(av_straddr)
 	ck_assert_str_eq(buf, "tnbc:");
 	snprintf(want, sizeof(want),
 		 tnbc_env.xport->xaddr_off < 0 ? "tnbc://svc/1234;%s"
-						: "tnbc://svc/1234;%s=?:0",
+					       : "tnbc://svc/1234;%s=?:0",
 		 tnbc_env.xport->name);
 	ck_assert_uint_eq(len, strlen(want) + 1);
 	ck_assert_int_eq(buf[6], 'X');

@@ -842,8 +842,7 @@ int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer);
 /* The peer handle of name: the first of the domain's transports that
  * reaches it. */
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
-		     const uint8_t *xaddr,
-		     struct tnbc_xpeer **peer);
+		     const uint8_t *xaddr, struct tnbc_xpeer **peer);
 /* The peer a packet's source names, through the transport the packet
  * came by (ep->rx_via; ep->lock held). */
 int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,
