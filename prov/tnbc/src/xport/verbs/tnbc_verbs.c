@@ -31,11 +31,12 @@
  * The engine and application threads poll the completion queues
  * themselves, which costs no system call.
  *
- * Locks: peer->lock > xdom->slock; xep->lock alone (held across the
- * protocol's callback, which never calls back into this transport's
- * receive side); xdom->lock alone.  Connections and endpoints are
- * destroyed by the waker only, the only thread that reads connection
- * events.
+ * Locks: peer->lock > xdom->lock and xdom->slock; xep->lock alone.
+ * None is held across a call into the core: a message
+ * being offered is out of the stash, and the reference it holds keeps
+ * its connection.  Connections and endpoints are destroyed by the waker
+ * only, the only thread that reads connection events; a connection
+ * that messages still name is freed by the last of them.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -145,6 +146,10 @@ struct tnbc_verbs_conn {
 	bool bad; /* refused: its messages are dropped, the waker ends it */
 	/* on xdom->ending (xdom->lock): bad, not yet disconnected */
 	bool ending;
+	/* the connection manager saw it established (the waker's): a
+	 * disconnect before that would break its queue pair without telling
+	 * the peer */
+	bool established;
 	struct tnbc_verbs_conn *ending_next;
 	bool gone; /* its QP is destroyed: freed when refs falls to 0 */
 	unsigned refs; /* received messages that name it */
@@ -1095,6 +1100,9 @@ static void tnbc_verbs_cm_events(struct tnbc_xdom *xdom)
 							      obj)),
 				type, status);
 		} else if (o->kind == TNBC_VERBS_K_CONN &&
+			   type == RDMA_CM_EVENT_ESTABLISHED) {
+			((struct tnbc_verbs_conn *)o)->established = true;
+		} else if (o->kind == TNBC_VERBS_K_CONN &&
 			   (type == RDMA_CM_EVENT_DISCONNECTED ||
 			    type == RDMA_CM_EVENT_CONNECT_ERROR ||
 			    type == RDMA_CM_EVENT_UNREACHABLE ||
@@ -1120,9 +1128,10 @@ static void tnbc_verbs_end_bad(struct tnbc_xdom *xdom)
 	while (c) {
 		struct tnbc_verbs_conn *n = c->ending_next;
 
-		/* a connection whose data came before the connection manager
-		 * saw it established refuses for now: the next round */
-		if (rdma_disconnect(c->id)) {
+		/* its data may come before the connection manager sees it
+		 * established (the peer's last handshake message): then the
+		 * next round */
+		if (!c->established || rdma_disconnect(c->id)) {
 			pthread_mutex_lock(&xdom->lock);
 			c->ending = true;
 			c->ending_next = xdom->ending;
@@ -1553,67 +1562,89 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 	return false;
 }
 
+/* Takes the oldest message not yet offered, false when none; the lock
+ * is not held across the protocol's callback. */
+static bool tnbc_verbs_next(struct tnbc_xep *xep, struct tnbc_verbs_rxe *e)
+{
+	bool got;
+
+	pthread_mutex_lock(&xep->lock);
+	if (!xep->stash.n)
+		tnbc_verbs_fill(xep);
+	got = xep->stash.n != 0;
+	if (got) {
+		*e = *tnbc_verbs_ring_at(&xep->stash, 0);
+		tnbc_verbs_ring_pop(&xep->stash);
+	}
+	pthread_mutex_unlock(&xep->lock);
+	return got;
+}
+
+/* What became of a message taken by tnbc_verbs_next. */
+static void tnbc_verbs_done(struct tnbc_xep *xep,
+			    const struct tnbc_verbs_rxe *e, int verdict)
+{
+	pthread_mutex_lock(&xep->lock);
+	if (verdict == TNBC_RX_LATER) /* offered first next time */
+		tnbc_verbs_ring_push_front(&xep->stash, e);
+	else if (verdict == TNBC_RX_KEEP) /* holds its buffer: less room */
+		tnbc_verbs_ring_push(&xep->kept, e);
+	else
+		tnbc_verbs_release(xep, e);
+	pthread_mutex_unlock(&xep->lock);
+}
+
+/* Whether a message may reach the protocol: a packet on a connection
+ * that said hello.  Anything else is handled here (hello,
+ * introduction), or ends its connection. */
+static bool tnbc_verbs_admit(struct tnbc_xep *xep,
+			     const struct tnbc_verbs_rxe *e,
+			     const uint8_t *body)
+{
+	bool pkt = TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_PKT;
+
+	if (!e->conn || e->conn->bad)
+		return false; /* from a connection refused, or none we know */
+	if (e->status == IBV_WC_SUCCESS &&
+	    (pkt ? e->conn->hello : tnbc_verbs_control(xep, e, body)))
+		return pkt;
+	atomic_fetch_add(&xep->xdom->bad_pkts, 1);
+	tnbc_verbs_conn_bad(xep, e->conn,
+			    e->status != IBV_WC_SUCCESS
+				    ? ibv_wc_status_str(e->status)
+				    : "malformed message");
+	return false;
+}
+
 static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			   int budget)
 {
+	struct tnbc_verbs_rxe e;
 	int taken = 0;
 
-	pthread_mutex_lock(&xep->lock);
 	xep->polling = true;
-	tnbc_verbs_fill(xep);
-	while (budget > 0 && xep->stash.n) {
-		struct tnbc_verbs_rxe e = *tnbc_verbs_ring_at(&xep->stash, 0);
+	while (budget > 0 && tnbc_verbs_next(xep, &e)) {
 		const uint8_t *body = xep->bufs + (size_t)e.buf * xep->bsize;
 		struct tnbc_xrx rx = {.head = body,
 				      .head_len = e.len,
 				      .len = e.len,
 				      .copy = tnbc_xnet_mem_copy};
-		int v;
+		int v = TNBC_RX_DONE;
 
-		if (!e.conn || e.conn->bad) {
-			/* from a connection refused, or none we know */
-			tnbc_verbs_ring_pop(&xep->stash);
-			tnbc_verbs_release(xep, &e);
-			continue;
+		if (tnbc_verbs_admit(xep, &e, body)) {
+			v = fn(arg, &rx);
+			if (v != TNBC_RX_LATER)
+				budget--;
+			if (v == TNBC_RX_BAD)
+				atomic_fetch_add(&xep->xdom->bad_pkts, 1);
+			else if (v == TNBC_RX_DONE)
+				taken++;
 		}
-		if (e.status != IBV_WC_SUCCESS ||
-		    (TNBC_VERBS_KIND(e.imm) != TNBC_VERBS_PKT &&
-		     !tnbc_verbs_control(xep, &e, body)) ||
-		    (TNBC_VERBS_KIND(e.imm) == TNBC_VERBS_PKT &&
-		     !e.conn->hello)) {
-			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
-			tnbc_verbs_conn_bad(
-				xep, e.conn,
-				e.status != IBV_WC_SUCCESS
-					? ibv_wc_status_str(e.status)
-					: "malformed message");
-			tnbc_verbs_ring_pop(&xep->stash);
-			tnbc_verbs_release(xep, &e);
-			continue;
-		}
-		if (TNBC_VERBS_KIND(e.imm) != TNBC_VERBS_PKT) {
-			tnbc_verbs_ring_pop(&xep->stash);
-			tnbc_verbs_release(xep, &e);
-			continue;
-		}
-		v = fn(arg, &rx);
+		tnbc_verbs_done(xep, &e, v);
 		if (v == TNBC_RX_LATER)
-			break; /* offered first next time */
-		tnbc_verbs_ring_pop(&xep->stash);
-		budget--;
-		if (v == TNBC_RX_KEEP) {
-			/* it holds its buffer: the queue's room shrinks */
-			tnbc_verbs_ring_push(&xep->kept, &e);
-			continue;
-		}
-		if (v == TNBC_RX_BAD)
-			atomic_fetch_add(&xep->xdom->bad_pkts, 1);
-		else
-			taken++;
-		tnbc_verbs_release(xep, &e);
+			break;
 	}
 	xep->polling = false;
-	pthread_mutex_unlock(&xep->lock);
 	return taken;
 }
 
