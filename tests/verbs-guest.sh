@@ -61,7 +61,7 @@ echo "== Open MPI's OFI MTL over verbs"
 if [ -x tests/mpi/bin/mpi_p2p ] && command -v mpirun >/dev/null; then
 	# the guest boots with no host name, which mpirun refuses
 	hostname rxe-guest
-	for p in mpi_p2p mpi_coll; do
+	for p in mpi_p2p mpi_probe mpi_ssend mpi_nonblocking mpi_coll; do
 		step "$p" timeout 600 mpirun --allow-run-as-root \
 			--oversubscribe --mca pml cm --mca mtl ofi \
 			--mca mtl_ofi_provider_include tnbc --mca btl self \
