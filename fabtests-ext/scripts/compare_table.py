@@ -59,7 +59,7 @@ if os.environ.get("PLOT", "1") != "0":
         ax.set_xticks(range(len(ok)))
         ax.set_xticklabels(["%s\nnp=%d %dB" % (r[0], r[1], r[2]) for r in ok], fontsize=7)
         ax.set_ylabel("tnbc / " + ref)
-        ax.set_title(title)
+        ax.set_title(title, fontsize=9)
         fig.tight_layout()
         fig.savefig(os.path.join(out, png), dpi=120)
     except ImportError:
