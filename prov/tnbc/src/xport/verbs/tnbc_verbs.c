@@ -441,11 +441,6 @@ static int tnbc_verbs_post_recv(struct tnbc_xep *xep, uint32_t buf)
 	return ibv_post_srq_recv(xep->srq, &wr, &bad) ? -FI_EIO : 0;
 }
 
-static void tnbc_verbs_conn_free(struct tnbc_verbs_conn *c)
-{
-	free(c);
-}
-
 /* Gives a message's buffer back to the SRQ. */
 static void tnbc_verbs_release(struct tnbc_xep *xep,
 			       const struct tnbc_verbs_rxe *e)
@@ -456,7 +451,7 @@ static void tnbc_verbs_release(struct tnbc_xep *xep,
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
 			"verbs: a receive buffer could not be posted again\n");
 	if (c && !--c->refs && c->gone)
-		tnbc_verbs_conn_free(c);
+		free(c);
 }
 
 static struct tnbc_verbs_conn *tnbc_verbs_conn_find(struct tnbc_xep *xep,
@@ -1020,7 +1015,7 @@ static void tnbc_verbs_conn_end(struct tnbc_verbs_conn *c)
 	pthread_mutex_unlock(&xep->lock);
 	rdma_destroy_id(id);
 	if (free_now)
-		tnbc_verbs_conn_free(c);
+		free(c);
 }
 
 static void tnbc_verbs_peer_cm(struct tnbc_xpeer *p,
@@ -1149,7 +1144,7 @@ static void tnbc_verbs_ring_unref(struct tnbc_verbs_ring *r)
 		struct tnbc_verbs_conn *c = tnbc_verbs_ring_at(r, i)->conn;
 
 		if (c && !--c->refs && c->gone)
-			tnbc_verbs_conn_free(c);
+			free(c);
 	}
 	r->n = 0;
 }
