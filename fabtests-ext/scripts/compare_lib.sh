@@ -2,7 +2,8 @@
 # (the caller sets cmp_name and tmp, and reads opts and py)
 # SPDX-License-Identifier: BSD-2-Clause
 #
-# What osu_compare.sh and apps_compare.sh share: sourced, never run.  The
+# What the comparison scripts share (osu_compare.sh, apps_compare.sh,
+# netns_compare.sh, rxe_compare.sh): sourced, never run.  The
 # caller sets cmp_name (its own name, for messages) before sourcing it, and
 # tmp (a scratch directory) before calling what writes there.  Every
 # function here is prefixed cmp_.
@@ -213,4 +214,26 @@ cmp_plot_python() {
 	tail -5 "$tmp/apt" >&2
 	echo "# $cmp_name: matplotlib unavailable: no plot" >&2
 	return 1
+}
+
+# cmp_rounds ROUNDS TESTS STACK_A STACK_B: calls the caller's
+# `one ROUND STACK TEST NP` for every round, test and stack, the stack
+# that goes first alternating from round to round; a test named arN runs
+# at N ranks, any other at 2.
+cmp_rounds() {
+	local rounds=$1 tests=$2 a=$3 b=$4 r t np st order
+
+	for r in $(seq "$rounds"); do
+		order=("$a" "$b")
+		[ $((r % 2)) = 0 ] && order=("$b" "$a")
+		for t in $tests; do
+			np=${t#ar}
+			[ "$np" = "$t" ] && np=2
+			for st in "${order[@]}"; do
+				echo "round $r: $st ${t%%[0-9]*} $np"
+				one "$r" "$st" "${t%%[0-9]*}" "$np" ||
+					echo "  failed: see logs/"
+			done
+		done
+	done
 }

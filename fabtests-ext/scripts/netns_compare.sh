@@ -39,6 +39,9 @@ mkdir -p "$OUT/logs"
 export FI_PROVIDER_PATH=$bld/.libs
 # shellcheck source=../../tests/netns-lib.sh
 . "$src/tests/netns-lib.sh"
+cmp_name=netns_compare
+# shellcheck source=compare_lib.sh
+. "$src/fabtests-ext/scripts/compare_lib.sh"
 why=$(netns_usable) || { echo "cannot run: $why" >&2; exit 1; }
 trap netns_cleanup EXIT
 netns_hosts 3 || exit 1
@@ -89,18 +92,7 @@ one() {
 	esac
 }
 
-for r in $(seq "$ROUNDS"); do
-	order=("${stacks[@]}")
-	[ $((r % 2)) = 0 ] && order=("${stacks[1]}" "${stacks[0]}")
-	for t in $TESTS; do
-		np=${t#ar}
-		[ "$np" = "$t" ] && np=2
-		for st in "${order[@]}"; do
-			echo "round $r: $st ${t%%[0-9]*} $np"
-			one "$r" "$st" "${t%%[0-9]*}" "$np"
-		done
-	done
-done
+cmp_rounds "$ROUNDS" "$TESTS" "${stacks[0]}" "${stacks[1]}"
 
 # a python3 with matplotlib if there is one (Debian's package is for
 # /usr/bin/python3, which a pyenv or venv first in PATH may hide)

@@ -21,6 +21,9 @@
 # OUT holds raw.csv, results.csv, table.txt, rxe_compare.png, logs/.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
+cmp_name=rxe_compare
+# shellcheck source=compare_lib.sh
+. "$src/fabtests-ext/scripts/compare_lib.sh"
 if [ "${1:-}" = --guest ]; then
 	# inside the guest: the build, the output folder, rounds, tests
 	# (a comma list: the guest gets one command line, unquoted)
@@ -65,19 +68,7 @@ if [ "${1:-}" = --guest ]; then
 				"$log" >>"$raw" ;;
 		esac
 	}
-	for r in $(seq "$ROUNDS"); do
-		order=("${stacks[@]}")
-		[ $((r % 2)) = 0 ] && order=("${stacks[1]}" "${stacks[0]}")
-		for t in $TESTS; do
-			np=${t#ar}
-			[ "$np" = "$t" ] && np=2
-			for st in "${order[@]}"; do
-				echo "round $r: $st ${t%%[0-9]*} $np"
-				one "$r" "$st" "${t%%[0-9]*}" "$np" ||
-					echo "  failed: see logs/"
-			done
-		done
-	done
+	cmp_rounds "$ROUNDS" "$TESTS" "${stacks[0]}" "${stacks[1]}"
 	exit 0
 fi
 
