@@ -94,15 +94,9 @@ one() {
 
 cmp_rounds "$ROUNDS" "$TESTS" "${stacks[0]}" "${stacks[1]}"
 
-# a python3 with matplotlib if there is one (Debian's package is for
-# /usr/bin/python3, which a pyenv or venv first in PATH may hide)
+# a python3 with matplotlib if there is one (else the table alone)
 py=python3
-for p in "$(command -v python3)" /usr/bin/python3; do
-	if [ -n "$p" ] && "$p" -c 'import matplotlib' 2>/dev/null; then
-		py=$p
-		break
-	fi
-done
+cmp_find_python || true
 "$py" "$src/fabtests-ext/scripts/compare_table.py" "$OUT" "tcp;ofi_rxm" \
 	"tnbc over TCP vs tcp;ofi_rxm across namespaces (lat, allreduce: lower is better; bw: higher)" \
 	netns_compare.png

@@ -88,13 +88,9 @@ tests=${TESTS:-lat bw ar2 ar4}
 OUT=$OUT RXE_TIMEOUT=${RXE_TIMEOUT:-5400} sh "$rxe/run.sh" \
 	"$src/fabtests-ext/scripts/rxe_compare.sh" --guest "$bld" /tmp/out \
 	"${ROUNDS:-3}" "${tests// /,}"
+# a python3 with matplotlib if there is one (else the table alone)
 py=python3
-for p in "$(command -v python3)" /usr/bin/python3; do
-	if [ -n "$p" ] && "$p" -c 'import matplotlib' 2>/dev/null; then
-		py=$p
-		break
-	fi
-done
+cmp_find_python || true
 "$py" "$src/fabtests-ext/scripts/compare_table.py" "$OUT" "verbs;ofi_rxm" \
 	"tnbc over verbs vs verbs;ofi_rxm on soft-RoCE (emulated guest; lat, allreduce: lower is better; bw: higher)" \
 	rxe_compare.png
