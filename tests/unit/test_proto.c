@@ -20,7 +20,7 @@ static int ctx[8];
 
 START_TEST(proto_wire_format)
 {
-	ck_assert_uint_eq(TNBC_PROTO_VERSION, 7);
+	ck_assert_uint_eq(TNBC_PROTO_VERSION, 8);
 	ck_assert_uint_eq(sizeof(struct tnbc_hdr_short), 32);
 	ck_assert_uint_eq(sizeof(struct tnbc_rma_req), 8);
 	ck_assert_uint_eq(offsetof(struct tnbc_rma_req, flags), 3);
@@ -29,7 +29,8 @@ START_TEST(proto_wire_format)
 	ck_assert_uint_eq(sizeof(struct tnbc_hdr), 88);
 	ck_assert_uint_eq(sizeof(struct tnbc_name), 32);
 	ck_assert_uint_eq(TNBC_NAME_LEN, 32);
-	ck_assert_uint_eq(sizeof(struct tnbc_rts_iov), 16);
+	ck_assert_uint_eq(sizeof(struct tnbc_rts_iov), 24);
+	ck_assert_uint_eq(offsetof(struct tnbc_rts_iov, key), 16);
 
 	/* field offsets are part of the wire format */
 	ck_assert_uint_eq(offsetof(struct tnbc_hdr, version), 0);

@@ -149,6 +149,12 @@ static inline bool tu_pulls(void)
 	return tnbc_env.cma && (tnbc_env.xport->flags & TNBC_XPORT_PULL);
 }
 
+/* and at once: RMA reads and early reads of unexpected messages too */
+static inline bool tu_pulls_now(void)
+{
+	return tu_pulls() && !(tnbc_env.xport->flags & TNBC_XPORT_PULL_LATER);
+}
+
 void tu_engine_stats(struct fid_domain *domain,
 		     struct fi_tnbc_engine_stats *st);
 

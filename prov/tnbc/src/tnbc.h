@@ -590,6 +590,8 @@ struct tnbc_xfer {
 	uint8_t prio; /* transmit priority, FI_TNBC_PRIO_* */
 	uint8_t phase; /* rendezvous send: enum tnbc_tx_phase */
 	bool queued; /* on ep->tx_queue */
+	bool exposed; /* a rendezvous send's buffers: expose was asked */
+	void *xreg; /* what expose gave, for unexpose */
 	/* the peer that may answer (rendezvous, RMA): answers from anyone
 	 * else, or that do not fit the phase, are dropped */
 	struct tnbc_name peer_name;
@@ -716,6 +718,8 @@ struct tnbc_ep {
 	bool rx_lazy;
 	struct tnbc_list ctrl_queue; /* ACK/CTS waiting for queue space */
 	struct tnbc_list stream_rx; /* receives fed by DATA packets */
+	/* rendezvous reads a transport finishes later (struct tnbc_rread) */
+	struct tnbc_list reads;
 	struct tnbc_id_table rndv;
 	struct tnbc_id_table rma_ids; /* RMA/atomics awaiting responses */
 	/* a target answered a direct request with FI_ENOSYS: this
@@ -1009,6 +1013,30 @@ static inline void tnbc_dom_xset_window(struct tnbc_domain *dom, uint64_t ns)
 
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
+void tnbc_ep_free_reads(struct tnbc_ep *ep);
+void tnbc_tx_free(struct tnbc_xfer *tx);
+
+/* The endpoint's end of the transport that reaches peer. */
+static inline struct tnbc_xep *tnbc_ep_xep_of(struct tnbc_ep *ep,
+					      const struct tnbc_xpeer *peer)
+{
+	const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(peer);
+	unsigned i = 0;
+
+	while (i + 1 < ep->nxp && ep->xp[i].ops != ops)
+		i++;
+	return ep->xp[i].xep;
+}
+
+/* A single-copy read from peer (the transport interface's pull). */
+static inline ssize_t tnbc_ep_pull(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+				   const struct iovec *local, size_t lcount,
+				   const struct tnbc_xrmem *remote,
+				   size_t rcount, struct tnbc_xread *rd)
+{
+	return tnbc_xpeer_ops(peer)->pull(tnbc_ep_xep_of(ep, peer), peer, local,
+					  lcount, remote, rcount, rd);
+}
 void tnbc_domain_progress(struct tnbc_domain *domain, bool engine);
 int tnbc_engine_start(struct tnbc_domain *domain);
 void tnbc_engine_stop(struct tnbc_domain *domain);

@@ -123,6 +123,7 @@ static int tnbc_ep_close(struct fid *fid)
 	pthread_mutex_unlock(&ep->lock);
 
 	tnbc_ep_xports_close(ep, dom->nxp);
+	tnbc_ep_free_reads(ep);
 	tnbc_ep_unbind_all(ep);
 	tnbc_coll_ep_fini(ep);
 	free(ep->pulls);
@@ -688,6 +689,7 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	tnbc_list_init(&ep->tx_queue);
 	tnbc_list_init(&ep->ctrl_queue);
 	tnbc_list_init(&ep->stream_rx);
+	tnbc_list_init(&ep->reads);
 
 	ret = tnbc_ep_xports_open(ep);
 	if (ret)

@@ -204,8 +204,9 @@ static void tnbc_init_env(void)
 			tnbc_env.eager_size);
 	fi_param_define(
 		&tnbc_prov, "cma", FI_PARAM_BOOL,
-		"Use single-copy cross-memory attach "
-		"(process_vm_readv) for rendezvous and large RMA reads; "
+		"Use single-copy reads: cross-memory attach "
+		"(process_vm_readv) for rendezvous and large RMA reads over "
+		"shared memory, RDMA read for rendezvous over verbs; "
 		"when off or denied, large messages stream through the "
 		"receive queue and reads go as chunks (default: %s)",
 		tnbc_env.cma ? "true" : "false");

@@ -387,7 +387,20 @@ struct tnbc_pull {
 	fi_addr_t src;
 	size_t want;
 	size_t lcount, rcount;
-	struct iovec local[TNBC_IOV_LIMIT], remote[TNBC_IOV_LIMIT];
+	struct iovec local[TNBC_IOV_LIMIT];
+	struct tnbc_xrmem remote[TNBC_IOV_LIMIT];
+};
+
+/* A rendezvous read its transport finishes later (ep->reads). */
+struct tnbc_rread {
+	struct tnbc_xread rd;
+	struct tnbc_list entry;
+	struct tnbc_ep *ep;
+	struct tnbc_xfer *rx;
+	struct tnbc_xpeer *peer;
+	struct tnbc_hdr hdr;
+	fi_addr_t src;
+	size_t want;
 };
 
 /* Finishes a rendezvous receive whose read returned n (bytes, or a
@@ -430,13 +443,78 @@ static void tnbc_rndv_done(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	free(rx);
 }
 
+static void tnbc_rread_done(struct tnbc_xread *rd, ssize_t n)
+{
+	struct tnbc_rread *r = tnbc_container_of(rd, struct tnbc_rread, rd);
+
+	tnbc_list_remove(&r->entry);
+	tnbc_rndv_done(r->ep, r->rx, &r->hdr, r->peer, r->src, r->want, n);
+	free(r);
+}
+
+/* Reads a matched rendezvous message into its receive, now or, when the
+ * transport's read goes on (RDMA), from a later poll. */
+static void tnbc_rndv_pull(struct tnbc_ep *ep, struct tnbc_xfer *rx,
+			   const struct tnbc_hdr *hdr, struct tnbc_xpeer *peer,
+			   fi_addr_t src, size_t want,
+			   const struct iovec *local, size_t lcount,
+			   const struct tnbc_xrmem *remote, size_t rcount)
+{
+	struct tnbc_rread *r;
+	ssize_t n;
+
+	if (!want) {
+		tnbc_rndv_done(ep, rx, hdr, peer, src, want, 0);
+		return;
+	}
+	r = malloc(sizeof(*r));
+	if (!r) {
+		/* only a read that finishes at once, else it streams */
+		tnbc_rndv_done(ep, rx, hdr, peer, src, want,
+			       tnbc_ep_pull(ep, peer, local, lcount, remote,
+					    rcount, NULL));
+		return;
+	}
+	r->rd.done = tnbc_rread_done;
+	r->ep = ep;
+	r->rx = rx;
+	r->peer = peer;
+	r->hdr = *hdr;
+	r->src = src;
+	r->want = want;
+	n = tnbc_ep_pull(ep, peer, local, lcount, remote, rcount, &r->rd);
+	if (n == -FI_EINPROGRESS) {
+		tnbc_list_insert_tail(&r->entry, &ep->reads);
+		return;
+	}
+	free(r);
+	tnbc_rndv_done(ep, rx, hdr, peer, src, want, n);
+}
+
+/* Frees the reads still in flight when the endpoint's transports have
+ * closed (no transport calls done after that). */
+void tnbc_ep_free_reads(struct tnbc_ep *ep)
+{
+	struct tnbc_list *it, *tmp;
+
+	tnbc_list_foreach_safe (&ep->reads, it, tmp) {
+		struct tnbc_rread *r =
+			tnbc_container_of(it, struct tnbc_rread, entry);
+
+		tnbc_list_remove(&r->entry);
+		free(r->rx);
+		free(r);
+	}
+}
+
 /* Makes the reads gathered by a poll pass: consecutive ones from one
  * peer in one call.  A call that comes back short (a bad address, a
  * peer that died) is redone read by read, so each receive gets its own
  * answer. */
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep)
 {
-	struct iovec l[TNBC_PULL_IOV_MAX], r[TNBC_PULL_IOV_MAX];
+	struct iovec l[TNBC_PULL_IOV_MAX];
+	struct tnbc_xrmem r[TNBC_PULL_IOV_MAX];
 	size_t i = 0, n = ep->npulls;
 
 	/* answers sent below may not run another pass inside this one */
@@ -457,20 +535,20 @@ void tnbc_ep_flush_pulls(struct tnbc_ep *ep)
 			rc += p->rcount;
 			total += p->want;
 		}
+		/* together only if it finishes at once */
 		if (j - i > 1)
-			got = tnbc_xpeer_ops(first->peer)
-				      ->pull(first->peer, l, lc, r, rc);
+			got = tnbc_ep_pull(ep, first->peer, l, lc, r, rc, NULL);
 		for (; i < j; i++) {
 			struct tnbc_pull *p = &ep->pulls[i];
-			ssize_t one =
-				got == (ssize_t)total
-					? (ssize_t)p->want
-					: tnbc_xpeer_ops(p->peer)->pull(
-						  p->peer, p->local, p->lcount,
-						  p->remote, p->rcount);
 
-			tnbc_rndv_done(ep, p->rx, &p->hdr, p->peer, p->src,
-				       p->want, one);
+			if (got == (ssize_t)total)
+				tnbc_rndv_done(ep, p->rx, &p->hdr, p->peer,
+					       p->src, p->want,
+					       (ssize_t)p->want);
+			else
+				tnbc_rndv_pull(ep, p->rx, &p->hdr, p->peer,
+					       p->src, p->want, p->local,
+					       p->lcount, p->remote, p->rcount);
 		}
 	}
 }
@@ -481,7 +559,7 @@ static bool tnbc_pull_defer(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 			    const struct tnbc_hdr *hdr, struct tnbc_xpeer *peer,
 			    fi_addr_t src, size_t want,
 			    const struct iovec *local, size_t lcount,
-			    const struct iovec *remote, size_t rcount)
+			    const struct tnbc_xrmem *remote, size_t rcount)
 {
 	struct tnbc_pull *p;
 
@@ -513,7 +591,8 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 			   const struct tnbc_hdr *hdr,
 			   const struct tnbc_rts_iov *riov, fi_addr_t src)
 {
-	struct iovec remote[TNBC_IOV_LIMIT], local[TNBC_IOV_LIMIT];
+	struct iovec local[TNBC_IOV_LIMIT];
+	struct tnbc_xrmem remote[TNBC_IOV_LIMIT];
 	size_t rcount = hdr->payload_len / sizeof(*riov);
 	size_t want = hdr->size < rx->len ? hdr->size : rx->len;
 	struct tnbc_xpeer *peer;
@@ -529,19 +608,15 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	}
 	if (rcount > TNBC_IOV_LIMIT)
 		rcount = TNBC_IOV_LIMIT;
-	for (size_t i = 0; i < rcount; i++) {
-		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
-		remote[i].iov_len = riov[i].len;
-	}
+	/* copied: the packet may live in memory the peer can still write */
+	memcpy(remote, riov, rcount * sizeof(*remote));
 	lcount = tnbc_iov_slice(rx->iov, rx->iov_count, 0, want, local,
 				TNBC_IOV_LIMIT);
 	if (tnbc_pull_defer(ep, rx, hdr, peer, src, want, local, lcount, remote,
 			    rcount))
 		return;
-	tnbc_rndv_done(ep, rx, hdr, peer, src, want,
-		       want ? tnbc_xpeer_ops(peer)->pull(peer, local, lcount,
-							 remote, rcount)
-			    : 0);
+	tnbc_rndv_pull(ep, rx, hdr, peer, src, want, local, lcount, remote,
+		       rcount);
 }
 
 /* Delivers an arrived message (eager payload or RTS) to a receive. */
@@ -596,8 +671,9 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 {
 	const struct tnbc_rts_iov *riov = payload;
 	size_t rcount = hdr->payload_len / sizeof(*riov);
-	struct iovec remote[TNBC_IOV_LIMIT], local;
+	struct tnbc_xrmem remote[TNBC_IOV_LIMIT];
 	struct tnbc_xpeer *peer;
+	struct iovec local;
 	struct tnbc_unexp *ux;
 
 	/* Only the engine reads early: it consumes only while the
@@ -613,13 +689,11 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	ux = tnbc_ux_new(ep, hdr->size);
 	if (!ux)
 		return NULL;
-	for (size_t i = 0; i < rcount; i++) {
-		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
-		remote[i].iov_len = riov[i].len;
-	}
+	memcpy(remote, riov, rcount * sizeof(*remote));
 	local.iov_base = ux->data;
 	local.iov_len = hdr->size;
-	if (tnbc_xpeer_ops(peer)->pull(peer, &local, 1, remote, rcount) !=
+	/* only a read that finishes at once: the message is wanted now */
+	if (tnbc_ep_pull(ep, peer, &local, 1, remote, rcount, NULL) !=
 	    (ssize_t)hdr->size) {
 		tnbc_ux_free(ep, ux); /* nothing is held: ux_kept is 0 here */
 		return NULL; /* the receive will stream or fail it */
@@ -723,6 +797,38 @@ keep:
 	return TNBC_RX_KEEP;
 }
 
+/* Asks the transport to let the receiver read a rendezvous send's
+ * buffers (keys for its RTS).  An RTS built again (a full queue sent it
+ * back) asks again: the keys are not kept. */
+static void tnbc_rndv_expose(struct tnbc_xfer *tx, uint64_t *keys)
+{
+	const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(tx->peer);
+
+	if (!ops->expose || !tx->iov_count)
+		return;
+	if (tx->exposed && ops->unexpose && tx->xreg)
+		ops->unexpose(tx->peer, tx->xreg);
+	tx->xreg = NULL;
+	tx->exposed = true;
+	if (ops->expose(tx->peer, tx->iov, tx->iov_count, keys, &tx->xreg)) {
+		memset(keys, 0, tx->iov_count * sizeof(*keys));
+		tx->xreg = NULL;
+	}
+}
+
+/* Frees a send, and what its transport holds for it (a rendezvous). */
+void tnbc_tx_free(struct tnbc_xfer *tx)
+{
+	if (tx->xreg) {
+		const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(tx->peer);
+
+		if (ops->unexpose)
+			ops->unexpose(tx->peer, tx->xreg);
+	}
+	free(tx->inject_buf);
+	free(tx);
+}
+
 static void tnbc_rx_ack(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 {
 	struct tnbc_xfer *tx = tnbc_id_find(&ep->rndv, hdr->msg_id);
@@ -737,7 +843,7 @@ static void tnbc_rx_ack(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 	tnbc_tx_dequeue(ep, tx); /* stop streaming */
 	tnbc_id_del(&ep->rndv, hdr->msg_id);
 	tnbc_ep_report_tx(ep, tx, hdr->size ? -(int)hdr->size : 0);
-	free(tx);
+	tnbc_tx_free(tx);
 }
 
 static void tnbc_rx_cts(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
@@ -938,10 +1044,13 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 		}
 		if (tx->hdr.type == TNBC_PKT_RTS) {
 			struct tnbc_rts_iov riov[TNBC_IOV_LIMIT];
+			uint64_t keys[TNBC_IOV_LIMIT] = {0};
 
+			tnbc_rndv_expose(tx, keys);
 			for (size_t i = 0; i < tx->iov_count; i++) {
 				riov[i].addr = (uintptr_t)tx->iov[i].iov_base;
 				riov[i].len = tx->iov[i].iov_len;
+				riov[i].key = keys[i];
 			}
 			one.iov_base = riov;
 			one.iov_len = tx->iov_count * sizeof(riov[0]);
@@ -1052,7 +1161,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 				tnbc_tx_dequeue(ep, tx);
 				tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 				tnbc_ep_report_tx(ep, tx, ret);
-				free(tx);
+				tnbc_tx_free(tx);
 			} else {
 				/* all handed out; the ACK completes it */
 				tnbc_tx_dequeue(ep, tx);
@@ -1067,8 +1176,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 		if (tx->hdr.type == TNBC_PKT_RTS)
 			tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 		tnbc_ep_report_tx(ep, tx, ret);
-		free(tx->inject_buf);
-		free(tx);
+		tnbc_tx_free(tx);
 	}
 	return n;
 }
@@ -1124,7 +1232,7 @@ void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine)
 		tnbc_tx_dequeue(ep, tx);
 		tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
 		tnbc_ep_report_tx(ep, tx, -FI_EHOSTUNREACH);
-		free(tx);
+		tnbc_tx_free(tx);
 	}
 	tnbc_list_foreach_safe (&ep->stream_rx, it, tmp) {
 		struct tnbc_xfer *rx =
@@ -1202,7 +1310,8 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 	ep->ux_bytes = 0;
 	ep->ux_kept = 0;
 	for (size_t i = 0; i < ep->rndv.size; i++) {
-		free(ep->rndv.slot[i]);
+		if (ep->rndv.slot[i])
+			tnbc_tx_free(ep->rndv.slot[i]);
 		ep->rndv.slot[i] = NULL;
 	}
 	atomic_fetch_sub(&ep->domain->engine.peer_waits,
@@ -1398,7 +1507,7 @@ ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			}
 			if (ret != -FI_EAGAIN) {
 				tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
-				free(tx);
+				tnbc_tx_free(tx);
 				goto out;
 			}
 		}

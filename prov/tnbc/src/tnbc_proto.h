@@ -1,9 +1,10 @@
 /*
- * tnbc wire format, version 7 (2 added RMA and atomics; 3 an unguessable
+ * tnbc wire format, version 8 (2 added RMA and atomics; 3 an unguessable
  * nonce in endpoint names; 4 the collectives' match space; 5 reduction
  * segments of any length; 6 the protocol frames its headers itself; 7
  * names list the transports that reach an endpoint, and RMA moves large
- * reads and writes with one single-copy read).
+ * reads and writes with one single-copy read; 8 a rendezvous names its
+ * buffers with the keys a transport's single-copy read needs).
  *
  * Every packet that crosses a transport starts with a frame the protocol
  * makes (tnbc_frame.c): struct tnbc_hdr, or the short frame of a small
@@ -21,7 +22,7 @@
 
 #include "tnbc_xport.h"
 
-#define TNBC_PROTO_VERSION 7
+#define TNBC_PROTO_VERSION 8
 
 enum tnbc_pkt_type {
 	TNBC_PKT_EAGER = 1, /* whole message inline */
@@ -98,7 +99,11 @@ _Static_assert(sizeof(struct tnbc_hdr_short) + sizeof(uint64_t) <=
 struct tnbc_rts_iov {
 	uint64_t addr;
 	uint64_t len;
+	uint64_t key; /* the sender's transport's key for it, or 0 */
 };
+
+_Static_assert(sizeof(struct tnbc_rts_iov) == sizeof(struct tnbc_xrmem),
+	       "an RTS names its buffers as a pull reads them");
 
 /* ACK and CTS carry a status in hdr.size: 0, or a positive fi_errno when
  * the receiver failed the transfer (the sender reports it). */

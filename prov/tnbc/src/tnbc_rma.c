@@ -510,9 +510,8 @@ static void tnbc_rma_resp_direct(struct tnbc_ep *ep, struct tnbc_xfer *tx,
 				 const void *payload)
 {
 	struct tnbc_rma_args *a = tx->rma;
-	struct tnbc_rts_iov riov[TNBC_PULL_IOV_MAX];
-	struct iovec remote[TNBC_PULL_IOV_MAX];
-	size_t rc = hdr->payload_len / sizeof(riov[0]), total = 0;
+	struct tnbc_xrmem remote[TNBC_PULL_IOV_MAX];
+	size_t rc = hdr->payload_len / sizeof(remote[0]), total = 0;
 	ssize_t got;
 
 	tx->rma_inflight = 0;
@@ -525,23 +524,22 @@ static void tnbc_rma_resp_direct(struct tnbc_ep *ep, struct tnbc_xfer *tx,
 		return;
 	}
 	if (!rc || rc > TNBC_PULL_IOV_MAX ||
-	    rc * sizeof(riov[0]) != hdr->payload_len) {
+	    rc * sizeof(remote[0]) != hdr->payload_len) {
 		tnbc_rma_fail(ep, tx, FI_EIO);
 		return;
 	}
 	/* copied once: the peer may still write its packet */
-	memcpy(riov, payload, hdr->payload_len);
-	for (size_t i = 0; i < rc; i++) {
-		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
-		remote[i].iov_len = riov[i].len;
-		total += riov[i].len;
-	}
+	memcpy(remote, payload, hdr->payload_len);
+	for (size_t i = 0; i < rc; i++)
+		total += remote[i].len;
 	if (total != tnbc_rma_total(a)) {
 		tnbc_rma_fail(ep, tx, FI_EIO);
 		return;
 	}
-	got = tnbc_xpeer_ops(tx->peer)->pull(tx->peer, a->iov, a->iov_count,
-					     remote, rc);
+	/* the target gave no keys (0): a transport that needs them
+	 * answers -FI_ENOSYS, and the read goes as chunks */
+	got = tnbc_ep_pull(ep, tx->peer, a->iov, a->iov_count, remote, rc,
+			   NULL);
 	if (got == -FI_EPERM || got == -FI_ENOSYS) {
 		tnbc_rma_undirect(ep, tx);
 		return;

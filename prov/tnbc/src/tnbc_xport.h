@@ -253,6 +253,37 @@ struct tnbc_xdom_attr {
 #define TNBC_XPORT_DOORBELL (1u << 1)
 /* pull reads a peer's memory (else it answers -FI_ENOSYS, always) */
 #define TNBC_XPORT_PULL (1u << 2)
+/* and goes on after pull returns (RDMA read): a read that must finish
+ * at once (rd NULL) is not made */
+#define TNBC_XPORT_PULL_LATER (1u << 3)
+
+/* A region of a peer's memory that pull reads: where, how long, and the
+ * key the peer's transport gave it (expose; 0: none was needed, or none
+ * could be had).  The wire's struct tnbc_rts_iov carries the same. */
+struct tnbc_xrmem {
+	uint64_t addr;
+	uint64_t len;
+	uint64_t key;
+};
+
+static inline void tnbc_xrmem_iov(const struct tnbc_xrmem *r, size_t n,
+				  struct iovec *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[i].iov_base = (void *)(uintptr_t)r[i].addr;
+		out[i].iov_len = (size_t)r[i].len;
+	}
+}
+
+/* A read that pull started and ends later (pull returned
+ * -FI_EINPROGRESS).  The transport calls done once, with the bytes read
+ * or a negative fi_errno, from a poll of the endpoint the read was
+ * started on (the consumer, the core's endpoint lock held), and never
+ * after that endpoint's ep_close returned: a read still in flight then
+ * is forgotten, and the core frees what it gave. */
+struct tnbc_xread {
+	void (*done)(struct tnbc_xread *rd, ssize_t n);
+};
 
 struct tnbc_xport_ops {
 	const char *name;
@@ -342,11 +373,24 @@ struct tnbc_xport_ops {
 	 * application. */
 	bool (*quiet)(struct tnbc_xep *xep);
 
-	/* Single-copy read from the peer's memory.  Returns bytes read or a
-	 * negative fi_errno; -FI_EPERM/-FI_ENOSYS mean "use streaming". */
-	ssize_t (*pull)(struct tnbc_xpeer *peer, const struct iovec *local,
-			size_t local_count, const struct iovec *remote,
-			size_t remote_count);
+	/* Single-copy read of the peer's memory into local, for endpoint
+	 * xep (the consumer).  Returns the bytes read when it finished at
+	 * once, -FI_EINPROGRESS when it goes on (rd->done ends it; with rd
+	 * NULL the caller can only wait, and a transport that cannot finish
+	 * at once answers -FI_ENOSYS), or a negative fi_errno;
+	 * -FI_EPERM/-FI_ENOSYS mean "use streaming". */
+	ssize_t (*pull)(struct tnbc_xep *xep, struct tnbc_xpeer *peer,
+			const struct iovec *local, size_t local_count,
+			const struct tnbc_xrmem *remote, size_t remote_count,
+			struct tnbc_xread *rd);
+	/* Lets the peer read these regions of this process's memory with
+	 * its pull: keys[i] receives what the reader must name region i
+	 * with, *reg a handle that unexpose takes once the reader is done
+	 * (or NULL).  NULL ops: the reader needs no key.  A failure leaves
+	 * keys 0, and the reader streams instead. */
+	int (*expose)(struct tnbc_xpeer *peer, const struct iovec *iov,
+		      size_t count, uint64_t *keys, void **reg);
+	void (*unexpose)(struct tnbc_xpeer *peer, void *reg);
 
 	/* Engine sleep/wake.  One engine per domain, which sleeps on its
 	 * domain's first transport: sleep_cancel, sleep_wait, wake and

@@ -467,17 +467,22 @@ static bool tnbc_loop_quiet(struct tnbc_xep *xep)
  * ourselves, which reports a buffer the sender made unreadable as an
  * error where memcpy would fault.  FI_TNBC_CMA=0 asks for streaming, as
  * on shm. */
-static ssize_t tnbc_loop_pull(struct tnbc_xpeer *peer,
+static ssize_t tnbc_loop_pull(struct tnbc_xep *xep, struct tnbc_xpeer *peer,
 			      const struct iovec *local, size_t local_count,
-			      const struct iovec *remote, size_t remote_count)
+			      const struct tnbc_xrmem *rmem,
+			      size_t remote_count, struct tnbc_xread *rd)
 {
 	struct iovec l[TNBC_PULL_IOV_MAX], rm[TNBC_PULL_IOV_MAX];
+	struct iovec remote[TNBC_PULL_IOV_MAX];
 	size_t want = tnbc_iov_len(local, local_count);
 	size_t done = 0;
 
+	(void)xep;
 	(void)peer;
-	if (!tnbc_env.cma)
+	(void)rd;
+	if (!tnbc_env.cma || remote_count > TNBC_PULL_IOV_MAX)
 		return -FI_ENOSYS;
+	tnbc_xrmem_iov(rmem, remote_count, remote);
 	while (done < want) {
 		size_t lc = tnbc_iov_slice(local, local_count, done,
 					   want - done, l, TNBC_PULL_IOV_MAX);

@@ -1629,15 +1629,21 @@ static ssize_t tnbc_shm_pull_iov(struct tnbc_xpeer *peer,
 	return (ssize_t)done;
 }
 
-static ssize_t tnbc_shm_pull(struct tnbc_xpeer *peer, const struct iovec *local,
-			     size_t local_count, const struct iovec *remote,
-			     size_t remote_count)
+/* Synchronous: rd is never needed. */
+static ssize_t tnbc_shm_pull(struct tnbc_xep *xep, struct tnbc_xpeer *peer,
+			     const struct iovec *local, size_t local_count,
+			     const struct tnbc_xrmem *rmem, size_t remote_count,
+			     struct tnbc_xread *rd)
 {
 	atomic_uint *pulls = &peer->xdom->bell->pulls;
+	struct iovec remote[TNBC_PULL_IOV_MAX];
 	ssize_t ret;
 
-	if (!tnbc_env.cma)
+	(void)xep;
+	(void)rd;
+	if (!tnbc_env.cma || remote_count > TNBC_PULL_IOV_MAX)
 		return -FI_ENOSYS;
+	tnbc_xrmem_iov(rmem, remote_count, remote);
 	/* A thread inside a long read is progressing, not idle: the engine
 	 * must not mistake it for an application that stopped polling. */
 	atomic_fetch_add_explicit(pulls, 1, memory_order_relaxed);

@@ -1734,10 +1734,13 @@ static bool tnbc_tcp_quiet(struct tnbc_xep *xep)
 	return !xep->polling && !tnbc_tcp_pending(xep);
 }
 
-static ssize_t tnbc_tcp_pull(struct tnbc_xpeer *peer, const struct iovec *local,
-			     size_t local_count, const struct iovec *remote,
-			     size_t remote_count)
+static ssize_t tnbc_tcp_pull(struct tnbc_xep *xep, struct tnbc_xpeer *peer,
+			     const struct iovec *local, size_t local_count,
+			     const struct tnbc_xrmem *remote,
+			     size_t remote_count, struct tnbc_xread *rd)
 {
+	(void)xep;
+	(void)rd;
 	(void)peer;
 	(void)local;
 	(void)local_count;

@@ -117,6 +117,8 @@ struct tnbc_verbs_intro {
 #define TNBC_VERBS_BACKLOG_MAX (4u << 20)
 /* a domain's registered send buffers */
 #define TNBC_VERBS_SEND_BUFS 256
+/* read requests a domain may have outstanding */
+#define TNBC_VERBS_READ_WRS 256
 /* receive buffers per endpoint, per FI_TNBC_RX_SLOTS */
 #define TNBC_VERBS_RX_PER_SLOT 4
 /* bytes the device is asked to take inline */
@@ -190,6 +192,8 @@ struct tnbc_xep {
 	struct tnbc_verbs_ring stash, kept;
 	bool closing;
 	bool polling; /* packets are being offered */
+	struct tnbc_verbs_read *rdone; /* reads ended, done not yet called */
+	atomic_uint reads; /* reads in flight */
 };
 
 struct tnbc_xpeer {
@@ -210,11 +214,41 @@ struct tnbc_xpeer {
 	/* messages sent before it was up, in order */
 	struct tnbc_verbs_held *backlog, **backlog_tail;
 	size_t backlog_bytes;
+	/* reads waiting for the connection, or for room in it, in order */
+	struct tnbc_verbs_read *rwait, **rwait_tail;
 	atomic_bool dead;
 	atomic_uint inflight; /* sends posted, not completed */
 	unsigned max_send, max_inline;
 	struct tnbc_xnet_intros intros;
 };
+
+/* An RDMA read in flight (pull), on xdom->reads while its work requests
+ * are out (xdom->slock), then on its endpoint's rdone (xep->lock). */
+struct tnbc_verbs_read {
+	struct tnbc_verbs_read *next, *prev;
+	/* NULL once its endpoint closed: freed when its requests are back */
+	struct tnbc_xep *xep;
+	struct tnbc_xread *rd;
+	struct tnbc_xpeer *peer;
+	unsigned wrs; /* posted, not completed */
+	ssize_t status; /* the bytes, or the first error */
+	struct tnbc_verbs_read *wnext; /* peer->rwait */
+	size_t nmr;
+	struct ibv_mr *mr[TNBC_PULL_IOV_MAX]; /* the local buffers' */
+	size_t lcount, rcount;
+	struct iovec local[TNBC_PULL_IOV_MAX];
+	struct tnbc_xrmem remote[TNBC_PULL_IOV_MAX];
+};
+
+/* Regions exposed to peers' reads (expose): their registrations. */
+struct tnbc_verbs_exposed {
+	size_t nmr;
+	struct ibv_mr *mr[];
+};
+
+/* A key handed out by expose: the rkey, marked so that 0 means none. */
+#define TNBC_VERBS_KEY(rkey)   ((1ull << 32) | (rkey))
+#define TNBC_VERBS_KEY_OK(key) (((key) >> 32) == 1)
 
 /* A message that waits for its connection, copied. */
 struct tnbc_verbs_held {
@@ -244,6 +278,12 @@ struct tnbc_xdom {
 	uint32_t sfree[TNBC_VERBS_SEND_BUFS];
 	unsigned nsfree;
 	struct tnbc_xpeer *sowner[TNBC_VERBS_SEND_BUFS];
+	struct tnbc_verbs_read *reads; /* in flight */
+	/* RDMA reads one queue pair may have outstanding (both ends) */
+	uint8_t rd_atom;
+	/* read requests posted, not completed: with the send buffers, they
+	 * bound what the send completion queue must hold */
+	atomic_uint rwrs;
 	int epfd, notefd;
 	pthread_t waker;
 	atomic_bool stop;
@@ -542,11 +582,56 @@ static void tnbc_verbs_peer_dead(struct tnbc_xpeer *p, const char *why)
 		why);
 }
 
+static void tnbc_verbs_read_free(struct tnbc_verbs_read *r)
+{
+	for (size_t i = 0; i < r->nmr; i++)
+		if (r->mr[i])
+			ibv_dereg_mr(r->mr[i]);
+	free(r);
+}
+
+/* One of a read's requests came back (xdom->slock held); true when that
+ * ended the read and its endpoint must be polled. */
+static bool tnbc_verbs_read_wc(struct tnbc_xdom *xdom, const struct ibv_wc *wc)
+{
+	struct tnbc_verbs_read *r = (void *)(uintptr_t)wc->wr_id;
+
+	atomic_fetch_sub(&r->peer->inflight, 1);
+	atomic_fetch_sub(&xdom->rwrs, 1);
+	if (wc->status != IBV_WC_SUCCESS && r->status >= 0) {
+		/* a bad key or a dead peer: the QP is broken either way */
+		r->status = wc->status == IBV_WC_WR_FLUSH_ERR ||
+					    wc->status == IBV_WC_RETRY_EXC_ERR
+				    ? -FI_EHOSTUNREACH
+				    : -FI_EIO;
+		tnbc_verbs_peer_dead(r->peer, ibv_wc_status_str(wc->status));
+	}
+	if (--r->wrs)
+		return false;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		xdom->reads = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	if (!r->xep) {
+		tnbc_verbs_read_free(r);
+		return false;
+	}
+	atomic_fetch_sub(&r->xep->reads, 1);
+	pthread_mutex_lock(&r->xep->lock);
+	r->next = r->xep->rdone;
+	r->xep->rdone = r;
+	pthread_mutex_unlock(&r->xep->lock);
+	return true;
+}
+
 /* Takes back the send buffers of completed sends; a send that failed
  * (the peer stopped answering, or its QP broke) makes its peer dead. */
 static void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 {
 	struct ibv_wc wc[32];
+	bool kick = false;
 	int n;
 
 	if (wait)
@@ -558,8 +643,10 @@ static void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 			uint32_t s = (uint32_t)wc[i].wr_id;
 			struct tnbc_xpeer *p;
 
-			if (s >= TNBC_VERBS_SEND_BUFS)
+			if (wc[i].wr_id >= TNBC_VERBS_SEND_BUFS) {
+				kick |= tnbc_verbs_read_wc(xdom, &wc[i]);
 				continue;
+			}
 			p = xdom->sowner[s];
 			xdom->sowner[s] = NULL;
 			xdom->sfree[xdom->nsfree++] = s;
@@ -572,6 +659,8 @@ static void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 		}
 	}
 	pthread_mutex_unlock(&xdom->slock);
+	if (kick) /* a read ended: its endpoint's poll finishes it */
+		xdom->kick.kick(xdom->kick.arg);
 }
 
 /* Starts connecting to the peer; peer->lock held. */
@@ -621,6 +710,8 @@ static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
 		.private_data_len = sizeof(req),
 		.retry_count = 7,
 		.rnr_retry_count = 7, /* a full receiver: wait, never fail */
+		.initiator_depth = xdom->rd_atom, /* our RDMA reads */
+		.responder_resources = xdom->rd_atom,
 	};
 	uint8_t timeout;
 	uint64_t us = tnbc_env.verbs_timeout_ms * 1000u / 8u;
@@ -684,6 +775,7 @@ static int tnbc_verbs_peer_get(struct tnbc_xdom *xdom,
 	p->name = *name;
 	p->addr = a;
 	p->backlog_tail = &p->backlog;
+	p->rwait_tail = &p->rwait;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_lock(&xdom->lock);
 	/* another thread may have made it meanwhile */
@@ -785,6 +877,8 @@ static int tnbc_verbs_post(struct tnbc_xpeer *p, uint32_t imm,
 	return 0;
 }
 
+static void tnbc_verbs_reads_go(struct tnbc_xpeer *p);
+
 /* Posts what waits, the hello first; peer->lock held.  Stops at the
  * first message the device cannot take yet (a completion, or the
  * waker's next round, brings the rest). */
@@ -818,6 +912,7 @@ static int tnbc_verbs_flush(struct tnbc_xpeer *p)
 		p->backlog_bytes -= h->len;
 		free(h);
 	}
+	tnbc_verbs_reads_go(p);
 	return 0;
 }
 
@@ -928,10 +1023,13 @@ static void tnbc_verbs_flush_all(struct tnbc_xdom *xdom)
 	p = xdom->peers;
 	pthread_mutex_unlock(&xdom->lock);
 	for (; p; p = p->next) {
-		if (!p->backlog && p->hello_sent)
+		if (!p->backlog && p->hello_sent && !p->rwait)
 			continue; /* a hint: checked again under the lock */
 		pthread_mutex_lock(&p->lock);
 		tnbc_verbs_flush(p);
+		/* a dead peer's reads end here */
+		if (atomic_load(&p->dead))
+			tnbc_verbs_reads_go(p);
 		pthread_mutex_unlock(&p->lock);
 	}
 }
@@ -952,7 +1050,11 @@ static void tnbc_verbs_accept(struct tnbc_xep *xep, struct rdma_cm_id *id,
 		.cap = {.max_send_wr = 1, .max_send_sge = 1},
 		.qp_type = IBV_QPT_RC,
 	};
-	struct rdma_conn_param cp = {.retry_count = 7, .rnr_retry_count = 7};
+	/* the connecting side reads from this end (RDMA read) */
+	struct rdma_conn_param cp = {.retry_count = 7,
+				     .rnr_retry_count = 7,
+				     .initiator_depth = xdom->rd_atom,
+				     .responder_resources = xdom->rd_atom};
 	struct tnbc_verbs_conn *c = NULL;
 
 	if (!req_ok || req->magic != TNBC_VERBS_MAGIC ||
@@ -1255,6 +1357,12 @@ static int tnbc_verbs_fd_add(struct tnbc_xdom *xdom, int fd)
 
 static void tnbc_verbs_dom_free(struct tnbc_xdom *xdom)
 {
+	while (xdom->reads) { /* their endpoints closed, the QPs are gone */
+		struct tnbc_verbs_read *r = xdom->reads;
+
+		xdom->reads = r->next;
+		tnbc_verbs_read_free(r);
+	}
 	if (xdom->smr)
 		ibv_dereg_mr(xdom->smr);
 	free(xdom->sbufs);
@@ -1283,6 +1391,7 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 			       const struct tnbc_xdom_attr *attr)
 {
 	struct tnbc_xdom *xdom = calloc(1, sizeof(*xdom));
+	struct ibv_device_attr da;
 	int ndev = 0, ret;
 
 	if (!xdom)
@@ -1309,14 +1418,22 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 	ret = tnbc_verbs_pick(xdom);
 	if (ret)
 		goto err;
+	if (!ibv_query_device(xdom->ctx, &da)) {
+		int atom = da.max_qp_rd_atom < da.max_qp_init_rd_atom
+				   ? da.max_qp_rd_atom
+				   : da.max_qp_init_rd_atom;
+
+		xdom->rd_atom = (uint8_t)(atom < 16 ? atom : 16);
+	}
 	xdom->pd = ibv_alloc_pd(xdom->ctx);
 	xdom->cch = ibv_create_comp_channel(xdom->ctx);
 	if (!xdom->pd || !xdom->cch) {
 		ret = -FI_ENOMEM;
 		goto err;
 	}
-	xdom->scq = ibv_create_cq(xdom->ctx, TNBC_VERBS_SEND_BUFS, NULL,
-				  xdom->cch, 0);
+	xdom->scq = ibv_create_cq(xdom->ctx,
+				  TNBC_VERBS_SEND_BUFS + TNBC_VERBS_READ_WRS,
+				  NULL, xdom->cch, 0);
 	xdom->sbsize = (tnbc_env.slot_size + 63) & ~(size_t)63;
 	xdom->sbufs = aligned_alloc(4096, (xdom->sbsize * TNBC_VERBS_SEND_BUFS +
 					   4095) & ~(size_t)4095);
@@ -1476,9 +1593,25 @@ static void tnbc_verbs_ep_close(struct tnbc_xep *xep)
 	struct tnbc_xdom *xdom = xep->xdom;
 	uint64_t one = 1;
 
+	struct tnbc_verbs_read *r;
+
+	/* reads in flight end unheard (tnbc_xread) */
+	pthread_mutex_lock(&xdom->slock);
+	for (r = xdom->reads; r; r = r->next)
+		if (r->xep == xep)
+			r->xep = NULL;
+	pthread_mutex_unlock(&xdom->slock);
 	pthread_mutex_lock(&xep->lock);
 	xep->closing = true;
+	r = xep->rdone;
+	xep->rdone = NULL;
 	pthread_mutex_unlock(&xep->lock);
+	while (r) {
+		struct tnbc_verbs_read *next = r->next;
+
+		tnbc_verbs_read_free(r);
+		r = next;
+	}
 	/* the waker destroys it, between the events that may name it */
 	pthread_mutex_lock(&xdom->lock);
 	for (struct tnbc_xep **it = &xdom->eps; *it; it = &(*it)->next)
@@ -1611,12 +1744,15 @@ static bool tnbc_verbs_admit(struct tnbc_xep *xep,
 	return false;
 }
 
+static void tnbc_verbs_reads_end(struct tnbc_xep *xep);
+
 static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			   int budget)
 {
 	struct tnbc_verbs_rxe e;
 	int taken = 0;
 
+	tnbc_verbs_reads_end(xep);
 	xep->polling = true;
 	while (budget > 0 && tnbc_verbs_next(xep, &e)) {
 		const uint8_t *body = xep->bufs + (size_t)e.buf * xep->bsize;
@@ -1661,9 +1797,11 @@ static bool tnbc_verbs_pending(struct tnbc_xep *xep)
 {
 	bool r;
 
+	if (atomic_load_explicit(&xep->reads, memory_order_relaxed))
+		tnbc_verbs_reap(xep->xdom, false);
 	pthread_mutex_lock(&xep->lock);
 	tnbc_verbs_fill(xep);
-	r = xep->stash.n != 0;
+	r = xep->stash.n != 0 || xep->rdone;
 	pthread_mutex_unlock(&xep->lock);
 	return r;
 }
@@ -1690,10 +1828,12 @@ static bool tnbc_verbs_idle(struct tnbc_xep *xep)
 {
 	bool r;
 
-	if (pthread_mutex_trylock(&xep->lock))
+	/* a read's completion comes on the domain's send queue: poll */
+	if (atomic_load_explicit(&xep->reads, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&xep->lock))
 		return false;
 	tnbc_verbs_fill(xep);
-	r = !xep->stash.n;
+	r = !xep->stash.n && !xep->rdone;
 	pthread_mutex_unlock(&xep->lock);
 	return r;
 }
@@ -1706,16 +1846,301 @@ static bool tnbc_verbs_quiet(struct tnbc_xep *xep)
 	return !xep->polling && !tnbc_verbs_pending(xep);
 }
 
-static ssize_t tnbc_verbs_pull(struct tnbc_xpeer *peer,
-			       const struct iovec *local, size_t local_count,
-			       const struct iovec *remote, size_t remote_count)
+/* ------------------------------------------------------------------ */
+/* RDMA read                                                            */
+
+/* Registers the local buffers of a read; false when the device refuses
+ * one (too much pinned memory): the peer streams it then. */
+static bool tnbc_verbs_read_reg(struct tnbc_xdom *xdom,
+				struct tnbc_verbs_read *r,
+				const struct iovec *local, size_t count)
 {
-	(void)peer;
-	(void)local;
-	(void)local_count;
-	(void)remote;
-	(void)remote_count;
-	return -FI_ENOSYS; /* the peer streams it */
+	for (size_t i = 0; i < count; i++) {
+		if (!local[i].iov_len) {
+			r->mr[r->nmr++] = NULL;
+			continue;
+		}
+		r->mr[r->nmr] =
+			ibv_reg_mr(xdom->pd, local[i].iov_base,
+				   local[i].iov_len, IBV_ACCESS_LOCAL_WRITE);
+		if (!r->mr[r->nmr]) {
+			FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
+				"verbs: cannot register %zu bytes to read "
+				"into: %s\n",
+				local[i].iov_len, strerror(errno));
+			return false;
+		}
+		r->nmr++;
+	}
+	return true;
+}
+
+/* Builds the read's requests: one per piece where a local and a remote
+ * region overlap.  Returns how many, or 0 when more than max. */
+static int tnbc_verbs_read_plan(struct tnbc_verbs_read *r,
+				struct ibv_send_wr *wr, struct ibv_sge *sge,
+				int max)
+{
+	size_t li = 0, ri = 0, loff = 0, roff = 0;
+	int n = 0;
+
+	while (li < r->lcount && ri < r->rcount) {
+		size_t lleft = r->local[li].iov_len - loff;
+		size_t rleft = r->remote[ri].len - roff;
+		size_t len = lleft < rleft ? lleft : rleft;
+
+		if (!lleft) {
+			li++, loff = 0;
+			continue;
+		}
+		if (!rleft) {
+			ri++, roff = 0;
+			continue;
+		}
+		if (n == max || len > UINT32_MAX)
+			return 0;
+		sge[n].addr = (uintptr_t)r->local[li].iov_base + loff;
+		sge[n].length = (uint32_t)len;
+		sge[n].lkey = r->mr[li]->lkey;
+		memset(&wr[n], 0, sizeof(wr[n]));
+		wr[n].wr_id = (uintptr_t)r;
+		wr[n].sg_list = &sge[n];
+		wr[n].num_sge = 1;
+		wr[n].opcode = IBV_WR_RDMA_READ;
+		wr[n].send_flags = IBV_SEND_SIGNALED;
+		wr[n].wr.rdma.remote_addr = r->remote[ri].addr + roff;
+		wr[n].wr.rdma.rkey = (uint32_t)r->remote[ri].key;
+		if (n)
+			wr[n - 1].next = &wr[n];
+		loff += len;
+		roff += len;
+		n++;
+	}
+	return n;
+}
+
+/* Ends a read that never went (xdom->slock held); true when its
+ * endpoint's poll is to call done. */
+static bool tnbc_verbs_read_fail(struct tnbc_xdom *xdom,
+				 struct tnbc_verbs_read *r, ssize_t err)
+{
+	struct ibv_wc wc = {.wr_id = (uintptr_t)r,
+			    .status = IBV_WC_GENERAL_ERR};
+
+	r->status = err;
+	r->wrs = 1;
+	/* as if it was out */
+	atomic_fetch_add(&r->peer->inflight, 1);
+	atomic_fetch_add(&xdom->rwrs, 1);
+	return tnbc_verbs_read_wc(xdom, &wc);
+}
+
+/* Posts a read; peer->lock held, the peer up.  -FI_EAGAIN: no room in
+ * the queue pair now (a completion makes some). */
+static int tnbc_verbs_read_post(struct tnbc_xpeer *p, struct tnbc_verbs_read *r)
+{
+	struct ibv_send_wr wr[TNBC_VERBS_PEER_SENDS], *bad;
+	struct ibv_sge sge[TNBC_VERBS_PEER_SENDS];
+	struct tnbc_xdom *xdom = p->xdom;
+	int n = tnbc_verbs_read_plan(r, wr, sge, TNBC_VERBS_PEER_SENDS);
+	unsigned posted;
+	int ret;
+
+	if (atomic_load(&p->inflight) + (unsigned)n > p->max_send)
+		goto full;
+	if (atomic_fetch_add(&xdom->rwrs, (unsigned)n) + (unsigned)n >
+	    TNBC_VERBS_READ_WRS) {
+		atomic_fetch_sub(&xdom->rwrs, (unsigned)n);
+		goto full;
+	}
+	pthread_mutex_lock(&xdom->slock);
+	r->wrs = (unsigned)n;
+	pthread_mutex_unlock(&xdom->slock);
+	atomic_fetch_add(&p->inflight, (unsigned)n);
+	ret = ibv_post_send(p->id->qp, wr, &bad);
+	if (!ret) {
+		/* the waker hears of the completion if nobody polls */
+		ibv_req_notify_cq(xdom->scq, 0);
+		return 0;
+	}
+	/* the requests before bad went, and end the read, failed */
+	posted = (unsigned)(bad - wr);
+	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "verbs: RDMA read not posted: %s\n",
+		strerror(ret));
+	tnbc_verbs_peer_dead(p, strerror(ret));
+	pthread_mutex_lock(&xdom->slock);
+	atomic_fetch_sub(&p->inflight, (unsigned)n - posted);
+	atomic_fetch_sub(&xdom->rwrs, (unsigned)n - posted);
+	r->wrs = posted;
+	r->status = -FI_EHOSTUNREACH;
+	if (!posted && tnbc_verbs_read_fail(xdom, r, -FI_EHOSTUNREACH))
+		posted = UINT32_MAX;
+	pthread_mutex_unlock(&xdom->slock);
+	if (posted == UINT32_MAX)
+		xdom->kick.kick(xdom->kick.arg);
+	return 0;
+full:
+	/* a completion wakes the waker, which posts it (flush_all) */
+	ibv_req_notify_cq(xdom->scq, 0);
+	return -FI_EAGAIN;
+}
+
+/* Posts the reads that waited for the connection, or, the peer dead,
+ * ends them; peer->lock held. */
+static void tnbc_verbs_reads_go(struct tnbc_xpeer *p)
+{
+	struct tnbc_xdom *xdom = p->xdom;
+	bool kick = false;
+
+	while (p->rwait) {
+		struct tnbc_verbs_read *r = p->rwait;
+
+		if (!atomic_load(&p->dead)) {
+			if (p->state != TNBC_VERBS_UP ||
+			    tnbc_verbs_read_post(p, r))
+				break;
+		} else {
+			pthread_mutex_lock(&xdom->slock);
+			kick |= tnbc_verbs_read_fail(xdom, r, -FI_EHOSTUNREACH);
+			pthread_mutex_unlock(&xdom->slock);
+		}
+		p->rwait = r->wnext;
+		if (!p->rwait)
+			p->rwait_tail = &p->rwait;
+	}
+	if (kick)
+		xdom->kick.kick(xdom->kick.arg);
+}
+
+/* Reads with RDMA read over this domain's queue pair to the peer; the
+ * completion comes back on the send completion queue (tnbc_verbs_reap),
+ * and the endpoint's next poll calls done.  Before that queue pair is
+ * up, or while it is full, the read waits for it in order.  Keys the
+ * peer did not give, or memory the device will not register, make the
+ * peer stream it instead. */
+static ssize_t tnbc_verbs_pull(struct tnbc_xep *xep, struct tnbc_xpeer *p,
+			       const struct iovec *local, size_t lcount,
+			       const struct tnbc_xrmem *remote, size_t rcount,
+			       struct tnbc_xread *rd)
+{
+	struct ibv_send_wr wr[TNBC_VERBS_PEER_SENDS];
+	struct ibv_sge sge[TNBC_VERBS_PEER_SENDS];
+	struct tnbc_xdom *xdom = xep->xdom;
+	struct tnbc_verbs_read *r;
+	int ret;
+
+	if (!tnbc_env.cma || !rd || !xdom->rd_atom || !rcount ||
+	    lcount > TNBC_PULL_IOV_MAX || rcount > TNBC_PULL_IOV_MAX)
+		return -FI_ENOSYS;
+	for (size_t i = 0; i < rcount; i++)
+		if (!TNBC_VERBS_KEY_OK(remote[i].key))
+			return -FI_ENOSYS;
+	if (atomic_load(&p->dead))
+		return -FI_EHOSTUNREACH;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -FI_ENOSYS;
+	r->xep = xep;
+	r->rd = rd;
+	r->peer = p;
+	r->status = (ssize_t)tnbc_iov_len(local, lcount);
+	r->lcount = lcount;
+	r->rcount = rcount;
+	memcpy(r->local, local, lcount * sizeof(*local));
+	memcpy(r->remote, remote, rcount * sizeof(*remote));
+	if (!tnbc_verbs_read_reg(xdom, r, local, lcount) ||
+	    !tnbc_verbs_read_plan(r, wr, sge, TNBC_VERBS_PEER_SENDS)) {
+		tnbc_verbs_read_free(r);
+		return -FI_ENOSYS;
+	}
+	atomic_fetch_add(&xep->reads, 1);
+	pthread_mutex_lock(&xdom->slock);
+	r->next = xdom->reads;
+	if (r->next)
+		r->next->prev = r;
+	xdom->reads = r;
+	pthread_mutex_unlock(&xdom->slock);
+
+	pthread_mutex_lock(&p->lock);
+	if (p->state == TNBC_VERBS_IDLE) {
+		ret = tnbc_verbs_connect(p);
+		if (ret)
+			tnbc_verbs_peer_dead(p, fi_strerror(-ret));
+	}
+	*p->rwait_tail = r;
+	p->rwait_tail = &r->wnext;
+	tnbc_verbs_reads_go(p);
+	pthread_mutex_unlock(&p->lock);
+	return -FI_EINPROGRESS;
+}
+
+/* Calls done for the reads that ended; the consumer's. */
+static void tnbc_verbs_reads_end(struct tnbc_xep *xep)
+{
+	struct tnbc_verbs_read *r;
+
+	if (atomic_load_explicit(&xep->reads, memory_order_relaxed))
+		tnbc_verbs_reap(xep->xdom, false);
+	if (!xep->rdone)
+		return;
+	pthread_mutex_lock(&xep->lock);
+	r = xep->rdone;
+	xep->rdone = NULL;
+	pthread_mutex_unlock(&xep->lock);
+	while (r) {
+		struct tnbc_verbs_read *next = r->next;
+		struct tnbc_xread *rd = r->rd;
+		ssize_t st = r->status;
+
+		tnbc_verbs_read_free(r);
+		rd->done(rd, st);
+		r = next;
+	}
+}
+
+static void tnbc_verbs_unexpose(struct tnbc_xpeer *p, void *reg);
+
+/* The peer may read these regions until unexpose. */
+static int tnbc_verbs_expose(struct tnbc_xpeer *p, const struct iovec *iov,
+			     size_t count, uint64_t *keys, void **reg)
+{
+	struct tnbc_verbs_exposed *x =
+		malloc(sizeof(*x) + count * sizeof(x->mr[0]));
+
+	if (!x)
+		return -FI_ENOMEM;
+	x->nmr = 0;
+	for (size_t i = 0; i < count; i++) {
+		struct ibv_mr *mr = NULL;
+
+		if (iov[i].iov_len) {
+			mr = ibv_reg_mr(p->xdom->pd, iov[i].iov_base,
+					iov[i].iov_len, IBV_ACCESS_REMOTE_READ);
+			if (!mr) {
+				FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
+					"verbs: cannot register %zu bytes "
+					"for a peer to read: %s\n",
+					iov[i].iov_len, strerror(errno));
+				tnbc_verbs_unexpose(p, x);
+				return -FI_ENOMEM;
+			}
+		}
+		x->mr[x->nmr++] = mr;
+		keys[i] = mr ? TNBC_VERBS_KEY(mr->rkey) : TNBC_VERBS_KEY(0);
+	}
+	*reg = x;
+	return 0;
+}
+
+static void tnbc_verbs_unexpose(struct tnbc_xpeer *p, void *reg)
+{
+	struct tnbc_verbs_exposed *x = reg;
+
+	(void)p;
+	for (size_t i = 0; i < x->nmr; i++)
+		if (x->mr[i])
+			ibv_dereg_mr(x->mr[i]);
+	free(x);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1732,6 +2157,9 @@ static unsigned tnbc_verbs_sleep_begin(struct tnbc_xdom *xdom,
 		for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
 			ibv_req_notify_cq(e->cq, 0);
 		pthread_mutex_unlock(&xdom->lock);
+		/* reads in flight end on the send queue */
+		if (atomic_load(&xdom->rwrs))
+			ibv_req_notify_cq(xdom->scq, 0);
 	}
 	return tnbc_xnet_sleep_token(&xdom->sleep);
 }
@@ -1785,7 +2213,7 @@ static bool tnbc_verbs_usable(void)
 const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.name = "verbs",
 	.id = TNBC_XPORT_VERBS,
-	.flags = 0,
+	.flags = TNBC_XPORT_PULL | TNBC_XPORT_PULL_LATER,
 	.xaddr_off = TNBC_XADDR_VERBS_OFF,
 	.xaddr_len = TNBC_XADDR_VERBS_LEN,
 	.usable = tnbc_verbs_usable,
@@ -1809,6 +2237,8 @@ const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.idle = tnbc_verbs_idle,
 	.quiet = tnbc_verbs_quiet,
 	.pull = tnbc_verbs_pull,
+	.expose = tnbc_verbs_expose,
+	.unexpose = tnbc_verbs_unexpose,
 	.app_mark = tnbc_verbs_app_mark,
 	.rx_posted = tnbc_xnet_rx_posted,
 	.app_active = tnbc_verbs_app_active,
