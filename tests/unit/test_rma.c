@@ -461,7 +461,7 @@ START_TEST(rma_sizes)
 		}
 		rw_expect(&r, INI, ctx, FI_RMA | (rd ? FI_READ : FI_WRITE));
 		nops++;
-		ndirect += tu_pulls_now() && !chunked && rd && len > is;
+		ndirect += tu_pulls() && !chunked && rd && len > is;
 		snprintf(what, sizeof(what), "%s target", rw_api_name[api]);
 		rw_same(tb, xt, RW_BUF, what, len);
 		snprintf(what, sizeof(what), "%s local", rw_api_name[api]);
@@ -479,7 +479,7 @@ START_TEST(rma_sizes)
 	rw_cntr_is(r.rd[TGT], 0, 0, "target's FI_READ counter");
 	tu_engine_stats(r.w.d.domain, &st);
 	ck_assert_uint_eq(st.rma_direct - st0.rma_direct, ndirect);
-	if (!chunked && rd && tu_pulls_now())
+	if (!chunked && rd && tu_pulls())
 		ck_assert_uint_gt(ndirect, 0);
 
 	rw_close_fid(&mr->fid);
@@ -529,7 +529,7 @@ START_TEST(rma_direct_fallback)
 			ck_assert_uint_eq(tu_check(lb, len, 71, 0), (size_t)-1);
 			tu_engine_stats(r_fb.w.d.domain, &st);
 			ck_assert_uint_eq(st.rma_direct - st0.rma_direct,
-					  ev || !tu_pulls_now() ? 0 : k + 1);
+					  ev || !tu_pulls() ? 0 : k + 1);
 			if (ev)
 				rw_cntr_is(r_fb.rrd[TGT], k + 1, 0,
 					   "target's remote-read counter");
@@ -548,7 +548,7 @@ START_TEST(rma_direct_fallback)
 			      FI_RMA | FI_READ, "large read past the end");
 		/* a direct read fails whole, before any byte lands (chunks
 		 * inside the region land before the last one fails) */
-		if (!ev && tu_pulls_now())
+		if (!ev && tu_pulls())
 			ck_assert_mem_eq(lb, snap, len);
 		rw_close_fid(&mr->fid);
 		rw_close(&r_fb);

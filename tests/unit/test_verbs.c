@@ -205,5 +205,8 @@ Suite *tu_verbs_suite(void)
 	tcase_add_test(tc, verbs_peer_gone);
 	tcase_add_test(tc, verbs_auth_key);
 	suite_add_tcase(s, tc);
+	tc = tu_verbs_mr_tcase();
+	tcase_set_timeout(tc, 10 * TU_TCASE_TIMEOUT);
+	suite_add_tcase(s, tc);
 	return s;
 }

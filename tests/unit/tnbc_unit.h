@@ -60,6 +60,7 @@ Suite *tu_hostile_suite(void);
 Suite *tu_tcp_suite(void);
 #ifdef TNBC_HAVE_VERBS
 Suite *tu_verbs_suite(void);
+TCase *tu_verbs_mr_tcase(void);
 #endif
 
 /* fi_prov_ini() once per process: defines the FI_TNBC_* parameters.
@@ -149,7 +150,7 @@ static inline bool tu_pulls(void)
 	return tnbc_env.cma && (tnbc_env.xport->flags & TNBC_XPORT_PULL);
 }
 
-/* and at once: RMA reads and early reads of unexpected messages too */
+/* and at once: early reads of unexpected messages too */
 static inline bool tu_pulls_now(void)
 {
 	return tu_pulls() && !(tnbc_env.xport->flags & TNBC_XPORT_PULL_LATER);

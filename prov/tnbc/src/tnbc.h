@@ -38,6 +38,7 @@
  *                   receive queue)
  *       > domain->mr_lock (rwlock; read while an RMA request uses a
  *                          region, write to add or remove one)
+ *         > domain->mr_xlock (regions' exposures to transports)
  *         > domain->atomic_lock (target-side atomics of the domain)
  *       > domain->cntr_lock (the domain's counter list)
  *         > cntr->lock (waiters, and the heap of triggered work)
@@ -306,6 +307,7 @@ struct tnbc_domain {
 
 	/* memory regions by key, for incoming RMA and atomics */
 	pthread_rwlock_t mr_lock;
+	pthread_mutex_t mr_xlock; /* tnbc_mr.xexp */
 	struct tnbc_mr *mr_hash[TNBC_MR_HASH];
 	/* serialises target-side atomics of all endpoints of the domain */
 	pthread_mutex_t atomic_lock;
@@ -472,6 +474,14 @@ struct tnbc_mr {
 	uint64_t base;
 	struct tnbc_cntr *rma_cntr; /* fi_mr_bind(FI_REMOTE_READ|WRITE) */
 	uint64_t cntr_flags;
+	/* The region exposed to peers' single-copy reads through the
+	 * domain's transport i (expose), on a direct read's first request:
+	 * until the region closes (domain->mr_xlock). */
+	struct tnbc_mr_xexp {
+		struct tnbc_xpeer *peer; /* NULL: not exposed */
+		void *reg;
+		uint64_t keys[TNBC_IOV_LIMIT];
+	} xexp[TNBC_XPORTS_MAX];
 };
 
 /* fi_atomic, fi_fetch_atomic, fi_compare_atomic */
@@ -632,6 +642,21 @@ struct tnbc_unexp {
 	void *claim_ctx; /* set once FI_CLAIMed */
 	size_t data_len;
 	uint8_t data[]; /* eager payload or RTS iovecs */
+};
+
+/* A single-copy read its transport finishes later (tnbc_ep.reads): a
+ * rendezvous receive's (rx), or an RMA direct read's (rx NULL: found
+ * again by rma_id, for it may have failed meanwhile). */
+struct tnbc_rread {
+	struct tnbc_xread rd;
+	struct tnbc_list entry;
+	struct tnbc_ep *ep;
+	struct tnbc_xfer *rx;
+	uint64_t rma_id;
+	struct tnbc_xpeer *peer;
+	struct tnbc_hdr hdr;
+	fi_addr_t src;
+	size_t want;
 };
 
 /* Operations waiting for a peer's answer, looked up by the id carried

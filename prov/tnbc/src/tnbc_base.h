@@ -39,6 +39,7 @@ struct tnbc_env {
 	size_t tcp_timeout_ms; /* a silent TCP peer is dead after this */
 	char *verbs_iface; /* address or interface of the verbs device */
 	size_t verbs_timeout_ms; /* an unanswering verbs peer: dead */
+	size_t verbs_mr_cache; /* registrations of user buffers kept */
 	/* the transports a domain opens, those of xports this provider
 	 * has, the one with a doorbell of its own first (TNBC_XPORTS_MAX
 	 * at most) */

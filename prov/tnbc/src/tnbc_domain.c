@@ -95,6 +95,7 @@ static int tnbc_domain_close(struct fid *fid)
 		atomic_load(&dom->engine.wakeups));
 	tnbc_domain_xports_close(dom, dom->nxp);
 	tnbc_trig_domain_fini(dom);
+	pthread_mutex_destroy(&dom->mr_xlock);
 	pthread_mutex_destroy(&dom->atomic_lock);
 	pthread_rwlock_destroy(&dom->mr_lock);
 	pthread_rwlock_destroy(&dom->ep_lock);
@@ -300,9 +301,13 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		ret = -FI_ENOMEM;
 		goto err_mr_lock;
 	}
+	if (pthread_mutex_init(&dom->mr_xlock, NULL)) {
+		ret = -FI_ENOMEM;
+		goto err_atomic_lock;
+	}
 	ret = tnbc_trig_domain_init(dom);
 	if (ret)
-		goto err_atomic_lock;
+		goto err_mr_xlock;
 	ret = tnbc_domain_xports_open(dom);
 	if (ret)
 		goto err_trig;
@@ -325,6 +330,8 @@ err_xdom:
 	tnbc_domain_xports_close(dom, dom->nxp);
 err_trig:
 	tnbc_trig_domain_fini(dom);
+err_mr_xlock:
+	pthread_mutex_destroy(&dom->mr_xlock);
 err_atomic_lock:
 	pthread_mutex_destroy(&dom->atomic_lock);
 err_mr_lock:

@@ -20,6 +20,7 @@ struct tnbc_env tnbc_env = {
 	.eager_size = 32768,
 	.tcp_timeout_ms = 10000,
 	.verbs_timeout_ms = 10000,
+	.verbs_mr_cache = 256,
 	.cma = 1,
 	.spin_us = 5,
 	.app_window_us = 200,
@@ -204,9 +205,9 @@ static void tnbc_init_env(void)
 			tnbc_env.eager_size);
 	fi_param_define(
 		&tnbc_prov, "cma", FI_PARAM_BOOL,
-		"Use single-copy reads: cross-memory attach "
-		"(process_vm_readv) for rendezvous and large RMA reads over "
-		"shared memory, RDMA read for rendezvous over verbs; "
+		"Use single-copy reads for rendezvous and large RMA reads: "
+		"cross-memory attach (process_vm_readv) over shared memory, "
+		"RDMA read over verbs; "
 		"when off or denied, large messages stream through the "
 		"receive queue and reads go as chunks (default: %s)",
 		tnbc_env.cma ? "true" : "false");
@@ -307,6 +308,13 @@ static void tnbc_init_env(void)
 			"counts as dead and what waits on it fails "
 			"(default: %zu)",
 			tnbc_env.verbs_timeout_ms);
+	fi_param_define(&tnbc_prov, "verbs_mr_cache", FI_PARAM_SIZE_T,
+			"How many registrations of user buffers (rendezvous "
+			"over verbs) a domain keeps for reuse; each is "
+			"dropped when its memory is unmapped, moved or "
+			"discarded, as a userfaultfd monitor sees.  0: "
+			"register for each transfer (default: %zu)",
+			tnbc_env.verbs_mr_cache);
 
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
@@ -343,6 +351,7 @@ static void tnbc_init_env(void)
 	fi_param_get_str(&tnbc_prov, "verbs_iface", &tnbc_env.verbs_iface);
 	tnbc_param_size("verbs_timeout_ms", &tnbc_env.verbs_timeout_ms, 100,
 			3600000);
+	tnbc_param_size("verbs_mr_cache", &tnbc_env.verbs_mr_cache, 0, 65536);
 	tnbc_param_xports();
 }
 

@@ -51,6 +51,14 @@ static int tnbc_mr_close(struct fid *fid)
 	pthread_rwlock_wrlock(&dom->mr_lock);
 	tnbc_mr_hash_remove(mr);
 	pthread_rwlock_unlock(&dom->mr_lock);
+	/* no request finds it now: its exposures go (a peer still reading
+	 * it reads a region the application closed, as with any NIC) */
+	for (unsigned i = 0; i < TNBC_XPORTS_MAX; i++) {
+		struct tnbc_mr_xexp *x = &mr->xexp[i];
+
+		if (x->peer && x->reg && tnbc_xpeer_ops(x->peer)->unexpose)
+			tnbc_xpeer_ops(x->peer)->unexpose(x->peer, x->reg);
+	}
 	if (mr->rma_cntr)
 		atomic_fetch_sub(&mr->rma_cntr->ref, 1);
 	atomic_fetch_sub(&dom->ref, 1);

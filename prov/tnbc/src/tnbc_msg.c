@@ -391,18 +391,6 @@ struct tnbc_pull {
 	struct tnbc_xrmem remote[TNBC_IOV_LIMIT];
 };
 
-/* A rendezvous read its transport finishes later (ep->reads). */
-struct tnbc_rread {
-	struct tnbc_xread rd;
-	struct tnbc_list entry;
-	struct tnbc_ep *ep;
-	struct tnbc_xfer *rx;
-	struct tnbc_xpeer *peer;
-	struct tnbc_hdr hdr;
-	fi_addr_t src;
-	size_t want;
-};
-
 /* Finishes a rendezvous receive whose read returned n (bytes, or a
  * negative fi_errno). */
 static void tnbc_rndv_done(struct tnbc_ep *ep, struct tnbc_xfer *rx,
@@ -478,6 +466,7 @@ static void tnbc_rndv_pull(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	r->rd.done = tnbc_rread_done;
 	r->ep = ep;
 	r->rx = rx;
+	r->rma_id = 0;
 	r->peer = peer;
 	r->hdr = *hdr;
 	r->src = src;
@@ -502,7 +491,7 @@ void tnbc_ep_free_reads(struct tnbc_ep *ep)
 			tnbc_container_of(it, struct tnbc_rread, entry);
 
 		tnbc_list_remove(&r->entry);
-		free(r->rx);
+		free(r->rx); /* an RMA read's operation is freed with rma_ids */
 		free(r);
 	}
 }

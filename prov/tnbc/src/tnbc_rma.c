@@ -503,6 +503,37 @@ err_tx:
 	return -FI_EAGAIN;
 }
 
+/* A direct read ended: got bytes of total, or a negative fi_errno. */
+static void tnbc_rma_direct_end(struct tnbc_ep *ep, struct tnbc_xfer *tx,
+				size_t total, ssize_t got)
+{
+	if (got == -FI_EPERM || got == -FI_ENOSYS) {
+		tnbc_rma_undirect(ep, tx);
+		return;
+	}
+	if (got != (ssize_t)total) {
+		tnbc_rma_fail(ep, tx,
+			      got == -FI_EHOSTUNREACH ? FI_EHOSTUNREACH
+						      : FI_EIO);
+		return;
+	}
+	atomic_fetch_add_explicit(&ep->domain->engine.rma_direct, 1,
+				  memory_order_relaxed);
+	tnbc_rma_finish(ep, tx);
+}
+
+static void tnbc_rma_read_done(struct tnbc_xread *rd, ssize_t n)
+{
+	struct tnbc_rread *r = tnbc_container_of(rd, struct tnbc_rread, rd);
+	struct tnbc_xfer *tx = tnbc_id_find(&r->ep->rma_ids, r->rma_id);
+
+	tnbc_list_remove(&r->entry);
+	/* gone: failed meanwhile (its peer died) */
+	if (tx && tx->rma_direct)
+		tnbc_rma_direct_end(r->ep, tx, r->want, n);
+	free(r);
+}
+
 /* The answer to a direct request: where to read, or FI_ENOSYS: send it
  * as chunks. */
 static void tnbc_rma_resp_direct(struct tnbc_ep *ep, struct tnbc_xfer *tx,
@@ -512,6 +543,7 @@ static void tnbc_rma_resp_direct(struct tnbc_ep *ep, struct tnbc_xfer *tx,
 	struct tnbc_rma_args *a = tx->rma;
 	struct tnbc_xrmem remote[TNBC_PULL_IOV_MAX];
 	size_t rc = hdr->payload_len / sizeof(remote[0]), total = 0;
+	struct tnbc_rread *r;
 	ssize_t got;
 
 	tx->rma_inflight = 0;
@@ -536,23 +568,29 @@ static void tnbc_rma_resp_direct(struct tnbc_ep *ep, struct tnbc_xfer *tx,
 		tnbc_rma_fail(ep, tx, FI_EIO);
 		return;
 	}
-	/* the target gave no keys (0): a transport that needs them
-	 * answers -FI_ENOSYS, and the read goes as chunks */
-	got = tnbc_ep_pull(ep, tx->peer, a->iov, a->iov_count, remote, rc,
-			   NULL);
-	if (got == -FI_EPERM || got == -FI_ENOSYS) {
-		tnbc_rma_undirect(ep, tx);
-		return;
+	/* a read that goes on (RDMA) ends in a later poll; keys the target
+	 * could not give (0) make such a transport answer -FI_ENOSYS, and
+	 * the read goes as chunks */
+	if ((tnbc_xpeer_ops(tx->peer)->flags & TNBC_XPORT_PULL_LATER) &&
+	    (r = malloc(sizeof(*r)))) {
+		r->rd.done = tnbc_rma_read_done;
+		r->ep = ep;
+		r->rx = NULL;
+		r->rma_id = tx->hdr.msg_id;
+		r->peer = tx->peer;
+		r->want = total;
+		got = tnbc_ep_pull(ep, tx->peer, a->iov, a->iov_count, remote,
+				   rc, &r->rd);
+		if (got == -FI_EINPROGRESS) {
+			tnbc_list_insert_tail(&r->entry, &ep->reads);
+			return;
+		}
+		free(r);
+	} else {
+		got = tnbc_ep_pull(ep, tx->peer, a->iov, a->iov_count, remote,
+				   rc, NULL);
 	}
-	if (got != (ssize_t)total) {
-		tnbc_rma_fail(ep, tx,
-			      got == -FI_EHOSTUNREACH ? FI_EHOSTUNREACH
-						      : FI_EIO);
-		return;
-	}
-	atomic_fetch_add_explicit(&ep->domain->engine.rma_direct, 1,
-				  memory_order_relaxed);
-	tnbc_rma_finish(ep, tx);
+	tnbc_rma_direct_end(ep, tx, total, got);
 }
 
 void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
@@ -704,12 +742,51 @@ static void tnbc_rma_events(struct tnbc_ep *ep, struct tnbc_mr *mr,
 		tnbc_cntr_inc(mr->rma_cntr);
 }
 
+/* The key of the piece of region mr at base for a single-copy read by
+ * peer: the region's exposure through peer's transport, made on the
+ * first such read and kept until the region closes; 0 where the
+ * transport needs none, or refused.  mr_lock held (read). */
+static uint64_t tnbc_mr_xkey(struct tnbc_domain *dom, struct tnbc_mr *mr,
+			     struct tnbc_xpeer *peer, const void *base)
+{
+	const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(peer);
+	uintptr_t b = (uintptr_t)base;
+	struct tnbc_mr_xexp *x;
+	uint64_t key = 0;
+	unsigned i = 0;
+
+	if (!ops->expose)
+		return 0;
+	while (i + 1 < dom->nxp && dom->xp[i].ops != ops)
+		i++;
+	x = &mr->xexp[i];
+	pthread_mutex_lock(&dom->mr_xlock);
+	if (!x->peer) {
+		x->peer = peer; /* tried: a refusal is not asked again */
+		if (ops->expose(peer, mr->iov, mr->iov_count, x->keys,
+				&x->reg)) {
+			memset(x->keys, 0, sizeof(x->keys));
+			x->reg = NULL;
+		}
+	}
+	for (size_t k = 0; k < mr->iov_count; k++)
+		if (b >= (uintptr_t)mr->iov[k].iov_base &&
+		    b < (uintptr_t)mr->iov[k].iov_base + mr->iov[k].iov_len) {
+			key = x->keys[k];
+			break;
+		}
+	pthread_mutex_unlock(&dom->mr_xlock);
+	return key;
+}
+
 /* Checks a direct request's segments against the regions, as the same
  * request in chunks would be, and builds the target memory they name in
- * mine.  mr_lock held (read). */
-static int tnbc_rma_direct_map(struct tnbc_ep *ep, uint64_t access,
-			       const struct tnbc_rma_seg *seg, size_t nseg,
-			       struct iovec *mine, size_t *nmine, size_t *total)
+ * mine, with the keys peer's transport reads them with.  mr_lock held
+ * (read). */
+static int tnbc_rma_direct_map(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+			       uint64_t access, const struct tnbc_rma_seg *seg,
+			       size_t nseg, struct iovec *mine, uint64_t *keys,
+			       size_t *nmine, size_t *total)
 {
 	*nmine = 0;
 	*total = 0;
@@ -731,6 +808,9 @@ static int tnbc_rma_direct_map(struct tnbc_ep *ep, uint64_t access,
 		/* a region in more pieces than one read carries */
 		if (tnbc_iov_len(mine + *nmine, n) != seg[i].len)
 			return FI_ENOSYS;
+		for (size_t j = *nmine; j < *nmine + n; j++)
+			keys[j] = tnbc_mr_xkey(ep->domain, mr, peer,
+					       mine[j].iov_base);
 		*nmine += n;
 		*total += seg[i].len;
 	}
@@ -741,12 +821,14 @@ static int tnbc_rma_direct_map(struct tnbc_ep *ep, uint64_t access,
  * checked as the same read in chunks would be, and the target memory they
  * name put in *out for the initiator to read.  Returns 0 or a positive
  * fi_errno. */
-static int tnbc_rma_rx_direct(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+static int tnbc_rma_rx_direct(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
+			      const struct tnbc_hdr *hdr,
 			      const struct tnbc_rma_req *req, const uint8_t *p,
 			      size_t plen, uint8_t **out, size_t *out_len)
 {
 	struct tnbc_rma_seg seg[TNBC_IOV_LIMIT];
 	struct iovec mine[TNBC_PULL_IOV_MAX];
+	uint64_t keys[TNBC_PULL_IOV_MAX];
 	struct tnbc_rma_direct d;
 	size_t nmine, total;
 	int status;
@@ -762,8 +844,8 @@ static int tnbc_rma_rx_direct(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	if (ep->info->caps & FI_RMA_EVENT)
 		return FI_ENOSYS;
 	pthread_rwlock_rdlock(&ep->domain->mr_lock);
-	status = tnbc_rma_direct_map(ep, FI_REMOTE_READ, seg, d.nseg, mine,
-				     &nmine, &total);
+	status = tnbc_rma_direct_map(ep, peer, FI_REMOTE_READ, seg, d.nseg,
+				     mine, keys, &nmine, &total);
 	pthread_rwlock_unlock(&ep->domain->mr_lock);
 	if (!status && total != hdr->size)
 		status = FI_EINVAL;
@@ -776,6 +858,7 @@ static int tnbc_rma_rx_direct(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		struct tnbc_rts_iov r = {
 			.addr = (uint64_t)(uintptr_t)mine[i].iov_base,
 			.len = mine[i].iov_len,
+			.key = keys[i],
 		};
 
 		memcpy(*out + i * sizeof(r), &r, sizeof(r));
@@ -822,7 +905,8 @@ void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	}
 	if (req.flags & TNBC_RMA_REQ_DIRECT) {
 		status = tnbc_rma_rx_direct(
-			ep, hdr, &req, (const uint8_t *)payload + sizeof(req),
+			ep, peer, hdr, &req,
+			(const uint8_t *)payload + sizeof(req),
 			hdr->payload_len - sizeof(req), &out, &out_len);
 		goto answer;
 	}

@@ -61,6 +61,7 @@
 #include "tnbc_base.h"
 #include "tnbc_xport.h"
 #include "../tnbc_xnet.h"
+#include "tnbc_verbs_mr.h"
 
 /* The wire format; a peer speaking another version is refused when it
  * connects. */
@@ -229,12 +230,13 @@ struct tnbc_verbs_read {
 	/* NULL once its endpoint closed: freed when its requests are back */
 	struct tnbc_xep *xep;
 	struct tnbc_xread *rd;
+	struct tnbc_xdom *xdom;
 	struct tnbc_xpeer *peer;
 	unsigned wrs; /* posted, not completed */
 	ssize_t status; /* the bytes, or the first error */
 	struct tnbc_verbs_read *wnext; /* peer->rwait */
 	size_t nmr;
-	struct ibv_mr *mr[TNBC_PULL_IOV_MAX]; /* the local buffers' */
+	struct tnbc_verbs_mr *mr[TNBC_PULL_IOV_MAX]; /* local buffers' */
 	size_t lcount, rcount;
 	struct iovec local[TNBC_PULL_IOV_MAX];
 	struct tnbc_xrmem remote[TNBC_PULL_IOV_MAX];
@@ -243,7 +245,7 @@ struct tnbc_verbs_read {
 /* Regions exposed to peers' reads (expose): their registrations. */
 struct tnbc_verbs_exposed {
 	size_t nmr;
-	struct ibv_mr *mr[];
+	struct tnbc_verbs_mr *mr[];
 };
 
 /* A key handed out by expose: the rkey, marked so that 0 means none. */
@@ -266,6 +268,7 @@ struct tnbc_xdom {
 	struct ibv_context **devs;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
+	struct tnbc_verbs_mrc *mrc; /* registrations of user buffers */
 	struct tnbc_verbs_addr addr; /* the device's address */
 	struct rdma_event_channel *cmch;
 	struct ibv_comp_channel *cch;
@@ -586,7 +589,7 @@ static void tnbc_verbs_read_free(struct tnbc_verbs_read *r)
 {
 	for (size_t i = 0; i < r->nmr; i++)
 		if (r->mr[i])
-			ibv_dereg_mr(r->mr[i]);
+			tnbc_verbs_mr_put(r->xdom->mrc, r->mr[i]);
 	free(r);
 }
 
@@ -1363,6 +1366,8 @@ static void tnbc_verbs_dom_free(struct tnbc_xdom *xdom)
 		xdom->reads = r->next;
 		tnbc_verbs_read_free(r);
 	}
+	if (xdom->mrc)
+		tnbc_verbs_mrc_close(xdom->mrc);
 	if (xdom->smr)
 		ibv_dereg_mr(xdom->smr);
 	free(xdom->sbufs);
@@ -1431,6 +1436,10 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 		ret = -FI_ENOMEM;
 		goto err;
 	}
+	ret = tnbc_verbs_mrc_open(&xdom->mrc, xdom->pd,
+				  tnbc_env.verbs_mr_cache);
+	if (ret)
+		goto err;
 	xdom->scq = ibv_create_cq(xdom->ctx,
 				  TNBC_VERBS_SEND_BUFS + TNBC_VERBS_READ_WRS,
 				  NULL, xdom->cch, 0);
@@ -1860,9 +1869,9 @@ static bool tnbc_verbs_read_reg(struct tnbc_xdom *xdom,
 			r->mr[r->nmr++] = NULL;
 			continue;
 		}
-		r->mr[r->nmr] =
-			ibv_reg_mr(xdom->pd, local[i].iov_base,
-				   local[i].iov_len, IBV_ACCESS_LOCAL_WRITE);
+		r->mr[r->nmr] = tnbc_verbs_mr_get(xdom->mrc, local[i].iov_base,
+						  local[i].iov_len,
+						  IBV_ACCESS_LOCAL_WRITE);
 		if (!r->mr[r->nmr]) {
 			FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
 				"verbs: cannot register %zu bytes to read "
@@ -1901,7 +1910,7 @@ static int tnbc_verbs_read_plan(struct tnbc_verbs_read *r,
 			return 0;
 		sge[n].addr = (uintptr_t)r->local[li].iov_base + loff;
 		sge[n].length = (uint32_t)len;
-		sge[n].lkey = r->mr[li]->lkey;
+		sge[n].lkey = r->mr[li]->mr->lkey;
 		memset(&wr[n], 0, sizeof(wr[n]));
 		wr[n].wr_id = (uintptr_t)r;
 		wr[n].sg_list = &sge[n];
@@ -2042,6 +2051,7 @@ static ssize_t tnbc_verbs_pull(struct tnbc_xep *xep, struct tnbc_xpeer *p,
 		return -FI_ENOSYS;
 	r->xep = xep;
 	r->rd = rd;
+	r->xdom = xdom;
 	r->peer = p;
 	r->status = (ssize_t)tnbc_iov_len(local, lcount);
 	r->lcount = lcount;
@@ -2111,11 +2121,12 @@ static int tnbc_verbs_expose(struct tnbc_xpeer *p, const struct iovec *iov,
 		return -FI_ENOMEM;
 	x->nmr = 0;
 	for (size_t i = 0; i < count; i++) {
-		struct ibv_mr *mr = NULL;
+		struct tnbc_verbs_mr *mr = NULL;
 
 		if (iov[i].iov_len) {
-			mr = ibv_reg_mr(p->xdom->pd, iov[i].iov_base,
-					iov[i].iov_len, IBV_ACCESS_REMOTE_READ);
+			mr = tnbc_verbs_mr_get(p->xdom->mrc, iov[i].iov_base,
+					       iov[i].iov_len,
+					       IBV_ACCESS_REMOTE_READ);
 			if (!mr) {
 				FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
 					"verbs: cannot register %zu bytes "
@@ -2126,7 +2137,7 @@ static int tnbc_verbs_expose(struct tnbc_xpeer *p, const struct iovec *iov,
 			}
 		}
 		x->mr[x->nmr++] = mr;
-		keys[i] = mr ? TNBC_VERBS_KEY(mr->rkey) : TNBC_VERBS_KEY(0);
+		keys[i] = mr ? TNBC_VERBS_KEY(mr->mr->rkey) : TNBC_VERBS_KEY(0);
 	}
 	*reg = x;
 	return 0;
@@ -2136,10 +2147,9 @@ static void tnbc_verbs_unexpose(struct tnbc_xpeer *p, void *reg)
 {
 	struct tnbc_verbs_exposed *x = reg;
 
-	(void)p;
 	for (size_t i = 0; i < x->nmr; i++)
 		if (x->mr[i])
-			ibv_dereg_mr(x->mr[i]);
+			tnbc_verbs_mr_put(p->xdom->mrc, x->mr[i]);
 	free(x);
 }
 
