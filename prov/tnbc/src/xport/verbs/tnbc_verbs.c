@@ -21,7 +21,9 @@
  * whose packet finds no buffer is held back by the device (RNR retry,
  * without limit), then runs out of send buffers and sees -FI_EAGAIN:
  * back pressure, never a drop.  A packet is offered straight from its
- * receive buffer.
+ * receive buffer.  Rendezvous data and large RMA reads are read by the
+ * receiver with RDMA read (tnbc_verbs_rdma.c), from buffers registered
+ * through a cache (tnbc_verbs_mr.c).
  *
  * One thread per domain (the waker) sleeps in epoll_wait on the
  * domain's connection-manager channel and completion channel: it makes
@@ -31,278 +33,15 @@
  * The engine and application threads poll the completion queues
  * themselves, which costs no system call.
  *
- * Locks: peer->lock > xdom->lock and xdom->slock; xep->lock alone.
- * None is held across a call into the core: a message
+ * Locks: peer->lock > xdom->lock, and peer->lock > xdom->slock >
+ * xep->lock (an ended read goes to its endpoint).  None is held across
+ * a call into the core: a message
  * being offered is out of the stash, and the reference it holds keeps
  * its connection.  Connections and endpoints are destroyed by the waker
  * only, the only thread that reads connection events; a connection
  * that messages still name is freed by the last of them.
  */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <ifaddrs.h>
-#include <infiniband/verbs.h>
-#include <net/if.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <rdma/rdma_cma.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "tnbc_base.h"
-#include "tnbc_xport.h"
-#include "../tnbc_xnet.h"
-#include "tnbc_verbs_mr.h"
-
-/* The wire format; a peer speaking another version is refused when it
- * connects. */
-#define TNBC_VERBS_VERSION 1
-#define TNBC_VERBS_MAGIC   0x54424e56u /* "TBNV" */
-
-/* A message's immediate data: its kind (the rest is zero). */
-enum tnbc_verbs_msg {
-	TNBC_VERBS_HELLO = 1,
-	TNBC_VERBS_INTRO = 2,
-	TNBC_VERBS_PKT = 3,
-};
-#define TNBC_VERBS_KIND(imm) ((imm)&0xffu)
-
-/* A transport address: the verbs bytes of a name's xaddr region. */
-struct tnbc_verbs_addr {
-	uint16_t family; /* 4; 0: none */
-	uint16_t port; /* network order */
-	uint8_t ip[4];
-};
-
-_Static_assert(sizeof(struct tnbc_verbs_addr) == TNBC_XADDR_VERBS_LEN,
-	       "verbs addr");
-
-/* What a connect request carries (a connect's private data holds 56
- * bytes on every device). */
-struct tnbc_verbs_req {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t pad;
-	struct tnbc_name to; /* the endpoint this connection is for */
-};
-
-_Static_assert(sizeof(struct tnbc_verbs_req) <= 56, "rdma_cm private data");
-
-struct tnbc_verbs_hello {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t key_len;
-	/* the sending domain's auth_key, which must be the receiving
-	 * endpoint's: it keeps jobs apart, and travels in the clear */
-	uint8_t key[TNBC_AUTH_KEY_MAX];
-};
-
-struct tnbc_verbs_intro {
-	struct tnbc_name src;
-	struct tnbc_verbs_addr addr; /* where src listens */
-};
-
-/* sends one peer may have in flight (its QP's send queue) */
-#define TNBC_VERBS_PEER_SENDS 64
-/* bytes a peer's messages may wait while its connection is made (or
- * its sends are short of buffers), then senders see -FI_EAGAIN */
-#define TNBC_VERBS_BACKLOG_MAX (4u << 20)
-/* a domain's registered send buffers */
-#define TNBC_VERBS_SEND_BUFS 256
-/* read requests a domain may have outstanding */
-#define TNBC_VERBS_READ_WRS 256
-/* receive buffers per endpoint, per FI_TNBC_RX_SLOTS */
-#define TNBC_VERBS_RX_PER_SLOT 4
-/* bytes the device is asked to take inline */
-#define TNBC_VERBS_INLINE 256
-/* address and route resolution, each */
-#define TNBC_VERBS_RESOLVE_MS 2000
-
-/* What an rdma_cm id's context names: the first member of each. */
-enum tnbc_verbs_kind {
-	TNBC_VERBS_K_LISTEN = 1, /* an endpoint's listening id */
-	TNBC_VERBS_K_CONN, /* an accepted connection */
-	TNBC_VERBS_K_PEER, /* a connection to a peer */
-};
-
-struct tnbc_verbs_obj {
-	enum tnbc_verbs_kind kind;
-};
-
-/* An accepted connection: packets for one endpoint from one domain. */
-struct tnbc_verbs_conn {
-	struct tnbc_verbs_obj obj;
-	struct tnbc_verbs_conn *next; /* xep->conns */
-	struct tnbc_xep *xep;
-	struct rdma_cm_id *id;
-	uint32_t qpn;
-	bool hello; /* a valid hello came */
-	bool bad; /* refused: its messages are dropped, the waker ends it */
-	/* on xdom->ending (xdom->lock): bad, not yet disconnected */
-	bool ending;
-	/* the connection manager saw it established (the waker's): a
-	 * disconnect before that would break its queue pair without telling
-	 * the peer */
-	bool established;
-	struct tnbc_verbs_conn *ending_next;
-	bool gone; /* its QP is destroyed: freed when refs falls to 0 */
-	unsigned refs; /* received messages that name it */
-	struct tnbc_verbs_addr from; /* the connecting side's address */
-};
-
-/* A received message, holding its receive buffer until released. */
-struct tnbc_verbs_rxe {
-	uint32_t buf;
-	uint32_t len;
-	uint32_t imm;
-	uint32_t status; /* enum ibv_wc_status */
-	struct tnbc_verbs_conn *conn; /* NULL: from no connection we know */
-};
-
-/* A queue of received messages; cap a power of two. */
-struct tnbc_verbs_ring {
-	struct tnbc_verbs_rxe *e;
-	unsigned cap, head, n;
-};
-
-struct tnbc_xep {
-	struct tnbc_verbs_obj obj; /* the listening id's */
-	struct tnbc_xep *next; /* xdom->eps, or the grave */
-	struct tnbc_xdom *xdom;
-	struct tnbc_name name;
-	struct tnbc_verbs_addr addr; /* where it listens, as peers reach it */
-	struct rdma_cm_id *lid;
-	struct ibv_cq *cq;
-	struct ibv_srq *srq;
-	struct ibv_mr *mr;
-	uint8_t *bufs;
-	size_t nbufs, bsize;
-	/* the completion queue, the connections and both rings */
-	pthread_mutex_t lock;
-	struct tnbc_verbs_conn *conns;
-	/* arrived, in order, not yet consumed; then kept ones */
-	struct tnbc_verbs_ring stash, kept;
-	bool closing;
-	bool polling; /* packets are being offered */
-	struct tnbc_verbs_read *rdone; /* reads ended, done not yet called */
-	atomic_uint reads; /* reads in flight */
-};
-
-struct tnbc_xpeer {
-	struct tnbc_xpeer_base base; /* first: the core reads it */
-	struct tnbc_verbs_obj obj;
-	struct tnbc_xpeer *next; /* xdom->peers */
-	struct tnbc_xdom *xdom;
-	struct tnbc_name name;
-	struct tnbc_verbs_addr addr;
-	pthread_mutex_t lock; /* all below but dead and inflight */
-	struct rdma_cm_id *id;
-	enum {
-		TNBC_VERBS_IDLE,
-		TNBC_VERBS_CONNECTING,
-		TNBC_VERBS_UP,
-	} state;
-	bool hello_sent;
-	/* messages sent before it was up, in order */
-	struct tnbc_verbs_held *backlog, **backlog_tail;
-	size_t backlog_bytes;
-	/* reads waiting for the connection, or for room in it, in order */
-	struct tnbc_verbs_read *rwait, **rwait_tail;
-	atomic_bool dead;
-	atomic_uint inflight; /* sends posted, not completed */
-	unsigned max_send, max_inline;
-	struct tnbc_xnet_intros intros;
-};
-
-/* An RDMA read in flight (pull), on xdom->reads while its work requests
- * are out (xdom->slock), then on its endpoint's rdone (xep->lock). */
-struct tnbc_verbs_read {
-	struct tnbc_verbs_read *next, *prev;
-	/* NULL once its endpoint closed: freed when its requests are back */
-	struct tnbc_xep *xep;
-	struct tnbc_xread *rd;
-	struct tnbc_xdom *xdom;
-	struct tnbc_xpeer *peer;
-	unsigned wrs; /* posted, not completed */
-	ssize_t status; /* the bytes, or the first error */
-	struct tnbc_verbs_read *wnext; /* peer->rwait */
-	size_t nmr;
-	struct tnbc_verbs_mr *mr[TNBC_PULL_IOV_MAX]; /* local buffers' */
-	size_t lcount, rcount;
-	struct iovec local[TNBC_PULL_IOV_MAX];
-	struct tnbc_xrmem remote[TNBC_PULL_IOV_MAX];
-};
-
-/* Regions exposed to peers' reads (expose): their registrations. */
-struct tnbc_verbs_exposed {
-	size_t nmr;
-	struct tnbc_verbs_mr *mr[];
-};
-
-/* A key handed out by expose: the rkey, marked so that 0 means none. */
-#define TNBC_VERBS_KEY(rkey)   ((1ull << 32) | (rkey))
-#define TNBC_VERBS_KEY_OK(key) (((key) >> 32) == 1)
-
-/* A message that waits for its connection, copied. */
-struct tnbc_verbs_held {
-	struct tnbc_verbs_held *next;
-	uint32_t imm;
-	uint32_t len;
-	_Alignas(8) uint8_t data[];
-};
-
-struct tnbc_xdom {
-	struct tnbc_xkick kick;
-	uint8_t key[TNBC_AUTH_KEY_MAX];
-	uint16_t key_len;
-	/* rdma_get_devices' list, held so that its contexts stay open */
-	struct ibv_context **devs;
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct tnbc_verbs_mrc *mrc; /* registrations of user buffers */
-	struct tnbc_verbs_addr addr; /* the device's address */
-	struct rdma_event_channel *cmch;
-	struct ibv_comp_channel *cch;
-	/* sends of every peer: completions give the buffers back */
-	struct ibv_cq *scq;
-	struct ibv_mr *smr;
-	uint8_t *sbufs;
-	size_t sbsize;
-	pthread_mutex_t slock; /* scq, sfree, sowner */
-	uint32_t sfree[TNBC_VERBS_SEND_BUFS];
-	unsigned nsfree;
-	struct tnbc_xpeer *sowner[TNBC_VERBS_SEND_BUFS];
-	struct tnbc_verbs_read *reads; /* in flight */
-	/* RDMA reads one queue pair may have outstanding (both ends) */
-	uint8_t rd_atom;
-	/* read requests posted, not completed: with the send buffers, they
-	 * bound what the send completion queue must hold */
-	atomic_uint rwrs;
-	int epfd, notefd;
-	pthread_t waker;
-	atomic_bool stop;
-	pthread_mutex_t lock; /* eps, peers, grave */
-	struct tnbc_xep *eps;
-	struct tnbc_xpeer *peers;
-	struct tnbc_xnet_book book;
-	struct tnbc_xep *grave;
-	/* connections consumers refused, for the waker to disconnect: a
-	 * list of its own, since a busy consumer holds its endpoint's lock
-	 * for long stretches */
-	struct tnbc_verbs_conn *ending;
-	/* the engine's sleep, when this is the domain's first transport */
-	struct tnbc_xnet_sleep sleep;
-	_Atomic uint64_t bad_pkts, refused;
-};
+#include "tnbc_verbs.h"
 
 /* ------------------------------------------------------------------ */
 /* Addresses                                                            */
@@ -576,7 +315,7 @@ static void tnbc_verbs_ending_drop(struct tnbc_xdom *xdom,
 /* ------------------------------------------------------------------ */
 /* Peers                                                                */
 
-static void tnbc_verbs_peer_dead(struct tnbc_xpeer *p, const char *why)
+void tnbc_verbs_peer_dead(struct tnbc_xpeer *p, const char *why)
 {
 	if (atomic_exchange(&p->dead, true))
 		return;
@@ -585,53 +324,9 @@ static void tnbc_verbs_peer_dead(struct tnbc_xpeer *p, const char *why)
 		why);
 }
 
-static void tnbc_verbs_read_free(struct tnbc_verbs_read *r)
-{
-	for (size_t i = 0; i < r->nmr; i++)
-		if (r->mr[i])
-			tnbc_verbs_mr_put(r->xdom->mrc, r->mr[i]);
-	free(r);
-}
-
-/* One of a read's requests came back (xdom->slock held); true when that
- * ended the read and its endpoint must be polled. */
-static bool tnbc_verbs_read_wc(struct tnbc_xdom *xdom, const struct ibv_wc *wc)
-{
-	struct tnbc_verbs_read *r = (void *)(uintptr_t)wc->wr_id;
-
-	atomic_fetch_sub(&r->peer->inflight, 1);
-	atomic_fetch_sub(&xdom->rwrs, 1);
-	if (wc->status != IBV_WC_SUCCESS && r->status >= 0) {
-		/* a bad key or a dead peer: the QP is broken either way */
-		r->status = wc->status == IBV_WC_WR_FLUSH_ERR ||
-					    wc->status == IBV_WC_RETRY_EXC_ERR
-				    ? -FI_EHOSTUNREACH
-				    : -FI_EIO;
-		tnbc_verbs_peer_dead(r->peer, ibv_wc_status_str(wc->status));
-	}
-	if (--r->wrs)
-		return false;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		xdom->reads = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	if (!r->xep) {
-		tnbc_verbs_read_free(r);
-		return false;
-	}
-	atomic_fetch_sub(&r->xep->reads, 1);
-	pthread_mutex_lock(&r->xep->lock);
-	r->next = r->xep->rdone;
-	r->xep->rdone = r;
-	pthread_mutex_unlock(&r->xep->lock);
-	return true;
-}
-
 /* Takes back the send buffers of completed sends; a send that failed
  * (the peer stopped answering, or its QP broke) makes its peer dead. */
-static void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
+void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 {
 	struct ibv_wc wc[32];
 	bool kick = false;
@@ -667,7 +362,7 @@ static void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 }
 
 /* Starts connecting to the peer; peer->lock held. */
-static int tnbc_verbs_connect(struct tnbc_xpeer *p)
+int tnbc_verbs_connect(struct tnbc_xpeer *p)
 {
 	struct tnbc_xdom *xdom = p->xdom;
 	struct sockaddr_in src, dst;
@@ -879,8 +574,6 @@ static int tnbc_verbs_post(struct tnbc_xpeer *p, uint32_t imm,
 	}
 	return 0;
 }
-
-static void tnbc_verbs_reads_go(struct tnbc_xpeer *p);
 
 /* Posts what waits, the hello first; peer->lock held.  Stops at the
  * first message the device cannot take yet (a completion, or the
@@ -1753,8 +1446,6 @@ static bool tnbc_verbs_admit(struct tnbc_xep *xep,
 	return false;
 }
 
-static void tnbc_verbs_reads_end(struct tnbc_xep *xep);
-
 static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			   int budget)
 {
@@ -1853,304 +1544,6 @@ static bool tnbc_verbs_idle(struct tnbc_xep *xep)
 static bool tnbc_verbs_quiet(struct tnbc_xep *xep)
 {
 	return !xep->polling && !tnbc_verbs_pending(xep);
-}
-
-/* ------------------------------------------------------------------ */
-/* RDMA read                                                            */
-
-/* Registers the local buffers of a read; false when the device refuses
- * one (too much pinned memory): the peer streams it then. */
-static bool tnbc_verbs_read_reg(struct tnbc_xdom *xdom,
-				struct tnbc_verbs_read *r,
-				const struct iovec *local, size_t count)
-{
-	for (size_t i = 0; i < count; i++) {
-		if (!local[i].iov_len) {
-			r->mr[r->nmr++] = NULL;
-			continue;
-		}
-		r->mr[r->nmr] = tnbc_verbs_mr_get(xdom->mrc, local[i].iov_base,
-						  local[i].iov_len,
-						  IBV_ACCESS_LOCAL_WRITE);
-		if (!r->mr[r->nmr]) {
-			FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
-				"verbs: cannot register %zu bytes to read "
-				"into: %s\n",
-				local[i].iov_len, strerror(errno));
-			return false;
-		}
-		r->nmr++;
-	}
-	return true;
-}
-
-/* Builds the read's requests: one per piece where a local and a remote
- * region overlap.  Returns how many, or 0 when more than max. */
-static int tnbc_verbs_read_plan(struct tnbc_verbs_read *r,
-				struct ibv_send_wr *wr, struct ibv_sge *sge,
-				int max)
-{
-	size_t li = 0, ri = 0, loff = 0, roff = 0;
-	int n = 0;
-
-	while (li < r->lcount && ri < r->rcount) {
-		size_t lleft = r->local[li].iov_len - loff;
-		size_t rleft = r->remote[ri].len - roff;
-		size_t len = lleft < rleft ? lleft : rleft;
-
-		if (!lleft) {
-			li++, loff = 0;
-			continue;
-		}
-		if (!rleft) {
-			ri++, roff = 0;
-			continue;
-		}
-		if (n == max || len > UINT32_MAX)
-			return 0;
-		sge[n].addr = (uintptr_t)r->local[li].iov_base + loff;
-		sge[n].length = (uint32_t)len;
-		sge[n].lkey = r->mr[li]->mr->lkey;
-		memset(&wr[n], 0, sizeof(wr[n]));
-		wr[n].wr_id = (uintptr_t)r;
-		wr[n].sg_list = &sge[n];
-		wr[n].num_sge = 1;
-		wr[n].opcode = IBV_WR_RDMA_READ;
-		wr[n].send_flags = IBV_SEND_SIGNALED;
-		wr[n].wr.rdma.remote_addr = r->remote[ri].addr + roff;
-		wr[n].wr.rdma.rkey = (uint32_t)r->remote[ri].key;
-		if (n)
-			wr[n - 1].next = &wr[n];
-		loff += len;
-		roff += len;
-		n++;
-	}
-	return n;
-}
-
-/* Ends a read that never went (xdom->slock held); true when its
- * endpoint's poll is to call done. */
-static bool tnbc_verbs_read_fail(struct tnbc_xdom *xdom,
-				 struct tnbc_verbs_read *r, ssize_t err)
-{
-	struct ibv_wc wc = {.wr_id = (uintptr_t)r,
-			    .status = IBV_WC_GENERAL_ERR};
-
-	r->status = err;
-	r->wrs = 1;
-	/* as if it was out */
-	atomic_fetch_add(&r->peer->inflight, 1);
-	atomic_fetch_add(&xdom->rwrs, 1);
-	return tnbc_verbs_read_wc(xdom, &wc);
-}
-
-/* Posts a read; peer->lock held, the peer up.  -FI_EAGAIN: no room in
- * the queue pair now (a completion makes some). */
-static int tnbc_verbs_read_post(struct tnbc_xpeer *p, struct tnbc_verbs_read *r)
-{
-	struct ibv_send_wr wr[TNBC_VERBS_PEER_SENDS], *bad;
-	struct ibv_sge sge[TNBC_VERBS_PEER_SENDS];
-	struct tnbc_xdom *xdom = p->xdom;
-	int n = tnbc_verbs_read_plan(r, wr, sge, TNBC_VERBS_PEER_SENDS);
-	unsigned posted;
-	int ret;
-
-	if (atomic_load(&p->inflight) + (unsigned)n > p->max_send)
-		goto full;
-	if (atomic_fetch_add(&xdom->rwrs, (unsigned)n) + (unsigned)n >
-	    TNBC_VERBS_READ_WRS) {
-		atomic_fetch_sub(&xdom->rwrs, (unsigned)n);
-		goto full;
-	}
-	pthread_mutex_lock(&xdom->slock);
-	r->wrs = (unsigned)n;
-	pthread_mutex_unlock(&xdom->slock);
-	atomic_fetch_add(&p->inflight, (unsigned)n);
-	ret = ibv_post_send(p->id->qp, wr, &bad);
-	if (!ret) {
-		/* the waker hears of the completion if nobody polls */
-		ibv_req_notify_cq(xdom->scq, 0);
-		return 0;
-	}
-	/* the requests before bad went, and end the read, failed */
-	posted = (unsigned)(bad - wr);
-	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "verbs: RDMA read not posted: %s\n",
-		strerror(ret));
-	tnbc_verbs_peer_dead(p, strerror(ret));
-	pthread_mutex_lock(&xdom->slock);
-	atomic_fetch_sub(&p->inflight, (unsigned)n - posted);
-	atomic_fetch_sub(&xdom->rwrs, (unsigned)n - posted);
-	r->wrs = posted;
-	r->status = -FI_EHOSTUNREACH;
-	if (!posted && tnbc_verbs_read_fail(xdom, r, -FI_EHOSTUNREACH))
-		posted = UINT32_MAX;
-	pthread_mutex_unlock(&xdom->slock);
-	if (posted == UINT32_MAX)
-		xdom->kick.kick(xdom->kick.arg);
-	return 0;
-full:
-	/* a completion wakes the waker, which posts it (flush_all) */
-	ibv_req_notify_cq(xdom->scq, 0);
-	return -FI_EAGAIN;
-}
-
-/* Posts the reads that waited for the connection, or, the peer dead,
- * ends them; peer->lock held. */
-static void tnbc_verbs_reads_go(struct tnbc_xpeer *p)
-{
-	struct tnbc_xdom *xdom = p->xdom;
-	bool kick = false;
-
-	while (p->rwait) {
-		struct tnbc_verbs_read *r = p->rwait;
-
-		if (!atomic_load(&p->dead)) {
-			if (p->state != TNBC_VERBS_UP ||
-			    tnbc_verbs_read_post(p, r))
-				break;
-		} else {
-			pthread_mutex_lock(&xdom->slock);
-			kick |= tnbc_verbs_read_fail(xdom, r, -FI_EHOSTUNREACH);
-			pthread_mutex_unlock(&xdom->slock);
-		}
-		p->rwait = r->wnext;
-		if (!p->rwait)
-			p->rwait_tail = &p->rwait;
-	}
-	if (kick)
-		xdom->kick.kick(xdom->kick.arg);
-}
-
-/* Reads with RDMA read over this domain's queue pair to the peer; the
- * completion comes back on the send completion queue (tnbc_verbs_reap),
- * and the endpoint's next poll calls done.  Before that queue pair is
- * up, or while it is full, the read waits for it in order.  Keys the
- * peer did not give, or memory the device will not register, make the
- * peer stream it instead. */
-static ssize_t tnbc_verbs_pull(struct tnbc_xep *xep, struct tnbc_xpeer *p,
-			       const struct iovec *local, size_t lcount,
-			       const struct tnbc_xrmem *remote, size_t rcount,
-			       struct tnbc_xread *rd)
-{
-	struct ibv_send_wr wr[TNBC_VERBS_PEER_SENDS];
-	struct ibv_sge sge[TNBC_VERBS_PEER_SENDS];
-	struct tnbc_xdom *xdom = xep->xdom;
-	struct tnbc_verbs_read *r;
-	int ret;
-
-	if (!tnbc_env.cma || !rd || !xdom->rd_atom || !rcount ||
-	    lcount > TNBC_PULL_IOV_MAX || rcount > TNBC_PULL_IOV_MAX)
-		return -FI_ENOSYS;
-	for (size_t i = 0; i < rcount; i++)
-		if (!TNBC_VERBS_KEY_OK(remote[i].key))
-			return -FI_ENOSYS;
-	if (atomic_load(&p->dead))
-		return -FI_EHOSTUNREACH;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return -FI_ENOSYS;
-	r->xep = xep;
-	r->rd = rd;
-	r->xdom = xdom;
-	r->peer = p;
-	r->status = (ssize_t)tnbc_iov_len(local, lcount);
-	r->lcount = lcount;
-	r->rcount = rcount;
-	memcpy(r->local, local, lcount * sizeof(*local));
-	memcpy(r->remote, remote, rcount * sizeof(*remote));
-	if (!tnbc_verbs_read_reg(xdom, r, local, lcount) ||
-	    !tnbc_verbs_read_plan(r, wr, sge, TNBC_VERBS_PEER_SENDS)) {
-		tnbc_verbs_read_free(r);
-		return -FI_ENOSYS;
-	}
-	atomic_fetch_add(&xep->reads, 1);
-	pthread_mutex_lock(&xdom->slock);
-	r->next = xdom->reads;
-	if (r->next)
-		r->next->prev = r;
-	xdom->reads = r;
-	pthread_mutex_unlock(&xdom->slock);
-
-	pthread_mutex_lock(&p->lock);
-	if (p->state == TNBC_VERBS_IDLE) {
-		ret = tnbc_verbs_connect(p);
-		if (ret)
-			tnbc_verbs_peer_dead(p, fi_strerror(-ret));
-	}
-	*p->rwait_tail = r;
-	p->rwait_tail = &r->wnext;
-	tnbc_verbs_reads_go(p);
-	pthread_mutex_unlock(&p->lock);
-	return -FI_EINPROGRESS;
-}
-
-/* Calls done for the reads that ended; the consumer's. */
-static void tnbc_verbs_reads_end(struct tnbc_xep *xep)
-{
-	struct tnbc_verbs_read *r;
-
-	if (atomic_load_explicit(&xep->reads, memory_order_relaxed))
-		tnbc_verbs_reap(xep->xdom, false);
-	if (!xep->rdone)
-		return;
-	pthread_mutex_lock(&xep->lock);
-	r = xep->rdone;
-	xep->rdone = NULL;
-	pthread_mutex_unlock(&xep->lock);
-	while (r) {
-		struct tnbc_verbs_read *next = r->next;
-		struct tnbc_xread *rd = r->rd;
-		ssize_t st = r->status;
-
-		tnbc_verbs_read_free(r);
-		rd->done(rd, st);
-		r = next;
-	}
-}
-
-static void tnbc_verbs_unexpose(struct tnbc_xpeer *p, void *reg);
-
-/* The peer may read these regions until unexpose. */
-static int tnbc_verbs_expose(struct tnbc_xpeer *p, const struct iovec *iov,
-			     size_t count, uint64_t *keys, void **reg)
-{
-	struct tnbc_verbs_exposed *x =
-		malloc(sizeof(*x) + count * sizeof(x->mr[0]));
-
-	if (!x)
-		return -FI_ENOMEM;
-	x->nmr = 0;
-	for (size_t i = 0; i < count; i++) {
-		struct tnbc_verbs_mr *mr = NULL;
-
-		if (iov[i].iov_len) {
-			mr = tnbc_verbs_mr_get(p->xdom->mrc, iov[i].iov_base,
-					       iov[i].iov_len,
-					       IBV_ACCESS_REMOTE_READ);
-			if (!mr) {
-				FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
-					"verbs: cannot register %zu bytes "
-					"for a peer to read: %s\n",
-					iov[i].iov_len, strerror(errno));
-				tnbc_verbs_unexpose(p, x);
-				return -FI_ENOMEM;
-			}
-		}
-		x->mr[x->nmr++] = mr;
-		keys[i] = mr ? TNBC_VERBS_KEY(mr->mr->rkey) : TNBC_VERBS_KEY(0);
-	}
-	*reg = x;
-	return 0;
-}
-
-static void tnbc_verbs_unexpose(struct tnbc_xpeer *p, void *reg)
-{
-	struct tnbc_verbs_exposed *x = reg;
-
-	for (size_t i = 0; i < x->nmr; i++)
-		if (x->mr[i])
-			tnbc_verbs_mr_put(p->xdom->mrc, x->mr[i]);
-	free(x);
 }
 
 /* ------------------------------------------------------------------ */
