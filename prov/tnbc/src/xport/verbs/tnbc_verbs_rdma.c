@@ -151,6 +151,7 @@ static int tnbc_verbs_read_post(struct tnbc_xpeer *p, struct tnbc_verbs_read *r)
 	struct tnbc_xdom *xdom = p->xdom;
 	int n = tnbc_verbs_read_plan(r, wr, sge, TNBC_VERBS_PEER_SENDS);
 	unsigned posted;
+	bool kick;
 	int ret;
 
 	if (atomic_load(&p->inflight) + (unsigned)n > p->max_send)
@@ -178,12 +179,12 @@ static int tnbc_verbs_read_post(struct tnbc_xpeer *p, struct tnbc_verbs_read *r)
 	pthread_mutex_lock(&xdom->slock);
 	atomic_fetch_sub(&p->inflight, (unsigned)n - posted);
 	atomic_fetch_sub(&xdom->rwrs, (unsigned)n - posted);
-	r->wrs = posted;
+	/* some of those that went may have completed already */
+	r->wrs -= (unsigned)n - posted;
 	r->status = -FI_EHOSTUNREACH;
-	if (!posted && tnbc_verbs_read_fail(xdom, r, -FI_EHOSTUNREACH))
-		posted = UINT32_MAX;
+	kick = !r->wrs && tnbc_verbs_read_fail(xdom, r, -FI_EHOSTUNREACH);
 	pthread_mutex_unlock(&xdom->slock);
-	if (posted == UINT32_MAX)
+	if (kick)
 		xdom->kick.kick(xdom->kick.arg);
 	return 0;
 full:
@@ -201,6 +202,8 @@ void tnbc_verbs_reads_go(struct tnbc_xpeer *p)
 
 	while (p->rwait) {
 		struct tnbc_verbs_read *r = p->rwait;
+		/* once posted or failed, r may end and be freed at once */
+		struct tnbc_verbs_read *next = r->wnext;
 
 		if (!atomic_load(&p->dead)) {
 			if (p->state != TNBC_VERBS_UP ||
@@ -211,7 +214,7 @@ void tnbc_verbs_reads_go(struct tnbc_xpeer *p)
 			kick |= tnbc_verbs_read_fail(xdom, r, -FI_EHOSTUNREACH);
 			pthread_mutex_unlock(&xdom->slock);
 		}
-		p->rwait = r->wnext;
+		p->rwait = next;
 		if (!p->rwait)
 			p->rwait_tail = &p->rwait;
 	}
