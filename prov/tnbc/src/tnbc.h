@@ -600,8 +600,7 @@ struct tnbc_xfer {
 	uint8_t prio; /* transmit priority, FI_TNBC_PRIO_* */
 	uint8_t phase; /* rendezvous send: enum tnbc_tx_phase */
 	bool queued; /* on ep->tx_queue */
-	bool exposed; /* a rendezvous send's buffers: expose was asked */
-	void *xreg; /* what expose gave, for unexpose */
+	void *xreg; /* what expose gave a rendezvous send, for unexpose */
 	/* the peer that may answer (rendezvous, RMA): answers from anyone
 	 * else, or that do not fit the phase, are dropped */
 	struct tnbc_name peer_name;

@@ -795,10 +795,9 @@ static void tnbc_rndv_expose(struct tnbc_xfer *tx, uint64_t *keys)
 
 	if (!ops->expose || !tx->iov_count)
 		return;
-	if (tx->exposed && ops->unexpose && tx->xreg)
+	if (tx->xreg && ops->unexpose)
 		ops->unexpose(tx->peer, tx->xreg);
 	tx->xreg = NULL;
-	tx->exposed = true;
 	if (ops->expose(tx->peer, tx->iov, tx->iov_count, keys, &tx->xreg)) {
 		memset(keys, 0, tx->iov_count * sizeof(*keys));
 		tx->xreg = NULL;

@@ -161,7 +161,9 @@ struct tnbc_xep {
 	struct tnbc_verbs_ring stash, kept;
 	bool closing;
 	bool polling; /* packets are being offered */
-	struct tnbc_verbs_read *rdone; /* reads ended, done not yet called */
+	/* reads ended, done not yet called (xep->lock; looked at without
+	 * it by every poll) */
+	struct tnbc_verbs_read *_Atomic rdone;
 	atomic_uint reads; /* reads in flight */
 };
 

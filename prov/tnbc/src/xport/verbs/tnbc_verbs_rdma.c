@@ -292,7 +292,7 @@ void tnbc_verbs_reads_end(struct tnbc_xep *xep)
 
 	if (atomic_load_explicit(&xep->reads, memory_order_relaxed))
 		tnbc_verbs_reap(xep->xdom, false);
-	if (!xep->rdone)
+	if (!atomic_load_explicit(&xep->rdone, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&xep->lock);
 	r = xep->rdone;
