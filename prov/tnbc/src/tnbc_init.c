@@ -308,13 +308,14 @@ static void tnbc_init_env(void)
 			"counts as dead and what waits on it fails "
 			"(default: %zu)",
 			tnbc_env.verbs_timeout_ms);
-	fi_param_define(&tnbc_prov, "verbs_mr_cache", FI_PARAM_SIZE_T,
-			"How many registrations of user buffers (rendezvous "
-			"over verbs) a domain keeps for reuse; each is "
-			"dropped when its memory is unmapped, moved or "
-			"discarded, as a userfaultfd monitor sees.  0: "
-			"register for each transfer (default: %zu)",
-			tnbc_env.verbs_mr_cache);
+	fi_param_define(
+		&tnbc_prov, "verbs_mr_cache", FI_PARAM_SIZE_T,
+		"How many registrations of user buffers (rendezvous "
+		"and fi_read over verbs) a domain keeps for reuse; each is "
+		"dropped when its memory is unmapped, moved or "
+		"discarded, as a userfaultfd monitor sees.  0: "
+		"register for each transfer (default: %zu)",
+		tnbc_env.verbs_mr_cache);
 
 	tnbc_param_size("rx_slots", &tnbc_env.rx_slots, 8, 1u << 20);
 	if (tnbc_env.rx_slots & (tnbc_env.rx_slots - 1)) {
