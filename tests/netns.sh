@@ -62,4 +62,10 @@ run 50000 1,2 ./fabtests-ext/ftx_coll -n 4
 run 50000 1,2,3 ./fabtests-ext/ftx_coll -n 6
 run 10000 1,2 ./fabtests-ext/ftx_trigger_chain -n 2
 run 10000 1,2 ./fabtests-ext/ftx_peer_death
+# addresses as socket-style programs give them: FI_SOCKADDR_IN, whose
+# endpoint is asked over the link who it is (and a rank of the same host
+# is then reached through shm), and FI_ADDR_STR text
+run 100000 1,2 ./fabtests-ext/ftx_pingpong -p tnbc -a sockaddr_in
+run 50000 1,2 ./fabtests-ext/ftx_coll -n 4 -a sockaddr_in
+run 100000 1,2 ./fabtests-ext/ftx_pingpong -p tnbc -a str
 echo "PASS netns"

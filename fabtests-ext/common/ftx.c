@@ -673,8 +673,16 @@ ftx_insert_all(struct ftx_ctx *ctx, struct fid_ep *ep, struct fid_av *av,
 
 	ftx_exchange_names(ctx, ep, names, lens);
 	for (i = 0; i < ctx->nprocs; i++) {
+		/* fi_av(3): FI_ADDR_STR addresses come as an array of
+		 * strings */
+		const char *str = (const char *) names[i];
+
 		addrs[i] = FI_ADDR_NOTAVAIL;
-		ret = fi_av_insert(av, names[i], 1, &addrs[i], 0, NULL);
+		ret = fi_av_insert(av,
+				   ctx->info->addr_format == FI_ADDR_STR ?
+					   (const void *) &str :
+					   (const void *) names[i],
+				   1, &addrs[i], 0, NULL);
 		if (ret != 1)
 			ftx_fail("fi_av_insert(rank %d) returned %d (%s)", i,
 				 ret, fi_strerror(-ret));
@@ -722,6 +730,7 @@ ftx_hints(struct ftx_ctx *ctx)
 	h->domain_attr->mr_mode =
 		FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	h->domain_attr->av_type = ftx_opts.av_type;
+	h->addr_format = ftx_opts.addr_format;
 	/* several tests check send-after-send matching order */
 	h->tx_attr->msg_order = FI_ORDER_SAS;
 	h->rx_attr->msg_order = FI_ORDER_SAS;
@@ -1168,6 +1177,8 @@ usage(const struct ftx_test *t, FILE *f)
 		"  -n N     number of ranks (default %d, %d..%d)\n"
 		"  -t SEC   timeout per launch (default %d)\n"
 		"  -A TYPE  av type: table (default) or map\n"
+		"  -a FMT   address format: unspec (default), str or "
+		"sockaddr_in\n"
 		"  -C CASE  run only this case\n"
 		"  -v       verbose\n"
 		"%s",
@@ -1200,7 +1211,7 @@ ftx_main(const struct ftx_test *t, int argc, char **argv)
 	ftx_opts.timeout = t->timeout;
 	ftx_opts.av_type = FI_AV_TABLE;
 
-	snprintf(optstr, sizeof(optstr), "p:n:t:A:C:vh%s",
+	snprintf(optstr, sizeof(optstr), "p:n:t:A:a:C:vh%s",
 		 t->optstr ? t->optstr : "");
 	while ((opt = getopt(argc, argv, optstr)) != -1) {
 		switch (opt) {
@@ -1218,6 +1229,18 @@ ftx_main(const struct ftx_test *t, int argc, char **argv)
 				ftx_opts.av_type = FI_AV_MAP;
 			} else if (!strcmp(optarg, "table")) {
 				ftx_opts.av_type = FI_AV_TABLE;
+			} else {
+				usage(t, stderr);
+				return FTX_EXIT_FAIL;
+			}
+			break;
+		case 'a':
+			if (!strcmp(optarg, "unspec")) {
+				ftx_opts.addr_format = FI_FORMAT_UNSPEC;
+			} else if (!strcmp(optarg, "str")) {
+				ftx_opts.addr_format = FI_ADDR_STR;
+			} else if (!strcmp(optarg, "sockaddr_in")) {
+				ftx_opts.addr_format = FI_SOCKADDR_IN;
 			} else {
 				usage(t, stderr);
 				return FTX_EXIT_FAIL;

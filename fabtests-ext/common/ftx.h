@@ -96,6 +96,7 @@ struct ftx_opts {
 	int nprocs;
 	int timeout;
 	enum fi_av_type av_type;
+	uint32_t addr_format; /* fi_getinfo(3)'s; default FI_FORMAT_UNSPEC */
 	const char *only_case;
 	int verbose;
 };

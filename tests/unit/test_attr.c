@@ -122,7 +122,7 @@ enum {
 	BAD_INJECT,
 	BAD_TX_IOV,
 	BAD_RX_IOV,
-	BAD_SOCKADDR_IN,
+	BAD_SOCKADDR_IN6,
 	BAD_DOMAIN_NAME,
 	BAD_FABRIC_NAME,
 	BAD_CQ_DATA,
@@ -161,8 +161,8 @@ START_TEST(attr_hints_rejected)
 	case BAD_RX_IOV:
 		hints->rx_attr->iov_limit = 9;
 		break;
-	case BAD_SOCKADDR_IN:
-		hints->addr_format = FI_SOCKADDR_IN;
+	case BAD_SOCKADDR_IN6:
+		hints->addr_format = FI_SOCKADDR_IN6; /* IPv4 only */
 		break;
 	case BAD_DOMAIN_NAME:
 		hints->domain_attr->name = strdup("mlx5_0");

@@ -165,33 +165,30 @@ START_TEST(av_straddr)
 	struct fid_av *av;
 	struct tnbc_addr svc = mkname(TNBC_NAME_SVC, 0, 1234);
 	struct tnbc_addr pid = mkname(TNBC_NAME_PID, 4242, 7);
-	char buf[64], want[64];
+	char buf[128], want[128];
 	size_t len;
 	const char *s;
 
 	pid.name.nonce = 0xa5;
+	pid.name.host = 0xbeef;
 	tu_dom_open(&d, NULL);
 	av = av_open(&d, loop_type(_i));
 	len = sizeof(buf);
 	s = fi_av_straddr(av, &svc, buf, &len);
 	ck_assert_ptr_eq(s, buf);
-	/* the name, then the transports that reach it (a network one with
-	 * its address, none in these names) */
-	snprintf(want, sizeof(want),
-		 tnbc_env.xport->xaddr_off < 0 ? "tnbc://svc/1234;%s"
-					       : "tnbc://svc/1234;%s=?:0",
-		 tnbc_env.xport->name);
+	/* host, pid, uid and nonce; the protocol's version, whether it is
+	 * a service, then the transports that reach it (a network one
+	 * with its address, none in these names) */
+	snprintf(want, sizeof(want), "fi_addr_tnbc://0/0/1234/0?v=%u&svc&%s",
+		 TNBC_PROTO_VERSION, tnbc_env.xport->name);
 	ck_assert_str_eq(buf, want);
 	ck_assert_uint_eq(len, strlen(want) + 1);
 
 	len = sizeof(buf);
 	s = fi_av_straddr(av, &pid, buf, &len);
 	ck_assert_ptr_eq(s, buf);
-	snprintf(want, sizeof(want),
-		 tnbc_env.xport->xaddr_off < 0
-			 ? "tnbc://4242/7/00000000000000a5;%s"
-			 : "tnbc://4242/7/00000000000000a5;%s=?:0",
-		 tnbc_env.xport->name);
+	snprintf(want, sizeof(want), "fi_addr_tnbc://beef/4242/7/a5?v=%u&%s",
+		 TNBC_PROTO_VERSION, tnbc_env.xport->name);
 	ck_assert_str_eq(buf, want);
 	ck_assert_uint_eq(len, strlen(want) + 1);
 
@@ -201,11 +198,9 @@ START_TEST(av_straddr)
 	len = 6;
 	s = fi_av_straddr(av, &svc, buf, &len);
 	ck_assert_ptr_eq(s, buf);
-	ck_assert_str_eq(buf, "tnbc:");
-	snprintf(want, sizeof(want),
-		 tnbc_env.xport->xaddr_off < 0 ? "tnbc://svc/1234;%s"
-					       : "tnbc://svc/1234;%s=?:0",
-		 tnbc_env.xport->name);
+	ck_assert_str_eq(buf, "fi_ad");
+	snprintf(want, sizeof(want), "fi_addr_tnbc://0/0/1234/0?v=%u&svc&%s",
+		 TNBC_PROTO_VERSION, tnbc_env.xport->name);
 	ck_assert_uint_eq(len, strlen(want) + 1);
 	ck_assert_int_eq(buf[6], 'X');
 	ck_assert_int_eq(fi_close(&av->fid), 0);

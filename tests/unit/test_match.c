@@ -1675,8 +1675,13 @@ START_TEST(match_threads)
 				"corrupted",
 				t, k);
 		}
-		if (n > 0)
+		/* the bound is on a stall, not on the whole burst: under
+		 * an emulator on a loaded host (the verbs guest) 1600
+		 * messages take longer than it */
+		if (n > 0) {
 			got += (int)n;
+			deadline = tu_now_ms() + TU_WAIT_MS;
+		}
 	}
 	ck_assert_int_eq(got, ST_THREADS * ST_MSGS);
 	for (int t = 0; t < ST_THREADS; t++) {

@@ -56,7 +56,7 @@ static bool closed_by_peer(struct tu_world *w, int fd)
 }
 
 /* _i: 0 garbage, 1 an oversized length, 2 a hello for another endpoint,
- * 3 a packet before any hello */
+ * 3 a packet before any hello, 4 a lookup of another version */
 START_TEST(tcp_bad_stream)
 {
 	struct fi_tnbc_engine_stats st0, st;
@@ -110,6 +110,18 @@ START_TEST(tcp_bad_stream)
 		memcpy(junk, hdr, sizeof(hdr));
 		memset(junk + 8, 0, 16);
 		ck_assert_int_eq(send(fd, junk, 24, 0), 24);
+		break;
+	case 4:
+		/* a lookup ("who are you", type 4: magic, version, no key)
+		 * in another version of the stream */
+		memset(junk, 0, sizeof(junk));
+		hdr[0] = 4 + 2 + 2 + TNBC_AUTH_KEY_MAX;
+		hdr[1] = 4;
+		memcpy(junk, hdr, sizeof(hdr));
+		memcpy(junk + 8, "TNBT", 4);
+		junk[12] = 2;
+		ck_assert_int_eq(send(fd, junk, 8 + hdr[0], 0),
+				 (ssize_t)(8 + hdr[0]));
 		break;
 	}
 	ck_assert_msg(closed_by_peer(&w, fd),
@@ -168,7 +180,7 @@ Suite *tu_tcp_suite(void)
 	TCase *tc = tcase_create("hostile");
 
 	tcase_set_timeout(tc, TU_TCASE_TIMEOUT);
-	tcase_add_loop_test(tc, tcp_bad_stream, 0, 4);
+	tcase_add_loop_test(tc, tcp_bad_stream, 0, 5);
 	tcase_add_test(tc, tcp_half_header_stall);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);

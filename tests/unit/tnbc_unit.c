@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -135,6 +136,82 @@ struct tnbc_domain *tu_tnbc_domain(struct tu_dom *d)
 	return tnbc_container_of(d->domain, struct tnbc_domain, domain_fid);
 }
 
+/* A domain of its own with one endpoint, its auth_key key (NULL: none),
+ * addresses of format fmt. */
+void tu_kside_open(struct tu_kside *k, const char *key, uint32_t fmt)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
+
+	ck_assert_ptr_nonnull(hints);
+	hints->addr_format = fmt;
+	if (key) {
+		hints->domain_attr->auth_key = (uint8_t *)strdup(key);
+		hints->domain_attr->auth_key_size = strlen(key);
+	}
+	ck_assert_int_eq(
+		tnbc_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &k->info),
+		0);
+	fi_freeinfo(hints);
+	ck_assert_uint_eq(k->info->domain_attr->auth_key_size,
+			  key ? strlen(key) : 0);
+	ck_assert_int_eq(
+		tnbc_fabric_open(k->info->fabric_attr, &k->fabric, NULL), 0);
+	ck_assert_int_eq(fi_domain(k->fabric, k->info, &k->dom, NULL), 0);
+	ck_assert_int_eq(fi_endpoint(k->dom, k->info, &k->ep, NULL), 0);
+	ck_assert_int_eq(fi_av_open(k->dom, &av_attr, &k->av, NULL), 0);
+	ck_assert_int_eq(fi_cq_open(k->dom, &cq_attr, &k->cq, NULL), 0);
+	ck_assert_int_eq(fi_ep_bind(k->ep, &k->av->fid, 0), 0);
+	ck_assert_int_eq(fi_ep_bind(k->ep, &k->cq->fid, FI_TRANSMIT | FI_RECV),
+			 0);
+	ck_assert_int_eq(fi_enable(k->ep), 0);
+	k->addrlen = sizeof(k->addr);
+	ck_assert_int_eq(fi_getname(&k->ep->fid, k->addr, &k->addrlen), 0);
+}
+
+void tu_kside_close(struct tu_kside *k)
+{
+	ck_assert_int_eq(fi_close(&k->ep->fid), 0);
+	ck_assert_int_eq(fi_close(&k->cq->fid), 0);
+	ck_assert_int_eq(fi_close(&k->av->fid), 0);
+	ck_assert_int_eq(fi_close(&k->dom->fid), 0);
+	ck_assert_int_eq(fi_close(&k->fabric->fid), 0);
+	fi_freeinfo(k->info);
+}
+
+/* Inserts the world's endpoints into its AV, in the domain's format. */
+static void tu_world_insert(struct tu_world *w, const struct tnbc_addr *names)
+{
+	size_t n = w->n;
+	int ret;
+
+	switch (w->d.info->addr_format) {
+	case FI_ADDR_STR: {
+		const char *strs[TU_MAX_EPS];
+
+		for (size_t i = 0; i < n; i++)
+			strs[i] = (const char *)w->ep[i].faddr;
+		ret = fi_av_insert(w->av, strs, n, w->addr, 0, NULL);
+		break;
+	}
+	case FI_SOCKADDR_IN: {
+		struct sockaddr_in sin[TU_MAX_EPS];
+
+		for (size_t i = 0; i < n; i++) {
+			ck_assert_uint_eq(w->ep[i].faddr_len, sizeof(sin[i]));
+			memcpy(&sin[i], w->ep[i].faddr, sizeof(sin[i]));
+		}
+		ret = fi_av_insert(w->av, sin, n, w->addr, 0, NULL);
+		break;
+	}
+	default:
+		ret = fi_av_insert(w->av, names, n, w->addr, 0, NULL);
+		break;
+	}
+	ck_assert_int_eq(ret, (int)n);
+}
+
 void tu_world_open(struct tu_world *w, size_t n,
 		   const struct tu_world_opts *opts)
 {
@@ -148,20 +225,31 @@ void tu_world_open(struct tu_world *w, size_t n,
 	tu_dom_open(&w->d, opts ? opts->hints : NULL);
 	w->n = n;
 	for (size_t i = 0; i < n; i++) {
-		size_t len = sizeof(names[i]);
+		struct tu_ep *e = &w->ep[i];
+		struct tnbc_ep *te;
 
-		ret = fi_endpoint(w->d.domain, w->d.info, &w->ep[i].ep, NULL);
+		ret = fi_endpoint(w->d.domain, w->d.info, &e->ep, NULL);
 		ck_assert_int_eq(ret, 0);
-		ret = fi_getname(&w->ep[i].ep->fid, &names[i], &len);
+		e->faddr_len = sizeof(e->faddr);
+		ret = fi_getname(&e->ep->fid, e->faddr, &e->faddr_len);
 		ck_assert_int_eq(ret, 0);
-		ck_assert_uint_eq(len, sizeof(struct tnbc_addr));
-		w->ep[i].addr = names[i];
-		w->ep[i].name = names[i].name;
+		/* the native address, whatever the format */
+		te = tnbc_container_of(e->ep, struct tnbc_ep, ep_fid);
+		names[i].name = te->name;
+		memcpy(names[i].xaddr, te->xaddr, sizeof(names[i].xaddr));
+		if (w->d.info->addr_format == FI_FORMAT_UNSPEC) {
+			ck_assert_uint_eq(e->faddr_len, sizeof(names[i]));
+			ck_assert_mem_eq(e->faddr, &names[i], sizeof(names[i]));
+		}
+		e->addr = names[i];
+		e->name = names[i].name;
 	}
 	ret = fi_av_open(w->d.domain, &av_attr, &w->av, NULL);
 	ck_assert_int_eq(ret, 0);
-	ret = fi_av_insert(w->av, names, n, w->addr, 0, NULL);
-	ck_assert_int_eq(ret, (int)n);
+	/* a socket address is asked who it is, and an endpoint answers
+	 * once enabled: the others go in when they are */
+	if (w->d.info->addr_format == FI_FORMAT_UNSPEC)
+		tu_world_insert(w, names);
 
 	for (size_t i = 0; i < n; i++) {
 		struct tu_ep *e = &w->ep[i];
@@ -200,6 +288,8 @@ void tu_world_open(struct tu_world *w, size_t n,
 		}
 		ck_assert_int_eq(fi_enable(e->ep), 0);
 	}
+	if (w->d.info->addr_format != FI_FORMAT_UNSPEC)
+		tu_world_insert(w, names);
 }
 
 void tu_world_close(struct tu_world *w)
@@ -348,6 +438,7 @@ int main(void)
 	tu_prov_init();
 	sr = srunner_create(tu_attr_suite());
 	srunner_add_suite(sr, tu_av_suite());
+	srunner_add_suite(sr, tu_addr_suite());
 	srunner_add_suite(sr, tu_cq_suite());
 	srunner_add_suite(sr, tu_match_suite());
 	srunner_add_suite(sr, tu_rma_suite());

@@ -49,6 +49,7 @@ void __tsan_ignore_thread_end(void);
 
 Suite *tu_attr_suite(void);
 Suite *tu_av_suite(void);
+Suite *tu_addr_suite(void);
 Suite *tu_cq_suite(void);
 Suite *tu_match_suite(void);
 Suite *tu_proto_suite(void);
@@ -100,7 +101,10 @@ struct tu_ep {
 	struct fid_cq *tx_cq, *rx_cq;
 	struct fid_cntr *tx_cntr, *rx_cntr;
 	struct tnbc_name name;
-	struct tnbc_addr addr; /* what fi_getname gave: name and more */
+	struct tnbc_addr addr; /* the native address: name and more */
+	/* what fi_getname gave, in the domain's addr_format */
+	uint8_t faddr[256];
+	size_t faddr_len;
 };
 
 struct tu_world {
@@ -118,6 +122,22 @@ struct tu_world_opts {
 	const struct fi_info *hints; /* for tnbc_getinfo; NULL: none */
 	bool cq_wait_none; /* CQs with FI_WAIT_NONE (overrides cq_wait) */
 };
+
+/* A domain of its own with one endpoint, its auth_key key (NULL: none),
+ * addresses of format fmt; addr is what fi_getname gave. */
+struct tu_kside {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *dom;
+	struct fid_av *av;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	uint8_t addr[256];
+	size_t addrlen;
+};
+
+void tu_kside_open(struct tu_kside *k, const char *key, uint32_t fmt);
+void tu_kside_close(struct tu_kside *k);
 
 void tu_world_open(struct tu_world *w, size_t n,
 		   const struct tu_world_opts *opts);

@@ -85,62 +85,9 @@ void tu_net_peer_gone(const struct tnbc_xport_ops *ops)
 	tu_xport_only_end(&o);
 }
 
-/* A domain of its own with one endpoint, its auth_key key (NULL: none),
- * on the transport the test forced. */
-struct kside {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *dom;
-	struct fid_av *av;
-	struct fid_ep *ep;
-	struct fid_cq *cq;
-	struct tnbc_addr addr;
-};
-
-static void kside_open(struct kside *k, const char *key)
-{
-	struct fi_info *hints = fi_allocinfo();
-	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
-	size_t len = sizeof(k->addr);
-
-	ck_assert_ptr_nonnull(hints);
-	if (key) {
-		hints->domain_attr->auth_key = (uint8_t *)strdup(key);
-		hints->domain_attr->auth_key_size = strlen(key);
-	}
-	ck_assert_int_eq(
-		tnbc_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &k->info),
-		0);
-	fi_freeinfo(hints);
-	ck_assert_uint_eq(k->info->domain_attr->auth_key_size,
-			  key ? strlen(key) : 0);
-	ck_assert_int_eq(
-		tnbc_fabric_open(k->info->fabric_attr, &k->fabric, NULL), 0);
-	ck_assert_int_eq(fi_domain(k->fabric, k->info, &k->dom, NULL), 0);
-	ck_assert_int_eq(fi_endpoint(k->dom, k->info, &k->ep, NULL), 0);
-	ck_assert_int_eq(fi_av_open(k->dom, &av_attr, &k->av, NULL), 0);
-	ck_assert_int_eq(fi_cq_open(k->dom, &cq_attr, &k->cq, NULL), 0);
-	ck_assert_int_eq(fi_ep_bind(k->ep, &k->av->fid, 0), 0);
-	ck_assert_int_eq(fi_ep_bind(k->ep, &k->cq->fid, FI_TRANSMIT | FI_RECV),
-			 0);
-	ck_assert_int_eq(fi_enable(k->ep), 0);
-	ck_assert_int_eq(fi_getname(&k->ep->fid, &k->addr, &len), 0);
-}
-
-static void kside_close(struct kside *k)
-{
-	ck_assert_int_eq(fi_close(&k->ep->fid), 0);
-	ck_assert_int_eq(fi_close(&k->cq->fid), 0);
-	ck_assert_int_eq(fi_close(&k->av->fid), 0);
-	ck_assert_int_eq(fi_close(&k->dom->fid), 0);
-	ck_assert_int_eq(fi_close(&k->fabric->fid), 0);
-	fi_freeinfo(k->info);
-}
-
 /* k sends 64 B to r's endpoint: 0 once r has it, or the error the send
  * failed with. */
-static int kside_send(struct kside *k, struct kside *r, uint64_t tag)
+static int kside_send(struct tu_kside *k, struct tu_kside *r, uint64_t tag)
 {
 	char s[64] = "keyed", buf[64];
 	struct fi_cq_tagged_entry e;
@@ -149,7 +96,7 @@ static int kside_send(struct kside *k, struct kside *r, uint64_t tag)
 	int ret = 0;
 	bool sent = false, got = false;
 
-	ck_assert_int_eq(fi_av_insert(k->av, &r->addr, 1, &to, 0, NULL), 1);
+	ck_assert_int_eq(fi_av_insert(k->av, r->addr, 1, &to, 0, NULL), 1);
 	ck_assert_int_eq(fi_trecv(r->ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC,
 				  tag, 0, buf),
 			 0);
@@ -193,15 +140,15 @@ static int kside_send(struct kside *k, struct kside *r, uint64_t tag)
 void tu_net_auth_key(const struct tnbc_xport_ops *ops)
 {
 	struct fi_tnbc_engine_stats st;
-	struct kside r, wrong, none, right;
+	struct tu_kside r, wrong, none, right;
 	struct tu_xport_only o;
 	int ret;
 
 	tu_xport_only_begin(&o, ops);
-	kside_open(&r, "job-42");
-	kside_open(&wrong, "job-41");
-	kside_open(&none, NULL);
-	kside_open(&right, "job-42");
+	tu_kside_open(&r, "job-42", FI_FORMAT_UNSPEC);
+	tu_kside_open(&wrong, "job-41", FI_FORMAT_UNSPEC);
+	tu_kside_open(&none, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&right, "job-42", FI_FORMAT_UNSPEC);
 	ret = kside_send(&wrong, &r, 1);
 	ck_assert_msg(ret == -FI_EHOSTUNREACH, "another key: %d", ret);
 	ret = kside_send(&none, &r, 2);
@@ -209,9 +156,9 @@ void tu_net_auth_key(const struct tnbc_xport_ops *ops)
 	ck_assert_int_eq(kside_send(&right, &r, 3), 0);
 	tu_engine_stats(r.dom, &st);
 	ck_assert_uint_ge(st.refused_peers, 2);
-	kside_close(&right);
-	kside_close(&none);
-	kside_close(&wrong);
-	kside_close(&r);
+	tu_kside_close(&right);
+	tu_kside_close(&none);
+	tu_kside_close(&wrong);
+	tu_kside_close(&r);
 	tu_xport_only_end(&o);
 }

@@ -78,7 +78,7 @@ int tnbc_check_hints(const struct fi_info *hints)
 			(unsigned long long)(hints->caps & ~TNBC_HINT_CAPS));
 		return -FI_ENODATA;
 	}
-	if (hints->addr_format != FI_FORMAT_UNSPEC)
+	if (!tnbc_addr_format_ok(hints->addr_format))
 		return -FI_ENODATA;
 	if (e) {
 		if (e->type != FI_EP_UNSPEC && e->type != FI_EP_RDM)
@@ -149,7 +149,7 @@ struct fi_info *tnbc_info_build(const struct fi_info *hints)
 	caps = tnbc_caps_from(hints ? hints->caps : 0);
 	info->caps = caps;
 	info->mode = 0;
-	info->addr_format = FI_FORMAT_UNSPEC;
+	info->addr_format = hints ? hints->addr_format : FI_FORMAT_UNSPEC;
 
 	info->tx_attr->caps = caps & TNBC_TX_CAPS;
 	info->tx_attr->mode = 0;
@@ -300,47 +300,76 @@ static bool tnbc_node_ok(const char *node)
 	return true;
 }
 
-/* A fresh copy of the address of node and service. */
-static int tnbc_info_name(const char *node, const char *service, bool source,
-			  struct tnbc_addr **out)
+/* fi_info's src_addr and dest_addr, in its addr_format: from node and
+ * service (or an FI_ADDR_STR address as node), or the hints'. */
+static int tnbc_info_addrs(const char *node, const char *service,
+			   uint64_t flags, const struct fi_info *hints,
+			   struct fi_info *fi)
 {
-	struct tnbc_addr *a = malloc(sizeof(*a));
+	uint32_t fmt = fi->addr_format;
+	bool source = flags & FI_SOURCE;
+	struct tnbc_addr src, dst;
+	bool have_src = false, have_dst = false;
 	int ret;
 
-	if (!a)
-		return -FI_ENOMEM;
-	ret = tnbc_addr_svc(node, service, source, a);
-	if (ret) {
-		free(a);
+	if (tnbc_addr_is_str(node) && !service) {
+		ret = tnbc_addr_import(NULL, FI_ADDR_STR, node, 0, source,
+				       source ? &src : &dst);
+		if (ret)
+			return -FI_ENODATA;
+		have_src = source;
+		have_dst = !source;
+	} else if (!tnbc_node_ok(node)) {
+		FI_INFO(&tnbc_prov, FI_LOG_CORE, "cannot resolve node %s\n",
+			node);
 		return -FI_ENODATA;
+	} else {
+		/* A service without FI_SOURCE names the peer to reach; our
+		 * own endpoint then gets a fresh name when it opens. */
+		if (!source && service) {
+			ret = tnbc_addr_svc(node, service, false, &dst);
+			if (ret)
+				goto no_xport;
+			have_dst = true;
+		}
+		if (!source)
+			node = service = NULL;
+		ret = tnbc_addr_svc(node, service, true, &src);
+		if (ret)
+			goto no_xport;
+		have_src = true;
 	}
-	*out = a;
-	return 0;
-}
-
-/* Replaces *dst with a copy of a tnbc address given in hints. */
-static int tnbc_copy_hint_name(const void *src, size_t len, void **dst,
-			       size_t *dstlen)
-{
-	void *copy;
-
-	if (len != sizeof(struct tnbc_addr))
+	if (!have_src) {
+		ret = tnbc_addr_svc(NULL, NULL, true, &src);
+		if (ret)
+			goto no_xport;
+	}
+	if (hints && hints->src_addr &&
+	    tnbc_addr_import(NULL, fmt, hints->src_addr, hints->src_addrlen,
+			     true, &src))
 		return -FI_ENODATA;
-	copy = malloc(len);
-	if (!copy)
-		return -FI_ENOMEM;
-	memcpy(copy, src, len);
-	free(*dst);
-	*dst = copy;
-	*dstlen = len;
-	return 0;
+	if (hints && hints->dest_addr) {
+		if (tnbc_addr_import(NULL, fmt, hints->dest_addr,
+				     hints->dest_addrlen, false, &dst))
+			return -FI_ENODATA;
+		have_dst = true;
+	}
+	ret = tnbc_addr_export_dup(fmt, &src, &fi->src_addr, &fi->src_addrlen);
+	if (!ret && have_dst)
+		ret = tnbc_addr_export_dup(fmt, &dst, &fi->dest_addr,
+					   &fi->dest_addrlen);
+	return ret == -FI_ENOMEM ? ret : ret ? -FI_ENODATA : 0;
+no_xport:
+	FI_INFO(&tnbc_prov, FI_LOG_CORE,
+		"no transport can use node %s service %s\n",
+		node ? node : "(none)", service ? service : "(none)");
+	return -FI_ENODATA;
 }
 
 int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 		 uint64_t flags, const struct fi_info *hints,
 		 struct fi_info **info)
 {
-	struct tnbc_addr *name = NULL;
 	struct fi_info *fi;
 	int ret;
 
@@ -368,49 +397,11 @@ int tnbc_getinfo(uint32_t version, const char *node, const char *service,
 				? FI_MR_BASIC
 				: FI_MR_SCALABLE;
 
-	if (!tnbc_node_ok(node)) {
-		FI_INFO(&tnbc_prov, FI_LOG_CORE, "cannot resolve node %s\n",
-			node);
-		ret = -FI_ENODATA;
-		goto err;
-	}
-	/* A service without FI_SOURCE names the peer to reach; our own
-	 * endpoint then gets a fresh name when it opens. */
-	if (!(flags & FI_SOURCE)) {
-		if (service) {
-			ret = tnbc_info_name(node, service, false, &name);
-			if (ret)
-				goto err_node;
-			fi->dest_addr = name;
-			fi->dest_addrlen = sizeof(*name);
-		}
-		service = NULL;
-		node = NULL;
-	}
-	ret = tnbc_info_name(node, service, true, &name);
+	ret = tnbc_info_addrs(node, service, flags, hints, fi);
 	if (ret)
-		goto err_node;
-	fi->src_addr = name;
-	fi->src_addrlen = sizeof(*name);
-
-	if (hints && hints->src_addr) {
-		ret = tnbc_copy_hint_name(hints->src_addr, hints->src_addrlen,
-					  &fi->src_addr, &fi->src_addrlen);
-		if (ret)
-			goto err;
-	}
-	if (hints && hints->dest_addr) {
-		ret = tnbc_copy_hint_name(hints->dest_addr, hints->dest_addrlen,
-					  &fi->dest_addr, &fi->dest_addrlen);
-		if (ret)
-			goto err;
-	}
+		goto err;
 	*info = fi;
 	return 0;
-err_node:
-	FI_INFO(&tnbc_prov, FI_LOG_CORE,
-		"no transport can use node %s service %s\n",
-		node ? node : "(none)", service ? service : "(none)");
 err:
 	fi_freeinfo(fi);
 	return ret;

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -16,8 +17,9 @@
 
 static size_t tnbc_name_hash(const struct tnbc_name *n)
 {
-	uint64_t h =
-		((uint64_t)n->kind << 56) ^ ((uint64_t)n->pid << 24) ^ n->uid;
+	/* a service's process may be unknown (tnbc_av_name_eq) */
+	uint64_t pid = n->kind == TNBC_NAME_SVC ? 0 : n->pid;
+	uint64_t h = ((uint64_t)n->kind << 56) ^ (pid << 24) ^ n->uid;
 
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdull;
@@ -26,12 +28,18 @@ static size_t tnbc_name_hash(const struct tnbc_name *n)
 }
 
 /* The same endpoint, whichever transports each name says reach it (a
- * packet's source names only the one it came through). */
+ * packet's source names only the one it came through).  A service
+ * inserted by its number (fi_av_insertsvc) knows no process or host
+ * (0): it is whichever process serves that number. */
 static bool tnbc_av_name_eq(const struct tnbc_name *a,
 			    const struct tnbc_name *b)
 {
-	return a->kind == b->kind && a->uid == b->uid && a->pid == b->pid &&
-	       a->nonce == b->nonce;
+	if (a->kind != b->kind || a->uid != b->uid || a->nonce != b->nonce)
+		return false;
+	if (a->kind != TNBC_NAME_SVC)
+		return a->pid == b->pid;
+	return (a->pid == b->pid || !a->pid || !b->pid) &&
+	       (a->host == b->host || !a->host || !b->host);
 }
 
 struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr)
@@ -216,23 +224,40 @@ static int tnbc_av_insert_one(struct tnbc_av *av, const struct tnbc_addr *addr,
 	return 0;
 }
 
-static int tnbc_av_insert(struct fid_av *fid, const void *addr, size_t count,
-			  fi_addr_t *fi_addr, uint64_t flags, void *context)
+/* The i-th address of an fi_av_insert array of format fmt. */
+static const void *tnbc_av_nth(uint32_t fmt, const void *addr, size_t i)
 {
-	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
-	const struct tnbc_addr *names = addr;
-	int *errors = (flags & FI_SYNC_ERR) ? context : NULL;
+	switch (fmt) {
+	case FI_ADDR_STR:
+		return ((const char *const *)addr)[i];
+	case FI_SOCKADDR_IN:
+		return (const struct sockaddr_in *)addr + i;
+	default:
+		return (const struct tnbc_addr *)addr + i;
+	}
+}
+
+/* Inserts addresses of format fmt.  One whose peer must be asked who
+ * it is (a socket address) is asked before the AV is locked. */
+static int tnbc_av_insert_addrs(struct tnbc_av *av, uint32_t fmt,
+				const void *addr, size_t count,
+				fi_addr_t *fi_addr, int *errors)
+{
 	int inserted = 0;
 
-	if (flags & ~(uint64_t)(FI_MORE | FI_SYNC_ERR))
-		return -FI_EINVAL;
-	if (count && !addr)
-		return -FI_EINVAL;
-	pthread_mutex_lock(&av->lock);
 	for (size_t i = 0; i < count; i++) {
 		fi_addr_t a = FI_ADDR_NOTAVAIL;
-		int ret = tnbc_av_insert_one(av, &names[i], &a);
+		struct tnbc_addr name;
+		int ret;
 
+		ret = tnbc_addr_import(av->domain, fmt,
+				       tnbc_av_nth(fmt, addr, i), 0, false,
+				       &name);
+		if (!ret) {
+			pthread_mutex_lock(&av->lock);
+			ret = tnbc_av_insert_one(av, &name, &a);
+			pthread_mutex_unlock(&av->lock);
+		}
 		if (ret)
 			FI_WARN(&tnbc_prov, FI_LOG_AV,
 				"address %zu rejected: %s\n", i,
@@ -244,59 +269,48 @@ static int tnbc_av_insert(struct fid_av *fid, const void *addr, size_t count,
 		if (errors)
 			errors[i] = ret;
 	}
-	pthread_mutex_unlock(&av->lock);
 	return inserted;
 }
 
-int tnbc_addr_svc(const char *node, const char *service, bool source,
-		  struct tnbc_addr *out)
+static int tnbc_av_insert(struct fid_av *fid, const void *addr, size_t count,
+			  fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
-	char *end;
-	long svc = 0;
+	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
+	int *errors = (flags & FI_SYNC_ERR) ? context : NULL;
 
-	memset(out, 0, sizeof(*out));
-	out->name.version = TNBC_PROTO_VERSION;
-	if (service) {
-		errno = 0;
-		svc = strtol(service, &end, 10);
-		if (errno || end == service || *end || svc < 0 ||
-		    svc > UINT32_MAX)
-			return -FI_EINVAL;
-		out->name.kind = TNBC_NAME_SVC;
-		out->name.uid = (uint32_t)svc;
-	} else {
-		out->name.kind = TNBC_NAME_PID;
-		out->name.pid = (uint32_t)getpid();
-		out->name.uid = TNBC_UID_ANY;
-	}
-	/* the transports that can use the address: shm reaches a service
-	 * on this host whatever node says, a network transport only where
-	 * node resolves to an address it can use */
-	for (unsigned i = 0; i < tnbc_env.nxport; i++) {
-		const struct tnbc_xport_ops *ops = tnbc_env.xport_list[i];
-
-		if (ops->xaddr_off < 0)
-			out->name.xports |= (uint16_t)TNBC_XPORT_BIT(ops->id);
-		else if (!ops->addr_parse(node, service, source,
-					  out->xaddr + ops->xaddr_off))
-			out->name.xports |= (uint16_t)TNBC_XPORT_BIT(ops->id);
-	}
-	return out->name.xports ? 0 : -FI_ENODATA;
+	if (flags & ~(uint64_t)(FI_MORE | FI_SYNC_ERR))
+		return -FI_EINVAL;
+	if (count && !addr)
+		return -FI_EINVAL;
+	return tnbc_av_insert_addrs(av, av->domain->addr_format, addr, count,
+				    fi_addr, errors);
 }
 
 static int tnbc_av_insertsvc(struct fid_av *fid, const char *node,
 			     const char *service, fi_addr_t *fi_addr,
 			     uint64_t flags, void *context)
 {
+	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
 	struct tnbc_addr addr;
 	int ret;
 
-	if (!fid || !service)
+	if (!fid)
 		return -FI_EINVAL;
-	ret = tnbc_addr_svc(node, service, false, &addr);
+	/* fi_av(3): an FI_ADDR_STR address may come as the node */
+	if (tnbc_addr_is_str(node) && !service) {
+		ret = tnbc_addr_import(av->domain, FI_ADDR_STR, node, 0, false,
+				       &addr);
+	} else {
+		if (!service)
+			return -FI_EINVAL;
+		ret = tnbc_addr_svc(node, service, false, &addr);
+	}
 	if (ret)
 		return ret;
-	return tnbc_av_insert(fid, &addr, 1, fi_addr, flags, context);
+	if (flags & ~(uint64_t)(FI_MORE | FI_SYNC_ERR))
+		return -FI_EINVAL;
+	return tnbc_av_insert_addrs(av, FI_FORMAT_UNSPEC, &addr, 1, fi_addr,
+				    (flags & FI_SYNC_ERR) ? context : NULL);
 }
 
 static int tnbc_av_insertsym(struct fid_av *fid, const char *node,
@@ -373,64 +387,29 @@ static int tnbc_av_lookup(struct fid_av *fid, fi_addr_t fi_addr, void *addr,
 {
 	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
 	struct tnbc_av_entry *e;
-	size_t n;
+	struct tnbc_addr a;
+	int ret;
 
 	if (!addrlen || (!addr && *addrlen))
 		return -FI_EINVAL;
-	struct tnbc_addr a;
-
 	e = tnbc_av_get(av, fi_addr);
 	if (!e)
 		return -FI_EINVAL;
 	a.name = e->name;
 	memcpy(a.xaddr, e->xaddr, sizeof(a.xaddr));
-	n = *addrlen < sizeof(a) ? *addrlen : sizeof(a);
-	if (n)
-		memcpy(addr, &a, n);
-	*addrlen = sizeof(a);
-	return 0;
+	/* fi_av(3): a short buffer gets what fits, and the length */
+	ret = tnbc_addr_export(av->domain->addr_format, &a, addr, addrlen);
+	return ret == -FI_ETOOSMALL ? 0 : ret;
 }
 
-/* "tnbc://<pid>/<uid>/<nonce>" or "tnbc://svc/<n>", then each network
- * transport's address: ";tcp=10.0.0.1:4000". */
 static const char *tnbc_av_straddr(struct fid_av *fid, const void *addr,
 				   char *buf, size_t *len)
 {
-	const struct tnbc_addr *a = addr;
-	const struct tnbc_name *n = &a->name;
-	char tmp[256];
-	size_t need;
-	int at;
+	struct tnbc_av *av = tnbc_container_of(fid, struct tnbc_av, av_fid);
 
-	(void)fid;
 	if (!addr || !len || (!buf && *len))
 		return NULL;
-	if (n->kind == TNBC_NAME_SVC)
-		at = snprintf(tmp, sizeof(tmp), "tnbc://svc/%" PRIu32, n->uid);
-	else
-		at = snprintf(tmp, sizeof(tmp),
-			      "tnbc://%" PRIu32 "/%" PRIu32 "/%016" PRIx64,
-			      n->pid, n->uid, n->nonce);
-	for (unsigned i = 0; i < tnbc_env.nxport; i++) {
-		const struct tnbc_xport_ops *ops = tnbc_env.xport_list[i];
-
-		if (!(n->xports & TNBC_XPORT_BIT(ops->id)))
-			continue;
-		if (at < (int)sizeof(tmp) - 1)
-			tmp[at++] = ';';
-		if (ops->xaddr_off < 0)
-			at += snprintf(tmp + at, sizeof(tmp) - (size_t)at, "%s",
-				       ops->name);
-		else
-			at += ops->addr_str(a->xaddr + ops->xaddr_off, tmp + at,
-					    sizeof(tmp) - (size_t)at);
-		if (at >= (int)sizeof(tmp))
-			at = (int)sizeof(tmp) - 1;
-	}
-	need = strlen(tmp) + 1;
-	if (buf && *len)
-		snprintf(buf, *len, "%s", tmp);
-	*len = need;
+	tnbc_addr_straddr(av->domain->addr_format, addr, buf, len);
 	return buf;
 }
 

@@ -88,6 +88,11 @@ uint64_t tnbc_now_ns(void);
 uint64_t tnbc_host_id(void);
 /* 64 bits nobody can predict; never 0 (0 marks a service name). */
 uint64_t tnbc_nonce(void);
+/* "ip:port" or "[ip6]:port" into an IP address of family AF_INET or
+ * AF_INET6 (ip: 4 or 16 bytes) and a port in network order;
+ * -FI_EINVAL where it is none, or IPv6 and allow6 is false. */
+int tnbc_ip_scan(const char *text, bool allow6, int *family, void *ip,
+		 uint16_t *port);
 /* Whether the text of /proc/loadavg shows more runnable threads than
  * ncpu, the reader itself not counted (false when it cannot tell). */
 bool tnbc_loadavg_oversubscribed(const char *loadavg, long ncpu);

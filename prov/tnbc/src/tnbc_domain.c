@@ -271,11 +271,14 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		if (ret)
 			return -FI_EINVAL;
 	}
+	if (!tnbc_addr_format_ok(info->addr_format))
+		return -FI_EINVAL;
 	fab = tnbc_container_of(fabric, struct tnbc_fabric, fabric_fid);
 	dom = calloc(1, sizeof(*dom));
 	if (!dom)
 		return -FI_ENOMEM;
 	dom->fabric = fab;
+	dom->addr_format = info->addr_format;
 	dom->threading = info->domain_attr ? info->domain_attr->threading
 					   : FI_THREAD_SAFE;
 	dom->mr_mode = info->domain_attr ? info->domain_attr->mr_mode : 0;

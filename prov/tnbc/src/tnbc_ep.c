@@ -45,6 +45,7 @@ static int tnbc_ep_xports_open(struct tnbc_ep *ep)
 	struct tnbc_domain *dom = ep->domain;
 	struct tnbc_name *n = &ep->name;
 	uint8_t want[TNBC_XADDR_LEN];
+	struct tnbc_addr whole;
 	int ret = -FI_EADDRINUSE;
 
 	memset(n, 0, sizeof(*n));
@@ -88,9 +89,16 @@ static int tnbc_ep_xports_open(struct tnbc_ep *ep)
 		if (ret)
 			tnbc_ep_xports_close(ep, i);
 	}
-	if (!ret)
-		ep->nxp = dom->nxp;
-	return ret;
+	if (ret)
+		return ret;
+	ep->nxp = dom->nxp;
+	/* the whole address, for transports that answer lookups */
+	memcpy(whole.xaddr, ep->xaddr, sizeof(whole.xaddr));
+	whole.name = *n;
+	for (unsigned i = 0; i < ep->nxp; i++)
+		if (ep->xp[i].ops->ep_named)
+			ep->xp[i].ops->ep_named(ep->xp[i].xep, &whole);
+	return 0;
 }
 
 static int tnbc_ep_close(struct fid *fid)
@@ -532,20 +540,13 @@ static struct fi_ops_ep tnbc_ep_ops = {
 static int tnbc_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct tnbc_ep *ep = TNBC_EP(fid);
-	size_t n;
+	struct tnbc_addr a;
 
 	if (!addrlen || (!addr && *addrlen))
 		return -FI_EINVAL;
-	struct tnbc_addr a;
-
-	n = *addrlen;
-	*addrlen = sizeof(a);
-	if (n < sizeof(a))
-		return -FI_ETOOSMALL;
 	a.name = ep->name;
 	memcpy(a.xaddr, ep->xaddr, sizeof(a.xaddr));
-	memcpy(addr, &a, sizeof(a));
-	return 0;
+	return tnbc_addr_export(ep->info->addr_format, &a, addr, addrlen);
 }
 
 static int tnbc_cm_setname(fid_t fid, void *addr, size_t addrlen)
@@ -623,6 +624,7 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 {
 	struct tnbc_domain *dom;
 	struct tnbc_ep *ep;
+	struct tnbc_addr src;
 	int ret;
 
 	if (!domain || !info || !ep_out)
@@ -645,10 +647,13 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 		return -FI_EINVAL;
 	}
 	/* an address of another provider, or of an older tnbc */
-	if (info->src_addr && info->src_addrlen != sizeof(struct tnbc_addr)) {
+	if (info->src_addr &&
+	    tnbc_addr_import(NULL, info->addr_format, info->src_addr,
+			     info->src_addrlen, true, &src)) {
 		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
-			"src_addr of %zu bytes is no tnbc address (%zu)\n",
-			info->src_addrlen, sizeof(struct tnbc_addr));
+			"src_addr of %zu bytes is no tnbc address of format "
+			"%u\n",
+			info->src_addrlen, (unsigned)info->addr_format);
 		return -FI_EINVAL;
 	}
 	ep = calloc(1, sizeof(*ep));
@@ -668,11 +673,9 @@ int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 	/* the address asked for: a service number, and where each network
 	 * transport listens (the transport fills in what it takes) */
 	if (info->src_addr) {
-		const struct tnbc_addr *a = info->src_addr;
-
-		if (a->name.kind == TNBC_NAME_SVC)
-			ep->svc = a->name.uid;
-		memcpy(ep->xaddr, a->xaddr, sizeof(ep->xaddr));
+		if (src.name.kind == TNBC_NAME_SVC)
+			ep->svc = src.name.uid;
+		memcpy(ep->xaddr, src.xaddr, sizeof(ep->xaddr));
 	}
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;

@@ -95,6 +95,25 @@ static const struct tnbc_xport_ops *const tnbc_xports_all[] = {
 #endif
 };
 
+const struct tnbc_xport_ops *tnbc_xport_named(const char *name, size_t len)
+{
+	for (size_t i = 0;
+	     i < sizeof(tnbc_xports_all) / sizeof(tnbc_xports_all[0]); i++)
+		if (strlen(tnbc_xports_all[i]->name) == len &&
+		    !strncmp(tnbc_xports_all[i]->name, name, len))
+			return tnbc_xports_all[i];
+	return NULL;
+}
+
+const struct tnbc_xport_ops *tnbc_xport_of(unsigned id)
+{
+	for (size_t i = 0;
+	     i < sizeof(tnbc_xports_all) / sizeof(tnbc_xports_all[0]); i++)
+		if (tnbc_xports_all[i]->id == id)
+			return tnbc_xports_all[i];
+	return NULL;
+}
+
 /* FI_TNBC_XPORTS's default: every transport that works here (one this
  * build lacks, or one with no device, is left out quietly). */
 #define TNBC_XPORTS_DEFAULT "shm,verbs,tcp"
@@ -295,7 +314,9 @@ static void tnbc_init_env(void)
 	fi_param_define(&tnbc_prov, "tcp_timeout_ms", FI_PARAM_SIZE_T,
 			"How long a TCP peer may leave data unacknowledged, "
 			"or keepalive probes unanswered, before it counts as "
-			"dead and what waits on it fails (default: %zu)",
+			"dead and what waits on it fails; also how long "
+			"fi_av_insert of a socket address waits for the "
+			"endpoint there to say who it is (default: %zu)",
 			tnbc_env.tcp_timeout_ms);
 	fi_param_define(&tnbc_prov, "verbs_iface", FI_PARAM_STRING,
 			"The IPv4 address (or the interface whose first IPv4 "

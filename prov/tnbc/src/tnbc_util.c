@@ -1,8 +1,10 @@
 /*
  * Small helpers shared by the objects: iovec copies, time, the host's
- * load, and the entry points of interfaces tnbc does not offer (the
- * fi_no_* helpers of libfabric are not exported to DL providers).
+ * load, address text, and the entry points of interfaces tnbc does not offer
+ * (the fi_no_* helpers of libfabric are not exported to DL providers).
  */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,4 +204,33 @@ int tnbc_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
 	(void)ops;
 	(void)context;
 	return -FI_ENOSYS;
+}
+
+int tnbc_ip_scan(const char *text, bool allow6, int *family, void *ip,
+		 uint16_t *port)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon = strrchr(text, ':');
+	size_t n = colon ? (size_t)(colon - text) : 0;
+	unsigned long p;
+	char *end;
+
+	if (!colon || !n || n >= sizeof(host))
+		return -FI_EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || p > 65535)
+		return -FI_EINVAL;
+	memcpy(host, text, n);
+	host[n] = '\0';
+	*port = htons((uint16_t)p);
+	if (host[0] == '[' && host[n - 1] == ']') {
+		host[n - 1] = '\0';
+		*family = AF_INET6;
+		return allow6 && inet_pton(AF_INET6, host + 1, ip) == 1
+			       ? 0
+			       : -FI_EINVAL;
+	}
+	*family = AF_INET;
+	return inet_pton(AF_INET, host, ip) == 1 ? 0 : -FI_EINVAL;
 }

@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 enum tnbc_xport_id {
@@ -302,9 +303,25 @@ struct tnbc_xport_ops {
 	 * -FI_ENODATA when they name none it can use. */
 	int (*addr_parse)(const char *node, const char *service, bool source,
 			  uint8_t *xaddr);
-	/* xaddr as text ("tcp=10.0.0.1:4000"), at most len bytes with the
+	/* xaddr as text ("10.0.0.1:4000"), at most len bytes with the
 	 * NUL; returns the length it needed, the NUL left out. */
 	int (*addr_str)(const uint8_t *xaddr, char *buf, size_t len);
+	/* addr_str's inverse: the text into xaddr, -FI_EINVAL where it is
+	 * none. */
+	int (*addr_scan)(const char *text, uint8_t *xaddr);
+	/* The transport whose addresses applications know endpoints by
+	 * (FI_SOCKADDR_IN; NULL for the others): xaddr as a socket
+	 * address, returning its length, or -FI_ENODATA where xaddr names
+	 * none of that family. */
+	int (*addr_sock)(const uint8_t *xaddr, int family,
+			 struct sockaddr_storage *ss);
+	/* And the way back: asks the endpoint listening at sa who it is
+	 * (a lookup over the network, answered by the peer's own
+	 * endpoint, see ep_named), waiting a time the transport documents.
+	 * -FI_EHOSTUNREACH when none answered, -FI_EACCES when the peer
+	 * refused this domain's auth_key. */
+	int (*resolve)(struct tnbc_xdom *xdom, const struct sockaddr *sa,
+		       struct tnbc_addr *out);
 
 	/* kick wakes the domain's engine, wherever it sleeps: a transport
 	 * whose packets can arrive while the engine sleeps on another's
@@ -323,6 +340,10 @@ struct tnbc_xport_ops {
 	int (*ep_open)(struct tnbc_xdom *xdom, const struct tnbc_name *self,
 		       uint8_t *xaddr, struct tnbc_xep **xep);
 	void (*ep_close)(struct tnbc_xep *xep);
+	/* The endpoint's whole address, once every transport has opened
+	 * its end: what a transport with resolve answers lookups with.
+	 * NULL: not needed. */
+	void (*ep_named)(struct tnbc_xep *xep, const struct tnbc_addr *self);
 	/* Largest packet (frame and payload) this peer takes. */
 	size_t (*max_packet)(struct tnbc_xpeer *peer);
 	/* Largest packet every peer of this transport takes, before any

@@ -9,7 +9,10 @@
  * stream is a sequence of records (struct tnbc_tcp_rec): a hello naming
  * the endpoint the connection is for, an introduction that tells the
  * receiver where a source endpoint listens (so that it can answer a
- * name that came in a packet), and packets.
+ * name that came in a packet), and packets.  A connection may instead
+ * open with a question, who the endpoint listening there is (resolve,
+ * for FI_SOCKADDR_IN), which the endpoint answers with its whole
+ * address and closes.
  *
  * Receiving is in two phases: a packet whose payload the protocol
  * places itself (TNBC_XPKT_PLACED) is offered once its frame is in
@@ -64,13 +67,15 @@
 
 /* The stream's format; a peer speaking another version is refused at
  * its hello. */
-#define TNBC_TCP_VERSION 3
+#define TNBC_TCP_VERSION 4
 #define TNBC_TCP_MAGIC	 0x54424e54u /* "TNBT" */
 
 enum tnbc_tcp_rec_type {
 	TNBC_TCP_HELLO = 1,
 	TNBC_TCP_INTRO = 2,
 	TNBC_TCP_PKT = 3,
+	TNBC_TCP_WHO = 4, /* who are you?  (struct tnbc_tcp_who) */
+	TNBC_TCP_IAM = 5, /* the answer: a struct tnbc_addr; empty: refused */
 };
 
 /* tnbc_tcp_rec.flags */
@@ -104,6 +109,14 @@ struct tnbc_tcp_hello {
 	struct tnbc_name to; /* the endpoint this connection is for */
 	/* the sending domain's auth_key, which must be the receiving
 	 * endpoint's: it keeps jobs apart, and travels in the clear */
+	uint8_t key[TNBC_AUTH_KEY_MAX];
+};
+
+struct tnbc_tcp_who {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t key_len;
+	/* a lookup is refused, as a connection is, to another job */
 	uint8_t key[TNBC_AUTH_KEY_MAX];
 };
 
@@ -161,6 +174,9 @@ struct tnbc_xep {
 	struct tnbc_xdom *xdom;
 	struct tnbc_name name;
 	struct tnbc_tcp_addr addr; /* where it listens, as peers reach it */
+	/* its whole address (ep_named): what lookups are answered with */
+	struct tnbc_addr whole;
+	atomic_bool named;
 	int lfd;
 	/* its connections, level-triggered: a poll asks it directly
 	 * whether one has data (a thread wake-up per message would cost
@@ -379,8 +395,29 @@ static int tnbc_tcp_addr_str(const uint8_t *xaddr, char *buf, size_t len)
 	if (a->family == 4 || a->family == 6)
 		inet_ntop(a->family == 6 ? AF_INET6 : AF_INET, a->ip, ip,
 			  sizeof(ip));
-	return snprintf(buf, len, a->family == 6 ? "tcp=[%s]:%u" : "tcp=%s:%u",
-			ip, (unsigned)ntohs(a->port));
+	return snprintf(buf, len, a->family == 6 ? "[%s]:%u" : "%s:%u", ip,
+			(unsigned)ntohs(a->port));
+}
+
+static int tnbc_tcp_addr_scan(const char *text, uint8_t *xaddr)
+{
+	struct tnbc_tcp_addr *a = (struct tnbc_tcp_addr *)(void *)xaddr;
+	int family, ret;
+
+	memset(a, 0, sizeof(*a));
+	ret = tnbc_ip_scan(text, true, &family, a->ip, &a->port);
+	a->family = family == AF_INET6 ? 6 : 4;
+	return ret;
+}
+
+static int tnbc_tcp_addr_sock(const uint8_t *xaddr, int family,
+			      struct sockaddr_storage *ss)
+{
+	const struct tnbc_tcp_addr *a = (const void *)xaddr;
+
+	if (a->family != (family == AF_INET6 ? 6 : 4))
+		return -FI_ENODATA;
+	return (int)tnbc_tcp_sockaddr(a, ss);
 }
 
 /* ------------------------------------------------------------------ */
@@ -767,6 +804,13 @@ static void tnbc_tcp_held_free(struct tnbc_tcp_held *h)
 	}
 }
 
+static void tnbc_tcp_ep_named(struct tnbc_xep *xep,
+			      const struct tnbc_addr *self)
+{
+	xep->whole = *self;
+	atomic_store_explicit(&xep->named, true, memory_order_release);
+}
+
 static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 {
 	struct tnbc_xdom *xdom = xep->xdom;
@@ -989,6 +1033,130 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p)
 		p->out_len = p->out_off = 0;
 		return -err;
 	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Lookups: who listens at a socket address                            */
+
+/* Waits until fd is ready for events or end_ns passes. */
+static bool tnbc_tcp_wait_fd(int fd, short events, uint64_t end_ns)
+{
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = events};
+		uint64_t now = tnbc_now_ns();
+		int r;
+
+		if (now >= end_ns)
+			return false;
+		r = poll(&pfd, 1, (int)((end_ns - now + 999999) / 1000000));
+		if (r > 0)
+			return true;
+		if (r < 0 && errno != EINTR)
+			return false;
+	}
+}
+
+/* One question; -FI_EAGAIN where asking again may get an answer
+ * (nobody listens yet, or the endpoint is not named yet). */
+static int tnbc_tcp_ask(struct tnbc_xdom *xdom, const struct sockaddr *sa,
+			uint64_t end_ns, struct tnbc_addr *out)
+{
+	struct {
+		struct tnbc_tcp_rec rec;
+		struct tnbc_tcp_who who;
+	} q = {.rec = {.len = sizeof(q.who), .type = TNBC_TCP_WHO},
+	       .who = {.magic = TNBC_TCP_MAGIC,
+		       .version = TNBC_TCP_VERSION,
+		       .key_len = xdom->key_len}};
+	struct {
+		struct tnbc_tcp_rec rec;
+		struct tnbc_addr addr;
+	} ans;
+	socklen_t sl = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						 : sizeof(struct sockaddr_in);
+	size_t got = 0;
+	int fd, err = 0, ret = -FI_EAGAIN;
+
+	memcpy(q.who.key, xdom->key, sizeof(q.who.key));
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, sa, sl) && errno != EINPROGRESS)
+		goto out;
+	if (!tnbc_tcp_wait_fd(fd, POLLOUT, end_ns))
+		goto out;
+	sl = sizeof(err);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) || err)
+		goto out;
+	if (send(fd, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q))
+		goto out;
+	while (got < sizeof(ans)) {
+		ssize_t n =
+			recv(fd, (uint8_t *)&ans + got, sizeof(ans) - got, 0);
+
+		if (n > 0) {
+			got += (size_t)n;
+			if (got >= sizeof(ans.rec) &&
+			    ans.rec.type == TNBC_TCP_IAM && !ans.rec.len) {
+				ret = -FI_EACCES;
+				goto out;
+			}
+			continue;
+		}
+		if (!n)
+			break; /* closed unanswered */
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN || !tnbc_tcp_wait_fd(fd, POLLIN, end_ns))
+			break;
+	}
+	if (got == sizeof(ans)) {
+		if (ans.rec.type != TNBC_TCP_IAM ||
+		    ans.rec.len != sizeof(ans.addr)) {
+			ret = -FI_EHOSTUNREACH;
+			goto out;
+		}
+		*out = ans.addr;
+		ret = 0;
+	} else if (got) {
+		ret = -FI_EHOSTUNREACH; /* something that is no tnbc */
+	}
+out:
+	close(fd);
+	return ret;
+}
+
+static int tnbc_tcp_resolve(struct tnbc_xdom *xdom, const struct sockaddr *sa,
+			    struct tnbc_addr *out)
+{
+	uint64_t end = tnbc_now_ns() + tnbc_env.tcp_timeout_ms * 1000000u;
+	struct tnbc_tcp_addr *a =
+		(struct tnbc_tcp_addr *)(void *)(out->xaddr +
+						 TNBC_XADDR_TCP_OFF);
+	int ret;
+
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+		return -FI_EINVAL;
+	for (;;) {
+		ret = tnbc_tcp_ask(xdom, sa, end, out);
+		if (ret != -FI_EAGAIN || tnbc_now_ns() >= end)
+			break;
+		/* nobody listens there yet: ask again shortly */
+		nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+	}
+	if (ret == -FI_EAGAIN)
+		ret = -FI_EHOSTUNREACH;
+	if (ret) {
+		FI_WARN(&tnbc_prov, FI_LOG_AV,
+			"tcp: no tnbc endpoint answered at that address: %s\n",
+			fi_strerror(-ret));
+		return ret;
+	}
+	/* where it answered is where this host reaches it, whatever
+	 * address it gives out */
+	tnbc_tcp_from_sockaddr(sa, a);
 	return 0;
 }
 
@@ -1364,10 +1532,57 @@ static bool tnbc_tcp_replay(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 	return true;
 }
 
-/* A record of a connection that is not a packet. */
+/* A lookup (TNBC_TCP_WHO) answered: the whole address, or an empty
+ * answer to a question with another auth_key.  The question is a
+ * connection's first and last record: 1 says the connection is done
+ * with.  Until the endpoint is named (ep_named is moments away) the
+ * connection closes unanswered, and the asking side asks again. */
+static int tnbc_tcp_answer(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			   const uint8_t *body)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+	struct tnbc_tcp_who w;
+	struct {
+		struct tnbc_tcp_rec rec;
+		struct tnbc_addr addr;
+	} ans = {.rec = {.len = sizeof(ans.addr), .type = TNBC_TCP_IAM}};
+
+	memcpy(&w, body, sizeof(w));
+	if (w.magic != TNBC_TCP_MAGIC || w.version != TNBC_TCP_VERSION) {
+		atomic_fetch_add(&xdom->refused, 1);
+		return -FI_EINVAL;
+	}
+	if (w.key_len != xdom->key_len ||
+	    memcmp(w.key, xdom->key, xdom->key_len)) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"tcp: a lookup with another auth_key refused\n");
+		atomic_fetch_add(&xdom->refused, 1);
+		ans.rec.len = 0;
+	} else if (!atomic_load_explicit(&xep->named, memory_order_acquire)) {
+		return 1;
+	} else {
+		ans.addr = xep->whole;
+	}
+	/* a fresh socket takes 72 bytes; one that does not is the asker's
+	 * loss, and it asks again */
+	if (send(c->fd, &ans, sizeof(ans.rec) + ans.rec.len,
+		 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		FI_INFO(&tnbc_prov, FI_LOG_EP_CTRL,
+			"tcp: a lookup's answer not sent: %s\n",
+			strerror(errno));
+	return 1;
+}
+
+/* A record of a connection that is not a packet; 1 when the connection
+ * has done its work and closes. */
 static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			    const struct tnbc_tcp_rec *rec, const uint8_t *body)
 {
+	if (rec->type == TNBC_TCP_WHO) {
+		if (c->hello || rec->len != sizeof(struct tnbc_tcp_who))
+			return -FI_EINVAL;
+		return tnbc_tcp_answer(xep, c, body);
+	}
 	if (rec->type == TNBC_TCP_HELLO) {
 		struct tnbc_tcp_hello h;
 
@@ -1478,8 +1693,11 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 					return taken;
 				continue;
 			}
-			if (tnbc_tcp_control(xep, c, &rec,
-					     c->buf + c->off + sizeof(rec)))
+			v = tnbc_tcp_control(xep, c, &rec,
+					     c->buf + c->off + sizeof(rec));
+			if (v > 0)
+				goto drop;
+			if (v)
 				goto bad;
 			c->off += sizeof(rec) + span;
 			continue;
@@ -1815,10 +2033,14 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.xaddr_len = TNBC_XADDR_TCP_LEN,
 	.addr_parse = tnbc_tcp_addr_parse,
 	.addr_str = tnbc_tcp_addr_str,
+	.addr_scan = tnbc_tcp_addr_scan,
+	.addr_sock = tnbc_tcp_addr_sock,
+	.resolve = tnbc_tcp_resolve,
 	.dom_open = tnbc_tcp_dom_open,
 	.dom_close = tnbc_tcp_dom_close,
 	.ep_open = tnbc_tcp_ep_open,
 	.ep_close = tnbc_tcp_ep_close,
+	.ep_named = tnbc_tcp_ep_named,
 	.max_packet = tnbc_tcp_max_packet,
 	.packet_limit = tnbc_tcp_packet_limit,
 	.peer_get = tnbc_tcp_peer_get,

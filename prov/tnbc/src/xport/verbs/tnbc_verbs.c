@@ -112,7 +112,17 @@ static int tnbc_verbs_addr_str(const uint8_t *xaddr, char *buf, size_t len)
 
 	if (a->family == 4)
 		inet_ntop(AF_INET, a->ip, ip, sizeof(ip));
-	return snprintf(buf, len, "verbs=%s:%u", ip, (unsigned)ntohs(a->port));
+	return snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(a->port));
+}
+
+static int tnbc_verbs_addr_scan(const char *text, uint8_t *xaddr)
+{
+	struct tnbc_verbs_addr *a = (struct tnbc_verbs_addr *)(void *)xaddr;
+	int family;
+
+	memset(a, 0, sizeof(*a));
+	a->family = 4;
+	return tnbc_ip_scan(text, false, &family, a->ip, &a->port);
 }
 
 /* Whether an rdma_cm id bound to a leaves it on an RDMA device. */
@@ -1622,6 +1632,7 @@ const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.usable = tnbc_verbs_usable,
 	.addr_parse = tnbc_verbs_addr_parse,
 	.addr_str = tnbc_verbs_addr_str,
+	.addr_scan = tnbc_verbs_addr_scan,
 	.dom_open = tnbc_verbs_dom_open,
 	.dom_close = tnbc_verbs_dom_close,
 	.ep_open = tnbc_verbs_ep_open,
