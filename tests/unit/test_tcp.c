@@ -136,6 +136,65 @@ START_TEST(tcp_bad_stream)
 }
 END_TEST
 
+/* Where the domain has no shm, the engine sleeps in the domain's epoll
+ * set, in which each endpoint's connections are: a message that arrives
+ * while the application does not call in wakes the engine itself, with
+ * no kick from the connection thread, and the engine delivers it.  The
+ * receive buffer is watched directly: nothing here calls into tnbc. */
+START_TEST(tcp_engine_epoll_sleep)
+{
+	struct tu_xport_only o;
+	struct tu_world w;
+	struct tnbc_engine *e;
+	struct fi_cq_tagged_entry ce;
+	volatile char *in;
+	char buf[64], out[64] = "woken by the socket";
+	uint64_t sleeps, kicks, wakeups, end;
+
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	tu_world_open(&w, 2, NULL);
+	e = &tu_tnbc_domain(&w.d)->engine;
+	ck_assert_int_ge(e->sleep_fd, 0);
+	tu_still_works(&w, R, A, 1); /* the connection is up */
+	memset(buf, 0, sizeof(buf));
+	in = buf;
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, buf, sizeof(buf), NULL,
+				  FI_ADDR_UNSPEC, 7, 0, buf),
+			 0);
+	/* the engine asleep without a bound (after a second with nothing
+	 * to do): its count of sleeps stays put for 200 ms, longer than
+	 * any bounded sleep (10 ms steps), so that only the socket can
+	 * wake it */
+	sleeps = atomic_load(&e->sleeps);
+	for (uint64_t still = tu_now_ms(), end2 = still + 3 * TU_WAIT_MS;
+	     tu_now_ms() - still < 200;) {
+		ck_assert_msg(tu_now_ms() < end2, "the engine never slept");
+		if (atomic_load(&e->sleeps) != sleeps) {
+			sleeps = atomic_load(&e->sleeps);
+			still = tu_now_ms();
+		}
+		tu_sleep_ms(5);
+	}
+	kicks = atomic_load(&e->kicks);
+	wakeups = atomic_load(&e->wakeups);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[A].ep, out, sizeof(out), NULL, w.addr[R], 7, out),
+		0);
+	for (end = tu_now_ms() + TU_WAIT_MS; !in[0] && tu_now_ms() < end;)
+		tu_sleep_ms(1);
+	ck_assert_msg(in[0], "the engine never took the message");
+	ck_assert_str_eq(buf, out);
+	ck_assert_uint_gt(atomic_load(&e->wakeups), wakeups);
+	/* not one kick: the socket itself woke the engine */
+	kicks = atomic_load(&e->kicks) - kicks;
+	ck_assert_uint_eq(kicks, 0);
+	tu_cq_expect(w.ep[R].rx_cq, &ce, NULL);
+	tu_cq_expect(w.ep[A].tx_cq, &ce, NULL);
+	tu_world_close(&w);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
 /* Half a header, then nothing: the connection waits, and costs nobody
  * else anything; closing it costs nothing either. */
 START_TEST(tcp_half_header_stall)
@@ -182,6 +241,7 @@ Suite *tu_tcp_suite(void)
 	tcase_set_timeout(tc, TU_TCASE_TIMEOUT);
 	tcase_add_loop_test(tc, tcp_bad_stream, 0, 5);
 	tcase_add_test(tc, tcp_half_header_stall);
+	tcase_add_test(tc, tcp_engine_epoll_sleep);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);
 	suite_add_tcase(s, tc);

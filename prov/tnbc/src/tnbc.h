@@ -14,8 +14,10 @@
  *
  * Progress is FI_PROGRESS_AUTO.  Two kinds of threads drive it:
  *  - the domain's engine thread, which polls every endpoint, spins for a
- *    short while after the last activity and then sleeps on the transport
- *    doorbell, which peers ring when they queue a packet for it;
+ *    short while after the last activity and then sleeps: on shm's
+ *    doorbell, which peers ring when they queue a packet for it, or,
+ *    in a domain without shm, in the domain's epoll set, where TCP's
+ *    sockets and an eventfd for every other wake-up are (tnbc_engine);
  *  - application threads, which progress their endpoints opportunistically
  *    inside fi_cq_read() and friends.  While they poll at least once per
  *    FI_TNBC_APP_WINDOW_US, the application owns progress: the engine
@@ -205,6 +207,17 @@ struct tnbc_fabric {
 
 struct tnbc_engine {
 	pthread_t thread;
+	/* Where the engine sleeps when the domain's first transport has no
+	 * doorbell of its own (TNBC_XPORT_DOORBELL): one epoll set, in
+	 * which the network transports put their descriptors (armed while
+	 * the engine sleeps, tnbc_xdom_attr.sleep_fd), and kick_fd, an
+	 * eventfd that every other wake-up writes (a transport's kick, an
+	 * application thread, the stop).  -1 both on a doorbell domain,
+	 * whose engine sleeps on the doorbell. */
+	int sleep_fd;
+	int kick_fd;
+	/* wake-ups asked for through tnbc_engine_kick (tests read it) */
+	atomic_uint_fast64_t kicks;
 	/* read by threads that kick it (a transport's waker among them) */
 	atomic_bool running;
 	atomic_bool stop;
@@ -292,7 +305,8 @@ struct tnbc_domain {
 	size_t auth_key_size;
 
 	/* The transports, in the order a peer's is chosen (tnbc_av_peer);
-	 * the engine sleeps on the first, xops and xdom. */
+	 * the first, xops and xdom, tells whether an application polls,
+	 * and the engine sleeps on its doorbell if it has one. */
 	struct tnbc_xslot xp[TNBC_XPORTS_MAX];
 	unsigned nxp;
 	uint16_t xmask; /* TNBC_XPORT_BIT of each */

@@ -1,15 +1,19 @@
 /*
  * Domain object: owns the transports and the progress engine.
  */
-#include <stdlib.h>
-
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
 
 /* Packets for this domain's engine came through a transport that
- * cannot ring the first one's doorbell itself.  An application thread
+ * cannot wake it itself (ring the doorbell, or make a descriptor of the
+ * engine's epoll set ready).  An application thread
  * that polls takes them itself, as shm's senders let it: waking the
  * engine then would only take its core. */
 static void tnbc_domain_kick(void *arg)
@@ -26,16 +30,56 @@ static void tnbc_domain_xports_close(struct tnbc_domain *dom, unsigned n)
 		dom->xp[n].ops->dom_close(dom->xp[n].xdom);
 }
 
+static void tnbc_domain_sleep_close(struct tnbc_domain *dom)
+{
+	if (dom->engine.kick_fd >= 0)
+		close(dom->engine.kick_fd);
+	if (dom->engine.sleep_fd >= 0)
+		close(dom->engine.sleep_fd);
+	dom->engine.sleep_fd = dom->engine.kick_fd = -1;
+}
+
+/* The epoll set the engine sleeps in, with the eventfd that kicks it,
+ * unless the first transport has a doorbell (the engine sleeps there:
+ * a futex in shared memory joins no epoll set, and ringing a descriptor
+ * instead would cost shm's senders a system call). */
+static int tnbc_domain_sleep_open(struct tnbc_domain *dom)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	dom->engine.sleep_fd = dom->engine.kick_fd = -1;
+	if (tnbc_env.xport_list[0]->flags & TNBC_XPORT_DOORBELL)
+		return 0;
+	dom->engine.sleep_fd = epoll_create1(EPOLL_CLOEXEC);
+	dom->engine.kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (dom->engine.sleep_fd < 0 || dom->engine.kick_fd < 0 ||
+	    epoll_ctl(dom->engine.sleep_fd, EPOLL_CTL_ADD, dom->engine.kick_fd,
+		      &ev)) {
+		int ret = -errno;
+
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "engine's sleep: %s\n",
+			fi_strerror(-ret));
+		tnbc_domain_sleep_close(dom);
+		return ret;
+	}
+	return 0;
+}
+
 /* Opens every transport FI_TNBC_XPORTS names, the one the engine sleeps
  * on first. */
 static int tnbc_domain_xports_open(struct tnbc_domain *dom)
 {
-	const struct tnbc_xdom_attr attr = {
+	struct tnbc_xdom_attr attr = {
 		.wake = {.kick = tnbc_domain_kick, .arg = dom},
 		.auth_key = dom->auth_key,
 		.auth_key_size = dom->auth_key_size,
 	};
 	int ret;
+
+	ret = tnbc_domain_sleep_open(dom);
+	if (ret)
+		return ret;
+	attr.sleep_fd = dom->engine.sleep_fd;
 
 	for (dom->nxp = 0; dom->nxp < tnbc_env.nxport; dom->nxp++) {
 		struct tnbc_xslot *x = &dom->xp[dom->nxp];
@@ -46,6 +90,7 @@ static int tnbc_domain_xports_open(struct tnbc_domain *dom)
 			FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "transport %s: %s\n",
 				x->ops->name, fi_strerror(-ret));
 			tnbc_domain_xports_close(dom, dom->nxp);
+			tnbc_domain_sleep_close(dom);
 			return ret;
 		}
 		dom->xmask |= (uint16_t)TNBC_XPORT_BIT(x->ops->id);
@@ -94,6 +139,7 @@ static int tnbc_domain_close(struct fid *fid)
 		atomic_load(&dom->engine.sleeps),
 		atomic_load(&dom->engine.wakeups));
 	tnbc_domain_xports_close(dom, dom->nxp);
+	tnbc_domain_sleep_close(dom);
 	tnbc_trig_domain_fini(dom);
 	pthread_mutex_destroy(&dom->mr_xlock);
 	pthread_mutex_destroy(&dom->atomic_lock);
@@ -331,6 +377,7 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 
 err_xdom:
 	tnbc_domain_xports_close(dom, dom->nxp);
+	tnbc_domain_sleep_close(dom);
 err_trig:
 	tnbc_trig_domain_fini(dom);
 err_mr_xlock:

@@ -11,6 +11,7 @@
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "tnbc.h"
@@ -279,6 +280,35 @@ static void tnbc_engine_settle(struct tnbc_domain *dom)
 	pthread_rwlock_unlock(&dom->ep_lock);
 }
 
+/* Takes the kicks written so far (kick_fd): one written from now on
+ * keeps the next wait from sleeping. */
+static void tnbc_engine_kicks_take(struct tnbc_engine *e)
+{
+	uint64_t n;
+
+	(void)!read(e->kick_fd, &n, sizeof(n));
+}
+
+/* Sleeps in the domain's epoll set until a descriptor there is ready (a
+ * kick, or a transport's traffic) or timeout_ns (0: none) passes.  The
+ * events are only taken, which disarms the one-shot ones: whatever they
+ * announce, the engine polls next. */
+static void tnbc_engine_set_wait(struct tnbc_engine *e, uint64_t timeout_ns)
+{
+	struct epoll_event evs[8];
+	struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
+			      .tv_nsec = (long)(timeout_ns % 1000000000u)};
+
+	/* nanoseconds: naps are shorter than epoll_wait's millisecond */
+	if (epoll_pwait2(e->sleep_fd, evs, 8, timeout_ns ? &ts : NULL, NULL) <
+		    0 &&
+	    errno == ENOSYS)
+		(void)epoll_wait(
+			e->sleep_fd, evs, 8,
+			timeout_ns ? (int)((timeout_ns + 999999) / 1000000)
+				   : -1);
+}
+
 /* Sleeps until a peer rings the bell, a thread kicks, or the timeout
  * passes; returns app (whether an application thread was polling, in
  * which case the nap was bounded). */
@@ -319,8 +349,11 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	 * so that the look below finds the message for it. */
 	if (!app)
 		tnbc_engine_settle(dom);
-	/* The token first: a kick or a ring from now on cuts the sleep
-	 * short, so nothing found missing below can be lost. */
+	/* The token first (on a domain without a doorbell, the kicks
+	 * taken so far): a kick or a ring from now on cuts the sleep short,
+	 * so nothing found missing below can be lost. */
+	if (e->kick_fd >= 0)
+		tnbc_engine_kicks_take(e);
 	token = xops->sleep_begin(dom->xdom, how);
 	/* the others watch for packets from now on, and kick */
 	for (unsigned i = 1; i < dom->nxp; i++)
@@ -351,11 +384,15 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	 * of each call, and a bounded nap is short anyway. */
 	if (need == TNBC_NEED_POLL || atomic_load(&e->stop) ||
 	    (!app && tnbc_trig_has_ready(dom))) {
-		xops->sleep_cancel(dom->xdom);
+		if (e->kick_fd < 0)
+			xops->sleep_cancel(dom->xdom);
 		return app;
 	}
 	atomic_fetch_add_explicit(&e->sleeps, 1, memory_order_relaxed);
-	xops->sleep_wait(dom->xdom, token, timeout);
+	if (e->kick_fd < 0)
+		xops->sleep_wait(dom->xdom, token, timeout);
+	else
+		tnbc_engine_set_wait(e, timeout);
 	atomic_fetch_add_explicit(&e->wakeups, 1, memory_order_relaxed);
 	return app;
 }
@@ -543,12 +580,23 @@ int tnbc_engine_start(struct tnbc_domain *dom)
 	return 0;
 }
 
+/* Ends the engine's sleep, wherever it sleeps. */
+static void tnbc_engine_wake(struct tnbc_domain *dom)
+{
+	uint64_t one = 1;
+
+	if (dom->engine.kick_fd < 0)
+		dom->xops->wake(dom->xdom);
+	else
+		(void)!write(dom->engine.kick_fd, &one, sizeof(one));
+}
+
 void tnbc_engine_stop(struct tnbc_domain *dom)
 {
 	if (!dom->engine.running)
 		return;
 	atomic_store(&dom->engine.stop, true);
-	dom->xops->wake(dom->xdom);
+	tnbc_engine_wake(dom);
 	pthread_join(dom->engine.thread, NULL);
 	dom->engine.running = false;
 }
@@ -567,6 +615,8 @@ void tnbc_app_wait(struct tnbc_domain *dom, bool begin)
 
 void tnbc_engine_kick(struct tnbc_domain *dom)
 {
-	if (dom->engine.running)
-		dom->xops->wake(dom->xdom);
+	if (!dom->engine.running)
+		return;
+	atomic_fetch_add_explicit(&dom->engine.kicks, 1, memory_order_relaxed);
+	tnbc_engine_wake(dom);
 }

@@ -89,54 +89,10 @@ void tnbc_xnet_intro_add(struct tnbc_xnet_intros *in,
 		in->name[src->uid % TNBC_XNET_INTROS] = *src;
 }
 
-void tnbc_xnet_sleep_init(struct tnbc_xnet_sleep *s)
+void tnbc_xnet_app_init(struct tnbc_xnet_app *s)
 {
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	s->seq = 0;
 	atomic_init(&s->app_ns, 0);
 	atomic_init(&s->window_ns, tnbc_env.app_window_us * 1000u);
-}
-
-void tnbc_xnet_sleep_fini(struct tnbc_xnet_sleep *s)
-{
-	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
-}
-
-unsigned tnbc_xnet_sleep_token(struct tnbc_xnet_sleep *s)
-{
-	unsigned seq;
-
-	pthread_mutex_lock(&s->lock);
-	seq = s->seq;
-	pthread_mutex_unlock(&s->lock);
-	return seq;
-}
-
-void tnbc_xnet_sleep_wait(struct tnbc_xnet_sleep *s, unsigned token,
-			  uint64_t timeout_ns)
-{
-	struct timespec ts;
-
-	if (timeout_ns)
-		tnbc_abstime(&ts, timeout_ns);
-	pthread_mutex_lock(&s->lock);
-	while (s->seq == token) {
-		if (!timeout_ns)
-			pthread_cond_wait(&s->cond, &s->lock);
-		else if (pthread_cond_timedwait(&s->cond, &s->lock, &ts))
-			break;
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-void tnbc_xnet_sleep_wake(struct tnbc_xnet_sleep *s)
-{
-	pthread_mutex_lock(&s->lock);
-	s->seq++;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 }
 
 ssize_t tnbc_xnet_mem_copy(struct tnbc_xrx *x, size_t off,
@@ -148,13 +104,13 @@ ssize_t tnbc_xnet_mem_copy(struct tnbc_xrx *x, size_t off,
 	return (ssize_t)n;
 }
 
-void tnbc_xnet_app_mark(struct tnbc_xnet_sleep *s, bool active)
+void tnbc_xnet_app_mark(struct tnbc_xnet_app *s, bool active)
 {
 	atomic_store_explicit(&s->app_ns, active ? tnbc_now_ns() : 0,
 			      memory_order_relaxed);
 }
 
-bool tnbc_xnet_app_active(struct tnbc_xnet_sleep *s)
+bool tnbc_xnet_app_active(struct tnbc_xnet_app *s)
 {
 	uint64_t t = atomic_load_explicit(&s->app_ns, memory_order_relaxed);
 
@@ -163,7 +119,7 @@ bool tnbc_xnet_app_active(struct tnbc_xnet_sleep *s)
 							memory_order_relaxed);
 }
 
-void tnbc_xnet_set_window(struct tnbc_xnet_sleep *s, uint64_t ns)
+void tnbc_xnet_set_window(struct tnbc_xnet_app *s, uint64_t ns)
 {
 	atomic_store_explicit(&s->window_ns, ns, memory_order_relaxed);
 }
@@ -172,9 +128,4 @@ void tnbc_xnet_rx_posted(struct tnbc_xdom *xdom, int delta)
 {
 	(void)xdom;
 	(void)delta;
-}
-
-void tnbc_xnet_sleep_cancel(struct tnbc_xdom *xdom)
-{
-	(void)xdom;
 }

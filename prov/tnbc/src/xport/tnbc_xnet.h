@@ -1,9 +1,8 @@
 /*
  * What the network transports (TCP, verbs) share and shm does not: an
  * address book of the sources that introduced themselves, the sources a
- * connection has introduced, a sleep on a condition variable for when
- * one of them is the domain's first transport (the engine sleeps
- * there), and the receive side's copy out of memory.  A network
+ * connection has introduced, whether an application thread polls, and
+ * the receive side's copy out of memory.  A network
  * transport includes this beside tnbc_xport.h and tnbc_base.h.
  */
 #ifndef TNBC_XNET_H
@@ -47,37 +46,25 @@ bool tnbc_xnet_introduced(const struct tnbc_xnet_intros *in,
 void tnbc_xnet_intro_add(struct tnbc_xnet_intros *in,
 			 const struct tnbc_name *src);
 
-/* The engine's sleep when a network transport is the domain's first:
- * sleep_begin takes a token, sleep_wait waits until wake moves it on.
- * It also tells whether an application thread polls (app_mark), so that
- * the engine naps beside it rather than race it for every packet, as it
- * does beside shm's doorbell. */
-struct tnbc_xnet_sleep {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned seq;
+/* Whether an application thread polls (app_mark), so that the engine
+ * naps beside it rather than race it for every packet, as it does beside
+ * shm's doorbell. */
+struct tnbc_xnet_app {
 	_Atomic uint64_t app_ns; /* the last application poll; 0: none */
 	_Atomic uint64_t window_ns; /* how long a poll counts */
 };
 
-void tnbc_xnet_sleep_init(struct tnbc_xnet_sleep *s);
-void tnbc_xnet_sleep_fini(struct tnbc_xnet_sleep *s);
-unsigned tnbc_xnet_sleep_token(struct tnbc_xnet_sleep *s);
-void tnbc_xnet_sleep_wait(struct tnbc_xnet_sleep *s, unsigned token,
-			  uint64_t timeout_ns);
-void tnbc_xnet_sleep_wake(struct tnbc_xnet_sleep *s);
-void tnbc_xnet_app_mark(struct tnbc_xnet_sleep *s, bool active);
-bool tnbc_xnet_app_active(struct tnbc_xnet_sleep *s);
-void tnbc_xnet_set_window(struct tnbc_xnet_sleep *s, uint64_t ns);
+void tnbc_xnet_app_init(struct tnbc_xnet_app *s);
+void tnbc_xnet_app_mark(struct tnbc_xnet_app *s, bool active);
+bool tnbc_xnet_app_active(struct tnbc_xnet_app *s);
+void tnbc_xnet_set_window(struct tnbc_xnet_app *s, uint64_t ns);
 
 /* tnbc_xrx.copy for a packet wholly in memory at x->head. */
 ssize_t tnbc_xnet_mem_copy(struct tnbc_xrx *x, size_t off,
 			   const struct iovec *iov, size_t iov_count, size_t n);
 
-/* Hooks of the shm doorbell's sleep policy that a network transport
- * has no use for: its senders never skip a wake-up, and it has no
- * sleep to cancel. */
+/* A hook of the shm doorbell's sleep policy that a network transport
+ * has no use for: its senders never skip a wake-up. */
 void tnbc_xnet_rx_posted(struct tnbc_xdom *xdom, int delta);
-void tnbc_xnet_sleep_cancel(struct tnbc_xdom *xdom);
 
 #endif /* TNBC_XNET_H */

@@ -10,9 +10,9 @@
  * mutex, a send copies the packet into a buffer of its own, a packet is
  * offered as a stream transport offers one (its frame in memory, the
  * rest copied out in order, so that the protocol's receive in two phases
- * is tested here), the engine
- * sleeps on a condition variable that every send signals, and a
- * single-copy read reads this process's own memory.
+ * is tested here), every send kicks the target domain's engine (which
+ * sleeps in its domain's epoll set), and a single-copy read reads this
+ * process's own memory.
  * No application window: senders always ring.
  *
  * Locks: tnbc_loop_reg.lock (the process's endpoints) > xep->lock >
@@ -48,9 +48,7 @@ struct tnbc_xdom {
 	/* senders between finding one of its endpoints and kicking: it
 	 * lives until they are done */
 	atomic_uint kickers;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned seq; /* bumped by every ring and wake */
+	pthread_mutex_t lock; /* peers */
 	_Atomic uint64_t bad_pkts;
 	struct tnbc_xpeer *peers; /* handles given out, freed at close */
 };
@@ -104,11 +102,6 @@ static int tnbc_loop_dom_open(struct tnbc_xdom **out,
 		free(xdom);
 		return -FI_ENOMEM;
 	}
-	if (pthread_cond_init(&xdom->cond, NULL)) {
-		pthread_mutex_destroy(&xdom->lock);
-		free(xdom);
-		return -FI_ENOMEM;
-	}
 	*out = xdom;
 	return 0;
 }
@@ -125,18 +118,8 @@ static void tnbc_loop_dom_close(struct tnbc_xdom *xdom)
 		xdom->peers = p->next;
 		free(p);
 	}
-	pthread_cond_destroy(&xdom->cond);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
-}
-
-/* Wakes this transport's own sleep, when it is the domain's first. */
-static void tnbc_loop_wake(struct tnbc_xdom *xdom)
-{
-	pthread_mutex_lock(&xdom->lock);
-	xdom->seq++;
-	pthread_cond_broadcast(&xdom->cond);
-	pthread_mutex_unlock(&xdom->lock);
 }
 
 static int tnbc_loop_ep_open(struct tnbc_xdom *xdom,
@@ -525,45 +508,13 @@ static void tnbc_loop_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 	(void)ns;
 }
 
+/* Nothing to arm: every send kicks. */
 static unsigned tnbc_loop_sleep_begin(struct tnbc_xdom *xdom,
 				      enum tnbc_sleep how)
 {
-	unsigned seq;
-
-	(void)how;
-	pthread_mutex_lock(&xdom->lock);
-	seq = xdom->seq;
-	pthread_mutex_unlock(&xdom->lock);
-	return seq;
-}
-
-static void tnbc_loop_sleep_cancel(struct tnbc_xdom *xdom)
-{
 	(void)xdom;
-}
-
-static void tnbc_loop_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
-				 uint64_t timeout_ns)
-{
-	struct timespec ts;
-
-	if (timeout_ns) {
-		uint64_t t;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec +
-		    timeout_ns;
-		ts.tv_sec = (time_t)(t / 1000000000u);
-		ts.tv_nsec = (long)(t % 1000000000u);
-	}
-	pthread_mutex_lock(&xdom->lock);
-	while (xdom->seq == token) {
-		if (!timeout_ns)
-			pthread_cond_wait(&xdom->cond, &xdom->lock);
-		else if (pthread_cond_timedwait(&xdom->cond, &xdom->lock, &ts))
-			break;
-	}
-	pthread_mutex_unlock(&xdom->lock);
+	(void)how;
+	return 0;
 }
 
 static void tnbc_loop_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
@@ -600,8 +551,5 @@ const struct tnbc_xport_ops tnbc_loop_ops = {
 	.app_active = tnbc_loop_app_active,
 	.set_window = tnbc_loop_set_window,
 	.sleep_begin = tnbc_loop_sleep_begin,
-	.sleep_cancel = tnbc_loop_sleep_cancel,
-	.sleep_wait = tnbc_loop_sleep_wait,
-	.wake = tnbc_loop_wake,
 	.stats = tnbc_loop_stats,
 };

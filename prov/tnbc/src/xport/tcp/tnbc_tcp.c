@@ -27,11 +27,12 @@
  *
  * One thread per domain (the waker) sleeps in epoll_wait on every
  * socket of the domain, edge-triggered: it accepts connections, writes
- * what senders left, notices peers that died, and kicks the domain's
- * engine when data arrived; it never reads a packet.  The engine and
- * application threads read the sockets (poll), and sleep wherever the
- * domain's first transport sleeps: here, when TCP is first, on a
- * condition variable the kick signals.
+ * what senders left and notices peers that died; it never reads a
+ * packet.  The engine and application threads read the sockets (poll).
+ * Where the engine sleeps in the domain's epoll set (no shm in the
+ * domain), each endpoint's set of connections is in it, armed while the
+ * engine sleeps, so that data wakes the engine itself; beside shm's
+ * doorbell the waker watches them instead, and kicks.
  *
  * Locks: peer->lock > xdom->lock; xep->lock alone.  No lock is held
  * across a call into the core.  Connections and endpoints are freed by
@@ -241,8 +242,11 @@ struct tnbc_xdom {
 	struct tnbc_xnet_book book;
 	struct tnbc_tcp_conn *grave_conns;
 	struct tnbc_xep *grave_eps;
-	/* the engine's sleep, when this is the domain's first transport */
-	struct tnbc_xnet_sleep sleep;
+	/* where endpoints' connection sets are armed while the engine
+	 * sleeps: the engine's own epoll set, or the waker's (epfd) */
+	int watch_fd;
+	/* whether an application thread polls (app_mark) */
+	struct tnbc_xnet_app app;
 	_Atomic uint64_t bad_pkts, refused;
 };
 
@@ -630,13 +634,14 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 	xdom->epfd = -1;
 	xdom->stopfd = -1;
 	pthread_mutex_init(&xdom->lock, NULL);
-	tnbc_xnet_sleep_init(&xdom->sleep);
+	tnbc_xnet_app_init(&xdom->app);
 	tnbc_xnet_book_init(&xdom->book);
 	xdom->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (xdom->epfd < 0) {
 		ret = -errno;
 		goto err;
 	}
+	xdom->watch_fd = attr->sleep_fd >= 0 ? attr->sleep_fd : xdom->epfd;
 	xdom->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (xdom->stopfd < 0) {
 		ret = -errno;
@@ -659,7 +664,6 @@ err:
 		close(xdom->stopfd);
 	if (xdom->epfd >= 0)
 		close(xdom->epfd);
-	tnbc_xnet_sleep_fini(&xdom->sleep);
 	tnbc_xnet_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
@@ -686,7 +690,6 @@ static void tnbc_tcp_dom_close(struct tnbc_xdom *xdom)
 	}
 	close(xdom->stopfd);
 	close(xdom->epfd);
-	tnbc_xnet_sleep_fini(&xdom->sleep);
 	tnbc_xnet_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
@@ -771,7 +774,7 @@ static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 	pthread_mutex_unlock(&xdom->lock);
 	ev.events = EPOLLIN | EPOLLONESHOT;
 	ev.data.ptr = &xep->dev;
-	epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->pfd, &ev);
+	epoll_ctl(xdom->watch_fd, EPOLL_CTL_ADD, xep->pfd, &ev);
 	ev.events = EPOLLIN;
 	ev.data.ptr = &xep->ev;
 	if (epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->lfd, &ev)) {
@@ -819,7 +822,7 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	/* out of the list first: sleep_begin arms what it finds there */
 	tnbc_tcp_ep_unlink(xep);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->lfd, NULL);
-	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->pfd, NULL);
+	epoll_ctl(xdom->watch_fd, EPOLL_CTL_DEL, xep->pfd, NULL);
 	close(xep->lfd);
 	pthread_mutex_lock(&xep->lock);
 	xep->closing = true;
@@ -1985,37 +1988,26 @@ static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 						 .data.ptr = &e->dev};
 
 			/* data there already fires at once */
-			epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, e->pfd, &ev);
+			epoll_ctl(xdom->watch_fd, EPOLL_CTL_MOD, e->pfd, &ev);
 		}
 		pthread_mutex_unlock(&xdom->lock);
 	}
-	return tnbc_xnet_sleep_token(&xdom->sleep);
-}
-
-static void tnbc_tcp_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
-				uint64_t timeout_ns)
-{
-	tnbc_xnet_sleep_wait(&xdom->sleep, token, timeout_ns);
+	return 0;
 }
 
 static void tnbc_tcp_app_mark(struct tnbc_xdom *xdom, bool active)
 {
-	tnbc_xnet_app_mark(&xdom->sleep, active);
+	tnbc_xnet_app_mark(&xdom->app, active);
 }
 
 static bool tnbc_tcp_app_active(struct tnbc_xdom *xdom)
 {
-	return tnbc_xnet_app_active(&xdom->sleep);
+	return tnbc_xnet_app_active(&xdom->app);
 }
 
 static void tnbc_tcp_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 {
-	tnbc_xnet_set_window(&xdom->sleep, ns);
-}
-
-static void tnbc_tcp_wake(struct tnbc_xdom *xdom)
-{
-	tnbc_xnet_sleep_wake(&xdom->sleep);
+	tnbc_xnet_set_window(&xdom->app, ns);
 }
 
 static void tnbc_tcp_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
@@ -2060,8 +2052,5 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.app_active = tnbc_tcp_app_active,
 	.set_window = tnbc_tcp_set_window,
 	.sleep_begin = tnbc_tcp_sleep_begin,
-	.sleep_cancel = tnbc_xnet_sleep_cancel,
-	.sleep_wait = tnbc_tcp_sleep_wait,
-	.wake = tnbc_tcp_wake,
 	.stats = tnbc_tcp_stats,
 };

@@ -1088,7 +1088,6 @@ static void tnbc_verbs_dom_free(struct tnbc_xdom *xdom)
 		close(xdom->notefd);
 	if (xdom->epfd >= 0)
 		close(xdom->epfd);
-	tnbc_xnet_sleep_fini(&xdom->sleep);
 	tnbc_xnet_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->slock);
 	pthread_mutex_destroy(&xdom->lock);
@@ -1111,7 +1110,7 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 	xdom->epfd = xdom->notefd = -1;
 	pthread_mutex_init(&xdom->lock, NULL);
 	pthread_mutex_init(&xdom->slock, NULL);
-	tnbc_xnet_sleep_init(&xdom->sleep);
+	tnbc_xnet_app_init(&xdom->app);
 	tnbc_xnet_book_init(&xdom->book);
 	xdom->devs = rdma_get_devices(&ndev);
 	if (!xdom->devs || !ndev) {
@@ -1557,7 +1556,7 @@ static bool tnbc_verbs_quiet(struct tnbc_xep *xep)
 }
 
 /* ------------------------------------------------------------------ */
-/* The engine's sleep, when verbs is the domain's first transport       */
+/* While the engine sleeps                                              */
 
 /* Called whether or not verbs is the domain's first transport: from now
  * until the engine wakes, a packet on any endpoint kicks it.  Not for a
@@ -1574,33 +1573,22 @@ static unsigned tnbc_verbs_sleep_begin(struct tnbc_xdom *xdom,
 		if (atomic_load(&xdom->rwrs))
 			ibv_req_notify_cq(xdom->scq, 0);
 	}
-	return tnbc_xnet_sleep_token(&xdom->sleep);
-}
-
-static void tnbc_verbs_sleep_wait(struct tnbc_xdom *xdom, unsigned token,
-				  uint64_t timeout_ns)
-{
-	tnbc_xnet_sleep_wait(&xdom->sleep, token, timeout_ns);
+	return 0;
 }
 
 static void tnbc_verbs_app_mark(struct tnbc_xdom *xdom, bool active)
 {
-	tnbc_xnet_app_mark(&xdom->sleep, active);
+	tnbc_xnet_app_mark(&xdom->app, active);
 }
 
 static bool tnbc_verbs_app_active(struct tnbc_xdom *xdom)
 {
-	return tnbc_xnet_app_active(&xdom->sleep);
+	return tnbc_xnet_app_active(&xdom->app);
 }
 
 static void tnbc_verbs_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 {
-	tnbc_xnet_set_window(&xdom->sleep, ns);
-}
-
-static void tnbc_verbs_wake(struct tnbc_xdom *xdom)
-{
-	tnbc_xnet_sleep_wake(&xdom->sleep);
+	tnbc_xnet_set_window(&xdom->app, ns);
 }
 
 static void tnbc_verbs_stats(struct tnbc_xdom *xdom,
@@ -1658,8 +1646,5 @@ const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.app_active = tnbc_verbs_app_active,
 	.set_window = tnbc_verbs_set_window,
 	.sleep_begin = tnbc_verbs_sleep_begin,
-	.sleep_cancel = tnbc_xnet_sleep_cancel,
-	.sleep_wait = tnbc_verbs_sleep_wait,
-	.wake = tnbc_verbs_wake,
 	.stats = tnbc_verbs_stats,
 };

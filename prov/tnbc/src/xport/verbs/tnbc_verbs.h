@@ -269,8 +269,8 @@ struct tnbc_xdom {
 	 * list of its own, since a busy consumer holds its endpoint's lock
 	 * for long stretches */
 	struct tnbc_verbs_conn *ending;
-	/* the engine's sleep, when this is the domain's first transport */
-	struct tnbc_xnet_sleep sleep;
+	/* whether an application thread polls (app_mark) */
+	struct tnbc_xnet_app app;
 	_Atomic uint64_t bad_pkts, refused;
 };
 
