@@ -226,14 +226,6 @@ wait_one(struct ftx_ctx *ctx)
 }
 
 static int
-cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int
 run(struct ftx_ctx *ctx)
 {
 	bool offload = !strcmp(mode, "offload");
@@ -332,7 +324,7 @@ run(struct ftx_ctx *ctx)
 			FTX_EXPECT(out[i] == expected(ctx),
 				   "%zu B: element %zu is %g", sizes[s], i,
 				   out[i]);
-		qsort(times, (size_t) n, sizeof(*times), cmp_u64);
+		qsort(times, (size_t) n, sizeof(*times), ftx_cmp_u64);
 		if (ctx->rank == 0)
 			printf("%s,%d,%zu,%.3f,%.3f\n", lbl, ctx->nprocs,
 			       sizes[s], times[n / 2] / 1e3, times[0] / 1e3);

@@ -1328,3 +1328,11 @@ ftx_main(const struct ftx_test *t, int argc, char **argv)
 		printf("PASS %s\n", t->name);
 	return FTX_EXIT_PASS;
 }
+
+int
+ftx_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+	return x < y ? -1 : x > y;
+}

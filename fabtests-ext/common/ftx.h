@@ -257,6 +257,8 @@ size_t ftx_check(const void *buf, size_t len, uint64_t seed);
 void ftx_verify(const void *buf, size_t len, uint64_t seed, const char *what);
 uint64_t ftx_seed(uint64_t a, uint64_t b, uint64_t c);
 uint64_t ftx_mix(uint64_t x);
+/* qsort(3)'s comparison of uint64_t values */
+int ftx_cmp_u64(const void *a, const void *b);
 void *ftx_alloc(size_t len);
 void ftx_free(void *p);
 void ftx_guard_verify(const void *p, size_t len, const char *what);

@@ -136,12 +136,12 @@ START_TEST(tcp_bad_stream)
 }
 END_TEST
 
-/* Where the domain has no shm, the engine sleeps in the domain's epoll
- * set, in which each endpoint's connections are: a message that arrives
- * while the application does not call in wakes the engine itself, with
- * no kick from the connection thread, and the engine delivers it.  The
- * receive buffer is watched directly: nothing here calls into tnbc. */
-START_TEST(tcp_engine_epoll_sleep)
+/* Where the domain has no shm, the engine sleeps on an eventfd of its
+ * own: a message that arrives while it sleeps without a bound and the
+ * application does not call in is announced by the connection thread's
+ * kick, and the engine delivers it.  The receive buffer is watched
+ * directly: nothing here calls into tnbc. */
+START_TEST(tcp_engine_sleep_kick)
 {
 	struct tu_xport_only o;
 	struct tu_world w;
@@ -154,7 +154,7 @@ START_TEST(tcp_engine_epoll_sleep)
 	tu_xport_only_begin(&o, &tnbc_tcp_ops);
 	tu_world_open(&w, 2, NULL);
 	e = &tu_tnbc_domain(&w.d)->engine;
-	ck_assert_int_ge(e->sleep_fd, 0);
+	ck_assert_int_ge(e->kick_fd, 0);
 	tu_still_works(&w, R, A, 1); /* the connection is up */
 	memset(buf, 0, sizeof(buf));
 	in = buf;
@@ -185,9 +185,7 @@ START_TEST(tcp_engine_epoll_sleep)
 	ck_assert_msg(in[0], "the engine never took the message");
 	ck_assert_str_eq(buf, out);
 	ck_assert_uint_gt(atomic_load(&e->wakeups), wakeups);
-	/* not one kick: the socket itself woke the engine */
-	kicks = atomic_load(&e->kicks) - kicks;
-	ck_assert_uint_eq(kicks, 0);
+	ck_assert_uint_gt(atomic_load(&e->kicks), kicks);
 	tu_cq_expect(w.ep[R].rx_cq, &ce, NULL);
 	tu_cq_expect(w.ep[A].tx_cq, &ce, NULL);
 	tu_world_close(&w);
@@ -241,7 +239,7 @@ Suite *tu_tcp_suite(void)
 	tcase_set_timeout(tc, TU_TCASE_TIMEOUT);
 	tcase_add_loop_test(tc, tcp_bad_stream, 0, 5);
 	tcase_add_test(tc, tcp_half_header_stall);
-	tcase_add_test(tc, tcp_engine_epoll_sleep);
+	tcase_add_test(tc, tcp_engine_sleep_kick);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);
 	suite_add_tcase(s, tc);

@@ -16,8 +16,8 @@
  *  - the domain's engine thread, which polls every endpoint, spins for a
  *    short while after the last activity and then sleeps: on shm's
  *    doorbell, which peers ring when they queue a packet for it, or,
- *    in a domain without shm, in the domain's epoll set, where TCP's
- *    sockets and an eventfd for every other wake-up are (tnbc_engine);
+ *    in a domain without shm, on an eventfd of its own that the network
+ *    transports' threads write (tnbc_engine);
  *  - application threads, which progress their endpoints opportunistically
  *    inside fi_cq_read() and friends.  While they poll at least once per
  *    FI_TNBC_APP_WINDOW_US, the application owns progress: the engine
@@ -208,13 +208,10 @@ struct tnbc_fabric {
 struct tnbc_engine {
 	pthread_t thread;
 	/* Where the engine sleeps when the domain's first transport has no
-	 * doorbell of its own (TNBC_XPORT_DOORBELL): one epoll set, in
-	 * which the network transports put their descriptors (armed while
-	 * the engine sleeps, tnbc_xdom_attr.sleep_fd), and kick_fd, an
-	 * eventfd that every other wake-up writes (a transport's kick, an
-	 * application thread, the stop).  -1 both on a doorbell domain,
-	 * whose engine sleeps on the doorbell. */
-	int sleep_fd;
+	 * doorbell of its own (TNBC_XPORT_DOORBELL): an eventfd that every
+	 * wake-up writes (a transport's kick, an application thread, the
+	 * stop).  -1 on a doorbell domain, whose engine sleeps on the
+	 * doorbell. */
 	int kick_fd;
 	/* wake-ups asked for through tnbc_engine_kick (tests read it) */
 	atomic_uint_fast64_t kicks;

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -12,8 +11,7 @@
 #include "tnbc_unsupp.h"
 
 /* Packets for this domain's engine came through a transport that
- * cannot wake it itself (ring the doorbell, or make a descriptor of the
- * engine's epoll set ready).  An application thread
+ * cannot ring the first one's doorbell itself.  An application thread
  * that polls takes them itself, as shm's senders let it: waking the
  * engine then would only take its core. */
 static void tnbc_domain_kick(void *arg)
@@ -34,32 +32,24 @@ static void tnbc_domain_sleep_close(struct tnbc_domain *dom)
 {
 	if (dom->engine.kick_fd >= 0)
 		close(dom->engine.kick_fd);
-	if (dom->engine.sleep_fd >= 0)
-		close(dom->engine.sleep_fd);
-	dom->engine.sleep_fd = dom->engine.kick_fd = -1;
+	dom->engine.kick_fd = -1;
 }
 
-/* The epoll set the engine sleeps in, with the eventfd that kicks it,
- * unless the first transport has a doorbell (the engine sleeps there:
- * a futex in shared memory joins no epoll set, and ringing a descriptor
- * instead would cost shm's senders a system call). */
+/* The eventfd the engine sleeps on, unless the first transport has a
+ * doorbell (the engine sleeps there).  A futex in shared memory joins
+ * no epoll set, and shm senders ringing a descriptor instead would pay
+ * a system call each. */
 static int tnbc_domain_sleep_open(struct tnbc_domain *dom)
 {
-	struct epoll_event ev = {.events = EPOLLIN};
-
-	dom->engine.sleep_fd = dom->engine.kick_fd = -1;
+	dom->engine.kick_fd = -1;
 	if (tnbc_env.xport_list[0]->flags & TNBC_XPORT_DOORBELL)
 		return 0;
-	dom->engine.sleep_fd = epoll_create1(EPOLL_CLOEXEC);
 	dom->engine.kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (dom->engine.sleep_fd < 0 || dom->engine.kick_fd < 0 ||
-	    epoll_ctl(dom->engine.sleep_fd, EPOLL_CTL_ADD, dom->engine.kick_fd,
-		      &ev)) {
+	if (dom->engine.kick_fd < 0) {
 		int ret = -errno;
 
 		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN, "engine's sleep: %s\n",
 			fi_strerror(-ret));
-		tnbc_domain_sleep_close(dom);
 		return ret;
 	}
 	return 0;
@@ -69,7 +59,7 @@ static int tnbc_domain_sleep_open(struct tnbc_domain *dom)
  * on first. */
 static int tnbc_domain_xports_open(struct tnbc_domain *dom)
 {
-	struct tnbc_xdom_attr attr = {
+	const struct tnbc_xdom_attr attr = {
 		.wake = {.kick = tnbc_domain_kick, .arg = dom},
 		.auth_key = dom->auth_key,
 		.auth_key_size = dom->auth_key_size,
@@ -79,7 +69,6 @@ static int tnbc_domain_xports_open(struct tnbc_domain *dom)
 	ret = tnbc_domain_sleep_open(dom);
 	if (ret)
 		return ret;
-	attr.sleep_fd = dom->engine.sleep_fd;
 
 	for (dom->nxp = 0; dom->nxp < tnbc_env.nxport; dom->nxp++) {
 		struct tnbc_xslot *x = &dom->xp[dom->nxp];

@@ -7,11 +7,11 @@
 #include <fcntl.h>
 #include <hwloc.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <sched.h>
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "tnbc.h"
@@ -289,24 +289,15 @@ static void tnbc_engine_kicks_take(struct tnbc_engine *e)
 	(void)!read(e->kick_fd, &n, sizeof(n));
 }
 
-/* Sleeps in the domain's epoll set until a descriptor there is ready (a
- * kick, or a transport's traffic) or timeout_ns (0: none) passes.  The
- * events are only taken, which disarms the one-shot ones: whatever they
- * announce, the engine polls next. */
-static void tnbc_engine_set_wait(struct tnbc_engine *e, uint64_t timeout_ns)
+/* Sleeps on kick_fd until a kick is written or timeout_ns (0: none)
+ * passes; nanoseconds, since naps are shorter than poll's millisecond. */
+static void tnbc_engine_kick_wait(struct tnbc_engine *e, uint64_t timeout_ns)
 {
-	struct epoll_event evs[8];
+	struct pollfd pfd = {.fd = e->kick_fd, .events = POLLIN};
 	struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
 			      .tv_nsec = (long)(timeout_ns % 1000000000u)};
 
-	/* nanoseconds: naps are shorter than epoll_wait's millisecond */
-	if (epoll_pwait2(e->sleep_fd, evs, 8, timeout_ns ? &ts : NULL, NULL) <
-		    0 &&
-	    errno == ENOSYS)
-		(void)epoll_wait(
-			e->sleep_fd, evs, 8,
-			timeout_ns ? (int)((timeout_ns + 999999) / 1000000)
-				   : -1);
+	(void)ppoll(&pfd, 1, timeout_ns ? &ts : NULL, NULL);
 }
 
 /* Sleeps until a peer rings the bell, a thread kicks, or the timeout
@@ -392,7 +383,7 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	if (e->kick_fd < 0)
 		xops->sleep_wait(dom->xdom, token, timeout);
 	else
-		tnbc_engine_set_wait(e, timeout);
+		tnbc_engine_kick_wait(e, timeout);
 	atomic_fetch_add_explicit(&e->wakeups, 1, memory_order_relaxed);
 	return app;
 }

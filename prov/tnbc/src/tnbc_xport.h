@@ -238,12 +238,6 @@ struct tnbc_xkick {
 /* What a transport's domain is opened with. */
 struct tnbc_xdom_attr {
 	struct tnbc_xkick wake;
-	/* The epoll set the domain's engine sleeps in, when the domain's
-	 * first transport has no doorbell (else -1): a transport whose
-	 * traffic shows on descriptors adds them, and arms them (one-shot)
-	 * at sleep_begin, so that traffic wakes the engine with no thread
-	 * between; one whose traffic does not kicks. */
-	int sleep_fd;
 	/* peers must present the same key (none: auth_key_size 0); a
 	 * network transport refuses a connection that does not */
 	const uint8_t *auth_key;
@@ -422,10 +416,10 @@ struct tnbc_xport_ops {
 	/* Engine sleep/wake.  One engine per domain.  It sleeps on the
 	 * doorbell of the domain's first transport when that one has one
 	 * (TNBC_XPORT_DOORBELL: sleep_cancel, sleep_wait and wake go to it,
-	 * and are NULL in every other transport), else in the domain's
-	 * epoll set (tnbc_xdom_attr.sleep_fd).  sleep_begin goes to every
-	 * transport: it tells a transport to watch for packets (arm its
-	 * descriptors, or kick) until the engine next sleeps, since the
+	 * and are NULL in every other transport), else on an eventfd of the
+	 * core that kicks write.  sleep_begin goes to every transport: it
+	 * tells a transport to watch for packets (and kick) until the
+	 * engine next sleeps, since the
 	 * engine polls it while awake; the doorbell's returns the token
 	 * sleep_wait takes, the others' return 0.  app_active goes to the
 	 * first transport, app_mark, rx_posted and set_window to every one.
@@ -437,7 +431,7 @@ struct tnbc_xport_ops {
 	 * Sleeping is split so the caller can check its queues for pending
 	 * packets between sleep_begin and sleep_wait without holding any
 	 * lock across the wait: a packet queued after sleep_begin makes
-	 * sleep_wait (or the epoll set) return at once. */
+	 * sleep_wait (or the eventfd's wait) return at once. */
 	void (*app_mark)(struct tnbc_xdom *xdom, bool active);
 	/* An endpoint of this domain now has receives posted (delta > 0)
 	 * or no longer has (< 0; see tnbc_ep.rx_marked).  While none has,

@@ -27,12 +27,11 @@
  *
  * One thread per domain (the waker) sleeps in epoll_wait on every
  * socket of the domain, edge-triggered: it accepts connections, writes
- * what senders left and notices peers that died; it never reads a
- * packet.  The engine and application threads read the sockets (poll).
- * Where the engine sleeps in the domain's epoll set (no shm in the
- * domain), each endpoint's set of connections is in it, armed while the
- * engine sleeps, so that data wakes the engine itself; beside shm's
- * doorbell the waker watches them instead, and kicks.
+ * what senders left, notices peers that died, and, while the engine
+ * sleeps, kicks it when data arrived; it never reads a packet.  The
+ * engine and application threads read the sockets (poll).  (Data waking
+ * the sleeping engine itself, its sockets in an epoll set the engine
+ * sleeps in, was measured slower: fi_tnbc(7), Engine sleep policy.)
  *
  * Locks: peer->lock > xdom->lock; xep->lock alone.  No lock is held
  * across a call into the core.  Connections and endpoints are freed by
@@ -242,9 +241,6 @@ struct tnbc_xdom {
 	struct tnbc_xnet_book book;
 	struct tnbc_tcp_conn *grave_conns;
 	struct tnbc_xep *grave_eps;
-	/* where endpoints' connection sets are armed while the engine
-	 * sleeps: the engine's own epoll set, or the waker's (epfd) */
-	int watch_fd;
 	/* whether an application thread polls (app_mark) */
 	struct tnbc_xnet_app app;
 	_Atomic uint64_t bad_pkts, refused;
@@ -641,7 +637,6 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 		ret = -errno;
 		goto err;
 	}
-	xdom->watch_fd = attr->sleep_fd >= 0 ? attr->sleep_fd : xdom->epfd;
 	xdom->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (xdom->stopfd < 0) {
 		ret = -errno;
@@ -774,7 +769,7 @@ static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 	pthread_mutex_unlock(&xdom->lock);
 	ev.events = EPOLLIN | EPOLLONESHOT;
 	ev.data.ptr = &xep->dev;
-	epoll_ctl(xdom->watch_fd, EPOLL_CTL_ADD, xep->pfd, &ev);
+	epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->pfd, &ev);
 	ev.events = EPOLLIN;
 	ev.data.ptr = &xep->ev;
 	if (epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->lfd, &ev)) {
@@ -822,7 +817,7 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	/* out of the list first: sleep_begin arms what it finds there */
 	tnbc_tcp_ep_unlink(xep);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->lfd, NULL);
-	epoll_ctl(xdom->watch_fd, EPOLL_CTL_DEL, xep->pfd, NULL);
+	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->pfd, NULL);
 	close(xep->lfd);
 	pthread_mutex_lock(&xep->lock);
 	xep->closing = true;
@@ -1971,7 +1966,7 @@ static ssize_t tnbc_tcp_pull(struct tnbc_xep *xep, struct tnbc_xpeer *peer,
 }
 
 /* ------------------------------------------------------------------ */
-/* The engine's sleep, when TCP is the domain's first transport         */
+/* While the engine sleeps                                              */
 
 /* Called whether or not TCP is the domain's first transport: from now
  * until the engine wakes, data on any endpoint's connection kicks it.
@@ -1988,7 +1983,7 @@ static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 						 .data.ptr = &e->dev};
 
 			/* data there already fires at once */
-			epoll_ctl(xdom->watch_fd, EPOLL_CTL_MOD, e->pfd, &ev);
+			epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, e->pfd, &ev);
 		}
 		pthread_mutex_unlock(&xdom->lock);
 	}
