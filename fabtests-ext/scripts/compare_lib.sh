@@ -3,10 +3,24 @@
 # SPDX-License-Identifier: BSD-2-Clause
 #
 # What the comparison scripts share (osu_compare.sh, apps_compare.sh,
-# netns_compare.sh, rxe_compare.sh): sourced, never run.  The
+# netns_compare.sh, netns_osu.sh, rxe_compare.sh): sourced, never run.  The
 # caller sets cmp_name (its own name, for messages) before sourcing it, and
 # tmp (a scratch directory) before calling what writes there.  Every
 # function here is prefixed cmp_.
+
+# cmp_build_opt "$@": the build directory that -b DIR names (default
+# $src/build) in bld; OPTIND then says where the other arguments begin.
+cmp_build_opt() {
+	local o
+
+	bld=$src/build
+	while getopts b: o; do
+		case $o in
+		b) bld=$(cd "$OPTARG" && pwd) ;;
+		*) exit 2 ;;
+		esac
+	done
+}
 
 # cmp_positive_int NAME VALUE: whether VALUE, of the environment variable
 # NAME, is a positive integer; says so on stderr when not.

@@ -25,13 +25,10 @@
 # (medians and ratios), table.txt, netns_compare.png, logs/.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
-bld=$src/build
-while getopts b: o; do
-	case $o in
-	b) bld=$(cd "$OPTARG" && pwd) ;;
-	*) exit 2 ;;
-	esac
-done
+cmp_name=netns_compare
+# shellcheck source=compare_lib.sh
+. "$src/fabtests-ext/scripts/compare_lib.sh"
+cmp_build_opt "$@"
 ROUNDS=${ROUNDS:-3}
 TESTS=${TESTS:-lat bw ar2 ar4 ar6}
 OUT=${OUT:-$PWD/netns-compare-$(date +%Y%m%d-%H%M%S)}
@@ -39,9 +36,6 @@ mkdir -p "$OUT/logs"
 export FI_PROVIDER_PATH=$bld/.libs
 # shellcheck source=../../tests/netns-lib.sh
 . "$src/tests/netns-lib.sh"
-cmp_name=netns_compare
-# shellcheck source=compare_lib.sh
-. "$src/fabtests-ext/scripts/compare_lib.sh"
 why=$(netns_usable) || { echo "cannot run: $why" >&2; exit 1; }
 trap netns_cleanup EXIT
 netns_hosts 3 || exit 1

@@ -29,25 +29,23 @@
 # (medians and ratios), table.txt, netns_osu.png, logs/.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
-bld=$src/build
-while getopts b: o; do
-	case $o in
-	b) bld=$(cd "$OPTARG" && pwd) ;;
-	*) exit 2 ;;
-	esac
-done
+# shellcheck disable=SC2034 # read by compare_lib.sh
+cmp_name=netns_osu
+# shellcheck source=compare_lib.sh
+. "$src/fabtests-ext/scripts/compare_lib.sh"
+cmp_build_opt "$@"
 shift $((OPTIND - 1))
 osu=${1:-${OSU_DIR:-}}
-[ -n "$osu" ] && [ -d "$osu" ] || {
+if [ -z "$osu" ] || [ ! -d "$osu" ]; then
 	echo "usage: $0 [-b BUILDDIR] OSU_DIR" >&2
 	exit 2
-}
+fi
 lat_bin=$(find "$osu" -name osu_latency -type f -perm -u+x | head -1)
 ar_bin=$(find "$osu" -name osu_allreduce -type f -perm -u+x | head -1)
-[ -n "$lat_bin" ] && [ -n "$ar_bin" ] || {
+if [ -z "$lat_bin" ] || [ -z "$ar_bin" ]; then
 	echo "no osu_latency or osu_allreduce under $osu" >&2
 	exit 2
-}
+fi
 ROUNDS=${ROUNDS:-3}
 TESTS=${TESTS:-lat ar2 ar4 ar6}
 TMO=${TMO:-300}
@@ -57,9 +55,6 @@ export FI_PROVIDER_PATH=$bld/.libs
 export FI_TNBC_XPORTS=shm,tcp
 # shellcheck source=../../tests/netns-lib.sh
 . "$src/tests/netns-lib.sh"
-cmp_name=netns_osu
-# shellcheck source=compare_lib.sh
-. "$src/fabtests-ext/scripts/compare_lib.sh"
 why=$(netns_usable) || { echo "cannot run: $why" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'netns_cleanup; rm -rf "$work"' EXIT

@@ -72,13 +72,7 @@ if [ "${1:-}" = --guest ]; then
 	exit 0
 fi
 
-bld=$src/build
-while getopts b: o; do
-	case $o in
-	b) bld=$(cd "$OPTARG" && pwd) ;;
-	*) exit 2 ;;
-	esac
-done
+cmp_build_opt "$@"
 rxe=${TNBC_SOFTROCE:-$src/../shared/softroce}
 [ -f "$rxe/run.sh" ] || { echo "no soft-RoCE recipe at $rxe" >&2; exit 1; }
 OUT=${OUT:-$PWD/rxe-compare-$(date +%Y%m%d-%H%M%S)}
