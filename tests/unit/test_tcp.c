@@ -150,7 +150,8 @@ START_TEST(tcp_engine_sleep_kick)
 	volatile char *in;
 	char buf[64], out[64] = "woken by the socket";
 	uint64_t sleeps, kicks, wakeups, end;
-	bool arrived;
+	struct tnbc_ep *rep;
+	bool arrived, unlooked;
 
 	tu_xport_only_begin(&o, &tnbc_tcp_ops);
 	tu_world_open(&w, 2, NULL);
@@ -192,6 +193,15 @@ START_TEST(tcp_engine_sleep_kick)
 	tu_cq_expect(w.ep[R].rx_cq, &ce, NULL);
 	ck_assert_str_eq(buf, out);
 	tu_cq_expect(w.ep[A].tx_cq, &ce, NULL);
+	/* The engine looked past the point marked when the receive was
+	 * posted: nothing from before it waits, so a post does not ask the
+	 * sockets again (once wrongly true for good, which made every post
+	 * ask them TNBC_RX_POLL_BUDGET times: half a ping-pong's time). */
+	rep = TNBC_EP(w.ep[R].ep);
+	pthread_mutex_lock(&rep->lock);
+	unlooked = tnbc_ep_xunlooked(rep);
+	pthread_mutex_unlock(&rep->lock);
+	ck_assert_msg(!unlooked, "taken packets still count as unlooked");
 	tu_world_close(&w);
 	tu_xport_only_end(&o);
 }
