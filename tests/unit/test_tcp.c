@@ -207,6 +207,116 @@ START_TEST(tcp_engine_sleep_kick)
 }
 END_TEST
 
+/* The port k's endpoint listens on for TCP, from its address's text. */
+static unsigned tcp_port(struct tu_kside *k)
+{
+	char buf[256];
+	size_t len = sizeof(buf);
+	unsigned port = 0;
+	const char *t;
+
+	ck_assert_ptr_nonnull(fi_av_straddr(k->av, k->addr, buf, &len));
+	t = strstr(buf, "tcp=");
+	ck_assert_msg(t != NULL, "no tcp address in %s", buf);
+	t = strrchr(t, ':');
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(sscanf(t + 1, "%u", &port), 1);
+	return port;
+}
+
+/* Established connections to k's endpoint's listening port, as the
+ * kernel lists them (the connecting ends: the far port is k's). */
+static int tcp_conns_to(struct tu_kside *k)
+{
+	unsigned port = tcp_port(k), rport, st;
+	FILE *f = fopen("/proc/net/tcp", "r");
+	char line[512];
+	int n = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
+		    rport == port && st == 1 /* TCP_ESTABLISHED */)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* Two domains of one endpoint each: the answers travel on the
+ * connection the first message opened (its hello named the endpoint
+ * that reads them), and no second connection is made. */
+START_TEST(tcp_two_way)
+{
+	struct tu_xport_only o;
+	struct tu_kside a, b;
+
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&b, NULL, FI_FORMAT_UNSPEC);
+	ck_assert_int_eq(tu_kside_send(&a, &b, 1), 0);
+	ck_assert_int_eq(tu_kside_send(&b, &a, 2), 0);
+	for (uint64_t t = 3; t < 40; t++)
+		ck_assert_int_eq(
+			tu_kside_send(t % 2 ? &a : &b, t % 2 ? &b : &a, t), 0);
+	ck_assert_int_eq(tcp_conns_to(&b), 1);
+	ck_assert_int_eq(tcp_conns_to(&a), 0);
+	tu_kside_close(&b);
+	tu_kside_close(&a);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
+/* A two-way connection's endpoint closes (_i 0: the one that opened
+ * it, 1: the one that answered on it): the other's sends to it fail
+ * instead of waiting, within the bound. */
+START_TEST(tcp_two_way_close)
+{
+	struct tu_xport_only o;
+	struct tu_kside a, b, *gone, *left;
+	char s[64] = "x";
+	fi_addr_t to;
+	int ret = 0;
+
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&b, NULL, FI_FORMAT_UNSPEC);
+	ck_assert_int_eq(tu_kside_send(&a, &b, 1), 0);
+	ck_assert_int_eq(tu_kside_send(&b, &a, 2), 0);
+	ck_assert_int_eq(tcp_conns_to(&a), 0);
+	gone = _i ? &b : &a;
+	left = _i ? &a : &b;
+	ck_assert_int_eq(fi_av_insert(left->av, gone->addr, 1, &to, 0, NULL),
+			 1);
+	ck_assert_int_eq(fi_close(&gone->ep->fid), 0);
+	gone->ep = NULL;
+	for (unsigned ms = 0; ms < TU_WAIT_MS && !ret; ms++) {
+		struct fi_cq_tagged_entry e;
+		struct fi_cq_err_entry err;
+		ssize_t n;
+
+		ret = (int)fi_tsend(left->ep, s, sizeof(s), NULL, to, 9, s);
+		if (ret == -FI_EAGAIN)
+			ret = 0;
+		if (ret)
+			break;
+		do
+			n = fi_cq_read(left->cq, &e, 1);
+		while (n == -FI_EAGAIN);
+		if (n == -FI_EAVAIL) {
+			ck_assert_int_eq(fi_cq_readerr(left->cq, &err, 0), 1);
+			ret = -err.err;
+			break;
+		}
+		tu_sleep_ms(1);
+	}
+	ck_assert_msg(ret == -FI_EHOSTUNREACH, "send to a closed peer: %d",
+		      ret);
+	tu_kside_close(&b);
+	tu_kside_close(&a);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
 /* Half a header, then nothing: the connection waits, and costs nobody
  * else anything; closing it costs nothing either. */
 START_TEST(tcp_half_header_stall)
@@ -254,6 +364,8 @@ Suite *tu_tcp_suite(void)
 	tcase_add_loop_test(tc, tcp_bad_stream, 0, 5);
 	tcase_add_test(tc, tcp_half_header_stall);
 	tcase_add_test(tc, tcp_engine_sleep_kick);
+	tcase_add_test(tc, tcp_two_way);
+	tcase_add_loop_test(tc, tcp_two_way_close, 0, 2);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);
 	suite_add_tcase(s, tc);

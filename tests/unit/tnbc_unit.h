@@ -137,6 +137,7 @@ struct tu_kside {
 };
 
 void tu_kside_open(struct tu_kside *k, const char *key, uint32_t fmt);
+int tu_kside_send(struct tu_kside *k, struct tu_kside *r, uint64_t tag);
 void tu_kside_close(struct tu_kside *k);
 
 void tu_world_open(struct tu_world *w, size_t n,

@@ -87,7 +87,7 @@ void tu_net_peer_gone(const struct tnbc_xport_ops *ops)
 
 /* k sends 64 B to r's endpoint: 0 once r has it, or the error the send
  * failed with. */
-static int kside_send(struct tu_kside *k, struct tu_kside *r, uint64_t tag)
+int tu_kside_send(struct tu_kside *k, struct tu_kside *r, uint64_t tag)
 {
 	char s[64] = "keyed", buf[64];
 	struct fi_cq_tagged_entry e;
@@ -149,11 +149,11 @@ void tu_net_auth_key(const struct tnbc_xport_ops *ops)
 	tu_kside_open(&wrong, "job-41", FI_FORMAT_UNSPEC);
 	tu_kside_open(&none, NULL, FI_FORMAT_UNSPEC);
 	tu_kside_open(&right, "job-42", FI_FORMAT_UNSPEC);
-	ret = kside_send(&wrong, &r, 1);
+	ret = tu_kside_send(&wrong, &r, 1);
 	ck_assert_msg(ret == -FI_EHOSTUNREACH, "another key: %d", ret);
-	ret = kside_send(&none, &r, 2);
+	ret = tu_kside_send(&none, &r, 2);
 	ck_assert_msg(ret == -FI_EHOSTUNREACH, "no key: %d", ret);
-	ck_assert_int_eq(kside_send(&right, &r, 3), 0);
+	ck_assert_int_eq(tu_kside_send(&right, &r, 3), 0);
 	tu_engine_stats(r.dom, &st);
 	ck_assert_uint_ge(st.refused_peers, 2);
 	tu_kside_close(&right);

@@ -33,7 +33,16 @@
  * the sleeping engine itself, its sockets in an epoll set the engine
  * sleeps in, was measured slower: fi_tnbc(7), Engine sleep policy.)
  *
- * Locks: peer->lock > xdom->lock; xep->lock alone.  No lock is held
+ * A connection carries packets both ways when it can: the connecting
+ * domain's only endpoint names itself in the hello and reads the
+ * connection too, and the endpoint it reached sends that endpoint its
+ * packets on it (tnbc_tcp_adopt) instead of opening a second one.  One
+ * way, every small packet cost its receiver a bare acknowledgement sent
+ * inside its read (the kernel's, for a stream that never answers),
+ * which on a veth link was a third of a small message's latency;
+ * answers now carry it.
+ *
+ * Locks: peer->lock > xdom->lock > xep->lock.  No lock is held
  * across a call into the core.  Connections and endpoints are freed by
  * the waker only (a closed one waits in xdom->grave until the waker is
  * past the events that may name it), and peers at dom_close.
@@ -67,7 +76,7 @@
 
 /* The stream's format; a peer speaking another version is refused at
  * its hello. */
-#define TNBC_TCP_VERSION 4
+#define TNBC_TCP_VERSION 5
 #define TNBC_TCP_MAGIC	 0x54424e54u /* "TNBT" */
 
 enum tnbc_tcp_rec_type {
@@ -107,6 +116,12 @@ struct tnbc_tcp_hello {
 	uint16_t version;
 	uint16_t key_len;
 	struct tnbc_name to; /* the endpoint this connection is for */
+	/* the endpoint that reads what comes back on this connection
+	 * (kind 0: none, the connection is one way) and where it listens:
+	 * "to" may send it its packets here rather than open a connection
+	 * of its own (see tnbc_tcp_adopt) */
+	struct tnbc_name from;
+	struct tnbc_tcp_addr from_addr;
 	/* the sending domain's auth_key, which must be the receiving
 	 * endpoint's: it keeps jobs apart, and travels in the clear */
 	uint8_t key[TNBC_AUTH_KEY_MAX];
@@ -165,6 +180,10 @@ struct tnbc_tcp_conn {
 	uint8_t *buf;
 	size_t cap, off, have; /* bytes [off, have) not taken yet */
 	struct tnbc_tcp_addr from; /* the connecting side's address */
+	/* accepted: the endpoint its hello named as reading answers
+	 * (kind 0: none); dialed: our end of a peer's two-way connection */
+	struct tnbc_name back;
+	bool dialed;
 };
 
 struct tnbc_xep {
@@ -221,6 +240,10 @@ struct tnbc_xpeer {
 		TNBC_TCP_DEAD
 	} state;
 	atomic_bool dead;
+	/* the connection is two-way: its other reader is an endpoint's
+	 * connection (ours, dialed; or the peer's, adopted), so the waker
+	 * leaves its incoming bytes alone */
+	bool two_way;
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
 	struct tnbc_xnet_intros intros;
@@ -434,6 +457,10 @@ static void tnbc_tcp_peer_dead(struct tnbc_xpeer *p, const char *why)
 	p->out_len = p->out_off = 0;
 	if (p->fd >= 0) {
 		epoll_ctl(p->xdom->epfd, EPOLL_CTL_DEL, p->fd, NULL);
+		/* the endpoint reading the other end of a two-way one hears
+		 * of it */
+		if (p->two_way)
+			shutdown(p->fd, SHUT_RDWR);
 		close(p->fd);
 		p->fd = -1;
 	}
@@ -472,7 +499,9 @@ static void tnbc_tcp_peer_event(struct tnbc_xpeer *p, uint32_t events)
 		else
 			p->state = TNBC_TCP_UP;
 	}
-	if (p->state == TNBC_TCP_UP && (events & EPOLLIN)) {
+	if (p->state == TNBC_TCP_UP && p->two_way && (events & EPOLLRDHUP))
+		tnbc_tcp_peer_dead(p, "it closed the connection");
+	if (p->state == TNBC_TCP_UP && !p->two_way && (events & EPOLLIN)) {
 		char c;
 		ssize_t n = recv(p->fd, &c, 1, MSG_DONTWAIT);
 
@@ -490,6 +519,41 @@ static void tnbc_tcp_peer_event(struct tnbc_xpeer *p, uint32_t events)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* Lists c among xep's connections, read by its polls; false when xep
+ * closes.  xep->lock not held. */
+static bool tnbc_tcp_conn_add(struct tnbc_xep *xep, struct tnbc_tcp_conn *c)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+				 .data.ptr = &c->ev};
+
+	pthread_mutex_lock(&xep->lock);
+	if (xep->closing) {
+		pthread_mutex_unlock(&xep->lock);
+		return false;
+	}
+	c->next = xep->conns;
+	xep->conns = c;
+	pthread_mutex_unlock(&xep->lock);
+	epoll_ctl(xep->pfd, EPOLL_CTL_ADD, c->fd, &ev);
+	atomic_fetch_add(&xep->nconns, 1);
+	/* bytes may have come before the registration */
+	atomic_fetch_add(&xep->events, 1);
+	return true;
+}
+
+static struct tnbc_tcp_conn *tnbc_tcp_conn_new(struct tnbc_xep *xep, int fd)
+{
+	struct tnbc_tcp_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->ev.kind = TNBC_TCP_K_DATA; /* never an event of its own */
+	c->xep = xep;
+	c->fd = fd;
+	c->born_ns = tnbc_now_ns();
+	return c;
+}
+
 static void tnbc_tcp_accept(struct tnbc_xep *xep)
 {
 	for (;;) {
@@ -498,38 +562,22 @@ static void tnbc_tcp_accept(struct tnbc_xep *xep)
 		int fd = accept4(xep->lfd, (struct sockaddr *)&ss, &sl,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct tnbc_tcp_conn *c;
-		struct epoll_event ev;
 		int one = 1;
 
 		if (fd < 0)
 			return; /* EAGAIN, or out of descriptors for now */
-		c = calloc(1, sizeof(*c));
+		c = tnbc_tcp_conn_new(xep, fd);
 		if (!c) {
 			close(fd);
 			continue;
 		}
-		c->ev.kind = TNBC_TCP_K_DATA; /* never an event of its own */
-		c->xep = xep;
-		c->fd = fd;
-		c->born_ns = tnbc_now_ns();
 		tnbc_tcp_from_sockaddr((struct sockaddr *)&ss, &c->from);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		pthread_mutex_lock(&xep->lock);
-		if (xep->closing) {
-			pthread_mutex_unlock(&xep->lock);
+		if (!tnbc_tcp_conn_add(xep, c)) {
 			close(fd);
 			free(c);
 			return;
 		}
-		c->next = xep->conns;
-		xep->conns = c;
-		pthread_mutex_unlock(&xep->lock);
-		ev.events = EPOLLIN | EPOLLRDHUP;
-		ev.data.ptr = &c->ev;
-		epoll_ctl(xep->pfd, EPOLL_CTL_ADD, fd, &ev);
-		atomic_fetch_add(&xep->nconns, 1);
-		/* a hello may have come with it, before the registration */
-		atomic_fetch_add(&xep->events, 1);
 	}
 }
 
@@ -825,6 +873,8 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	xep->conns = NULL;
 	pthread_mutex_unlock(&xep->lock);
 	for (struct tnbc_tcp_conn *it = c; it; it = it->next) {
+		/* as in conn_drop: the socket may be a peer's too */
+		shutdown(it->fd, SHUT_RDWR);
 		close(it->fd);
 		last = it;
 	}
@@ -974,25 +1024,12 @@ static int tnbc_tcp_out_put_user(struct tnbc_xpeer *p, const void *data,
 	return 0;
 }
 
-static int tnbc_tcp_connect(struct tnbc_xpeer *p)
+/* Options of every connection a peer's packets go out on. */
+static void tnbc_tcp_sock_opts(int fd)
 {
-	struct tnbc_tcp_rec rec = {.len = sizeof(struct tnbc_tcp_hello),
-				   .type = TNBC_TCP_HELLO};
-	struct tnbc_tcp_hello hello = {.magic = TNBC_TCP_MAGIC,
-				       .version = TNBC_TCP_VERSION,
-				       .key_len = p->xdom->key_len,
-				       .to = p->name};
-	struct epoll_event ev;
-	struct sockaddr_storage ss;
-	socklen_t sl = tnbc_tcp_sockaddr(&p->addr, &ss);
 	unsigned timeout = (unsigned)tnbc_env.tcp_timeout_ms;
-	int one = 1, idle = 1, cnt, fd;
+	int one = 1, idle = 1, cnt;
 
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
-	if (fd < 0)
-		return -errno;
-	memcpy(hello.key, p->xdom->key, sizeof(hello.key));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* a peer that stops answering (its host or link gone) fails within
 	 * FI_TNBC_TCP_TIMEOUT_MS: unacknowledged data, or no answer to
@@ -1004,6 +1041,68 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+/* The connection p opens is two-way when src, the endpoint sending, is
+ * its domain's only one: src reads it (a connection of its own on the
+ * same socket), and the hello names it.  With several endpoints the
+ * domain could not tell whose an answer is; they stay one way.
+ * peer->lock held. */
+static void tnbc_tcp_dial_back(struct tnbc_xpeer *p,
+			       const struct tnbc_name *src, int fd,
+			       struct tnbc_tcp_hello *hello)
+{
+	struct tnbc_xdom *xdom = p->xdom;
+	struct tnbc_tcp_conn *c;
+	struct tnbc_xep *xep;
+	int dfd;
+
+	pthread_mutex_lock(&xdom->lock);
+	xep = xdom->eps;
+	if (!src || !xep || xep->next || !tnbc_name_same(&xep->name, src))
+		goto out;
+	dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dfd < 0)
+		goto out;
+	c = tnbc_tcp_conn_new(xep, dfd);
+	if (!c) {
+		close(dfd);
+		goto out;
+	}
+	c->hello = true;
+	c->dialed = true;
+	c->from = p->addr;
+	if (!tnbc_tcp_conn_add(xep, c)) {
+		close(dfd);
+		free(c);
+		goto out;
+	}
+	hello->from = xep->name;
+	hello->from_addr = xep->addr;
+	p->two_way = true;
+out:
+	pthread_mutex_unlock(&xdom->lock);
+}
+
+static int tnbc_tcp_connect(struct tnbc_xpeer *p, const struct tnbc_name *src)
+{
+	struct tnbc_tcp_rec rec = {.len = sizeof(struct tnbc_tcp_hello),
+				   .type = TNBC_TCP_HELLO};
+	struct tnbc_tcp_hello hello = {.magic = TNBC_TCP_MAGIC,
+				       .version = TNBC_TCP_VERSION,
+				       .key_len = p->xdom->key_len,
+				       .to = p->name};
+	struct epoll_event ev;
+	struct sockaddr_storage ss;
+	socklen_t sl = tnbc_tcp_sockaddr(&p->addr, &ss);
+	int fd;
+
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -errno;
+	memcpy(hello.key, p->xdom->key, sizeof(hello.key));
+	tnbc_tcp_sock_opts(fd);
 	if (connect(fd, (struct sockaddr *)&ss, sl) && errno != EINPROGRESS) {
 		int err = errno;
 
@@ -1013,13 +1112,7 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p)
 	p->fd = fd;
 	p->state = TNBC_TCP_CONNECTING;
 	p->intros.n = 0;
-	if (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
-	    tnbc_tcp_out_put(p, &hello, sizeof(hello))) {
-		close(fd);
-		p->fd = -1;
-		p->state = TNBC_TCP_IDLE;
-		return -FI_EAGAIN;
-	}
+	p->two_way = false;
 	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 	ev.data.ptr = &p->ev;
 	if (epoll_ctl(p->xdom->epfd, EPOLL_CTL_ADD, fd, &ev)) {
@@ -1028,10 +1121,65 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p)
 		close(fd);
 		p->fd = -1;
 		p->state = TNBC_TCP_IDLE;
-		p->out_len = p->out_off = 0;
 		return -err;
 	}
+	if (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
+	    tnbc_tcp_out_put(p, &hello, sizeof(hello))) {
+		epoll_ctl(p->xdom->epfd, EPOLL_CTL_DEL, fd, NULL);
+		close(fd);
+		p->fd = -1;
+		p->state = TNBC_TCP_IDLE;
+		p->out_len = p->out_off = 0;
+		return -FI_EAGAIN;
+	}
+	/* last: once the hello says so, answers come on this connection,
+	 * and it must not be undone */
+	tnbc_tcp_dial_back(p, src, fd, &hello);
+	if (p->two_way) {
+		memcpy(p->out + p->out_len - sizeof(hello), &hello,
+		       sizeof(hello));
+		/* what comes in is the dialed connection's to read */
+		ev.events = EPOLLOUT | EPOLLRDHUP | EPOLLET;
+		epoll_ctl(p->xdom->epfd, EPOLL_CTL_MOD, fd, &ev);
+	}
 	return 0;
+}
+
+/* Sends p's packets on the connection p's endpoint opened to one of
+ * ours, if there is one: its hello named it as reading answers there.
+ * Then the answers carry the acknowledgements of what came, and no
+ * second connection is made.  peer->lock held, p idle. */
+static bool tnbc_tcp_adopt(struct tnbc_xpeer *p)
+{
+	struct tnbc_xdom *xdom = p->xdom;
+	struct epoll_event ev = {.events = EPOLLOUT | EPOLLRDHUP | EPOLLET,
+				 .data.ptr = &p->ev};
+	int fd = -1;
+
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep *e = xdom->eps; e && fd < 0; e = e->next) {
+		pthread_mutex_lock(&e->lock);
+		for (struct tnbc_tcp_conn *c = e->conns; c; c = c->next)
+			if (c->hello && !c->dialed && c->back.kind &&
+			    tnbc_name_same(&c->back, &p->name)) {
+				fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+				break;
+			}
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_mutex_unlock(&xdom->lock);
+	if (fd < 0)
+		return false;
+	tnbc_tcp_sock_opts(fd);
+	if (epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		close(fd);
+		return false;
+	}
+	p->fd = fd;
+	p->state = TNBC_TCP_UP;
+	p->two_way = true;
+	p->intros.n = 0;
+	return true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1209,8 +1357,8 @@ static int tnbc_tcp_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 		ret = -FI_EHOSTUNREACH;
 		goto out;
 	}
-	if (p->state == TNBC_TCP_IDLE) {
-		ret = tnbc_tcp_connect(p);
+	if (p->state == TNBC_TCP_IDLE && !tnbc_tcp_adopt(p)) {
+		ret = tnbc_tcp_connect(p, pkt->src);
 		if (ret) {
 			if (ret != -FI_EAGAIN)
 				tnbc_tcp_peer_dead(p, fi_strerror(-ret));
@@ -1326,6 +1474,8 @@ static void tnbc_tcp_conn_drop(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	pthread_mutex_unlock(&xep->lock);
 	epoll_ctl(xep->pfd, EPOLL_CTL_DEL, c->fd, NULL);
 	atomic_fetch_sub(&xep->nconns, 1);
+	/* a peer sending on the same socket (two-way) hears of it */
+	shutdown(c->fd, SHUT_RDWR);
 	close(c->fd);
 	c->fd = -1;
 	pthread_mutex_lock(&xdom->lock);
@@ -1601,7 +1751,29 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			atomic_fetch_add(&xep->xdom->refused, 1);
 			return -FI_EACCES;
 		}
+		if (h.from.kind != TNBC_NAME_PID &&
+		    h.from.kind != TNBC_NAME_SVC)
+			memset(&h.from, 0, sizeof(h.from));
+		if (h.from.kind) {
+			/* where it listens, as an introduction says */
+			if (tnbc_tcp_any(&h.from_addr)) {
+				uint16_t port = h.from_addr.port;
+
+				h.from_addr = c->from;
+				h.from_addr.port = port;
+			}
+			if ((h.from_addr.family == 4 ||
+			     h.from_addr.family == 6) &&
+			    h.from_addr.port)
+				tnbc_xnet_book_put(&xep->xdom->book, &h.from,
+						   &h.from_addr,
+						   sizeof(h.from_addr));
+		}
+		/* adopt looks at both */
+		pthread_mutex_lock(&xep->lock);
+		c->back = h.from;
 		c->hello = true;
+		pthread_mutex_unlock(&xep->lock);
 		return 0;
 	}
 	if (rec->type == TNBC_TCP_INTRO && c->hello &&
