@@ -1353,8 +1353,10 @@ int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
 	ret = tnbc_av_peer(ep->av, dest, &peer);
 	if (ret)
 		return ret == -FI_EINVAL ? -FI_EADDRNOTAVAIL : ret;
+	/* fi_info's inject_size, whichever transport reaches the peer (a
+	 * TCP peer takes larger packets) */
 	if ((flags & FI_INJECT) &&
-	    tnbc_iov_len(iov, count) > tnbc_max_payload(peer))
+	    tnbc_iov_len(iov, count) > tnbc_slot_payload())
 		return -FI_EMSGSIZE;
 	return 0;
 }

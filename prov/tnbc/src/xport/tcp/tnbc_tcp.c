@@ -140,6 +140,8 @@ struct tnbc_tcp_intro {
 	struct tnbc_tcp_addr addr; /* where src listens */
 };
 
+/* largest packet sent and taken (tnbc_tcp_rx_max) */
+#define TNBC_TCP_PACKET_MAX (256u << 10)
 /* bytes a connection's sender may leave unwritten */
 #define TNBC_TCP_OUT_MAX (4u << 20)
 /* read from a socket at once while no large packet is being read:
@@ -891,17 +893,29 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	pthread_mutex_unlock(&xdom->lock);
 }
 
-/* As large as shm's: the same limits hold whichever transport reaches a
- * peer. */
+/* As large as shm's: fi_info's limits hold whichever transport reaches
+ * a peer. */
 static size_t tnbc_tcp_packet_limit(void)
 {
 	return tnbc_env.slot_size - 16;
 }
 
+/* What a peer sends and takes is larger: a stream has no slots, and the
+ * protocol moves large messages and RMA in packets of this size.  At
+ * shm's 32 KiB, each packet's system calls and the head read with its
+ * record cost a 1 MiB stream a tenth to two fifths of its bandwidth
+ * (fi_tnbc(7)); larger packets hold the small ones behind them longer. */
+static size_t tnbc_tcp_rx_max(void)
+{
+	size_t slot = tnbc_tcp_packet_limit();
+
+	return slot > TNBC_TCP_PACKET_MAX ? slot : TNBC_TCP_PACKET_MAX;
+}
+
 static size_t tnbc_tcp_max_packet(struct tnbc_xpeer *peer)
 {
 	(void)peer;
-	return tnbc_tcp_packet_limit();
+	return tnbc_tcp_rx_max();
 }
 
 /* ------------------------------------------------------------------ */
@@ -1827,7 +1841,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	c->drained = false;
 	while (budget > 0) {
 		struct tnbc_tcp_rec rec;
-		size_t avail = c->have - c->off, max = tnbc_tcp_packet_limit();
+		size_t avail = c->have - c->off, max = tnbc_tcp_rx_max();
 		size_t span;
 		ssize_t r;
 		int v;
