@@ -273,9 +273,8 @@ START_TEST(tcp_two_way_close)
 {
 	struct tu_xport_only o;
 	struct tu_kside a, b, *gone, *left;
-	char s[64] = "x";
 	fi_addr_t to;
-	int ret = 0;
+	int ret;
 
 	tu_xport_only_begin(&o, &tnbc_tcp_ops);
 	tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
@@ -289,26 +288,7 @@ START_TEST(tcp_two_way_close)
 			 1);
 	ck_assert_int_eq(fi_close(&gone->ep->fid), 0);
 	gone->ep = NULL;
-	for (unsigned ms = 0; ms < TU_WAIT_MS && !ret; ms++) {
-		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		ssize_t n;
-
-		ret = (int)fi_tsend(left->ep, s, sizeof(s), NULL, to, 9, s);
-		if (ret == -FI_EAGAIN)
-			ret = 0;
-		if (ret)
-			break;
-		do
-			n = fi_cq_read(left->cq, &e, 1);
-		while (n == -FI_EAGAIN);
-		if (n == -FI_EAVAIL) {
-			ck_assert_int_eq(fi_cq_readerr(left->cq, &err, 0), 1);
-			ret = -err.err;
-			break;
-		}
-		tu_sleep_ms(1);
-	}
+	ret = tu_send_until_refused(left->ep, left->cq, to, 9);
 	ck_assert_msg(ret == -FI_EHOSTUNREACH, "send to a closed peer: %d",
 		      ret);
 	tu_kside_close(&b);

@@ -137,6 +137,8 @@ struct tu_kside {
 };
 
 void tu_kside_open(struct tu_kside *k, const char *key, uint32_t fmt);
+int tu_send_until_refused(struct fid_ep *ep, struct fid_cq *cq, fi_addr_t to,
+			  uint64_t tag);
 int tu_kside_send(struct tu_kside *k, struct tu_kside *r, uint64_t tag);
 void tu_kside_close(struct tu_kside *k);
 

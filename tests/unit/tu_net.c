@@ -44,41 +44,52 @@ void tu_still_works(struct tu_world *w, int r, int a, uint64_t tag)
 	tu_cq_expect(w->ep[a].tx_cq, &e, NULL);
 }
 
+/* Sends 64 B from ep to a peer that went away until a send fails, at
+ * once or in a completion (cq), within TU_WAIT_MS; returns that error
+ * (0: every send succeeded).  The connection breaks: a send must fail,
+ * never hang. */
+int tu_send_until_refused(struct fid_ep *ep, struct fid_cq *cq, fi_addr_t to,
+			  uint64_t tag)
+{
+	struct fi_cq_err_entry err;
+	char s[64] = "x";
+	int ret = 0;
+
+	for (unsigned ms = 0; ms < TU_WAIT_MS && !ret; ms++) {
+		struct fi_cq_tagged_entry e;
+		ssize_t n;
+
+		ret = (int)fi_tsend(ep, s, sizeof(s), NULL, to, tag, s);
+		if (ret == -FI_EAGAIN)
+			ret = 0;
+		if (ret)
+			break;
+		do
+			n = fi_cq_read(cq, &e, 1);
+		while (n == -FI_EAGAIN);
+		if (n == -FI_EAVAIL) {
+			ck_assert_int_eq(fi_cq_readerr(cq, &err, 0), 1);
+			ret = -err.err;
+			break;
+		}
+		tu_sleep_ms(1);
+	}
+	return ret;
+}
+
 /* A peer endpoint that closes: sends to it fail instead of waiting. */
 void tu_net_peer_gone(const struct tnbc_xport_ops *ops)
 {
-	struct fi_cq_err_entry err;
 	struct tu_xport_only o;
 	struct tu_world w;
-	char s[64] = "x";
-	int ret = 0;
+	int ret;
 
 	tu_xport_only_begin(&o, ops);
 	tu_world_open(&w, 2, NULL);
 	tu_still_works(&w, R, A, 1);
 	ck_assert_int_eq(fi_close(&w.ep[R].ep->fid), 0);
 	w.ep[R].ep = NULL;
-	/* the connection breaks; a later send fails at once or completes
-	 * in error, never hangs */
-	for (unsigned ms = 0; ms < TU_WAIT_MS && !ret; ms++) {
-		struct fi_cq_tagged_entry e;
-		ssize_t n;
-
-		ret = (int)fi_tsend(w.ep[A].ep, s, sizeof(s), NULL, w.addr[R],
-				    7, s);
-		if (ret)
-			break;
-		do
-			n = fi_cq_read(w.ep[A].tx_cq, &e, 1);
-		while (n == -FI_EAGAIN);
-		if (n == -FI_EAVAIL) {
-			ck_assert_int_eq(fi_cq_readerr(w.ep[A].tx_cq, &err, 0),
-					 1);
-			ret = -err.err;
-			break;
-		}
-		tu_sleep_ms(1);
-	}
+	ret = tu_send_until_refused(w.ep[A].ep, w.ep[A].tx_cq, w.addr[R], 7);
 	ck_assert_msg(ret == -FI_EHOSTUNREACH, "send to a closed peer: %d",
 		      ret);
 	tu_world_close(&w);
