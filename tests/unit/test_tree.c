@@ -20,7 +20,7 @@ static void tree_check(const struct tnbc_tree *t)
 		int nc = tnbc_tree_nchildren(t, m), sub = 1, p, d, steps = 0;
 
 		ck_assert_int_ge(nc, 0);
-		ck_assert_int_le(nc, t->degree);
+		ck_assert_int_le(nc, t->fanout);
 		edges += nc;
 		for (int i = 0; i < nc; i++) {
 			int c = tnbc_tree_child(t, m, i);
@@ -156,6 +156,102 @@ START_TEST(tree_segments)
 }
 END_TEST
 
+/* A tree of groups: as any tree, and crossing between groups only from
+ * a group's leader (its first member counted from the root) to another
+ * leader, once per group but the root's. */
+static void groups_check(const struct tnbc_tree *t, const int *g)
+{
+	int n = t->size, cross = 0, groups = 0, most = 0;
+
+	tree_check(t);
+	for (int m = 0; m < n; m++) {
+		int p = tnbc_tree_parent(t, m), nc = tnbc_tree_nchildren(t, m);
+		bool leader = true;
+
+		for (int r = 0; (r + t->root) % n != m; r++)
+			if (g[(r + t->root) % n] == g[m])
+				leader = false;
+		groups += leader;
+		ck_assert_int_le(nc, 2 * t->degree);
+		if (nc > most)
+			most = nc;
+		if (p < 0 || g[p] == g[m]) {
+			ck_assert_msg(p >= 0 || leader, "root not a leader");
+			continue;
+		}
+		ck_assert_msg(leader, "member %d leaves its group", m);
+		cross++;
+	}
+	ck_assert_int_eq(cross, groups - 1);
+	ck_assert_int_eq(t->fanout, most ? most : 1);
+}
+
+/* Pattern pat of n members' groups: blocks of 1 to 4 members (0 to 3),
+ * or members dealt round robin over 2 or 3 groups (4, 5); three roots. */
+static void groups_try(int n, int k, int pat, int *g, int *table)
+{
+	const int roots[] = {0, n / 2, n - 1};
+	int ng = pat < 4 ? (n + pat) / (pat + 1) : (n < pat - 2 ? n : pat - 2);
+
+	for (int m = 0; m < n; m++)
+		g[m] = pat < 4 ? m / (pat + 1) : m % (pat - 2);
+	for (int i = 0; i < 3; i++) {
+		struct tnbc_tree t;
+
+		ck_assert_int_eq(
+			tnbc_tree_init_groups(&t, n, roots[i], k, g, ng, table),
+			0);
+		groups_check(&t, g);
+	}
+}
+
+START_TEST(tree_groups)
+{
+	int g[40], table[6 * 40 + 4 * 40 + 2];
+
+	for (int n = 1; n <= 40; n++)
+		for (int k = 1; k <= 8; k++)
+			for (int pat = 0; pat < 6; pat++)
+				groups_try(n, k, pat, g, table);
+}
+END_TEST
+
+/* Three hosts of two: each host's second member hangs off its first,
+ * and only the leaders' edges cross; the root's children come in the
+ * order its own group, then the other leaders. */
+START_TEST(tree_groups_hosts)
+{
+	const int g[6] = {1, 1, 2, 2, 0, 0};
+	int table[6 * 6 + 4 * 3 + 2];
+	struct tnbc_tree t;
+
+	ck_assert_int_eq(tnbc_tree_init_groups(&t, 6, 0, 8, g, 3, table), 0);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 1), 0);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 2), 0);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 3), 2);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 4), 0);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 5), 4);
+	ck_assert_int_eq(tnbc_tree_nchildren(&t, 0), 3);
+	ck_assert_int_eq(tnbc_tree_child(&t, 0, 0), 1);
+	ck_assert_int_eq(tnbc_tree_child(&t, 0, 1), 2);
+	ck_assert_int_eq(tnbc_tree_child(&t, 0, 2), 4);
+	ck_assert_int_eq(t.fanout, 3);
+	/* rooted at 3: its host leads, 2 under it; 4 and 0 lead the others */
+	ck_assert_int_eq(tnbc_tree_init_groups(&t, 6, 3, 8, g, 3, table), 0);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 2), 3);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 4), 3);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 5), 4);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 0), 3);
+	ck_assert_int_eq(tnbc_tree_parent(&t, 1), 0);
+	ck_assert_int_eq(tnbc_tree_height(&t), 2);
+	/* a group out of range, none at all */
+	ck_assert_int_eq(tnbc_tree_init_groups(&t, 6, 0, 8, g, 2, table),
+			 -FI_EINVAL);
+	ck_assert_int_eq(tnbc_tree_init_groups(&t, 6, 0, 8, g, 0, table),
+			 -FI_EINVAL);
+}
+END_TEST
+
 Suite *tu_tree_suite(void)
 {
 	Suite *s = suite_create("tree");
@@ -165,6 +261,8 @@ Suite *tu_tree_suite(void)
 	tcase_add_test(tc, tree_heights);
 	tcase_add_test(tc, tree_bad_input);
 	tcase_add_test(tc, tree_segments);
+	tcase_add_test(tc, tree_groups);
+	tcase_add_test(tc, tree_groups_hosts);
 	suite_add_tcase(s, tc);
 	return s;
 }

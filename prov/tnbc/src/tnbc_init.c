@@ -32,6 +32,7 @@ struct tnbc_env tnbc_env = {
 	.coll_rsag_min = 32768,
 	.coll_seg = 65536,
 	.coll_slots = 1,
+	.coll_hosts = 1,
 	.coll_flat_max = 2,
 	.xports = "shm,verbs,tcp",
 	.xport_list = {&tnbc_shm_ops},
@@ -264,6 +265,13 @@ static void tnbc_init_env(void)
 			"0 to 64 (default: %zu)",
 			tnbc_env.coll_flat_max);
 	fi_param_define(
+		&tnbc_prov, "coll_hosts", FI_PARAM_BOOL,
+		"Trees of a group whose members are on several hosts "
+		"cross between hosts only from one member per host, the "
+		"others joining it on their own host; every member of a "
+		"group must use the same value (default: %s)",
+		tnbc_env.coll_hosts ? "true" : "false");
+	fi_param_define(
 		&tnbc_prov, "coll_slots", FI_PARAM_BOOL,
 		"A collective's small contributions to a member on "
 		"this host go into a slot of its shared-memory mailbox "
@@ -359,6 +367,8 @@ static void tnbc_init_env(void)
 	tnbc_param_size("coll_flat_max", &tnbc_env.coll_flat_max, 0, 64);
 	if (fi_param_get_bool(&tnbc_prov, "coll_slots", &b) == FI_SUCCESS)
 		tnbc_env.coll_slots = !!b;
+	if (fi_param_get_bool(&tnbc_prov, "coll_hosts", &b) == FI_SUCCESS)
+		tnbc_env.coll_hosts = !!b;
 	tnbc_param_group();
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);

@@ -36,6 +36,7 @@
  * a copy of its own values: the result arrives from the parent, which
  * the two processes order only between themselves.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <rdma/fi_ext_tnbc.h>
@@ -66,6 +67,30 @@ static bool tnbc_overlap(const void *a, const void *b, size_t len)
 	return len && x < y + len && y < x + len;
 }
 
+/* The tree an operation runs on: of hosts (tnbc_tree_init_groups) when
+ * the group's members are on several hosts and some host has more than
+ * one, so that each host sends one partial result up and takes one
+ * result down (FI_TNBC_COLL_HOSTS); else the k-ary tree.  Every member
+ * numbers the hosts alike (tnbc_mc_hosts), so all build the same tree.
+ * *table (NULL or malloc'd) must outlive t. */
+static int tnbc_desc_tree(struct tnbc_mc *mc, int root, struct tnbc_tree *t,
+			  int **table)
+{
+	int n = mc->size;
+
+	*table = NULL;
+	if (tnbc_env.coll_hosts && mc->nhosts > 1 && mc->nhosts < n)
+		*table = malloc(tnbc_tree_groups_ints(n, mc->nhosts) *
+				sizeof(**table));
+	if (*table && (tnbc_tree_init_groups(t, n, root, tnbc_coll_degree(),
+					     mc->host, mc->nhosts, *table) ||
+		       t->fanout > TNBC_DESC_MAX_FANOUT)) {
+		free(*table);
+		*table = NULL;
+	}
+	return *table ? 0 : tnbc_tree_init(t, n, root, tnbc_coll_degree());
+}
+
 int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 {
 	bool up = op->coll != FI_BROADCAST;
@@ -81,8 +106,9 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	struct tnbc_tree t;
 	size_t npkt, per, fan, g;
 	bool copy_own;
+	int *table;
 
-	ret = tnbc_tree_init(&t, mc->size, op->root, tnbc_coll_degree());
+	ret = tnbc_desc_tree(mc, op->root, &t, &table);
 	if (ret)
 		return ret;
 	tnbc_tree_segments(len, es, tnbc_env.coll_seg, TNBC_SEG_MAX, &seg,
@@ -101,8 +127,10 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 				     (up ? nseg * sizeof(*red) : 0) +
 				     (copy_own ? len : 0),
 			     op->context, &s);
-	if (ret)
+	if (ret) {
+		free(table);
 		return ret;
+	}
 	s->end = op->end;
 	pkts = s->scratch;
 	if (up)
@@ -139,7 +167,7 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 				.op = (uint8_t)op->op,
 				.datatype = (uint8_t)op->dt,
 				.count = (uint32_t)(n / es),
-				.degree = (uint32_t)t.degree,
+				.degree = (uint32_t)t.fanout,
 				.order = (uint32_t)me,
 			};
 			d->own = own ? own + off : NULL;
@@ -190,6 +218,7 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 					      tnbc_tree_child(&t, me, i), sdown,
 					      dbuf ? dbuf + off : NULL, n);
 	}
+	free(table);
 	if (!ret)
 		ret = tnbc_sched_start(s, TNBC_SEG_END, nseg * per);
 	if (ret)

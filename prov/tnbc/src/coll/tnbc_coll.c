@@ -115,6 +115,7 @@ static int tnbc_mc_close(struct fid *fid)
 	tnbc_list_remove(&mc->entry);
 	pthread_mutex_unlock(&ep->lock);
 	atomic_fetch_sub(&ep->ref, 1);
+	free(mc->host);
 	free(mc->members);
 	free(mc);
 	return 0;
@@ -157,6 +158,53 @@ static uint64_t tnbc_coll_hash(uint64_t h, const void *p, size_t len)
 		h *= 0x100000001b3ULL; /* FNV-1a */
 	}
 	return h;
+}
+
+struct tnbc_mc_hostkey {
+	uint64_t host;
+	int member;
+};
+
+static int tnbc_mc_hostkey_cmp(const void *a, const void *b)
+{
+	const struct tnbc_mc_hostkey *x = a, *y = b;
+
+	if (x->host != y->host)
+		return x->host < y->host ? -1 : 1;
+	return x->member - y->member;
+}
+
+/* Numbers the members' hosts (their names say), the same way at every
+ * member: the trees of hosts are built from them (tnbc_alg_desc.c). */
+static int tnbc_mc_hosts(struct tnbc_ep *ep, struct tnbc_mc *mc)
+{
+	struct tnbc_mc_hostkey *k = malloc((size_t)mc->size * sizeof(*k));
+
+	mc->host = malloc((size_t)mc->size * sizeof(*mc->host));
+	if (!k || !mc->host) {
+		free(k);
+		return -FI_ENOMEM;
+	}
+	for (int i = 0; i < mc->size; i++) {
+		struct tnbc_av_entry *e = tnbc_av_get(ep->av, mc->members[i]);
+
+		if (!e) {
+			free(k);
+			return -FI_EINVAL;
+		}
+		k[i] = (struct tnbc_mc_hostkey){.host = e->name.host,
+						.member = i};
+	}
+	qsort(k, (size_t)mc->size, sizeof(*k), tnbc_mc_hostkey_cmp);
+	mc->nhosts = 0;
+	for (int i = 0; i < mc->size; i++) {
+		if (i && k[i].host != k[i - 1].host)
+			mc->nhosts++;
+		mc->host[k[i].member] = mc->nhosts;
+	}
+	mc->nhosts++;
+	free(k);
+	return 0;
 }
 
 /* The group's id: its membership, in order, and how many times this
@@ -267,6 +315,8 @@ int tnbc_coll_join(struct fid_ep *fid, const void *addr, uint64_t flags,
 	mc->size = (int)n;
 	mc->rank = -1;
 	ret = tnbc_coll_group_id(ep, mc);
+	if (!ret)
+		ret = tnbc_mc_hosts(ep, mc);
 	if (ret)
 		goto err;
 	if (mc->rank < 0) {
@@ -296,6 +346,7 @@ int tnbc_coll_join(struct fid_ep *fid, const void *addr, uint64_t flags,
 	*mc_out = &mc->mc_fid;
 	return 0;
 err:
+	free(mc->host);
 	free(mc->members);
 	free(mc);
 	return ret;

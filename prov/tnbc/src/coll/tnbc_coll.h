@@ -25,6 +25,9 @@ struct tnbc_mc {
 	fi_addr_t *members; /* AV addresses, in the set's order */
 	int size;
 	int rank; /* this endpoint's place in members */
+	/* each member's host, numbered 0 .. nhosts - 1 (trees of hosts) */
+	int *host;
+	int nhosts;
 	uint32_t id; /* the group's tag (see tnbc_sched_tag) */
 	atomic_uint next_seq; /* the next operation's number */
 	atomic_int inflight; /* operations not yet freed */
@@ -129,6 +132,9 @@ int tnbc_alg_flat(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 /* Whether tnbc_alg_flat takes an operation of len bytes in this group. */
 bool tnbc_alg_flat_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
 			size_t len);
+
+/* Children a reduction descriptor folds at most (its branch degree). */
+#define TNBC_DESC_MAX_FANOUT 64
 
 /* The descriptor engine (tnbc_desc.c), for the algorithms built on it.
  * A reduce descriptor's fold (a TNBC_TRIG_FN step): checks each child's

@@ -28,8 +28,6 @@
 
 #include "tnbc_coll.h"
 
-#define TNBC_DESC_MAX_FANOUT 64
-
 /* The wire tag of a descriptor's packets. */
 static uint64_t tnbc_desc_tag(uint64_t tag, bool bcast)
 {

@@ -31,6 +31,8 @@ int tnbc_tree_init(struct tnbc_tree *t, int size, int root, int degree)
 	t->size = size;
 	t->root = root;
 	t->degree = degree;
+	t->fanout = degree;
+	t->parent_of = t->first = t->kids = NULL;
 	return 0;
 }
 
@@ -40,6 +42,8 @@ int tnbc_tree_parent(const struct tnbc_tree *t, int member)
 
 	if (tnbc_tree_bad(t, member))
 		return -FI_EINVAL;
+	if (t->kids)
+		return t->parent_of[member];
 	r = tnbc_tree_rel(t, member);
 	return r ? tnbc_tree_abs(t, (r - 1) / t->degree) : -1;
 }
@@ -50,6 +54,8 @@ int tnbc_tree_nchildren(const struct tnbc_tree *t, int member)
 
 	if (tnbc_tree_bad(t, member))
 		return -FI_EINVAL;
+	if (t->kids)
+		return t->first[member + 1] - t->first[member];
 	first = (int64_t)t->degree * tnbc_tree_rel(t, member) + 1;
 	if (first >= t->size)
 		return 0;
@@ -63,6 +69,8 @@ int tnbc_tree_child(const struct tnbc_tree *t, int member, int i)
 
 	if (n < 0 || i < 0 || i >= n)
 		return -FI_EINVAL;
+	if (t->kids)
+		return t->kids[t->first[member] + i];
 	return tnbc_tree_abs(t, (int64_t)t->degree * tnbc_tree_rel(t, member) +
 					1 + i);
 }
@@ -74,6 +82,11 @@ int tnbc_tree_depth(const struct tnbc_tree *t, int member)
 
 	if (tnbc_tree_bad(t, member))
 		return -FI_EINVAL;
+	if (t->kids) {
+		for (int m = t->parent_of[member]; m >= 0; m = t->parent_of[m])
+			d++;
+		return d;
+	}
 	for (r = tnbc_tree_rel(t, member); r; r = (r - 1) / t->degree)
 		d++;
 	return d;
@@ -81,6 +94,14 @@ int tnbc_tree_depth(const struct tnbc_tree *t, int member)
 
 int tnbc_tree_height(const struct tnbc_tree *t)
 {
+	if (t->kids) {
+		int h = 0;
+
+		for (int m = 0; m < t->size; m++)
+			if (tnbc_tree_depth(t, m) > h)
+				h = tnbc_tree_depth(t, m);
+		return h;
+	}
 	/* depth never falls as the position grows: the last is deepest */
 	return tnbc_tree_depth(t, tnbc_tree_abs(t, t->size - 1));
 }
@@ -91,6 +112,16 @@ int tnbc_tree_subtree(const struct tnbc_tree *t, int member)
 
 	if (tnbc_tree_bad(t, member))
 		return -FI_EINVAL;
+	if (t->kids) {
+		/* the members member is an ancestor of, itself included */
+		for (int m = 0; m < t->size; m++)
+			for (int a = m; a >= 0; a = t->parent_of[a])
+				if (a == member) {
+					n++;
+					break;
+				}
+		return (int)n;
+	}
 	/* one level at a time: positions first .. last of the subtree */
 	first = last = tnbc_tree_rel(t, member);
 	while (first < t->size) {

@@ -16,15 +16,29 @@
 #define TNBC_TREE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct tnbc_tree {
 	int size;
 	int root;
-	int degree; /* children per member at most; 1 makes a chain */
+	int degree; /* the k-ary trees' branch degree; 1 makes a chain */
+	int fanout; /* the most children a member has */
+	/* a tree of groups (tnbc_tree_init_groups): the caller's table;
+	 * NULL: the k-ary tree */
+	const int *parent_of, *first, *kids;
 };
 
 /* 0, or -FI_EINVAL unless size >= 1, 0 <= root < size and degree >= 1. */
 int tnbc_tree_init(struct tnbc_tree *t, int size, int root, int degree);
+
+/* The tree of groups (tnbc_tree_groups.c): member m is in group[m], 0 to
+ * ngroups - 1 (one per host); packets cross between groups only along a
+ * k-ary tree of the groups' leaders, and each group is a k-ary tree
+ * under its leader, so a leader has up to 2 * degree children.  table
+ * holds tnbc_tree_groups_ints(size, ngroups) ints and must outlive t. */
+size_t tnbc_tree_groups_ints(int size, int ngroups);
+int tnbc_tree_init_groups(struct tnbc_tree *t, int size, int root, int degree,
+			  const int *group, int ngroups, int *table);
 /* The parent of member, or -1 for the root. */
 int tnbc_tree_parent(const struct tnbc_tree *t, int member);
 /* How many children member has: its branch degree in a reduction. */
