@@ -7,53 +7,76 @@
 
 #include "coll/tnbc_tree.h"
 
+/* Every ck_assert of Check writes its place to the runner, passing or
+ * not: a few million of them (tree_groups) took longer than the test's
+ * timeout on a loaded machine.  These check first and call Check only
+ * when the check fails. */
+#define TREE_ASSERT_OP(a, op, b)                                               \
+	do {                                                                   \
+		long tree_a_ = (long)(a), tree_b_ = (long)(b);                 \
+		if (!(tree_a_ op tree_b_))                                     \
+			ck_abort_msg("%s %s %s: %ld vs %ld", #a, #op, #b,      \
+				     tree_a_, tree_b_);                        \
+	} while (0)
+#define TREE_ASSERT_EQ(a, b) TREE_ASSERT_OP(a, ==, b)
+#define TREE_ASSERT_NE(a, b) TREE_ASSERT_OP(a, !=, b)
+#define TREE_ASSERT_LT(a, b) TREE_ASSERT_OP(a, <, b)
+#define TREE_ASSERT_LE(a, b) TREE_ASSERT_OP(a, <=, b)
+#define TREE_ASSERT_GT(a, b) TREE_ASSERT_OP(a, >, b)
+#define TREE_ASSERT_GE(a, b) TREE_ASSERT_OP(a, >=, b)
+#define TREE_ASSERT_MSG(c, ...)                                                \
+	do {                                                                   \
+		if (!(c))                                                      \
+			ck_abort_msg(__VA_ARGS__);                             \
+	} while (0)
+
 /* Every member but the root has one parent, which counts it among its
  * children once; depths and subtree sizes agree with the edges. */
 static void tree_check(const struct tnbc_tree *t)
 {
 	int n = t->size, edges = 0, height = 0;
 
-	ck_assert_int_eq(tnbc_tree_parent(t, t->root), -1);
-	ck_assert_int_eq(tnbc_tree_depth(t, t->root), 0);
-	ck_assert_int_eq(tnbc_tree_subtree(t, t->root), n);
+	TREE_ASSERT_EQ(tnbc_tree_parent(t, t->root), -1);
+	TREE_ASSERT_EQ(tnbc_tree_depth(t, t->root), 0);
+	TREE_ASSERT_EQ(tnbc_tree_subtree(t, t->root), n);
 	for (int m = 0; m < n; m++) {
 		int nc = tnbc_tree_nchildren(t, m), sub = 1, p, d, steps = 0;
 
-		ck_assert_int_ge(nc, 0);
-		ck_assert_int_le(nc, t->fanout);
+		TREE_ASSERT_GE(nc, 0);
+		TREE_ASSERT_LE(nc, t->fanout);
 		edges += nc;
 		for (int i = 0; i < nc; i++) {
 			int c = tnbc_tree_child(t, m, i);
 
-			ck_assert_int_ge(c, 0);
-			ck_assert_int_lt(c, n);
-			ck_assert_int_eq(tnbc_tree_parent(t, c), m);
-			ck_assert_int_eq(tnbc_tree_depth(t, c),
-					 tnbc_tree_depth(t, m) + 1);
+			TREE_ASSERT_GE(c, 0);
+			TREE_ASSERT_LT(c, n);
+			TREE_ASSERT_EQ(tnbc_tree_parent(t, c), m);
+			TREE_ASSERT_EQ(tnbc_tree_depth(t, c),
+				       tnbc_tree_depth(t, m) + 1);
 			sub += tnbc_tree_subtree(t, c);
 		}
-		ck_assert_int_eq(tnbc_tree_child(t, m, nc), -FI_EINVAL);
-		ck_assert_int_eq(tnbc_tree_subtree(t, m), sub);
+		TREE_ASSERT_EQ(tnbc_tree_child(t, m, nc), -FI_EINVAL);
+		TREE_ASSERT_EQ(tnbc_tree_subtree(t, m), sub);
 		if (m == t->root)
 			continue;
 		p = tnbc_tree_parent(t, m);
-		ck_assert_int_ge(p, 0);
-		ck_assert_int_lt(p, n);
-		ck_assert_int_ne(p, m);
+		TREE_ASSERT_GE(p, 0);
+		TREE_ASSERT_LT(p, n);
+		TREE_ASSERT_NE(p, m);
 		/* p's children hold m once */
 		d = 0;
 		for (int i = 0; i < tnbc_tree_nchildren(t, p); i++)
 			d += tnbc_tree_child(t, p, i) == m;
-		ck_assert_int_eq(d, 1);
+		TREE_ASSERT_EQ(d, 1);
 		/* up to the root in exactly depth steps */
 		for (int q = m; q != t->root; q = tnbc_tree_parent(t, q))
-			ck_assert_int_le(++steps, n);
-		ck_assert_int_eq(steps, tnbc_tree_depth(t, m));
+			TREE_ASSERT_LE(++steps, n);
+		TREE_ASSERT_EQ(steps, tnbc_tree_depth(t, m));
 		if (steps > height)
 			height = steps;
 	}
-	ck_assert_int_eq(edges, n - 1);
-	ck_assert_int_eq(tnbc_tree_height(t), height);
+	TREE_ASSERT_EQ(edges, n - 1);
+	TREE_ASSERT_EQ(tnbc_tree_height(t), height);
 }
 
 START_TEST(tree_shapes)
@@ -65,7 +88,7 @@ START_TEST(tree_shapes)
 			for (int i = 0; i < 3; i++) {
 				struct tnbc_tree t;
 
-				ck_assert_int_eq(
+				TREE_ASSERT_EQ(
 					tnbc_tree_init(&t, n, roots[i], k), 0);
 				tree_check(&t);
 			}
@@ -78,25 +101,25 @@ START_TEST(tree_heights)
 {
 	struct tnbc_tree t;
 
-	ck_assert_int_eq(tnbc_tree_init(&t, 1, 0, 2), 0);
-	ck_assert_int_eq(tnbc_tree_height(&t), 0);
-	ck_assert_int_eq(tnbc_tree_init(&t, 7, 3, 2), 0);
-	ck_assert_int_eq(tnbc_tree_height(&t), 2);
-	ck_assert_int_eq(tnbc_tree_init(&t, 8, 3, 2), 0);
-	ck_assert_int_eq(tnbc_tree_height(&t), 3);
-	ck_assert_int_eq(tnbc_tree_init(&t, 64, 0, 4), 0);
-	ck_assert_int_eq(tnbc_tree_height(&t), 3);
-	ck_assert_int_eq(tnbc_tree_nchildren(&t, 0), 4);
-	ck_assert_int_eq(tnbc_tree_init(&t, 10, 9, 1), 0);
-	ck_assert_int_eq(tnbc_tree_height(&t), 9);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 0), 9);
-	ck_assert_int_eq(tnbc_tree_child(&t, 9, 0), 0);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 1, 0, 2), 0);
+	TREE_ASSERT_EQ(tnbc_tree_height(&t), 0);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 7, 3, 2), 0);
+	TREE_ASSERT_EQ(tnbc_tree_height(&t), 2);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 8, 3, 2), 0);
+	TREE_ASSERT_EQ(tnbc_tree_height(&t), 3);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 64, 0, 4), 0);
+	TREE_ASSERT_EQ(tnbc_tree_height(&t), 3);
+	TREE_ASSERT_EQ(tnbc_tree_nchildren(&t, 0), 4);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 10, 9, 1), 0);
+	TREE_ASSERT_EQ(tnbc_tree_height(&t), 9);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 0), 9);
+	TREE_ASSERT_EQ(tnbc_tree_child(&t, 9, 0), 0);
 	/* large groups stay in range: no position overflows an int */
-	ck_assert_int_eq(tnbc_tree_init(&t, 2147483647, 5, 2147483647), 0);
-	ck_assert_int_eq(tnbc_tree_nchildren(&t, 5), 2147483646);
-	ck_assert_int_eq(tnbc_tree_nchildren(&t, 6), 0);
-	ck_assert_int_eq(tnbc_tree_subtree(&t, 5), 2147483647);
-	ck_assert_int_eq(tnbc_tree_height(&t), 1);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 2147483647, 5, 2147483647), 0);
+	TREE_ASSERT_EQ(tnbc_tree_nchildren(&t, 5), 2147483646);
+	TREE_ASSERT_EQ(tnbc_tree_nchildren(&t, 6), 0);
+	TREE_ASSERT_EQ(tnbc_tree_subtree(&t, 5), 2147483647);
+	TREE_ASSERT_EQ(tnbc_tree_height(&t), 1);
 }
 END_TEST
 
@@ -104,18 +127,18 @@ START_TEST(tree_bad_input)
 {
 	struct tnbc_tree t;
 
-	ck_assert_int_eq(tnbc_tree_init(&t, 0, 0, 2), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_init(&t, -3, 0, 2), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_init(&t, 4, 0, 0), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_init(&t, 4, -1, 2), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_init(&t, 4, 4, 2), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_init(&t, 4, 1, 2), 0);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 4), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_parent(&t, -1), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_nchildren(&t, 4), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_child(&t, 1, -1), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_depth(&t, 7), -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_subtree(&t, 7), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 0, 0, 2), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, -3, 0, 2), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 4, 0, 0), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 4, -1, 2), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 4, 4, 2), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_init(&t, 4, 1, 2), 0);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 4), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, -1), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_nchildren(&t, 4), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_child(&t, 1, -1), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_depth(&t, 7), -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_subtree(&t, 7), -FI_EINVAL);
 }
 END_TEST
 
@@ -172,18 +195,18 @@ static void groups_check(const struct tnbc_tree *t, const int *g)
 			if (g[(r + t->root) % n] == g[m])
 				leader = false;
 		groups += leader;
-		ck_assert_int_le(nc, 2 * t->degree);
+		TREE_ASSERT_LE(nc, 2 * t->degree);
 		if (nc > most)
 			most = nc;
 		if (p < 0 || g[p] == g[m]) {
-			ck_assert_msg(p >= 0 || leader, "root not a leader");
+			TREE_ASSERT_MSG(p >= 0 || leader, "root not a leader");
 			continue;
 		}
-		ck_assert_msg(leader, "member %d leaves its group", m);
+		TREE_ASSERT_MSG(leader, "member %d leaves its group", m);
 		cross++;
 	}
-	ck_assert_int_eq(cross, groups - 1);
-	ck_assert_int_eq(t->fanout, most ? most : 1);
+	TREE_ASSERT_EQ(cross, groups - 1);
+	TREE_ASSERT_EQ(t->fanout, most ? most : 1);
 }
 
 /* Pattern pat of n members' groups: blocks of 1 to 4 members (0 to 3),
@@ -198,7 +221,7 @@ static void groups_try(int n, int k, int pat, int *g, int *table)
 	for (int i = 0; i < 3; i++) {
 		struct tnbc_tree t;
 
-		ck_assert_int_eq(
+		TREE_ASSERT_EQ(
 			tnbc_tree_init_groups(&t, n, roots[i], k, g, ng, table),
 			0);
 		groups_check(&t, g);
@@ -225,30 +248,30 @@ START_TEST(tree_groups_hosts)
 	int table[6 * 6 + 4 * 3 + 2];
 	struct tnbc_tree t;
 
-	ck_assert_int_eq(tnbc_tree_init_groups(&t, 6, 0, 8, g, 3, table), 0);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 1), 0);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 2), 0);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 3), 2);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 4), 0);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 5), 4);
-	ck_assert_int_eq(tnbc_tree_nchildren(&t, 0), 3);
-	ck_assert_int_eq(tnbc_tree_child(&t, 0, 0), 1);
-	ck_assert_int_eq(tnbc_tree_child(&t, 0, 1), 2);
-	ck_assert_int_eq(tnbc_tree_child(&t, 0, 2), 4);
-	ck_assert_int_eq(t.fanout, 3);
+	TREE_ASSERT_EQ(tnbc_tree_init_groups(&t, 6, 0, 8, g, 3, table), 0);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 1), 0);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 2), 0);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 3), 2);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 4), 0);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 5), 4);
+	TREE_ASSERT_EQ(tnbc_tree_nchildren(&t, 0), 3);
+	TREE_ASSERT_EQ(tnbc_tree_child(&t, 0, 0), 1);
+	TREE_ASSERT_EQ(tnbc_tree_child(&t, 0, 1), 2);
+	TREE_ASSERT_EQ(tnbc_tree_child(&t, 0, 2), 4);
+	TREE_ASSERT_EQ(t.fanout, 3);
 	/* rooted at 3: its host leads, 2 under it; 4 and 0 lead the others */
-	ck_assert_int_eq(tnbc_tree_init_groups(&t, 6, 3, 8, g, 3, table), 0);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 2), 3);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 4), 3);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 5), 4);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 0), 3);
-	ck_assert_int_eq(tnbc_tree_parent(&t, 1), 0);
-	ck_assert_int_eq(tnbc_tree_height(&t), 2);
+	TREE_ASSERT_EQ(tnbc_tree_init_groups(&t, 6, 3, 8, g, 3, table), 0);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 2), 3);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 4), 3);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 5), 4);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 0), 3);
+	TREE_ASSERT_EQ(tnbc_tree_parent(&t, 1), 0);
+	TREE_ASSERT_EQ(tnbc_tree_height(&t), 2);
 	/* a group out of range, none at all */
-	ck_assert_int_eq(tnbc_tree_init_groups(&t, 6, 0, 8, g, 2, table),
-			 -FI_EINVAL);
-	ck_assert_int_eq(tnbc_tree_init_groups(&t, 6, 0, 8, g, 0, table),
-			 -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_init_groups(&t, 6, 0, 8, g, 2, table),
+		       -FI_EINVAL);
+	TREE_ASSERT_EQ(tnbc_tree_init_groups(&t, 6, 0, 8, g, 0, table),
+		       -FI_EINVAL);
 }
 END_TEST
 
