@@ -66,6 +66,11 @@ struct fi_tnbc_engine_stats {
 	/* RMA reads whose data moved by one single-copy read instead of
 	 * packets (fi_tnbc(7)); present when size covers it */
 	uint64_t rma_direct;
+	/* payload bytes a stream transport (TCP) read from its socket
+	 * straight into their place (a receive's buffers, or one
+	 * unexpected buffer), not through its own buffer first; present
+	 * when size covers it */
+	uint64_t placed_bytes;
 };
 
 struct fi_tnbc_ops_domain {

@@ -8,8 +8,14 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "tnbc_unit.h"
 
@@ -320,6 +326,219 @@ START_TEST(tcp_half_header_stall)
 }
 END_TEST
 
+/* k sends len bytes to r (a receive posted first) and r checks them;
+ * raddr is r's address as k's AV takes it. */
+static void kside_big(struct tu_kside *k, struct tu_kside *r, const void *raddr,
+		      size_t len, uint64_t tag)
+{
+	uint8_t *s = malloc(len), *buf = calloc(1, len);
+	struct fi_cq_tagged_entry e;
+	fi_addr_t to;
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_ptr_nonnull(buf);
+	tu_fill(s, len, (uint32_t)tag);
+	ck_assert_int_eq(fi_av_insert(k->av, raddr, 1, &to, 0, NULL), 1);
+	ck_assert_int_eq(
+		fi_trecv(r->ep, buf, len, NULL, FI_ADDR_UNSPEC, tag, 0, buf),
+		0);
+	ck_assert_int_eq(fi_tsend(k->ep, s, len, NULL, to, tag, s), 0);
+	/* the sender's completion needs the receiver's progress: read both */
+	for (unsigned ms = 0, got = 0; got < 2; ms++) {
+		ck_assert_msg(ms < TU_WAIT_MS, "%zu B did not arrive", len);
+		if (fi_cq_read(r->cq, &e, 1) == 1) {
+			ck_assert_ptr_eq(e.op_context, buf);
+			got++;
+		}
+		if (fi_cq_read(k->cq, &e, 1) == 1) {
+			ck_assert_ptr_eq(e.op_context, s);
+			got++;
+		}
+	}
+	ck_assert_uint_eq(tu_check(buf, len, (uint32_t)tag, 0), (size_t)-1);
+	free(buf);
+	free(s);
+}
+
+/* A rendezvous message's data goes from the socket straight into the
+ * receive's buffer: all but the part of each packet that came with its
+ * frame (the transport reads a packet's head into its own buffer). */
+START_TEST(tcp_rndv_placed)
+{
+	const size_t len = 4u << 20;
+	struct fi_tnbc_engine_stats st0, st;
+	struct tu_xport_only o;
+	struct tu_kside r, k;
+
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	tu_kside_open(&r, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&k, NULL, FI_FORMAT_UNSPEC);
+	tu_engine_stats(r.dom, &st0);
+	kside_big(&k, &r, r.addr, len, 21);
+	tu_engine_stats(r.dom, &st);
+	ck_assert_msg(st.placed_bytes - st0.placed_bytes >= len / 2,
+		      "%" PRIu64 " of %zu B read into place",
+		      st.placed_bytes - st0.placed_bytes, len);
+	tu_kside_close(&k);
+	tu_kside_close(&r);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
+/* A proxy between a sender and r's endpoint: it passes everything both
+ * ways but the last `hold` bytes the sender wrote, which it keeps, and
+ * notes when r closed its end. */
+struct stall_proxy {
+	int lfd, hold;
+	struct sockaddr_in to;
+	pthread_t thr;
+	atomic_bool stop, r_closed;
+};
+
+static void *stall_proxy_main(void *arg)
+{
+	struct stall_proxy *p = arg;
+	size_t cap = 1u << 20, have = 0, sent = 0;
+	uint8_t *kb = malloc(cap), tmp[4096];
+	int kfd = -1, rfd = -1;
+
+	while (!atomic_load(&p->stop) && kfd < 0) {
+		struct pollfd l = {.fd = p->lfd, .events = POLLIN};
+
+		if (poll(&l, 1, 10) > 0)
+			kfd = accept(p->lfd, NULL, NULL);
+	}
+	if (kfd >= 0) {
+		rfd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(rfd, (struct sockaddr *)&p->to, sizeof(p->to))) {
+			close(rfd);
+			rfd = -1;
+		}
+	}
+	while (kb && rfd >= 0 && !atomic_load(&p->stop)) {
+		struct pollfd f[2] = {{.fd = kfd, .events = POLLIN},
+				      {.fd = rfd, .events = POLLIN}};
+		ssize_t n;
+
+		if (poll(f, 2, 10) <= 0)
+			continue;
+		if (f[0].revents && have < cap) {
+			n = recv(kfd, kb + have, cap - have, 0);
+			if (n > 0)
+				have += (size_t)n;
+		}
+		if (have > sent + (size_t)p->hold) {
+			n = send(rfd, kb + sent, have - p->hold - sent,
+				 MSG_NOSIGNAL);
+			if (n > 0)
+				sent += (size_t)n;
+		}
+		if (f[1].revents) {
+			n = recv(rfd, tmp, sizeof(tmp), 0);
+			if (n <= 0) {
+				atomic_store(&p->r_closed, true);
+				break;
+			}
+			(void)!send(kfd, tmp, (size_t)n, MSG_NOSIGNAL);
+		}
+	}
+	if (kfd >= 0)
+		close(kfd);
+	if (rfd >= 0)
+		close(rfd);
+	free(kb);
+	return NULL;
+}
+
+/* A sender that stops in the middle of a placed payload (here a proxy
+ * holds back its last bytes) costs the receiver the wait for it, at most
+ * FI_TNBC_TCP_TIMEOUT_MS, and then that connection: the receive it was
+ * reading for fails (FI_EIO) rather than complete with bytes missing,
+ * and another peer still gets through. */
+START_TEST(tcp_placed_stall)
+{
+	const size_t len = 30000; /* eager: placed */
+	size_t saved_timeout = tnbc_env.tcp_timeout_ms;
+	struct stall_proxy px = {.hold = 64};
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	struct tu_xport_only o;
+	struct tu_kside r, k, other;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	char text[256], ip[64], *at, *addr = text;
+	uint8_t *s = malloc(len), *buf = calloc(1, len);
+	unsigned port;
+	fi_addr_t to;
+	bool failed = false;
+	ssize_t n;
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_ptr_nonnull(buf);
+	tnbc_env.tcp_timeout_ms = 1000;
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	tu_kside_open(&r, NULL, FI_ADDR_STR);
+	tu_kside_open(&k, NULL, FI_ADDR_STR);
+	tu_kside_open(&other, NULL, FI_ADDR_STR);
+	/* the proxy listens where k will think r is */
+	at = strstr((char *)r.addr, "tcp=");
+	ck_assert_msg(at != NULL, "no tcp address in %s", r.addr);
+	ck_assert_int_eq(sscanf(at, "tcp=%63[0-9.]:%u", ip, &port), 2);
+	px.to.sin_family = AF_INET;
+	px.to.sin_port = htons((uint16_t)port);
+	ck_assert_int_eq(inet_pton(AF_INET, ip, &px.to.sin_addr), 1);
+	sa.sin_addr = px.to.sin_addr;
+	px.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(bind(px.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(px.lfd, 4), 0);
+	ck_assert_int_eq(getsockname(px.lfd, (struct sockaddr *)&sa, &sl), 0);
+	/* r's text with the proxy's port in place of r's */
+	at = strchr(at, ':') + 1;
+	snprintf(text, sizeof(text), "%.*s%u%s", (int)(at - (char *)r.addr),
+		 (char *)r.addr, (unsigned)ntohs(sa.sin_port),
+		 at + strspn(at, "0123456789"));
+	ck_assert_int_eq(pthread_create(&px.thr, NULL, stall_proxy_main, &px),
+			 0);
+	ck_assert_int_eq(fi_av_insert(k.av, &addr, 1, &to, 0, NULL), 1);
+	tu_fill(s, len, 31);
+	ck_assert_int_eq(
+		fi_trecv(r.ep, buf, len, NULL, FI_ADDR_UNSPEC, 31, 0, buf), 0);
+	ck_assert_int_eq(fi_tsend(k.ep, s, len, NULL, to, 31, s), 0);
+	/* r reads what came, waits for the rest, and gives up on the
+	 * connection: the receive it was reading for fails, never
+	 * completes with bytes missing */
+	for (unsigned ms = 0; !failed || !atomic_load(&px.r_closed); ms++) {
+		ck_assert_msg(ms < TU_WAIT_MS,
+			      "after %u ms: receive %s, connection %s", ms,
+			      failed ? "failed" : "pending",
+			      atomic_load(&px.r_closed) ? "closed" : "open");
+		n = fi_cq_read(r.cq, &e, 1);
+		ck_assert_msg(n != 1, "the receive completed");
+		if (n == -FI_EAVAIL) {
+			ck_assert_int_eq(fi_cq_readerr(r.cq, &err, 0), 1);
+			ck_assert_ptr_eq(err.op_context, buf);
+			ck_assert_int_eq(err.err, FI_EIO);
+			failed = true;
+		}
+		(void)fi_cq_read(k.cq, &e, 1);
+		tu_sleep_ms(1);
+	}
+	/* another peer still gets through */
+	addr = (char *)r.addr;
+	kside_big(&other, &r, &addr, 64, 32);
+	atomic_store(&px.stop, true);
+	pthread_join(px.thr, NULL);
+	close(px.lfd);
+	tu_kside_close(&other);
+	tu_kside_close(&k);
+	tu_kside_close(&r);
+	tu_xport_only_end(&o);
+	tnbc_env.tcp_timeout_ms = saved_timeout;
+	free(buf);
+	free(s);
+}
+END_TEST
+
 /* A peer endpoint that closes: sends to it fail instead of waiting. */
 START_TEST(tcp_peer_gone)
 {
@@ -343,6 +562,8 @@ Suite *tu_tcp_suite(void)
 	tcase_set_timeout(tc, TU_TCASE_TIMEOUT);
 	tcase_add_loop_test(tc, tcp_bad_stream, 0, 5);
 	tcase_add_test(tc, tcp_half_header_stall);
+	tcase_add_test(tc, tcp_rndv_placed);
+	tcase_add_test(tc, tcp_placed_stall);
 	tcase_add_test(tc, tcp_engine_sleep_kick);
 	tcase_add_test(tc, tcp_two_way);
 	tcase_add_loop_test(tc, tcp_two_way_close, 0, 2);

@@ -102,6 +102,7 @@ static void tnbc_domain_xstats(struct tnbc_domain *dom,
 		st->dead_cells += x.dead_cells;
 		st->refused += x.refused;
 		st->slot_pkts += x.slot_pkts;
+		st->placed_bytes += x.placed_bytes;
 	}
 }
 
@@ -178,8 +179,11 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	if (st->size >= offsetof(struct fi_tnbc_engine_stats, slot_pkts) +
 				sizeof(st->slot_pkts))
 		st->slot_pkts = xs.slot_pkts;
-	if (st->size >= sizeof(*st))
+	if (st->size >= offsetof(struct fi_tnbc_engine_stats, rma_direct) +
+				sizeof(st->rma_direct))
 		st->rma_direct = atomic_load(&e->rma_direct);
+	if (st->size >= sizeof(*st))
+		st->placed_bytes = xs.placed_bytes;
 	return 0;
 }
 

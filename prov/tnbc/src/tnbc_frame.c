@@ -149,6 +149,9 @@ int tnbc_pkt_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 			pkt.lane = (hdr->src.uid + 1) * 0xc2b2ae3d27d4eb4full ^
 				   hdr->tag * 0x165667b19e3779f9ull;
 		}
+	} else if (hdr->type == TNBC_PKT_DATA) {
+		/* tnbc_rx_data never keeps one */
+		pkt.flags = TNBC_XPKT_PLACED;
 	}
 	return xops->send(peer, &pkt);
 }

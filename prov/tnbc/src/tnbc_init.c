@@ -321,7 +321,8 @@ static void tnbc_init_env(void)
 			"loopback)");
 	fi_param_define(&tnbc_prov, "tcp_timeout_ms", FI_PARAM_SIZE_T,
 			"How long a TCP peer may leave data unacknowledged, "
-			"or keepalive probes unanswered, before it counts as "
+			"keepalive probes unanswered, or a packet being read "
+			"into its place unfinished, before it counts as "
 			"dead and what waits on it fails; also how long "
 			"fi_av_insert of a socket address waits for the "
 			"endpoint there to say who it is (default: %zu)",

@@ -852,8 +852,13 @@ static void tnbc_rx_cts(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 		tnbc_tx_enqueue(ep, tx);
 }
 
-static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-			 const void *payload)
+/* Streamed rendezvous data for a receive: its payload in memory, or,
+ * payload NULL, still in a stream transport (xrx, from byte poff of the
+ * packet), read from there straight into the receive's buffers.  Returns
+ * TNBC_RX_BAD when the payload could not be read (its sender died
+ * mid-packet), else TNBC_RX_DONE: it is never kept. */
+static int tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
+			const void *payload, struct tnbc_xrx *xrx, size_t poff)
 {
 	struct tnbc_list *it, *tmp;
 
@@ -868,13 +873,24 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		    hdr->offset > rx->stream_len ||
 		    hdr->payload_len > rx->stream_len - hdr->offset) {
 			tnbc_stray(ep, "DATA");
-			return;
+			return TNBC_RX_DONE;
 		}
-		tnbc_copy_to_iov(rx->iov, rx->iov_count, hdr->offset, payload,
-				 hdr->payload_len);
+		if (payload) {
+			tnbc_copy_to_iov(rx->iov, rx->iov_count, hdr->offset,
+					 payload, hdr->payload_len);
+		} else {
+			struct iovec part[TNBC_IOV_LIMIT];
+			size_t n = tnbc_iov_slice(rx->iov, rx->iov_count,
+						  hdr->offset, hdr->payload_len,
+						  part, TNBC_IOV_LIMIT);
+
+			if (xrx->copy(xrx, poff, part, n, hdr->payload_len) !=
+			    (ssize_t)hdr->payload_len)
+				return TNBC_RX_BAD;
+		}
 		rx->recv_bytes += hdr->payload_len;
 		if (rx->recv_bytes < rx->stream_len)
-			return;
+			return TNBC_RX_DONE;
 		tnbc_list_remove(&rx->entry);
 		tnbc_send_answer(ep, rx->peer, TNBC_PKT_ACK, rx->hdr.msg_id, 0,
 				 0);
@@ -884,9 +900,10 @@ static void tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		mh.cq_data = rx->msg_data;
 		tnbc_report_rx(ep, rx, &mh, rx->msg_src, rx->msg_size, 0);
 		free(rx);
-		return;
+		return TNBC_RX_DONE;
 	}
 	tnbc_stray(ep, "DATA");
+	return TNBC_RX_DONE;
 }
 
 /* A packet whose frame was checked and expanded. */
@@ -904,8 +921,7 @@ tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload)
 		tnbc_rx_cts(ep, hdr);
 		break;
 	case TNBC_PKT_DATA:
-		tnbc_rx_data(ep, hdr, payload);
-		break;
+		return tnbc_rx_data(ep, hdr, payload, NULL, 0);
 	case TNBC_PKT_RMA_REQ:
 		tnbc_rma_rx_req(ep, hdr, payload);
 		break;
@@ -921,8 +937,8 @@ tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload)
 
 /* A packet whose payload a stream transport has not read yet.  An eager
  * message's goes straight where it belongs (a receive's buffers, or one
- * unexpected buffer); any other packet is read whole first, into a
- * buffer of its own, and taken as from memory. */
+ * unexpected buffer), and so does rendezvous data; any other packet is
+ * read whole first, into a buffer of its own, and taken as from memory. */
 static int tnbc_rx_stream(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 			  struct tnbc_xrx *rx, size_t hlen)
 {
@@ -931,6 +947,8 @@ static int tnbc_rx_stream(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 
 	if (hdr->type == TNBC_PKT_EAGER)
 		return tnbc_rx_msg(ep, hdr, NULL, rx, hlen);
+	if (hdr->type == TNBC_PKT_DATA)
+		return tnbc_rx_data(ep, hdr, NULL, rx, hlen);
 	to.iov_base = malloc(to.iov_len);
 	if (!to.iov_base)
 		return TNBC_RX_LATER; /* memory may come back */

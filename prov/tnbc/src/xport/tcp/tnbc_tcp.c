@@ -15,10 +15,11 @@
  * address and closes.
  *
  * Receiving is in two phases: a packet whose payload the protocol
- * places itself (TNBC_XPKT_PLACED) is offered once its frame is in
- * memory and the rest is waiting in the socket, and the payload is read
- * from the socket straight into its destination; any other packet is
- * offered whole from the connection's buffer.
+ * places itself (TNBC_XPKT_PLACED: eager messages, rendezvous data) is
+ * offered once its frame is in memory and the rest has begun to arrive,
+ * and the payload is read from the socket straight into its destination
+ * as it comes; any other packet is offered whole from the connection's
+ * buffer.
  *
  * Sending writes the whole record at once when the socket takes it;
  * what it does not take waits in the connection's buffer (at most
@@ -269,6 +270,7 @@ struct tnbc_xdom {
 	/* whether an application thread polls (app_mark) */
 	struct tnbc_xnet_app app;
 	_Atomic uint64_t bad_pkts, refused;
+	_Atomic uint64_t placed_bytes; /* read from a socket into place */
 };
 
 /* ------------------------------------------------------------------ */
@@ -1570,8 +1572,11 @@ static int tnbc_tcp_skip(struct tnbc_tcp_conn *c, size_t n)
 	return 0;
 }
 
-/* Reads n bytes of the socket into iov (the data is known to be there:
- * FIONREAD said so before the packet was offered). */
+/* Reads n bytes of the socket into iov as they come.  The sender wrote
+ * the record whole or left the rest for its waker, which writes it as
+ * the socket takes it, so the bytes keep coming while the sender lives;
+ * a sender that stops for FI_TNBC_TCP_TIMEOUT_MS mid-packet (a hostile
+ * one, or one stopped) is taken for dead, and its connection dropped. */
 static int tnbc_tcp_read_iov(struct tnbc_tcp_conn *c, const struct iovec *iov,
 			     size_t iov_count, size_t off, size_t n)
 {
@@ -1588,9 +1593,8 @@ static int tnbc_tcp_read_iov(struct tnbc_tcp_conn *c, const struct iovec *iov,
 				struct pollfd pfd = {.fd = c->fd,
 						     .events = POLLIN};
 
-				/* FIONREAD promised it: wait a bounded
-				 * time rather than spin */
-				if (poll(&pfd, 1, 1000) > 0)
+				if (poll(&pfd, 1,
+					 (int)tnbc_env.tcp_timeout_ms) > 0)
 					continue;
 			}
 			return -FI_ECONNRESET;
@@ -1635,6 +1639,8 @@ static ssize_t tnbc_tcp_rx_copy(struct tnbc_xrx *x, size_t off,
 		return -FI_ECONNRESET;
 	}
 	rx->pos += n - done;
+	atomic_fetch_add_explicit(&rx->c->xep->xdom->placed_bytes, n - done,
+				  memory_order_relaxed);
 	return (ssize_t)n;
 }
 
@@ -1894,13 +1900,16 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			int inq = 0;
 
 			/* a placed payload waits in the socket: offer the
-			 * packet once its frame is here and the rest is
-			 * there too */
+			 * packet once its frame is here and the rest has
+			 * begun to come, and read it into its place as it
+			 * comes.  Waiting for all of it to be in the socket
+			 * first, a receiver that polls saw a part and read
+			 * the packet into the buffer (the else below): a
+			 * 1 MiB stream copied every byte twice. */
 			if ((rec.flags & TNBC_TCP_REC_PLACED) &&
 			    rec.len >= TNBC_TCP_DIRECT_MIN &&
 			    hl >= TNBC_XPKT_FRAME_MAX &&
-			    !ioctl(c->fd, FIONREAD, &inq) && inq >= 0 &&
-			    (size_t)inq >= span - head) {
+			    !ioctl(c->fd, FIONREAD, &inq) && inq > 0) {
 				struct tnbc_tcp_rx rx = {
 					.rx = {.head = c->buf + c->off +
 						       sizeof(rec),
@@ -1954,10 +1963,11 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 				tnbc_tcp_taken(xep, v, &taken);
 				continue;
 			}
-			/* The rest is not all here: read what came.  Waiting
-			 * for it in the socket instead would deadlock once
-			 * the socket's window closed, since the receiver
-			 * reopens it only for a large read. */
+			/* Not placed (or its frame not all here): read what
+			 * came.  Waiting for the rest in the socket instead
+			 * would deadlock once the socket's window closed,
+			 * since the receiver reopens it only for a large
+			 * read. */
 			r = tnbc_tcp_fill(c, sizeof(rec) + span);
 			if (r < 0)
 				goto drop;
@@ -2199,6 +2209,7 @@ static void tnbc_tcp_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 	memset(st, 0, sizeof(*st));
 	st->bad_pkts = atomic_load(&xdom->bad_pkts);
 	st->refused = atomic_load(&xdom->refused);
+	st->placed_bytes = atomic_load(&xdom->placed_bytes);
 }
 
 const struct tnbc_xport_ops tnbc_tcp_ops = {
