@@ -79,7 +79,8 @@ one() {
 	ar)
 		FTX_HOSTS=$(hosts_for "$np") timeout 600 \
 			"$bld/fabtests-ext/ftx_bench_coll" -p "$st" -n "$np" \
-			-s 8,16,32,48 -i 200 -l x >"$log" 2>&1 || { fail=1; return; }
+			-C allreduce -s 8,16,32,48 -i 200 -l x >"$log" 2>&1 ||
+			{ fail=1; return; }
 		# CSV lines: label,np,bytes,median_us,...
 		awk -F, -v r="$r" -v s="$st" -v np="$np" '$1 == "x" {
 			print r "," s ",allreduce," np "," $3 "," $4 ",us" }' \

@@ -61,7 +61,8 @@ if [ "${1:-}" = --guest ]; then
 		ar)
 			FI_TNBC_XPORTS=verbs timeout 900 \
 				"$bld/fabtests-ext/ftx_bench_coll" -p "$st" \
-				-n "$np" -s 8,16,32,48 -i 100 -l x -t 900 \
+				-n "$np" -C allreduce -s 8,16,32,48 -i 100 -l x \
+				-t 900 \
 				>"$log" 2>&1 || return
 			awk -F, -v r="$r" -v s="$st" -v np="$np" '$1 == "x" {
 				print r "," s ",allreduce," np "," $3 "," $4 ",us" }' \
