@@ -385,6 +385,57 @@ START_TEST(tcp_rndv_placed)
 }
 END_TEST
 
+/* FI_TNBC_TCP_EAGER_SIZE, not FI_TNBC_EAGER_SIZE, splits eager from
+ * rendezvous over TCP: a message within it completes at its sender with
+ * no receive posted, one past it waits for the receive. */
+START_TEST(tcp_eager_size)
+{
+	const size_t eager = 100000, rndv = 200000;
+	const size_t saved = tnbc_env.tcp_eager_size;
+	struct fi_cq_tagged_entry e;
+	struct tu_xport_only o;
+	struct tu_kside r, k;
+	uint8_t *s = malloc(rndv), *buf = calloc(1, rndv);
+	fi_addr_t to;
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_ptr_nonnull(buf);
+	tnbc_env.tcp_eager_size = 131072;
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	tu_kside_open(&r, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&k, NULL, FI_FORMAT_UNSPEC);
+	ck_assert_int_eq(fi_av_insert(k.av, r.addr, 1, &to, 0, NULL), 1);
+	for (int i = 0; i < 2; i++) {
+		size_t len = i ? rndv : eager;
+
+		tu_fill(s, len, 40 + (uint32_t)i);
+		ck_assert_int_eq(fi_tsend(k.ep, s, len, NULL, to, 40 + i, s),
+				 0);
+		if (!i) {
+			tu_cq_expect(k.cq, &e, NULL);
+			tu_fill(s, len, 99); /* the buffer is the sender's */
+		} else {
+			ck_assert(tu_cq_quiet(k.cq, TU_QUIET_MS));
+		}
+		ck_assert_int_eq(fi_trecv(r.ep, buf, len, NULL, FI_ADDR_UNSPEC,
+					  40 + i, 0, buf),
+				 0);
+		tu_cq_expect(r.cq, &e, NULL);
+		ck_assert_uint_eq(e.len, len);
+		ck_assert_uint_eq(tu_check(buf, len, 40 + (uint32_t)i, 0),
+				  (size_t)-1);
+		if (i)
+			tu_cq_expect(k.cq, &e, NULL);
+	}
+	tu_kside_close(&k);
+	tu_kside_close(&r);
+	tu_xport_only_end(&o);
+	tnbc_env.tcp_eager_size = saved;
+	free(buf);
+	free(s);
+}
+END_TEST
+
 /* A proxy between a sender and r's endpoint: it passes everything both
  * ways but the last `hold` bytes the sender wrote, which it keeps, and
  * notes when r closed its end. */
@@ -563,6 +614,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_loop_test(tc, tcp_bad_stream, 0, 5);
 	tcase_add_test(tc, tcp_half_header_stall);
 	tcase_add_test(tc, tcp_rndv_placed);
+	tcase_add_test(tc, tcp_eager_size);
 	tcase_add_test(tc, tcp_placed_stall);
 	tcase_add_test(tc, tcp_engine_sleep_kick);
 	tcase_add_test(tc, tcp_two_way);

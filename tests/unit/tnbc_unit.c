@@ -51,6 +51,10 @@ void tu_prov_init(void)
 		       sizeof(tnbc_env.xport_list));
 		tu_env_defaults.nxport = tnbc_env.nxport;
 		tu_env_defaults.xport = tnbc_env.xport;
+		/* the protocol's suites split eager from rendezvous where
+		 * shared memory does, over whichever transport they run
+		 * (test_tcp.c checks TCP's own split) */
+		tu_env_defaults.tcp_eager_size = tu_env_defaults.eager_size;
 		tnbc_env = tu_env_defaults;
 	}
 }

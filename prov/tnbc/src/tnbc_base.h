@@ -37,6 +37,7 @@ struct tnbc_env {
 	char *xports; /* FI_TNBC_XPORTS as given */
 	char *tcp_iface; /* address or interface TCP endpoints give peers */
 	size_t tcp_timeout_ms; /* a silent TCP peer is dead after this */
+	size_t tcp_eager_size; /* largest message sent eagerly over TCP */
 	char *verbs_iface; /* address or interface of the verbs device */
 	size_t verbs_timeout_ms; /* an unanswering verbs peer: dead */
 	size_t verbs_mr_cache; /* registrations of user buffers kept */

@@ -19,6 +19,7 @@ struct tnbc_env tnbc_env = {
 	.slot_size = 32768 + 128, /* its headers, in whole 64-byte cells */
 	.eager_size = 32768,
 	.tcp_timeout_ms = 10000,
+	.tcp_eager_size = 131072,
 	.verbs_timeout_ms = 10000,
 	.verbs_mr_cache = 256,
 	.cma = 1,
@@ -319,6 +320,12 @@ static void tnbc_init_env(void)
 			"address) TCP endpoints listen on and give peers "
 			"(default: the first interface that is up and not a "
 			"loopback)");
+	fi_param_define(&tnbc_prov, "tcp_eager_size", FI_PARAM_SIZE_T,
+			"Largest message sent eagerly to a peer over TCP, "
+			"where FI_TNBC_EAGER_SIZE does not apply: a stream "
+			"fills no queue slots, and the payload is read into "
+			"the receive as it comes (default: %zu)",
+			tnbc_env.tcp_eager_size);
 	fi_param_define(&tnbc_prov, "tcp_timeout_ms", FI_PARAM_SIZE_T,
 			"How long a TCP peer may leave data unacknowledged, "
 			"keepalive probes unanswered, or a packet being read "
@@ -379,6 +386,8 @@ static void tnbc_init_env(void)
 		tnbc_env.engine_batch = !!b;
 	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);
 	fi_param_get_str(&tnbc_prov, "tcp_iface", &tnbc_env.tcp_iface);
+	tnbc_param_size("tcp_eager_size", &tnbc_env.tcp_eager_size, 0,
+			1u << 20);
 	tnbc_param_size("tcp_timeout_ms", &tnbc_env.tcp_timeout_ms, 1000,
 			3600000);
 	fi_param_get_str(&tnbc_prov, "verbs_iface", &tnbc_env.verbs_iface);

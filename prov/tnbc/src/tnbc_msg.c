@@ -46,9 +46,12 @@ static inline uint64_t tnbc_kind(bool tagged)
 
 static size_t tnbc_eager_limit(struct tnbc_xpeer *peer)
 {
+	const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(peer);
 	size_t max = tnbc_max_payload(peer);
+	size_t eager = ops->eager_max ? ops->eager_max(peer)
+				      : tnbc_env.eager_size;
 
-	return tnbc_env.eager_size < max ? tnbc_env.eager_size : max;
+	return eager < max ? eager : max;
 }
 
 void tnbc_stray(struct tnbc_ep *ep, const char *what)

@@ -347,6 +347,10 @@ struct tnbc_xport_ops {
 	void (*ep_named)(struct tnbc_xep *xep, const struct tnbc_addr *self);
 	/* Largest packet (frame and payload) this peer takes. */
 	size_t (*max_packet)(struct tnbc_xpeer *peer);
+	/* Largest message the protocol sends this peer eagerly, before
+	 * max_packet caps it; NULL: FI_TNBC_EAGER_SIZE.  A transport whose
+	 * packets fill no slots of the receiver's may go further. */
+	size_t (*eager_max)(struct tnbc_xpeer *peer);
 	/* Largest packet every peer of this transport takes, before any
 	 * is known: fi_info's inject size and atomic limits follow from
 	 * it. */
