@@ -48,8 +48,8 @@ static size_t tnbc_eager_limit(struct tnbc_xpeer *peer)
 {
 	const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(peer);
 	size_t max = tnbc_max_payload(peer);
-	size_t eager = ops->eager_max ? ops->eager_max(peer)
-				      : tnbc_env.eager_size;
+	size_t eager =
+		ops->eager_max ? ops->eager_max(peer) : tnbc_env.eager_size;
 
 	return eager < max ? eager : max;
 }
