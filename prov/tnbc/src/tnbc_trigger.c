@@ -394,8 +394,10 @@ void tnbc_trig_check(struct tnbc_cntr *cntr)
 
 void tnbc_trig_check_app(struct tnbc_cntr *cntr)
 {
+	struct tnbc_domain *dom = cntr->domain; /* cntr may go once released */
+
 	tnbc_trig_release(cntr, false);
-	tnbc_trig_run(cntr->domain, false);
+	tnbc_trig_run(dom, false);
 }
 
 static void tnbc_trig_release_refs(struct tnbc_trig *t)
@@ -590,10 +592,17 @@ static int tnbc_trig_queue(struct tnbc_domain *dom, struct tnbc_trig *t)
 		atomic_fetch_add(&t->x.comp_cntr->ref, 1);
 	if (t->op_cntr)
 		atomic_fetch_add(&t->op_cntr->ref, 1);
+	/* Once pushed, t may run (another thread released it) and drop its
+	 * reference, and the work it ends may free the counter (a
+	 * schedule's own, by its last step): tnbc_cntr_fini waits for
+	 * changing, which keeps cntr until this thread's look below is
+	 * over, its lock let go. */
+	atomic_fetch_add(&cntr->changing, 1);
 	pthread_mutex_lock(&t->cntr->lock);
 	ret = tnbc_heap_push(t->cntr, t);
 	pthread_mutex_unlock(&t->cntr->lock);
 	if (ret) {
+		atomic_fetch_sub(&cntr->changing, 1);
 		tnbc_trig_release_refs(t);
 		free(t);
 		return ret;
@@ -603,7 +612,9 @@ static int tnbc_trig_queue(struct tnbc_domain *dom, struct tnbc_trig *t)
 	atomic_fetch_add_explicit(&dom->engine.trig_pending, 1,
 				  memory_order_relaxed);
 	/* The counter may have reached the threshold before the push. */
-	tnbc_trig_check_app(cntr);
+	tnbc_trig_check(cntr);
+	atomic_fetch_sub(&cntr->changing, 1);
+	tnbc_trig_run(dom, false);
 	return 0;
 }
 
