@@ -926,8 +926,8 @@ static size_t tnbc_tcp_max_packet(struct tnbc_xpeer *peer)
 /* Eager up to FI_TNBC_TCP_EAGER_SIZE: the handshake of a rendezvous
  * costs a round trip, and a stream has no slots an eager message would
  * fill (unexpected ones are held up to FI_TNBC_UNEXP_MAX, then senders
- * wait).  Between namespaces, 64 KiB messages moved 2.5 to 3.1 GB/s
- * eagerly and 1.0 to 1.3 by rendezvous (fi_tnbc(7)). */
+ * wait).  Between namespaces, 64 KiB messages moved 2.0 to 3.0 GB/s
+ * eagerly and 1.0 to 1.4 by rendezvous (fi_tnbc(7)). */
 static size_t tnbc_tcp_eager_max(struct tnbc_xpeer *peer)
 {
 	(void)peer;
