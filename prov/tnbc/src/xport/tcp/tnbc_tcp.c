@@ -2031,12 +2031,10 @@ drop:
  * kernel first (epoll_wait) and reading after cost a small message a
  * second system call, 1 to 2 us in a virtual machine, between its
  * arrival and its answer.  A read that finds nothing costs what the
- * question did.  Not while kept packets fill the queue's room (reading
- * waits then).  The engine's sleep still asks (pending). */
+ * question did.  The engine's sleep still asks (pending). */
 static bool tnbc_tcp_lone(struct tnbc_xep *xep)
 {
-	return atomic_load_explicit(&xep->nconns, memory_order_relaxed) == 1 &&
-	       xep->kept_bytes < tnbc_env.rx_slots * tnbc_env.slot_size;
+	return atomic_load_explicit(&xep->nconns, memory_order_relaxed) == 1;
 }
 
 /* Whether a connection has bytes to read now, as the kernel says; not
@@ -2157,8 +2155,8 @@ static bool tnbc_tcp_idle(struct tnbc_xep *xep)
 	if (atomic_load(&xep->events) != atomic_load(&xep->seen) ||
 	    atomic_load_explicit(&xep->in_hand, memory_order_relaxed))
 		return false;
-	/* the poll reads it: as cheap as asking (tnbc_tcp_lone) */
-	if (atomic_load_explicit(&xep->nconns, memory_order_relaxed) == 1)
+	/* the poll reads it: as cheap as asking */
+	if (tnbc_tcp_lone(xep))
 		return false;
 	if (atomic_load_explicit(&xep->nconns, memory_order_relaxed) &&
 	    epoll_wait(xep->pfd, &ev, 1, 0) > 0) {
