@@ -51,6 +51,9 @@
 #     after each window creation).  Open MPI unloads components that were
 #     not selected and btl/self has no atomics, so every window was made
 #     by osc/rdma over btl/ofi: there is nothing to fall back to.
+# The lines above are looked for in each rank's own output (mpirun
+# --output-filename, LOG.ranks beside each log), not in mpirun's merged
+# copy, where a line a rank writes in pieces can be cut by another's.
 #
 # The last line is "N passed, N failed"; the exit status is non-zero if
 # anything failed (or nothing ran).
@@ -237,16 +240,40 @@ mkdir -p "$logdir"
 echo "mode $mode: mpirun ${mpirun_args[*]} -np N PROGRAM"
 [ -n "${FI_PROVIDER_PATH:-}" ] && echo "FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
 
+# What the ranks of the run that wrote $1 printed, each rank's output
+# whole (mpirun --output-filename): in mpirun's merged output a line that
+# a rank writes in two pieces (libfabric's log does) can have another
+# rank's line in its middle.  The merged log where there is no copy.
+rank_output() {
+	if [ -d "$1.ranks" ]; then
+		find "$1.ranks" -type f -path '*/rank.*' -exec cat {} +
+	else
+		cat "$1"
+	fi
+}
+
+# How many ranks printed a line that holds $1 (fixed string).
+ranks_with() {
+	local pat=$1 log=$2 d
+	if [ ! -d "$log.ranks" ]; then
+		grep -c -F -- "$pat" "$log"
+		return
+	fi
+	for d in "$log".ranks/*/rank.*; do
+		cat "$d"/* 2>/dev/null | grep -q -F -- "$pat" && echo
+	done | wc -l
+}
+
 # Check the "mtl:ofi:prov: NAME" lines: one per rank, all naming the
 # expected provider (possibly layered, e.g. "tcp;ofi_rxm").
 check_provider() {
 	local log=$1 np=$2 n bad
-	n=$(grep -c 'mtl:ofi:prov: ' "$log")
+	n=$(ranks_with 'mtl:ofi:prov: ' "$log")
 	if [ "$n" -ne "$np" ]; then
-		echo "expected $np 'mtl:ofi:prov:' lines (one per rank), found $n: cannot verify that $expect_prov was selected"
+		echo "expected an 'mtl:ofi:prov:' line from each of $np ranks, found $n: cannot verify that $expect_prov was selected"
 		return 1
 	fi
-	bad=$(grep -o 'mtl:ofi:prov: .*' "$log" | sed 's/^mtl:ofi:prov: //' |
+	bad=$(rank_output "$log" | grep -o 'mtl:ofi:prov: .*' | sed 's/^mtl:ofi:prov: //' |
 		awk -F';' -v p="$expect_prov" '$1 != p' | sort -u | paste -sd, -)
 	if [ -n "$bad" ]; then
 		echo "OFI MTL selected provider(s) '$bad', expected $expect_prov"
@@ -258,24 +285,25 @@ check_provider() {
 # Check that btl/ofi really ran on $btl_prov in every rank.
 check_btl() {
 	local log=$1 np=$2 n bad lvl
-	n=$(grep -c "btl:ofi:provider_include = \"$btl_prov\"" "$log")
+	n=$(ranks_with "btl:ofi:provider_include = \"$btl_prov\"" "$log")
 	if [ "$n" -ne "$np" ]; then
-		echo "expected $np 'btl:ofi:provider_include = \"$btl_prov\"' lines (one per rank), found $n"
+		echo "expected a 'btl:ofi:provider_include = \"$btl_prov\"' line from each of $np ranks, found $n"
 		return 1
 	fi
-	n=$(grep -c 'select: init of component ofi returned success' "$log")
+	n=$(ranks_with 'select: init of component ofi returned success' "$log")
 	if [ "$n" -ne "$np" ]; then
 		echo "btl/ofi initialized in $n of $np ranks ('select: init of component ofi returned success')"
 		return 1
 	fi
 	lvl=${FI_LOG_LEVEL:-info}
 	[ "${lvl,,}" = warn ] && return 0
-	n=$(grep -c 'Opened fabric: ' "$log")
-	bad=$(grep -o 'Opened fabric: .*' "$log" | sed 's/^Opened fabric: //' |
+	n=$(ranks_with 'Opened fabric: ' "$log")
+	bad=$(rank_output "$log" | grep -o 'Opened fabric: .*' |
+		sed 's/^Opened fabric: //' |
 		awk -v p="$btl_prov" '$1 != p' | sort -u | paste -sd, -)
 	if [ "$n" -lt "$np" ] || [ -n "$bad" ]; then
 		[ -n "$bad" ] && bad=", also $bad"
-		echo "libfabric opened $n fabric(s) for $np ranks$bad; expected $btl_prov only, at least one per rank"
+		echo "libfabric opened fabrics in $n of $np ranks$bad; expected $btl_prov only, in every rank"
 		return 1
 	fi
 	return 0
@@ -324,7 +352,9 @@ for spec in $progs; do
 			continue
 		fi
 		t0=$(date +%s.%N)
+		rm -rf "$log.ranks"
 		timeout -k 10 "$tmo" mpirun "${mpirun_args[@]}" "${vargs[@]}" \
+			--output-filename "$log.ranks" \
 			-np "$np" "$exe" "${args[@]}" >"$log" 2>&1
 		rc=$?
 		el=$(awk -v a="$t0" -v b="$(date +%s.%N)" \
