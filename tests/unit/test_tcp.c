@@ -272,6 +272,86 @@ START_TEST(tcp_two_way)
 }
 END_TEST
 
+/* a and b each send the other a message before either has polled, as
+ * two ranks do in their first exchange, and poll until both are in. */
+static void exchange_at_once(struct tu_kside *a, struct tu_kside *b)
+{
+	struct tu_kside *side[2] = {a, b};
+	char s[2][16] = {"from a", "from b"}, r[2][16];
+	fi_addr_t to[2];
+	bool sent[2] = {false, false}, got[2] = {false, false};
+	uint64_t end = tu_now_ms() + TU_WAIT_MS;
+
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(fi_av_insert(side[i]->av, side[!i]->addr, 1,
+					      &to[i], 0, NULL),
+				 1);
+		ck_assert_int_eq(fi_trecv(side[i]->ep, r[i], sizeof(r[i]), NULL,
+					  FI_ADDR_UNSPEC, 7, 0, r[i]),
+				 0);
+	}
+	/* back to back, before anything else: neither has seen the other's
+	 * connection yet.  Then no sleeping: the later-named side waits for
+	 * the other's connection only so long (TNBC_TCP_DIAL_WAIT_NS). */
+	while (!(sent[0] && sent[1]) && tu_now_ms() < end)
+		for (int i = 0; i < 2; i++) {
+			ssize_t ret = sent[i] ? 0
+					      : fi_tsend(side[i]->ep, s[i],
+							 sizeof(s[i]), NULL,
+							 to[i], 7, s[i]);
+
+			ck_assert_msg(!ret || ret == -FI_EAGAIN, "send: %zd",
+				      ret);
+			sent[i] = !ret;
+		}
+	while (!(got[0] && got[1]) && tu_now_ms() < end)
+		for (int i = 0; i < 2; i++) {
+			struct fi_cq_tagged_entry e;
+
+			while (fi_cq_read(side[i]->cq, &e, 1) == 1)
+				if (e.op_context == r[i])
+					got[i] = true;
+		}
+	ck_assert_msg(got[0] && got[1], "the exchange did not end");
+	ck_assert_str_eq(r[0], "from b");
+	ck_assert_str_eq(r[1], "from a");
+}
+
+/* Both send first, at once: one dials and the other adopts its
+ * connection, rather than each opening one that then carries packets
+ * one way only (a bare acknowledgement per packet).  The later-named
+ * side waits for the other's connection for a bounded time, and a
+ * thread that stalls longer than that makes two, legitimately: so up to
+ * three pairs are tried.  Without the wait every try makes two. */
+START_TEST(tcp_two_way_at_once)
+{
+	struct tu_xport_only o;
+	int conns = 0;
+
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	for (int tries = 0; tries < 3 && conns != 1; tries++) {
+		struct tu_kside a, b;
+
+		tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
+		tu_kside_open(&b, NULL, FI_FORMAT_UNSPEC);
+		exchange_at_once(&a, &b);
+		conns = tcp_conns_to(&a) + tcp_conns_to(&b);
+		ck_assert_msg(conns == 1 || conns == 2, "%d connections",
+			      conns);
+		/* and the pair goes on talking both ways */
+		for (uint64_t t = 3; t < 20; t++)
+			ck_assert_int_eq(tu_kside_send(t % 2 ? &a : &b,
+						       t % 2 ? &b : &a, t),
+					 0);
+		ck_assert_int_eq(tcp_conns_to(&a) + tcp_conns_to(&b), conns);
+		tu_kside_close(&b);
+		tu_kside_close(&a);
+	}
+	ck_assert_int_eq(conns, 1);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
 /* A two-way connection's endpoint closes (_i 0: the one that opened
  * it, 1: the one that answered on it): the other's sends to it fail
  * instead of waiting, within the bound. */
@@ -618,6 +698,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_test(tc, tcp_placed_stall);
 	tcase_add_test(tc, tcp_engine_sleep_kick);
 	tcase_add_test(tc, tcp_two_way);
+	tcase_add_test(tc, tcp_two_way_at_once);
 	tcase_add_loop_test(tc, tcp_two_way_close, 0, 2);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);
