@@ -1144,15 +1144,15 @@ static bool tnbc_tcp_name_before(const struct tnbc_name *a,
  * Two endpoints that first send to each other at the same moment would
  * each dial, and each connection would then carry packets one way only:
  * every small packet costs its receiver a bare acknowledgement (see
- * above).  Open MPI's osu_latency between two namespaces took 17 us in
- * the runs where both had dialed, 10.3 to 13.3 where one had adopted
- * the other's connection.  So the endpoint whose name orders first dials
- * at once, and the other, when the connection it would dial could be
- * two-way, gives it TNBC_TCP_DIAL_WAIT_NS to come: its sends wait in its
- * queue meanwhile (-FI_EAGAIN), and adopt that connection as soon as its
- * hello is read.  It dials itself once the time is up, so a peer that
- * never sends costs its first message that long, once.  True while the
- * send must wait; peer->lock held.
+ * above).  Open MPI's osu_latency between two namespaces took 17 to
+ * 18 us in the runs where both had dialed, 10.3 to 13.5 where one had
+ * adopted the other's connection.  So the endpoint whose name orders
+ * first dials at once, and the other, when the connection it would dial
+ * could be two-way, gives it TNBC_TCP_DIAL_WAIT_NS to come: its sends
+ * wait in its queue meanwhile (-FI_EAGAIN), and adopt that connection as
+ * soon as its hello is read.  It dials itself once the time is up, so a
+ * peer that never sends costs its first message that long, once.  True
+ * while the send must wait; peer->lock held.
  */
 static bool tnbc_tcp_dial_wait(struct tnbc_xpeer *p,
 			       const struct tnbc_name *src)
