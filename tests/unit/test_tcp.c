@@ -273,8 +273,10 @@ START_TEST(tcp_two_way)
 END_TEST
 
 /* a and b each send the other a message before either has polled, as
- * two ranks do in their first exchange, and poll until both are in. */
-static void exchange_at_once(struct tu_kside *a, struct tu_kside *b)
+ * two ranks do in their first exchange (b's first when b_first), and
+ * poll until both are in. */
+static void exchange_at_once(struct tu_kside *a, struct tu_kside *b,
+			     bool b_first)
 {
 	struct tu_kside *side[2] = {a, b};
 	char s[2][16] = {"from a", "from b"}, r[2][16];
@@ -294,7 +296,8 @@ static void exchange_at_once(struct tu_kside *a, struct tu_kside *b)
 	 * connection yet.  Then no sleeping: the later-named side waits for
 	 * the other's connection only so long (TNBC_TCP_DIAL_WAIT_NS). */
 	while (!(sent[0] && sent[1]) && tu_now_ms() < end)
-		for (int i = 0; i < 2; i++) {
+		for (int k = 0; k < 2; k++) {
+			int i = b_first ? !k : k;
 			ssize_t ret = sent[i] ? 0
 					      : fi_tsend(side[i]->ep, s[i],
 							 sizeof(s[i]), NULL,
@@ -322,7 +325,9 @@ static void exchange_at_once(struct tu_kside *a, struct tu_kside *b)
  * one way only (a bare acknowledgement per packet).  The later-named
  * side waits for the other's connection for a bounded time, and a
  * thread that stalls longer than that makes two, legitimately: so up to
- * three pairs are tried.  Without the wait every try makes two. */
+ * three pairs are tried.  Without the wait every try makes two.  The
+ * endpoint opened first (a) orders first and dials: _i 0 has it send
+ * first, _i 1 the one that waits. */
 START_TEST(tcp_two_way_at_once)
 {
 	struct tu_xport_only o;
@@ -334,7 +339,7 @@ START_TEST(tcp_two_way_at_once)
 
 		tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
 		tu_kside_open(&b, NULL, FI_FORMAT_UNSPEC);
-		exchange_at_once(&a, &b);
+		exchange_at_once(&a, &b, _i);
 		conns = tcp_conns_to(&a) + tcp_conns_to(&b);
 		ck_assert_msg(conns == 1 || conns == 2, "%d connections",
 			      conns);
@@ -698,7 +703,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_test(tc, tcp_placed_stall);
 	tcase_add_test(tc, tcp_engine_sleep_kick);
 	tcase_add_test(tc, tcp_two_way);
-	tcase_add_test(tc, tcp_two_way_at_once);
+	tcase_add_loop_test(tc, tcp_two_way_at_once, 0, 2);
 	tcase_add_loop_test(tc, tcp_two_way_close, 0, 2);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);

@@ -157,6 +157,10 @@ struct tnbc_tcp_intro {
 /* how long the later-named of two endpoints waits for the other's
  * connection before it dials its own (tnbc_tcp_dial_wait) */
 #define TNBC_TCP_DIAL_WAIT_NS 10000000u
+/* peers of a domain that may be waited for at once: fewer than a
+ * transmit queue's pass skips past (TNBC_TX_BLOCKED_MAX), so that sends
+ * held for them never hold up others */
+#define TNBC_TCP_DIAL_WAITS 4
 
 enum tnbc_tcp_kind {
 	TNBC_TCP_K_LISTEN = 1, /* an endpoint's listening socket */
@@ -255,9 +259,11 @@ struct tnbc_xpeer {
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
 	struct tnbc_xnet_intros intros;
-	/* when a send first waited for the peer to dial (0: none yet), and
-	 * whether the wait is over (tnbc_tcp_dial_wait) */
+	/* when a send first waited for the peer to dial (0: no wait on),
+	 * the domain's slot that wait holds, and whether it was asked for
+	 * (tnbc_tcp_dial_wait) */
 	uint64_t dial_wait_ns;
+	unsigned dial_slot;
 	bool dial_waited;
 };
 
@@ -280,9 +286,13 @@ struct tnbc_xdom {
 	struct tnbc_xep *grave_eps;
 	/* whether an application thread polls (app_mark) */
 	struct tnbc_xnet_app app;
-	/* peers whose sends wait for them to dial (tnbc_tcp_dial_wait):
-	 * while there are any, polls accept connections themselves */
-	atomic_uint dial_waits;
+	/* Waits for peers to dial (tnbc_tcp_dial_wait): each slot holds
+	 * the end of one (0: free), a slot past its end is free whatever
+	 * became of its wait, and dial_until, the latest end (0: none), is
+	 * what polls look at: until then they accept connections
+	 * themselves.  Slots under lock. */
+	uint64_t dial_slots[TNBC_TCP_DIAL_WAITS];
+	_Atomic uint64_t dial_until;
 	_Atomic uint64_t bad_pkts, refused;
 	_Atomic uint64_t placed_bytes; /* read from a socket into place */
 };
@@ -1151,45 +1161,86 @@ static bool tnbc_tcp_name_before(const struct tnbc_name *a,
  * could be two-way, gives it TNBC_TCP_DIAL_WAIT_NS to come: its sends
  * wait in its queue meanwhile (-FI_EAGAIN), and adopt that connection as
  * soon as its hello is read.  It dials itself once the time is up, so a
- * peer that never sends costs its first message that long, once.  True
- * while the send must wait; peer->lock held.
+ * peer that never sends costs its first message that long, once.  At
+ * most TNBC_TCP_DIAL_WAITS peers of a domain are waited for at a time;
+ * the others are dialed at once.  True while the send must wait;
+ * peer->lock held.
  */
 static bool tnbc_tcp_dial_wait(struct tnbc_xpeer *p,
 			       const struct tnbc_name *src)
 {
 	struct tnbc_xdom *xdom = p->xdom;
 	uint64_t now;
-	bool sole;
+	unsigned i;
 
+	if (p->dial_wait_ns) {
+		if (tnbc_now_ns() - p->dial_wait_ns < TNBC_TCP_DIAL_WAIT_NS)
+			return true;
+		tnbc_tcp_dial_wait_end(p);
+		return false;
+	}
 	/* a service's name has no process: the two sides could disagree */
 	if (p->dial_waited || !src || src->kind != TNBC_NAME_PID ||
 	    p->name.kind != TNBC_NAME_PID ||
 	    !tnbc_tcp_name_before(&p->name, src))
 		return false;
-	/* as tnbc_tcp_dial_back decides whether answers may come back */
-	pthread_mutex_lock(&xdom->lock);
-	sole = xdom->eps && !xdom->eps->next &&
-	       tnbc_name_same(&xdom->eps->name, src);
-	pthread_mutex_unlock(&xdom->lock);
+	p->dial_waited = true; /* asked once */
 	now = tnbc_now_ns();
-	if (!p->dial_wait_ns && sole) {
-		p->dial_wait_ns = now;
-		atomic_fetch_add(&xdom->dial_waits, 1);
+	pthread_mutex_lock(&xdom->lock);
+	/* as tnbc_tcp_dial_back decides whether answers may come back */
+	if (xdom->eps && !xdom->eps->next &&
+	    tnbc_name_same(&xdom->eps->name, src)) {
+		for (i = 0;
+		     i < TNBC_TCP_DIAL_WAITS && xdom->dial_slots[i] > now; i++)
+			;
+		if (i < TNBC_TCP_DIAL_WAITS) {
+			xdom->dial_slots[i] = now + TNBC_TCP_DIAL_WAIT_NS;
+			if (atomic_load(&xdom->dial_until) <
+			    xdom->dial_slots[i])
+				atomic_store(&xdom->dial_until,
+					     xdom->dial_slots[i]);
+			p->dial_slot = i;
+			p->dial_wait_ns = now;
+		}
 	}
-	if (sole && now - p->dial_wait_ns < TNBC_TCP_DIAL_WAIT_NS)
-		return true;
-	tnbc_tcp_dial_wait_end(p);
-	return false;
+	pthread_mutex_unlock(&xdom->lock);
+	return p->dial_wait_ns != 0;
 }
 
-/* peer->lock held */
+/* The wait for p to dial is over (or none was on): its slot is free, and
+ * polls stop accepting once no other wait is on.  peer->lock held. */
 static void tnbc_tcp_dial_wait_end(struct tnbc_xpeer *p)
 {
-	if (p->dial_waited)
-		return;
+	struct tnbc_xdom *xdom = p->xdom;
+	uint64_t until = 0, now = tnbc_now_ns();
+
 	p->dial_waited = true;
-	if (p->dial_wait_ns)
-		atomic_fetch_sub(&p->xdom->dial_waits, 1);
+	if (!p->dial_wait_ns)
+		return;
+	p->dial_wait_ns = 0;
+	pthread_mutex_lock(&xdom->lock);
+	xdom->dial_slots[p->dial_slot] = 0;
+	for (unsigned i = 0; i < TNBC_TCP_DIAL_WAITS; i++)
+		if (xdom->dial_slots[i] > now && xdom->dial_slots[i] > until)
+			until = xdom->dial_slots[i];
+	atomic_store(&xdom->dial_until, until);
+	pthread_mutex_unlock(&xdom->lock);
+}
+
+/* Whether a peer's connection may be awaited (tnbc_tcp_dial_wait): the
+ * clock is read only then. */
+static bool tnbc_tcp_awaited(struct tnbc_xdom *xdom)
+{
+	uint64_t until =
+		atomic_load_explicit(&xdom->dial_until, memory_order_relaxed);
+
+	if (!until)
+		return false;
+	if (tnbc_now_ns() < until)
+		return true;
+	/* over, however its waits ended */
+	atomic_compare_exchange_strong(&xdom->dial_until, &until, 0);
+	return false;
 }
 
 /* Whether the handshake of p's connection, just begun, is over already
@@ -2161,8 +2212,7 @@ static int tnbc_tcp_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		goto out;
 	/* a peer's connection is awaited: its hello must not wait for the
 	 * waker to accept it */
-	if (atomic_load_explicit(&xep->xdom->dial_waits,
-				 memory_order_relaxed)) {
+	if (tnbc_tcp_awaited(xep->xdom)) {
 		tnbc_tcp_accept(xep);
 		ev = atomic_load(&xep->events);
 	}
@@ -2229,9 +2279,7 @@ static void tnbc_tcp_rewind(struct tnbc_xep *xep)
 static bool tnbc_tcp_pending(struct tnbc_xep *xep)
 {
 	/* a connection awaited may be there to accept */
-	return xep->replay || xep->buffered ||
-	       atomic_load_explicit(&xep->xdom->dial_waits,
-				    memory_order_relaxed) ||
+	return xep->replay || xep->buffered || tnbc_tcp_awaited(xep->xdom) ||
 	       atomic_load(&xep->events) != atomic_load(&xep->seen) ||
 	       tnbc_tcp_ready(xep);
 }
@@ -2264,7 +2312,7 @@ static bool tnbc_tcp_idle(struct tnbc_xep *xep)
 
 	if (atomic_load(&xep->events) != atomic_load(&xep->seen) ||
 	    atomic_load_explicit(&xep->in_hand, memory_order_relaxed) ||
-	    atomic_load_explicit(&xep->xdom->dial_waits, memory_order_relaxed))
+	    tnbc_tcp_awaited(xep->xdom))
 		return false;
 	/* the poll reads it: as cheap as asking */
 	if (tnbc_tcp_lone(xep))
