@@ -357,6 +357,52 @@ START_TEST(tcp_two_way_at_once)
 }
 END_TEST
 
+/* A wait for a peer to dial whose endpoint closes before it ends (the
+ * send it held goes with it) ends by itself: the domain's transport is
+ * idle again within the wait's bound, and its engine sleeps.  A count of
+ * the waits in progress, which such a close left raised, once kept the
+ * engine polling for good. */
+START_TEST(tcp_dial_wait_closed)
+{
+	struct tu_xport_only o;
+	struct tu_kside a, b;
+	struct tnbc_engine *e;
+	struct fid_ep *ep2;
+	char s[16] = "never sent";
+	fi_addr_t to;
+	uint64_t sleeps, end;
+
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&b, NULL, FI_FORMAT_UNSPEC);
+	/* b, opened later, names later: its first send waits for a, which
+	 * never sends */
+	ck_assert_int_eq(fi_av_insert(b.av, a.addr, 1, &to, 0, NULL), 1);
+	ck_assert_int_eq(fi_tsend(b.ep, s, sizeof(s), NULL, to, 7, s), 0);
+	ck_assert_int_eq(fi_close(&b.ep->fid), 0);
+	b.ep = NULL;
+	/* an endpoint for the engine to look at */
+	ck_assert_int_eq(fi_endpoint(b.dom, b.info, &ep2, NULL), 0);
+	ck_assert_int_eq(fi_ep_bind(ep2, &b.av->fid, 0), 0);
+	ck_assert_int_eq(fi_ep_bind(ep2, &b.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	ck_assert_int_eq(fi_enable(ep2), 0);
+	e = &tnbc_container_of(b.dom, struct tnbc_domain, domain_fid)->engine;
+	/* past the wait's bound, and past the naps the engine takes while
+	 * the calls above count as an application's polls (16 windows) */
+	tu_sleep_ms(100);
+	sleeps = atomic_load(&e->sleeps);
+	for (end = tu_now_ms() + TU_WAIT_MS;
+	     atomic_load(&e->sleeps) == sleeps && tu_now_ms() < end;)
+		tu_sleep_ms(1);
+	ck_assert_msg(atomic_load(&e->sleeps) != sleeps,
+		      "the engine never slept again");
+	ck_assert_int_eq(fi_close(&ep2->fid), 0);
+	tu_kside_close(&b);
+	tu_kside_close(&a);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
 /* A two-way connection's endpoint closes (_i 0: the one that opened
  * it, 1: the one that answered on it): the other's sends to it fail
  * instead of waiting, within the bound. */
@@ -704,6 +750,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_test(tc, tcp_engine_sleep_kick);
 	tcase_add_test(tc, tcp_two_way);
 	tcase_add_loop_test(tc, tcp_two_way_at_once, 0, 2);
+	tcase_add_test(tc, tcp_dial_wait_closed);
 	tcase_add_loop_test(tc, tcp_two_way_close, 0, 2);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);
