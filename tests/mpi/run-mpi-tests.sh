@@ -241,9 +241,7 @@ echo "mode $mode: mpirun ${mpirun_args[*]} -np N PROGRAM"
 [ -n "${FI_PROVIDER_PATH:-}" ] && echo "FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
 
 # What the ranks of the run that wrote $1 printed, each rank's output
-# whole (mpirun --output-filename): in mpirun's merged output a line that
-# a rank writes in two pieces (libfabric's log does) can have another
-# rank's line in its middle.  The merged log where there is no copy.
+# whole (see the top); the merged log where there is no copy.
 rank_output() {
 	if [ -d "$1.ranks" ]; then
 		find "$1.ranks" -type f -path '*/rank.*' -exec cat {} +
