@@ -403,6 +403,85 @@ START_TEST(tcp_dial_wait_closed)
 }
 END_TEST
 
+/* An endpoint of a fixed service port closes while its domain stays
+ * open: its port refuses connections at once, and an endpoint opened
+ * right after takes the same port, although the closed one's
+ * listening descriptor is kept until its domain's connection thread
+ * has passed every event that could name it (which keeps that thread
+ * from accepting on a number another socket reused). */
+START_TEST(tcp_close_frees_port)
+{
+	struct tu_xport_only o;
+	struct fi_info *h = fi_allocinfo();
+	struct tu_world_opts opts = {.hints = h};
+	struct tu_world w1, w2, cli;
+	struct tnbc_addr svc;
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	char port[16], buf[256], ip[64];
+	size_t len = sizeof(buf);
+	unsigned p;
+	const char *t;
+	int fd;
+
+	ck_assert_ptr_nonnull(h);
+	h->caps = FI_TAGGED;
+	snprintf(port, sizeof(port), "%u",
+		 50000u + (unsigned)(getpid() % 9000));
+	tu_prov_init();
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	ck_assert_int_eq(tnbc_addr_svc(NULL, port, true, &svc), 0);
+	h->src_addr = malloc(sizeof(svc));
+	ck_assert_ptr_nonnull(h->src_addr);
+	memcpy(h->src_addr, &svc, sizeof(svc));
+	h->src_addrlen = sizeof(svc);
+	tu_world_open(&w1, 1, &opts);
+	ck_assert_ptr_nonnull(fi_av_straddr(w1.av, &w1.ep[0].addr, buf, &len));
+	t = strstr(buf, "tcp=");
+	ck_assert_msg(t != NULL, "no tcp address in %s", buf);
+	ck_assert_int_eq(sscanf(t, "tcp=%63[0-9.]:%u", ip, &p), 2);
+	ck_assert_uint_eq(p, (unsigned)atoi(port));
+	ck_assert_int_eq(inet_pton(AF_INET, ip, &sa.sin_addr), 1);
+	sa.sin_port = htons((uint16_t)p);
+	ck_assert_int_eq(fi_close(&w1.ep[0].ep->fid), 0);
+	w1.ep[0].ep = NULL;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), -1);
+	ck_assert_int_eq(errno, ECONNREFUSED);
+	close(fd);
+	/* the same port, w1's domain still open */
+	tu_world_open(&w2, 1, &opts);
+	tu_world_open(&cli, 1, NULL);
+	ck_assert_int_eq(
+		fi_av_insertsvc(cli.av, NULL, port, &cli.addr[0], 0, NULL), 1);
+	ck_assert_int_eq(
+		fi_av_insert(w2.av, &cli.ep[0].addr, 1, &w2.addr[0], 0, NULL),
+		1);
+	/* w2's endpoint answers at the port: a message each way */
+	for (int dir = 0; dir < 2; dir++) {
+		struct tu_world *from = dir ? &w2 : &cli,
+				*to = dir ? &cli : &w2;
+		char in[16] = "", out[16] = "through the port";
+		struct fi_cq_tagged_entry e;
+
+		ck_assert_int_eq(fi_trecv(to->ep[0].ep, in, sizeof(in), NULL,
+					  FI_ADDR_UNSPEC, 3, 0, in),
+				 0);
+		ck_assert_int_eq(fi_tsend(from->ep[0].ep, out, sizeof(out),
+					  NULL, from->addr[0], 3, out),
+				 0);
+		tu_cq_expect(from->ep[0].tx_cq, &e, NULL);
+		tu_cq_expect(to->ep[0].rx_cq, &e, NULL);
+		ck_assert_mem_eq(in, out, sizeof(in));
+	}
+	tu_world_close(&cli);
+	tu_world_close(&w2);
+	tu_world_close(&w1);
+	fi_freeinfo(h);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
 /* A two-way connection's endpoint closes (_i 0: the one that opened
  * it, 1: the one that answered on it): the other's sends to it fail
  * instead of waiting, within the bound. */
@@ -751,6 +830,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_test(tc, tcp_two_way);
 	tcase_add_loop_test(tc, tcp_two_way_at_once, 0, 2);
 	tcase_add_test(tc, tcp_dial_wait_closed);
+	tcase_add_test(tc, tcp_close_frees_port);
 	tcase_add_loop_test(tc, tcp_two_way_close, 0, 2);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);

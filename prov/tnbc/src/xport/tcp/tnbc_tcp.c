@@ -632,6 +632,7 @@ static void tnbc_tcp_bury(struct tnbc_xdom *xdom)
 	while (e) {
 		struct tnbc_xep *n = e->next;
 
+		close(e->lfd);
 		pthread_mutex_destroy(&e->lock);
 		free(e);
 		e = n;
@@ -894,7 +895,12 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	tnbc_tcp_ep_unlink(xep);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->lfd, NULL);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, xep->pfd, NULL);
-	close(xep->lfd);
+	/* Stops listening and frees the port now, but keeps the descriptor
+	 * until the waker buries xep: the waker may hold an event for it
+	 * and call accept, which a closed number, reused meanwhile by
+	 * another socket of the process, would let take that socket's
+	 * connection.  A shut listener only fails accept (EINVAL). */
+	shutdown(xep->lfd, SHUT_RDWR);
 	pthread_mutex_lock(&xep->lock);
 	xep->closing = true;
 	c = xep->conns;
