@@ -242,6 +242,10 @@ struct tnbc_engine {
 	 * not polled lately (the engine may have held the lock, or the
 	 * core) */
 	atomic_bool app_blocked;
+	/* whether the engine naps (a bounded sleep taken while an
+	 * application thread polls): only then may a transport's kick be
+	 * left to the polling thread (tnbc_domain_kick) */
+	atomic_bool napping;
 	/* when it last moved anything or saw an application poll (engine
 	 * thread only; chooses how it sleeps) */
 	uint64_t active_ns;

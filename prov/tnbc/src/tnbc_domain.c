@@ -13,13 +13,21 @@
 /* Packets for this domain's engine came through a transport that
  * cannot ring the first one's doorbell itself.  An application thread
  * that polls takes them itself, as shm's senders let it: waking the
- * engine then would only take its core. */
+ * engine then would only take its core.  But only while the engine
+ * naps, which ends by itself: one that sleeps without a bound, because
+ * the application had stopped, would never take a packet that came
+ * just after one more poll of an application that then stopped again.
+ * (Seq_cst: pairs with the store in tnbc_engine_nap, so that either
+ * the engine's look before it sleeps finds the packet, or this sees it
+ * sleep.) */
 static void tnbc_domain_kick(void *arg)
 {
 	struct tnbc_domain *dom = arg;
 
-	if (!dom->xops->app_active(dom->xdom))
-		tnbc_engine_kick(dom);
+	if (atomic_load(&dom->engine.napping) &&
+	    dom->xops->app_active(dom->xdom))
+		return;
+	tnbc_engine_kick(dom);
 }
 
 static void tnbc_domain_xports_close(struct tnbc_domain *dom, unsigned n)

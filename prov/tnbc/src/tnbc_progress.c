@@ -334,6 +334,7 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 		*nap_ns = 0;
 		how = TNBC_SLEEP_LONG;
 	}
+	atomic_store(&e->napping, how == TNBC_SLEEP_NAP);
 	/* Before the token: a sender that sees the mark gone and this
 	 * engine awake leaves its eager message for a receive yet to be
 	 * posted, and a receive posted meanwhile marks the endpoint again,
@@ -377,6 +378,7 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	    (!app && tnbc_trig_has_ready(dom))) {
 		if (e->kick_fd < 0)
 			xops->sleep_cancel(dom->xdom);
+		atomic_store(&e->napping, false);
 		return app;
 	}
 	atomic_fetch_add_explicit(&e->sleeps, 1, memory_order_relaxed);
@@ -384,6 +386,7 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 		xops->sleep_wait(dom->xdom, token, timeout);
 	else
 		tnbc_engine_kick_wait(e, timeout);
+	atomic_store(&e->napping, false);
 	atomic_fetch_add_explicit(&e->wakeups, 1, memory_order_relaxed);
 	return app;
 }
