@@ -408,6 +408,92 @@ START_TEST(tcp_dial_wait_closed)
 }
 END_TEST
 
+/* The later-named endpoint's first send waits for its peer to dial a
+ * connection it can adopt, for at most TNBC_TCP_DIAL_WAIT_NS (10 ms).
+ * A peer whose domain has several endpoints dials one way, and its
+ * introduction ends that wait at once.  One try: b sends to a (and
+ * waits), a sends to b; returns the nanoseconds from b's send to its
+ * completion, which without the early end are at least the wait's. */
+static uint64_t one_way_try(void)
+{
+	struct tu_kside a, b;
+	struct fi_cq_tagged_entry e;
+	struct fid_ep *a2;
+	char from_a[16] = "from a", from_b[16] = "from b", in[16] = "";
+	fi_addr_t a_to_b, b_to_a;
+	bool sent, got = false, done = false;
+	uint64_t t0, end;
+	ssize_t ret;
+
+	tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&b, NULL, FI_FORMAT_UNSPEC);
+	/* a second endpoint in a's domain: a's connections go one way */
+	ck_assert_int_eq(fi_endpoint(a.dom, a.info, &a2, NULL), 0);
+	ck_assert_int_eq(fi_ep_bind(a2, &a.av->fid, 0), 0);
+	ck_assert_int_eq(fi_ep_bind(a2, &a.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	ck_assert_int_eq(fi_enable(a2), 0);
+	ck_assert_int_eq(fi_av_insert(a.av, b.addr, 1, &a_to_b, 0, NULL), 1);
+	ck_assert_int_eq(fi_av_insert(b.av, a.addr, 1, &b_to_a, 0, NULL), 1);
+	ck_assert_int_eq(
+		fi_trecv(b.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, 7, 0, in),
+		0);
+	/* b names later: its send waits for a to dial */
+	t0 = tnbc_now_ns();
+	ret = fi_tsend(b.ep, from_b, sizeof(from_b), NULL, b_to_a, 9, from_b);
+	ck_assert_msg(!ret || ret == -FI_EAGAIN, "send: %zd", ret);
+	sent = !ret;
+	ck_assert_int_eq(
+		fi_tsend(a.ep, from_a, sizeof(from_a), NULL, a_to_b, 7, from_a),
+		0);
+	for (end = tu_now_ms() + TU_WAIT_MS; !done && tu_now_ms() < end;) {
+		if (!sent) {
+			ret = fi_tsend(b.ep, from_b, sizeof(from_b), NULL,
+				       b_to_a, 9, from_b);
+			ck_assert_msg(!ret || ret == -FI_EAGAIN, "send: %zd",
+				      ret);
+			sent = !ret;
+		}
+		(void)fi_cq_read(a.cq, &e, 1);
+		while (fi_cq_read(b.cq, &e, 1) == 1) {
+			got |= e.op_context == in;
+			done |= e.op_context == from_b;
+		}
+	}
+	ck_assert_msg(done, "b's send never went");
+	t0 = tnbc_now_ns() - t0;
+	for (end = tu_now_ms() + TU_WAIT_MS; !got && tu_now_ms() < end;)
+		while (fi_cq_read(b.cq, &e, 1) == 1)
+			got |= e.op_context == in;
+	ck_assert_msg(got, "a's message never came");
+	ck_assert_str_eq(in, "from a");
+	ck_assert_int_eq(fi_close(&a2->fid), 0);
+	tu_kside_close(&b);
+	tu_kside_close(&a);
+	return t0;
+}
+
+/* Up to three tries: a thread stalled past the wait's bound makes a try
+ * take as long as the wait itself, legitimately. */
+START_TEST(tcp_dial_wait_one_way)
+{
+	struct tu_xport_only o;
+	uint64_t took[3];
+	int i;
+
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	for (i = 0; i < 3; i++) {
+		took[i] = one_way_try();
+		if (took[i] < 10000000u)
+			break;
+	}
+	tu_xport_only_end(&o);
+	ck_assert_msg(i < 3,
+		      "b's send waited out the bound each time: %" PRIu64
+		      ", %" PRIu64 ", %" PRIu64 " ns",
+		      took[0], took[1], took[2]);
+}
+END_TEST
+
 /* An endpoint of a fixed service port closes while its domain stays
  * open: its port refuses connections at once, and an endpoint opened
  * right after takes the same port, although the closed one's
@@ -836,6 +922,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_loop_test(tc, tcp_two_way_at_once, 0, 2);
 	tcase_add_test(tc, tcp_dial_wait_closed);
 	tcase_add_test(tc, tcp_close_frees_port);
+	tcase_add_test(tc, tcp_dial_wait_one_way);
 	tcase_add_loop_test(tc, tcp_two_way_close, 0, 2);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);

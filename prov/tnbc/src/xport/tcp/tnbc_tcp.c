@@ -265,6 +265,9 @@ struct tnbc_xpeer {
 	uint64_t dial_wait_ns;
 	unsigned dial_slot;
 	bool dial_waited;
+	/* the peer dialed us one way (its domain has several endpoints):
+	 * no connection of its can be adopted, and a wait ends at once */
+	atomic_bool dialed_one_way;
 };
 
 static void tnbc_tcp_dial_wait_end(struct tnbc_xpeer *p);
@@ -1167,7 +1170,10 @@ static bool tnbc_tcp_name_before(const struct tnbc_name *a,
  * could be two-way, gives it TNBC_TCP_DIAL_WAIT_NS to come: its sends
  * wait in its queue meanwhile (-FI_EAGAIN), and adopt that connection as
  * soon as its hello is read.  It dials itself once the time is up, so a
- * peer that never sends costs its first message that long, once.  At
+ * peer that never sends costs its first message that long, once, or as
+ * soon as the peer turns out to have dialed one way (a domain of
+ * several endpoints: its introduction comes on a connection whose hello
+ * named no reader).  At
  * most TNBC_TCP_DIAL_WAITS peers of a domain are waited for at a time;
  * the others are dialed at once.  True while the send must wait;
  * peer->lock held.
@@ -1180,7 +1186,8 @@ static bool tnbc_tcp_dial_wait(struct tnbc_xpeer *p,
 	unsigned i;
 
 	if (p->dial_wait_ns) {
-		if (tnbc_now_ns() - p->dial_wait_ns < TNBC_TCP_DIAL_WAIT_NS)
+		if (!atomic_load(&p->dialed_one_way) &&
+		    tnbc_now_ns() - p->dial_wait_ns < TNBC_TCP_DIAL_WAIT_NS)
 			return true;
 		tnbc_tcp_dial_wait_end(p);
 		return false;
@@ -1912,6 +1919,20 @@ static int tnbc_tcp_answer(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	return 1;
 }
 
+/* Notes that the endpoint named src reached us one way, for its peer,
+ * if we know it. */
+static void tnbc_tcp_one_way(struct tnbc_xdom *xdom,
+			     const struct tnbc_name *src)
+{
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xpeer *p = xdom->peers; p; p = p->next)
+		if (tnbc_name_same(&p->name, src)) {
+			atomic_store(&p->dialed_one_way, true);
+			break;
+		}
+	pthread_mutex_unlock(&xdom->lock);
+}
+
 /* A record of a connection that is not a packet; 1 when the connection
  * has done its work and closes. */
 static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
@@ -1985,6 +2006,10 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 		}
 		tnbc_xnet_book_put(&xep->xdom->book, &in.src, &in.addr,
 				   sizeof(in.addr));
+		/* the source dialed one way: a wait for it to dial a
+		 * connection we could adopt would wait for nothing */
+		if (!c->back.kind)
+			tnbc_tcp_one_way(xep->xdom, &in.src);
 		return 0;
 	}
 	return -FI_EINVAL;
