@@ -411,10 +411,12 @@ END_TEST
 /* The later-named endpoint's first send waits for its peer to dial a
  * connection it can adopt, for at most TNBC_TCP_DIAL_WAIT_NS (10 ms).
  * A peer whose domain has several endpoints dials one way, and its
- * introduction ends that wait at once.  One try: b sends to a (and
- * waits), a sends to b; returns the nanoseconds from b's send to its
- * completion, which without the early end are at least the wait's. */
-static uint64_t one_way_try(void)
+ * introduction ends that wait at once, or, when it came first, keeps
+ * it from starting.  One try: answer false, b sends to a (and waits),
+ * then a sends to b; answer true, b has a's message before it sends.
+ * Returns the nanoseconds from b's send to its completion, which
+ * without the early end are at least the wait's. */
+static uint64_t one_way_try(bool answer)
 {
 	struct tu_kside a, b;
 	struct fi_cq_tagged_entry e;
@@ -437,14 +439,27 @@ static uint64_t one_way_try(void)
 	ck_assert_int_eq(
 		fi_trecv(b.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, 7, 0, in),
 		0);
+	if (answer) {
+		ck_assert_int_eq(fi_tsend(a.ep, from_a, sizeof(from_a), NULL,
+					  a_to_b, 7, from_a),
+				 0);
+		for (end = tu_now_ms() + TU_WAIT_MS;
+		     !got && tu_now_ms() < end;) {
+			(void)fi_cq_read(a.cq, &e, 1);
+			while (fi_cq_read(b.cq, &e, 1) == 1)
+				got |= e.op_context == in;
+		}
+		ck_assert_msg(got, "a's message never came");
+	}
 	/* b names later: its send waits for a to dial */
 	t0 = tnbc_now_ns();
 	ret = fi_tsend(b.ep, from_b, sizeof(from_b), NULL, b_to_a, 9, from_b);
 	ck_assert_msg(!ret || ret == -FI_EAGAIN, "send: %zd", ret);
 	sent = !ret;
-	ck_assert_int_eq(
-		fi_tsend(a.ep, from_a, sizeof(from_a), NULL, a_to_b, 7, from_a),
-		0);
+	if (!answer)
+		ck_assert_int_eq(fi_tsend(a.ep, from_a, sizeof(from_a), NULL,
+					  a_to_b, 7, from_a),
+				 0);
 	for (end = tu_now_ms() + TU_WAIT_MS; !done && tu_now_ms() < end;) {
 		if (!sent) {
 			ret = fi_tsend(b.ep, from_b, sizeof(from_b), NULL,
@@ -473,7 +488,7 @@ static uint64_t one_way_try(void)
 }
 
 /* Up to three tries: a thread stalled past the wait's bound makes a try
- * take as long as the wait itself, legitimately. */
+ * take as long as the wait itself, legitimately.  _i: answer. */
 START_TEST(tcp_dial_wait_one_way)
 {
 	struct tu_xport_only o;
@@ -482,7 +497,7 @@ START_TEST(tcp_dial_wait_one_way)
 
 	tu_xport_only_begin(&o, &tnbc_tcp_ops);
 	for (i = 0; i < 3; i++) {
-		took[i] = one_way_try();
+		took[i] = one_way_try(_i);
 		if (took[i] < 10000000u)
 			break;
 	}
@@ -922,7 +937,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_loop_test(tc, tcp_two_way_at_once, 0, 2);
 	tcase_add_test(tc, tcp_dial_wait_closed);
 	tcase_add_test(tc, tcp_close_frees_port);
-	tcase_add_test(tc, tcp_dial_wait_one_way);
+	tcase_add_loop_test(tc, tcp_dial_wait_one_way, 0, 2);
 	tcase_add_loop_test(tc, tcp_two_way_close, 0, 2);
 	tcase_add_test(tc, tcp_peer_gone);
 	tcase_add_test(tc, tcp_auth_key);

@@ -161,6 +161,10 @@ struct tnbc_tcp_intro {
  * transmit queue's pass skips past (TNBC_TX_BLOCKED_MAX), so that sends
  * held for them never hold up others */
 #define TNBC_TCP_DIAL_WAITS 4
+/* sources seen introduced on one-way connections before we had a peer
+ * for them, remembered so that answering one needs no dial wait: the
+ * latest this many (a flood of names only pushes out older ones) */
+#define TNBC_TCP_ONE_WAY_NAMES 32
 
 enum tnbc_tcp_kind {
 	TNBC_TCP_K_LISTEN = 1, /* an endpoint's listening socket */
@@ -296,6 +300,9 @@ struct tnbc_xdom {
 	 * themselves.  Slots under lock. */
 	uint64_t dial_slots[TNBC_TCP_DIAL_WAITS];
 	_Atomic uint64_t dial_until;
+	/* TNBC_TCP_ONE_WAY_NAMES, a ring; under lock */
+	struct tnbc_name one_way[TNBC_TCP_ONE_WAY_NAMES];
+	unsigned one_way_next;
 	_Atomic uint64_t bad_pkts, refused;
 	_Atomic uint64_t placed_bytes; /* read from a socket into place */
 };
@@ -1159,6 +1166,39 @@ static bool tnbc_tcp_name_before(const struct tnbc_name *a,
 	return a->nonce < b->nonce;
 }
 
+/* Notes that the endpoint named src reached us one way: for its peer,
+ * or, while we have none, for the one made when we first answer. */
+static void tnbc_tcp_one_way(struct tnbc_xdom *xdom,
+			     const struct tnbc_name *src)
+{
+	struct tnbc_xpeer *p;
+
+	pthread_mutex_lock(&xdom->lock);
+	for (p = xdom->peers; p; p = p->next)
+		if (tnbc_name_same(&p->name, src)) {
+			atomic_store(&p->dialed_one_way, true);
+			break;
+		}
+	if (!p) {
+		xdom->one_way[xdom->one_way_next] = *src;
+		xdom->one_way_next =
+			(xdom->one_way_next + 1) % TNBC_TCP_ONE_WAY_NAMES;
+	}
+	pthread_mutex_unlock(&xdom->lock);
+}
+
+/* Whether p's endpoint was introduced on a one-way connection before p
+ * existed.  xdom->lock held. */
+static bool tnbc_tcp_one_way_seen(struct tnbc_xdom *xdom,
+				  const struct tnbc_xpeer *p)
+{
+	for (unsigned i = 0; i < TNBC_TCP_ONE_WAY_NAMES; i++)
+		if (xdom->one_way[i].kind &&
+		    tnbc_name_same(&xdom->one_way[i], &p->name))
+			return true;
+	return false;
+}
+
 /*
  * Two endpoints that first send to each other at the same moment would
  * each dial, and each connection would then carry packets one way only:
@@ -1202,7 +1242,8 @@ static bool tnbc_tcp_dial_wait(struct tnbc_xpeer *p,
 	pthread_mutex_lock(&xdom->lock);
 	/* as tnbc_tcp_dial_back decides whether answers may come back */
 	if (xdom->eps && !xdom->eps->next &&
-	    tnbc_name_same(&xdom->eps->name, src)) {
+	    tnbc_name_same(&xdom->eps->name, src) &&
+	    !tnbc_tcp_one_way_seen(xdom, p)) {
 		for (i = 0;
 		     i < TNBC_TCP_DIAL_WAITS && xdom->dial_slots[i] > now; i++)
 			;
@@ -1917,20 +1958,6 @@ static int tnbc_tcp_answer(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			"tcp: a lookup's answer not sent: %s\n",
 			strerror(errno));
 	return 1;
-}
-
-/* Notes that the endpoint named src reached us one way, for its peer,
- * if we know it. */
-static void tnbc_tcp_one_way(struct tnbc_xdom *xdom,
-			     const struct tnbc_name *src)
-{
-	pthread_mutex_lock(&xdom->lock);
-	for (struct tnbc_xpeer *p = xdom->peers; p; p = p->next)
-		if (tnbc_name_same(&p->name, src)) {
-			atomic_store(&p->dialed_one_way, true);
-			break;
-		}
-	pthread_mutex_unlock(&xdom->lock);
 }
 
 /* A record of a connection that is not a packet; 1 when the connection
