@@ -9,7 +9,11 @@ usage: python3 compare_table.py OUT REF TITLE PNG
   PNG    the plot's file name in OUT (PLOT=0 in the environment: none)
 Writes OUT/table.txt and OUT/results.csv and prints the table.  For
 latency and allreduce a ratio below 1 means tnbc is faster, for bandwidth
-above 1.  Shared by netns_compare.sh and rxe_compare.sh.
+above 1.  "ratio" is the medians' ratio; "paired" the median of each
+round's own ratio (the two stacks ran minutes apart at most within a
+round, while a shared machine's speed moves between rounds), with the
+lowest and highest of those.  Shared by netns_compare.sh,
+netns_osu.sh and rxe_compare.sh.
 """
 import csv
 import os
@@ -19,12 +23,15 @@ import sys
 out, ref, title, png = sys.argv[1:5]
 rows = list(csv.DictReader(open(os.path.join(out, "raw.csv"))))
 med = {}
+by_round = {}
 for r in rows:
     key = (r["test"], int(r["np"]), int(r["bytes"]), r["stack"], r["unit"])
     med.setdefault(key, []).append(float(r["value"]))
+    by_round[key + (r["round"],)] = float(r["value"])
 keys = sorted({k[:3] for k in med})
 res = []
-lines = ["%-10s %3s %8s %14s %14s %7s" % ("test", "np", "bytes", "tnbc", ref, "ratio")]
+lines = ["%-10s %3s %8s %14s %14s %7s %7s %13s" % ("test", "np", "bytes", "tnbc", ref, "ratio", "paired",
+                                                   "range")]
 
 
 def fmt(v):
@@ -38,13 +45,21 @@ for t, np_, b in keys:
     am = statistics.median(a) if a else None
     xm = statistics.median(x) if x else None
     ratio = am / xm if am and xm else None
-    res.append((t, np_, b, unit, am, xm, ratio))
-    lines.append("%-10s %3d %8d %11s %-2s %11s %-2s %7s" % (t, np_, b, fmt(am), "", fmt(xm), "", fmt(ratio)))
+    rounds = sorted({k[5] for k in by_round if k[:3] == (t, np_, b)})
+    per = [by_round[(t, np_, b, "tnbc", unit, rd)] / by_round[(t, np_, b, ref, unit, rd)]
+           for rd in rounds
+           if (t, np_, b, "tnbc", unit, rd) in by_round and by_round.get((t, np_, b, ref, unit, rd))]
+    paired = statistics.median(per) if per else None
+    span = "%.3f-%.3f" % (min(per), max(per)) if per else "n/a"
+    res.append((t, np_, b, unit, am, xm, ratio, paired, min(per) if per else None, max(per) if per else None))
+    lines.append("%-10s %3d %8d %11s %-2s %11s %-2s %7s %7s %13s" % (t, np_, b, fmt(am), "", fmt(xm), "", fmt(ratio),
+                                                                   fmt(paired), span))
 lines.append("units: lat and allreduce in us (ratio < 1: tnbc faster), bw in GB/s (ratio > 1: tnbc faster)")
 open(os.path.join(out, "table.txt"), "w").write("\n".join(lines) + "\n")
 with open(os.path.join(out, "results.csv"), "w") as fh:
     w = csv.writer(fh)
-    w.writerow(["test", "np", "bytes", "unit", "tnbc", ref.replace(";", "_"), "ratio"])
+    w.writerow(["test", "np", "bytes", "unit", "tnbc", ref.replace(";", "_"), "ratio", "paired_ratio",
+                "paired_min", "paired_max"])
     w.writerows(res)
 print("\n".join(lines))
 if os.environ.get("PLOT", "1") != "0":
