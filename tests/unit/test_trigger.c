@@ -7,13 +7,16 @@
  *
  * Only the public API is used: fi_control(FI_QUEUE_WORK / FI_CANCEL_WORK /
  * FI_FLUSH_WORK) on the domain, FI_TRIGGER in the flags of the *msg calls,
- * and the engine statistics of fi_ext_tnbc.h.  Endpoint roles: R (ep[0])
- * receives, A (ep[1]) sends.
+ * and the engine statistics of fi_ext_tnbc.h; but for trig_app_runs_long,
+ * which queues a step of its own and reads the engine thread's CPU time.
+ * Endpoint roles: R (ep[0]) receives, A (ep[1]) sends.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fi_atomic.h>
@@ -1954,6 +1957,59 @@ static void tt_reduce_init(struct fi_deferred_work *w,
 	fi_tnbc_work_reduce(w, r);
 }
 
+static int tt_slow_step(void *arg)
+{
+	tu_sleep_ms(*(unsigned *)arg);
+	return 0;
+}
+
+/* An application thread that released triggered work runs it itself, in
+ * the call that released it (here fi_cntr_add, and a step that takes
+ * 300 ms), and meanwhile the engine naps: that thread drives progress.
+ * An engine that took the work still queued for its own kept passing,
+ * without a pause, on a core the application needed: it used nearly all
+ * of those 300 ms. */
+START_TEST(trig_app_runs_long)
+{
+	unsigned ms = 300;
+	struct tu_world w;
+	struct tnbc_domain *dom;
+	struct fid_cntr *T;
+	struct tnbc_trig_req r = {.op = TNBC_TRIG_FN, .threshold = 1};
+	struct timespec a, b;
+	clockid_t clk;
+	uint64_t end, used_ms;
+
+	tt_world_open(&w, 1, false);
+	dom = tu_tnbc_domain(&w.d);
+	T = tt_cntr(w.d.domain);
+	r.cntr = tnbc_cntr_fid(&T->fid);
+	r.step.fn = tt_slow_step;
+	r.step.arg = &ms;
+	ck_assert_int_eq(tnbc_trig_submit(dom, &r), 0);
+	for (end = tu_now_ms() + TU_WAIT_MS;
+	     !atomic_load(&dom->engine.self) && tu_now_ms() < end;)
+		tu_sleep_ms(1);
+	ck_assert_int_eq(
+		pthread_getcpuclockid((pthread_t)atomic_load(&dom->engine.self),
+				      &clk),
+		0);
+	/* no calls for a while: the application looks away */
+	tu_sleep_ms(50);
+	ck_assert_int_eq(clock_gettime(clk, &a), 0);
+	ck_assert_int_eq(fi_cntr_add(T, 1), 0);
+	ck_assert_int_eq(clock_gettime(clk, &b), 0);
+	used_ms = (uint64_t)((b.tv_sec - a.tv_sec) * 1000 +
+			     (b.tv_nsec - a.tv_nsec) / 1000000);
+	ck_assert_msg(used_ms < 100,
+		      "the engine used %" PRIu64 " ms of CPU while the "
+		      "application ran a %u ms step",
+		      used_ms, ms);
+	ck_assert_int_eq(fi_close(&T->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
 /*
  * A reduce step folds its source into its destination once its counter
  * reaches the threshold, and not before; a copy step chained on its
@@ -2149,6 +2205,7 @@ Suite *tu_trigger_suite(void)
 	tcase_add_test(tc, trig_deferred_msg);
 	tcase_add_test(tc, trig_deferred_rma);
 	tcase_add_loop_test(tc, trig_engine_fires, 0, 2);
+	tcase_add_test(tc, trig_app_runs_long);
 	tcase_add_test(tc, trig_reduce_steps);
 	tcase_add_test(tc, trig_reduce_bad_input);
 	tcase_add_test(tc, trig_reduce_by_engine);

@@ -1238,7 +1238,7 @@ void tnbc_trig_check(struct tnbc_cntr *cntr);
 /* The same from an application call that holds no provider lock: runs
  * the released work at once instead of waking the engine for it. */
 void tnbc_trig_check_app(struct tnbc_cntr *cntr);
-void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine);
+uint64_t tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine);
 /* Waits until no thread is starting triggered work: a request holds
  * its objects until its start returned, and the application may have
  * seen it complete before that. */

@@ -474,8 +474,10 @@ static void tnbc_trig_take_ready(struct tnbc_domain *dom,
 	pthread_mutex_unlock(&dom->tu.lock);
 }
 
-void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
+uint64_t tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 {
+	uint64_t ran = 0;
+
 	while (tnbc_trig_has_ready(dom)) {
 		/* One runner at a time keeps the release order; a runner
 		 * that loses the race leaves the work to the winner, which
@@ -485,7 +487,7 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 		int idle = 0;
 
 		if (!atomic_compare_exchange_strong(&dom->tu.running, &idle, 1))
-			return;
+			return ran;
 		/* a batch at a time: one lock round trip, not one per
 		 * request */
 		for (tnbc_trig_take_ready(dom, &batch);
@@ -537,6 +539,7 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 				&dom->engine.trig_fired_by_engine, n,
 				memory_order_relaxed);
 		atomic_store(&dom->tu.running, 0);
+		ran += n;
 		continue;
 	retry_later:
 		/* the engine's next pass tries again */
@@ -545,8 +548,9 @@ void tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine)
 				&dom->engine.trig_fired_by_engine, n,
 				memory_order_relaxed);
 		atomic_store(&dom->tu.running, 0);
-		return;
+		return ran + n;
 	}
+	return ran;
 }
 
 void tnbc_trig_quiesce(struct tnbc_domain *dom)
