@@ -177,7 +177,8 @@ static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 	 * drives progress, as a polling one does; its posting call marks
 	 * no poll, and an engine that saw none kept passing, for the work
 	 * that thread was running, on the core it needed. */
-	if (!app && atomic_load_explicit(&dom->tu.running, memory_order_relaxed))
+	if (!app &&
+	    atomic_load_explicit(&dom->tu.running, memory_order_relaxed))
 		app = true;
 
 	/* Polls made by a thread that now blocks in a wait say nothing:
