@@ -14,6 +14,10 @@
 #              at 2 ranks on 2 hosts, 4 on 2 and 6 on 3 (tnbc reaches the
 #              ranks of one host through shm, as a user's job would;
 #              tcp;ofi_rxm has no shm and uses TCP for them too)
+# Ranks are bound to one CPU each where there are no more ranks than
+# CPUs, as mpirun binds them (FTX_BIND=1, fabtests-ext/common/ftx.c):
+# lat, bw and the 2-rank allreduce on a 2-CPU machine; 4 and 6 ranks
+# run unbound.
 # Each round runs every stack once per test, the order alternating; the
 # table shows the median over rounds and tnbc's figure over rxm's (for
 # latency and allreduce below 1 means tnbc is faster, for bandwidth above
@@ -36,6 +40,7 @@ TESTS=${TESTS:-lat bw ar2 ar4 ar6}
 OUT=${OUT:-$PWD/netns-compare-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT/logs"
 export FI_PROVIDER_PATH=$bld/.libs
+export FTX_BIND=${FTX_BIND:-1}
 # shellcheck source=../../tests/netns-lib.sh
 . "$src/tests/netns-lib.sh"
 why=$(netns_usable) || { echo "cannot run: $why" >&2; exit 1; }
