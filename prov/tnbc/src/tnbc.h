@@ -246,6 +246,16 @@ struct tnbc_engine {
 	 * application thread polls): only then may a transport's kick be
 	 * left to the polling thread (tnbc_domain_kick) */
 	atomic_bool napping;
+	/* Application threads inside an endpoint's progress, where one
+	 * system call may take a large payload (hundreds of microseconds,
+	 * its call's poll mark long past): app_in counts entries, app_out
+	 * is app_in again on the way out, so a thread is inside while they
+	 * differ.  Plain stores (lost ones among threads only keep "inside"
+	 * on, which the engine then times out).  Engine only: the entry it
+	 * last saw inside, and since when (tnbc_engine_app_polls). */
+	atomic_uint app_in, app_out;
+	unsigned inside_seen;
+	uint64_t inside_ns;
 	/* when it last moved anything or saw an application poll (engine
 	 * thread only; chooses how it sleeps) */
 	uint64_t active_ns;
@@ -754,6 +764,9 @@ struct tnbc_ep {
 	size_t ux_bytes; /* held by unexp_msg and unexp_tagged */
 	size_t ux_kept; /* messages left in the transport's queue */
 	bool rx_engine; /* the engine is the one consuming right now */
+	/* an application thread progresses the endpoint right now (its
+	 * sends show the engine it is alive: tnbc_app_inside) */
+	bool app_progress;
 	/* This poll stops once no receive is posted and what is left in
 	 * the queue can wait there (see tnbc_ep_progress). */
 	bool rx_lazy;
@@ -1084,6 +1097,20 @@ static inline void tnbc_dom_xset_window(struct tnbc_domain *dom, uint64_t ns)
 	dom->xops->set_window(dom->xdom, ns);
 	for (unsigned i = 1; i < dom->nxp; i++)
 		dom->xp[i].ops->set_window(dom->xp[i].xdom, ns);
+}
+
+/* An application thread enters (or leaves) an endpoint's progress, or
+ * takes a packet inside it (in: each looks like a new entry, so that a
+ * call that keeps taking packets never looks stuck). */
+static inline void tnbc_app_inside(struct tnbc_domain *dom, bool in)
+{
+	struct tnbc_engine *e = &dom->engine;
+	unsigned v = atomic_load_explicit(&e->app_in, memory_order_relaxed);
+
+	if (in)
+		atomic_store_explicit(&e->app_in, v + 1, memory_order_relaxed);
+	else
+		atomic_store_explicit(&e->app_out, v, memory_order_relaxed);
 }
 
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);

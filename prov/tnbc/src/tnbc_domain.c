@@ -25,7 +25,10 @@ static void tnbc_domain_kick(void *arg)
 	struct tnbc_domain *dom = arg;
 
 	if (atomic_load(&dom->engine.napping) &&
-	    dom->xops->app_active(dom->xdom))
+	    (atomic_load_explicit(&dom->engine.app_in, memory_order_relaxed) !=
+		     atomic_load_explicit(&dom->engine.app_out,
+					  memory_order_relaxed) ||
+	     dom->xops->app_active(dom->xdom)))
 		return;
 	tnbc_engine_kick(dom);
 }

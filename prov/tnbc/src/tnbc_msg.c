@@ -975,6 +975,8 @@ int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx)
 
 	if (!hlen)
 		return TNBC_RX_BAD;
+	if (!ep->rx_engine)
+		tnbc_app_inside(ep->domain, true);
 	ep->rx_via = x->i;
 	if (rx->head_len < rx->len)
 		return tnbc_rx_stream(ep, &hdr, rx, hlen);
@@ -1155,6 +1157,8 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 			ret = -FI_EHOSTUNREACH;
 		}
 		n++;
+		if (ep->app_progress)
+			tnbc_app_inside(ep->domain, true);
 		tx->stall_ns = 0;
 		if (tx->rma) {
 			/* all chunks out, or the window is full: responses

@@ -70,6 +70,9 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 		return 0;
 	if (pthread_mutex_trylock(&ep->lock))
 		return 0;
+	if (!engine)
+		tnbc_app_inside(ep->domain, true);
+	ep->app_progress = !engine;
 	/* Eager messages nobody has posted a receive for stay in the queue
 	 * while it has room: the receive posted for one takes it straight
 	 * from there (one copy, no unexpected buffer), and the engine
@@ -104,6 +107,9 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 				      !tnbc_list_empty(&ep->rx_coll) ||
 				      ep->npulls,
 			      memory_order_relaxed);
+	ep->app_progress = false;
+	if (!engine)
+		tnbc_app_inside(ep->domain, false);
 	pthread_mutex_unlock(&ep->lock);
 	if (n)
 		atomic_fetch_add_explicit(
@@ -180,6 +186,28 @@ static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 	if (!app &&
 	    atomic_load_explicit(&dom->tu.running, memory_order_relaxed))
 		app = true;
+	/* An application thread inside an endpoint's progress is polling,
+	 * however long ago its call began, but not for longer than the
+	 * engine naps at most: one stuck there (a sender that stopped in
+	 * the middle of a payload, until FI_TNBC_TCP_TIMEOUT_MS) must not
+	 * keep the engine from the other endpoints. */
+	if (!app) {
+		unsigned in = atomic_load_explicit(&dom->engine.app_in,
+						   memory_order_relaxed);
+
+		if (in != atomic_load_explicit(&dom->engine.app_out,
+					       memory_order_relaxed)) {
+			uint64_t now = tnbc_now_ns();
+
+			if (in != dom->engine.inside_seen) {
+				dom->engine.inside_seen = in;
+				dom->engine.inside_ns = now;
+			}
+			app = now - dom->engine.inside_ns <
+			      (uint64_t)tnbc_env.app_window_us * 1000u *
+				      TNBC_NAP_MAX;
+		}
+	}
 
 	/* Polls made by a thread that now blocks in a wait say nothing:
 	 * progress is the engine's, and peers must ring again. */
