@@ -975,7 +975,7 @@ int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx)
 
 	if (!hlen)
 		return TNBC_RX_BAD;
-	if (!ep->rx_engine)
+	if (ep->app_progress)
 		tnbc_app_inside(ep->domain, true);
 	ep->rx_via = x->i;
 	if (rx->head_len < rx->len)
