@@ -1113,6 +1113,19 @@ static inline void tnbc_app_inside(struct tnbc_domain *dom, bool in)
 		atomic_store_explicit(&e->app_out, v, memory_order_relaxed);
 }
 
+/* Whether an application thread is inside an endpoint's progress; the
+ * entry it is at in *in when it is. */
+static inline bool tnbc_app_is_inside(struct tnbc_domain *dom, unsigned *in)
+{
+	unsigned v =
+		atomic_load_explicit(&dom->engine.app_in, memory_order_relaxed);
+
+	if (in)
+		*in = v;
+	return v !=
+	       atomic_load_explicit(&dom->engine.app_out, memory_order_relaxed);
+}
+
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
 void tnbc_ep_free_reads(struct tnbc_ep *ep);

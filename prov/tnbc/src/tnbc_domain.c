@@ -25,10 +25,7 @@ static void tnbc_domain_kick(void *arg)
 	struct tnbc_domain *dom = arg;
 
 	if (atomic_load(&dom->engine.napping) &&
-	    (atomic_load_explicit(&dom->engine.app_in, memory_order_relaxed) !=
-		     atomic_load_explicit(&dom->engine.app_out,
-					  memory_order_relaxed) ||
-	     dom->xops->app_active(dom->xdom)))
+	    (tnbc_app_is_inside(dom, NULL) || dom->xops->app_active(dom->xdom)))
 		return;
 	tnbc_engine_kick(dom);
 }

@@ -50,6 +50,13 @@
 #define TNBC_BUSY_WINDOW_NS 10000000u
 #define TNBC_LOAD_CHECK_NS  10000000u
 
+/* The longest nap: how long a packet left to an application that has
+ * just stopped may wait for the engine. */
+static inline uint64_t tnbc_nap_cap_ns(void)
+{
+	return (uint64_t)tnbc_env.app_window_us * 1000u * TNBC_NAP_MAX;
+}
+
 static inline void tnbc_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -192,20 +199,16 @@ static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 	 * the middle of a payload, until FI_TNBC_TCP_TIMEOUT_MS) must not
 	 * keep the engine from the other endpoints. */
 	if (!app) {
-		unsigned in = atomic_load_explicit(&dom->engine.app_in,
-						   memory_order_relaxed);
+		unsigned in;
 
-		if (in != atomic_load_explicit(&dom->engine.app_out,
-					       memory_order_relaxed)) {
+		if (tnbc_app_is_inside(dom, &in)) {
 			uint64_t now = tnbc_now_ns();
 
 			if (in != dom->engine.inside_seen) {
 				dom->engine.inside_seen = in;
 				dom->engine.inside_ns = now;
 			}
-			app = now - dom->engine.inside_ns <
-			      (uint64_t)tnbc_env.app_window_us * 1000u *
-				      TNBC_NAP_MAX;
+			app = now - dom->engine.inside_ns < tnbc_nap_cap_ns();
 		}
 	}
 
@@ -348,7 +351,7 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	const struct tnbc_xport_ops *xops = dom->xops;
 	struct tnbc_engine *e = &dom->engine;
 	uint64_t window = e->window_ns;
-	uint64_t cap = tnbc_env.app_window_us * 1000u * TNBC_NAP_MAX;
+	uint64_t cap = tnbc_nap_cap_ns();
 	uint64_t timeout = 0, now = tnbc_now_ns();
 	enum tnbc_ep_need need = TNBC_NEED_NONE;
 	enum tnbc_sleep how = TNBC_SLEEP_NAP;

@@ -975,21 +975,31 @@ static size_t tnbc_tcp_eager_max(struct tnbc_xpeer *peer)
 /* ------------------------------------------------------------------ */
 /* Peers and sending                                                    */
 
+/* The peer named name, if the domain has one.  xdom->lock held. */
+static struct tnbc_xpeer *tnbc_tcp_peer_find(struct tnbc_xdom *xdom,
+					     const struct tnbc_name *name)
+{
+	struct tnbc_xpeer *p;
+
+	for (p = xdom->peers; p; p = p->next)
+		if (tnbc_name_same(&p->name, name))
+			break;
+	return p;
+}
+
 static int tnbc_tcp_peer_get(struct tnbc_xdom *xdom,
 			     const struct tnbc_name *name, const uint8_t *xaddr,
 			     struct tnbc_xpeer **out)
 {
 	const struct tnbc_tcp_addr *given = (const void *)xaddr;
 	struct tnbc_tcp_addr a;
-	struct tnbc_xpeer *p;
+	struct tnbc_xpeer *p, *q;
 
 	if (!(name->xports & TNBC_XPORT_BIT(TNBC_XPORT_TCP)) ||
 	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
 		return -FI_EINVAL;
 	pthread_mutex_lock(&xdom->lock);
-	for (p = xdom->peers; p; p = p->next)
-		if (tnbc_name_same(&p->name, name))
-			break;
+	p = tnbc_tcp_peer_find(xdom, name);
 	pthread_mutex_unlock(&xdom->lock);
 	if (p) {
 		*out = p;
@@ -1013,14 +1023,14 @@ static int tnbc_tcp_peer_get(struct tnbc_xdom *xdom,
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_lock(&xdom->lock);
 	/* another thread may have made it meanwhile */
-	for (struct tnbc_xpeer *q = xdom->peers; q; q = q->next)
-		if (tnbc_name_same(&q->name, name)) {
-			pthread_mutex_unlock(&xdom->lock);
-			pthread_mutex_destroy(&p->lock);
-			free(p);
-			*out = q;
-			return 0;
-		}
+	q = tnbc_tcp_peer_find(xdom, name);
+	if (q) {
+		pthread_mutex_unlock(&xdom->lock);
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+		*out = q;
+		return 0;
+	}
 	p->next = xdom->peers;
 	xdom->peers = p;
 	pthread_mutex_unlock(&xdom->lock);
@@ -1174,12 +1184,10 @@ static void tnbc_tcp_one_way(struct tnbc_xdom *xdom,
 	struct tnbc_xpeer *p;
 
 	pthread_mutex_lock(&xdom->lock);
-	for (p = xdom->peers; p; p = p->next)
-		if (tnbc_name_same(&p->name, src)) {
-			atomic_store(&p->dialed_one_way, true);
-			break;
-		}
-	if (!p) {
+	p = tnbc_tcp_peer_find(xdom, src);
+	if (p) {
+		atomic_store(&p->dialed_one_way, true);
+	} else {
 		xdom->one_way[xdom->one_way_next] = *src;
 		xdom->one_way_next =
 			(xdom->one_way_next + 1) % TNBC_TCP_ONE_WAY_NAMES;
