@@ -1092,6 +1092,20 @@ static inline void tnbc_dom_xapp_mark(struct tnbc_domain *dom, bool active)
 		dom->xp[i].ops->app_mark(dom->xp[i].xdom, active);
 }
 
+/* Whether an application thread polled within the window, as any of
+ * the domain's transports saw it: each marks in its own way (shm's
+ * skips reading the clock on fast polls, and lags once they turn slow,
+ * as when one takes a large payload). */
+static inline bool tnbc_dom_xapp_active(struct tnbc_domain *dom)
+{
+	if (dom->xops->app_active(dom->xdom))
+		return true;
+	for (unsigned i = 1; i < dom->nxp; i++)
+		if (dom->xp[i].ops->app_active(dom->xp[i].xdom))
+			return true;
+	return false;
+}
+
 static inline void tnbc_dom_xset_window(struct tnbc_domain *dom, uint64_t ns)
 {
 	dom->xops->set_window(dom->xdom, ns);
@@ -1156,6 +1170,9 @@ void tnbc_domain_progress(struct tnbc_domain *domain, bool engine);
 int tnbc_engine_start(struct tnbc_domain *domain);
 void tnbc_engine_stop(struct tnbc_domain *domain);
 void tnbc_engine_kick(struct tnbc_domain *domain);
+/* A kick for work a polling application thread does itself: none while
+ * the engine naps (tnbc_progress.c says why). */
+void tnbc_engine_nudge(struct tnbc_domain *domain);
 /* Around a blocking wait of an application thread. */
 void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
 

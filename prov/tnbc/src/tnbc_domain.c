@@ -11,23 +11,11 @@
 #include "tnbc_unsupp.h"
 
 /* Packets for this domain's engine came through a transport that
- * cannot ring the first one's doorbell itself.  An application thread
- * that polls takes them itself, as shm's senders let it: waking the
- * engine then would only take its core.  But only while the engine
- * naps, which ends by itself: one that sleeps without a bound, because
- * the application had stopped, would never take a packet that came
- * just after one more poll of an application that then stopped again.
- * (Seq_cst: pairs with the store in tnbc_engine_nap, so that either
- * the engine's look before it sleeps finds the packet, or this sees it
- * sleep.) */
+ * cannot ring the first one's doorbell itself: a polling application
+ * thread takes them, as shm's senders let it (tnbc_engine_nudge). */
 static void tnbc_domain_kick(void *arg)
 {
-	struct tnbc_domain *dom = arg;
-
-	if (atomic_load(&dom->engine.napping) &&
-	    (tnbc_app_is_inside(dom, NULL) || dom->xops->app_active(dom->xdom)))
-		return;
-	tnbc_engine_kick(dom);
+	tnbc_engine_nudge(arg);
 }
 
 static void tnbc_domain_xports_close(struct tnbc_domain *dom, unsigned n)

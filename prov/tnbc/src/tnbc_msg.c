@@ -269,7 +269,7 @@ void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 		memcpy(c->data, data, len);
 	tnbc_list_insert_tail(&c->entry, &ep->ctrl_queue);
 	tnbc_ep_mark_work(ep);
-	tnbc_engine_kick(ep->domain);
+	tnbc_engine_nudge(ep->domain);
 }
 
 static void tnbc_send_answer(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
@@ -1011,8 +1011,8 @@ void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	ep->tx_queued++;
 	tnbc_ep_mark_work(ep);
 	/* Whoever queued it may stop calling in: the engine must retry it
-	 * (a kick costs a fence while the engine is awake). */
-	tnbc_engine_kick(ep->domain);
+	 * (a nudge costs a fence while an application thread polls). */
+	tnbc_engine_nudge(ep->domain);
 }
 
 void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
@@ -1707,7 +1707,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 		tnbc_ux_free(ep, ux);
 		/* the engine makes them if the application does not call */
 		if (!had && ep->npulls)
-			tnbc_engine_kick(ep->domain);
+			tnbc_engine_nudge(ep->domain);
 	} else {
 		tnbc_list_insert_tail(
 			&rx->entry, tnbc_space(ep, tnbc_args_hflags(a), false));

@@ -175,8 +175,7 @@ static int tnbc_engine_pass(struct tnbc_domain *dom)
  * case progress is its own (see tnbc.h).  Engine only. */
 static bool tnbc_engine_app_polls(struct tnbc_domain *dom)
 {
-	const struct tnbc_xport_ops *xops = dom->xops;
-	bool app = xops->app_active(dom->xdom);
+	bool app = tnbc_dom_xapp_active(dom);
 
 	if (!app && atomic_load_explicit(&dom->engine.app_blocked,
 					 memory_order_relaxed)) {
@@ -656,4 +655,24 @@ void tnbc_engine_kick(struct tnbc_domain *dom)
 		return;
 	atomic_fetch_add_explicit(&dom->engine.kicks, 1, memory_order_relaxed);
 	tnbc_engine_wake(dom);
+}
+
+/* Work queued for the engine (packets, sends that found a full queue,
+ * reads to make) is taken by an application thread that polls, as the
+ * engine would: a wake-up then only preempts that thread on its core
+ * (with ranks bound to cores, the engine shares the rank's), once per
+ * message of a stream.  But only while the engine naps, which ends by
+ * itself within TNBC_NAP_MAX windows: one that sleeps without a bound,
+ * because the application had stopped, would never see work queued
+ * just before the application stopped again.  The fence orders the
+ * caller's queueing before the look at napping, and pairs with the
+ * store in tnbc_engine_nap: either the engine's look before it sleeps
+ * finds the work, or this sees it sleep unbounded. */
+void tnbc_engine_nudge(struct tnbc_domain *dom)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&dom->engine.napping) &&
+	    (tnbc_app_is_inside(dom, NULL) || tnbc_dom_xapp_active(dom)))
+		return;
+	tnbc_engine_kick(dom);
 }

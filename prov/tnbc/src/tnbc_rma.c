@@ -490,7 +490,6 @@ ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 	if (ret == -FI_EAGAIN) {
 		tnbc_tx_enqueue(ep, tx);
 		tx->rma_queued = true;
-		tnbc_engine_kick(ep->domain);
 	}
 out:
 	pthread_mutex_unlock(&ep->lock);
