@@ -60,6 +60,11 @@ run 100000 1,2 ./fabtests-ext/ftx_pingpong -p tnbc
 # two ranks per host: shm inside a host, TCP between them
 run 50000 1,2 ./fabtests-ext/ftx_coll -n 4
 run 50000 1,2,3 ./fabtests-ext/ftx_coll -n 6
+# small allreduces and barriers fold at each host's leader
+# (tnbc_alg_hosts): with a host of one rank, whose leader has no one to
+# fold, and on the tree of hosts they ran on before
+run 50000 1,2,3 ./fabtests-ext/ftx_coll -n 5
+run 50000 1,2,3 env FI_TNBC_COLL_FLAT_HOSTS=0 ./fabtests-ext/ftx_coll -n 5
 run 10000 1,2 ./fabtests-ext/ftx_trigger_chain -n 2
 run 10000 1,2 ./fabtests-ext/ftx_peer_death
 # addresses as socket-style programs give them: FI_SOCKADDR_IN, whose

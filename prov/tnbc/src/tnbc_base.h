@@ -54,6 +54,8 @@ struct tnbc_env {
 	size_t coll_seg; /* bytes per segment of a tree's pipeline */
 	int coll_slots; /* contributions on this host go into a slot */
 	size_t coll_flat_max; /* group size up to which: one-hop allreduce */
+	/* hosts up to which: leaders' one-hop allreduce (tnbc_alg_hosts) */
+	size_t coll_flat_hosts;
 	int coll_hosts; /* trees of hosts for groups that span several */
 	/* trust model: same user only, or also this group's members */
 	char *shm_group_name;

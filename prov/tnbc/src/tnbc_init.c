@@ -35,6 +35,7 @@ struct tnbc_env tnbc_env = {
 	.coll_slots = 1,
 	.coll_hosts = 1,
 	.coll_flat_max = 2,
+	.coll_flat_hosts = 8,
 	.xports = "shm,verbs,tcp",
 	.xport_list = {&tnbc_shm_ops},
 	.nxport = 1,
@@ -265,6 +266,13 @@ static void tnbc_init_env(void)
 			"its contribution to all others, instead of on a tree; "
 			"0 to 64 (default: %zu)",
 			tnbc_env.coll_flat_max);
+	fi_param_define(&tnbc_prov, "coll_flat_hosts", FI_PARAM_SIZE_T,
+			"Hosts up to which fi_allreduce of at most 48 bytes "
+			"and fi_barrier of a group on several hosts (with "
+			"coll_hosts) fold at each host's leader, the leaders "
+			"exchanging their hosts' results in one hop, instead "
+			"of on a tree of hosts; 0 to 64 (default: %zu)",
+			tnbc_env.coll_flat_hosts);
 	fi_param_define(
 		&tnbc_prov, "coll_hosts", FI_PARAM_BOOL,
 		"Trees of a group whose members are on several hosts "
@@ -373,6 +381,7 @@ static void tnbc_init_env(void)
 			TNBC_MAX_MSG_SIZE);
 	tnbc_param_size("coll_seg", &tnbc_env.coll_seg, 64, (size_t)1 << 30);
 	tnbc_param_size("coll_flat_max", &tnbc_env.coll_flat_max, 0, 64);
+	tnbc_param_size("coll_flat_hosts", &tnbc_env.coll_flat_hosts, 0, 64);
 	if (fi_param_get_bool(&tnbc_prov, "coll_slots", &b) == FI_SUCCESS)
 		tnbc_env.coll_slots = !!b;
 	if (fi_param_get_bool(&tnbc_prov, "coll_hosts", &b) == FI_SUCCESS)

@@ -399,6 +399,8 @@ static ssize_t tnbc_coll_post(struct fid_ep *fid, struct tnbc_coll_op *op,
 	}
 	if (tnbc_alg_flat_fits(mc, op->coll, es * op->count))
 		return tnbc_alg_flat(mc, op);
+	if (tnbc_alg_hosts_fits(mc, op->coll, es * op->count))
+		return tnbc_alg_hosts(mc, op);
 	switch (op->coll) {
 	case FI_ALLREDUCE:
 		if (mc->size > 1 && es * op->count >= tnbc_env.coll_rsag_min)

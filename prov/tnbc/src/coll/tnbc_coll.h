@@ -129,6 +129,12 @@ int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_flat(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+/* Allreduce and barrier of a group on several hosts: folded at each
+ * host's leader, exchanged between leaders in one hop. */
+int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+/* Whether tnbc_alg_hosts takes an operation of len bytes in this group. */
+bool tnbc_alg_hosts_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
+			 size_t len);
 /* Whether tnbc_alg_flat takes an operation of len bytes in this group. */
 bool tnbc_alg_flat_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
 			size_t len);
