@@ -44,38 +44,31 @@ enum {
 	TNBC_HOSTS_C4 = TNBC_SCHED_NCNTR,
 };
 
-/* The leader of member j's host: its lowest-numbered member. */
-static int tnbc_hosts_leader(const struct tnbc_mc *mc, int j)
+/* Each host's leader, its lowest-numbered member, into lead[nhosts]. */
+static void tnbc_hosts_leaders(const struct tnbc_mc *mc, int *lead)
 {
-	int l = 0;
-
-	while (mc->host[l] != mc->host[j])
-		l++;
-	return l;
+	for (int h = 0; h < mc->nhosts; h++)
+		lead[h] = -1;
+	for (int j = mc->size - 1; j >= 0; j--)
+		lead[mc->host[j]] = j;
 }
 
 bool tnbc_alg_hosts_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
 			 size_t len)
 {
-	int most = 0;
+	int on[TNBC_DESC_MAX_FANOUT + 1] = {0};
 
 	if ((coll != FI_ALLREDUCE && coll != FI_BARRIER) ||
 	    !tnbc_env.coll_hosts || !mc->host || mc->nhosts < 2 ||
 	    mc->nhosts >= mc->size ||
 	    (size_t)mc->nhosts > tnbc_env.coll_flat_hosts ||
-	    len > TNBC_RED_PKT_BYTES)
+	    mc->nhosts > TNBC_DESC_MAX_FANOUT + 1 || len > TNBC_RED_PKT_BYTES)
 		return false;
 	/* a leader's descriptor folds at most TNBC_DESC_MAX_FANOUT */
-	for (int h = 0; h < mc->nhosts; h++) {
-		int on = 0;
-
-		for (int j = 0; j < mc->size; j++)
-			on += mc->host[j] == h;
-		if (on > most)
-			most = on;
-	}
-	return most - 1 <= TNBC_DESC_MAX_FANOUT &&
-	       mc->nhosts - 1 <= TNBC_DESC_MAX_FANOUT;
+	for (int j = 0; j < mc->size; j++)
+		if (++on[mc->host[j]] > TNBC_DESC_MAX_FANOUT + 1)
+			return false;
+	return true;
 }
 
 int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
@@ -84,13 +77,15 @@ int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	size_t es = barrier ? 1 : tnbc_alu_size(op->dt);
 	size_t len = barrier ? 0 : es * op->count;
 	size_t stride = sizeof(struct tnbc_red_pkt);
-	int me = mc->rank, lead = tnbc_hosts_leader(mc, me);
-	int hosts = mc->nhosts, nloc = 0, i, j, ret;
+	int me = mc->rank, hosts = mc->nhosts, nloc = 0, i, j, ret;
+	int leads[TNBC_DESC_MAX_FANOUT + 1], lead;
 	struct tnbc_red_hdr *pkt, hdr;
 	struct tnbc_desc_red *loc, *glob;
 	char *lslots, *gslots;
 	struct tnbc_sched *s;
 
+	tnbc_hosts_leaders(mc, leads);
+	lead = leads[mc->host[me]];
 	for (j = 0; j < mc->size; j++)
 		nloc += j != me && mc->host[j] == mc->host[me];
 	if (lead != me)
@@ -173,10 +168,11 @@ int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	else if (len)
 		memcpy(pkt + 1, op->buf, len);
 	/* the other leaders, in host order (a slot per host but ours) */
-	for (j = 0, i = 0; !ret && j < mc->size; j++) {
-		if (mc->host[j] == mc->host[me] ||
-		    tnbc_hosts_leader(mc, j) != j)
+	i = 0;
+	for (int h = 0; !ret && h < hosts; h++) {
+		if (h == mc->host[me])
 			continue;
+		j = leads[h];
 		ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C3, j,
 				      TNBC_HOSTS_ACROSS,
 				      gslots + (size_t)i++ * stride, stride);
