@@ -59,6 +59,7 @@ static int tnbc_domain_xports_open(struct tnbc_domain *dom)
 		.wake = {.kick = tnbc_domain_kick, .arg = dom},
 		.auth_key = dom->auth_key,
 		.auth_key_size = dom->auth_key_size,
+		.host_busy = &dom->engine.host_busy,
 	};
 	int ret;
 

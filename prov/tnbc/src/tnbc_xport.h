@@ -22,6 +22,7 @@
 #ifndef TNBC_XPORT_H
 #define TNBC_XPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -243,6 +244,10 @@ struct tnbc_xdom_attr {
 	 * network transport refuses a connection that does not */
 	const uint8_t *auth_key;
 	size_t auth_key_size;
+	/* the core's reading of the host's load, kept up to date for as
+	 * long as the domain is open: true while more threads are runnable
+	 * than there are CPUs (a transport spins less then) */
+	const atomic_bool *host_busy;
 };
 
 /* tnbc_xport_ops.flags */
@@ -426,11 +431,13 @@ struct tnbc_xport_ops {
 	 * tells a transport to watch for packets (and kick) until the
 	 * engine next sleeps, since the
 	 * engine polls it while awake; the doorbell's returns the token
-	 * sleep_wait takes, the others' return 0.  app_active goes to the
-	 * first transport, app_mark, rx_posted and set_window to every one.
+	 * sleep_wait takes, the others' return 0.  app_active, app_mark,
+	 * rx_posted and set_window go to every one.
 	 * app_mark records that an application thread is driving progress
 	 * itself (or, false, that none is); app_active says whether one did
-	 * within the last window (set_window).
+	 * within the last window (set_window), as this transport saw it
+	 * (the core asks every transport, from any thread: it must only
+	 * read).
 	 * Senders skip waking an engine that naps (TNBC_SLEEP_NAP) while the
 	 * application polls.
 	 * Sleeping is split so the caller can check its queues for pending

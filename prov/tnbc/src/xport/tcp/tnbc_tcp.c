@@ -280,6 +280,7 @@ static void tnbc_tcp_dial_wait_end(struct tnbc_xpeer *p);
 
 struct tnbc_xdom {
 	struct tnbc_xkick kick;
+	const atomic_bool *host_busy; /* tnbc_xdom_attr */
 	/* the domain's auth_key: what its connections present, and what
 	 * its endpoints ask of connections made to them */
 	uint8_t key[TNBC_AUTH_KEY_MAX];
@@ -713,6 +714,7 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 	if (!xdom)
 		return -FI_ENOMEM;
 	xdom->kick = attr->wake;
+	xdom->host_busy = attr->host_busy;
 	xdom->key_len = (uint16_t)attr->auth_key_size;
 	if (attr->auth_key_size)
 		memcpy(xdom->key, attr->auth_key, attr->auth_key_size);
@@ -1806,10 +1808,14 @@ static int tnbc_tcp_skip(struct tnbc_tcp_conn *c, size_t n)
  * that sleeps in poll between the pieces of a large payload is woken
  * for each by the sender's CPU, which between namespaces also runs the
  * receiving side of the stack, and that cost 1 MiB streams a tenth of
- * their bandwidth (fi_tnbc(7)). */
-static bool tnbc_tcp_read_spin(struct pollfd *pfd)
+ * their bandwidth (fi_tnbc(7)).  Not on a host with more runnable
+ * threads than CPUs: the sender may be waiting for this one's. */
+static bool tnbc_tcp_read_spin(struct tnbc_xdom *xdom, struct pollfd *pfd)
 {
 	uint64_t end = tnbc_now_ns() + TNBC_TCP_READ_SPIN_NS;
+
+	if (atomic_load_explicit(xdom->host_busy, memory_order_relaxed))
+		return false;
 
 	do {
 		if (poll(pfd, 1, 0) > 0)
@@ -1839,7 +1845,7 @@ static int tnbc_tcp_read_iov(struct tnbc_tcp_conn *c, const struct iovec *iov,
 				struct pollfd pfd = {.fd = c->fd,
 						     .events = POLLIN};
 
-				if (tnbc_tcp_read_spin(&pfd) ||
+				if (tnbc_tcp_read_spin(c->xep->xdom, &pfd) ||
 				    poll(&pfd, 1,
 					 (int)tnbc_env.tcp_timeout_ms) > 0)
 					continue;
@@ -2418,10 +2424,7 @@ static bool tnbc_tcp_idle(struct tnbc_xep *xep)
  * socket already, and leaving it would hold up the packets behind it. */
 static bool tnbc_tcp_quiet(struct tnbc_xep *xep)
 {
-	/* With one connection the poll asks the socket itself (a read, as
-	 * cheap as asking whether there is one): asking here first cost
-	 * every packet a second system call on its way in. */
-	return !xep->polling && !tnbc_tcp_lone(xep) && !tnbc_tcp_pending(xep);
+	return !xep->polling && !tnbc_tcp_pending(xep);
 }
 
 static ssize_t tnbc_tcp_pull(struct tnbc_xep *xep, struct tnbc_xpeer *peer,
