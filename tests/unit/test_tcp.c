@@ -803,9 +803,12 @@ START_TEST(tcp_stream_engine_quiet)
 		      cpu, wall);
 	/* Each message's answer (its CTS) queues its data, which the
 	 * polling sender writes in the same call: its engine is not to be
-	 * woken for it.  It was, once per message; a few kicks a round
-	 * remain, for the sender's waits between rounds. */
-	ck_assert_msg(kicks * 4 < (uint64_t)MSGS * ROUNDS,
+	 * woken for it.  It was, once per message (769 kicks).  Up to 9
+	 * remain on an idle machine, for the sender's waits between
+	 * rounds; on one whose CPUs are all taken by other work, 368 (a
+	 * thread off its CPU for a while looks away, and kicks are right
+	 * then). */
+	ck_assert_msg(kicks * 4 < (uint64_t)MSGS * ROUNDS * 3,
 		      "the sender's engine was kicked %" PRIu64
 		      " times for %d messages",
 		      kicks, MSGS * ROUNDS);

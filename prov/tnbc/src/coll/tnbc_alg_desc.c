@@ -161,15 +161,9 @@ int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 			struct tnbc_desc_red *d = &red[g];
 			struct tnbc_red_hdr *uh = (void *)gp;
 
-			d->hdr = (struct tnbc_red_hdr){
-				.magic = TNBC_RED_MAGIC,
-				.flags = TNBC_RED_PKT_CP,
-				.op = (uint8_t)op->op,
-				.datatype = (uint8_t)op->dt,
-				.count = (uint32_t)(n / es),
-				.degree = (uint32_t)t.fanout,
-				.order = (uint32_t)me,
-			};
+			d->hdr = tnbc_red_hdr_coll(op, (uint32_t)(n / es),
+						   (uint32_t)t.fanout,
+						   (uint32_t)me);
 			d->own = own ? own + off : NULL;
 			d->slots = slots;
 			d->stride = stride;

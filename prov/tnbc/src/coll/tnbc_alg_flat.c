@@ -57,15 +57,8 @@ int tnbc_alg_flat(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	mine = s->scratch;
 	slots = (char *)s->scratch + stride;
 	d = (struct tnbc_desc_red *)(slots + (size_t)(n - 1) * stride);
-	d->hdr = (struct tnbc_red_hdr){
-		.magic = TNBC_RED_MAGIC,
-		.flags = TNBC_RED_PKT_CP,
-		.op = (uint8_t)op->op,
-		.datatype = (uint8_t)op->dt,
-		.count = (uint32_t)(len / es),
-		.degree = (uint32_t)(n - 1),
-		.order = (uint32_t)me,
-	};
+	d->hdr = tnbc_red_hdr_coll(op, (uint32_t)(len / es), (uint32_t)(n - 1),
+				   (uint32_t)me);
 	/* all of it goes out: no stale bytes past the values */
 	memset(mine, 0, stride);
 	*mine = d->hdr;

@@ -16,9 +16,9 @@
  * fi_tnbc(7) says how it was measured.
  *
  * A member that is not its host's leader:
- *   send its packet to the leader, END                          (ARM, 1)
- *   receive the result from the leader, END                     (ARM, 1)
- *   complete                                                    (END, 2)
+ *   send its packet to the leader, C1                           (ARM, 1)
+ *   receive the result from the leader, C1                      (ARM, 1)
+ *   complete                                                     (C1, 2)
  * A leader with nloc other members on its host, of H hosts:
  *   receive local member i's packet into local slot i, C1       (ARM, 1)
  *   fold its own values and the local slots into the host's
@@ -26,12 +26,14 @@
  *   send the host's packet to every other leader, C3              (C2, 1)
  *   receive leader j's packet into host slot j, C3              (ARM, 1)
  *   fold the hosts' packets into the result, C4             (C3, 2H - 2)
- *   send the result to each local member, END                     (C4, 1)
- *   complete                                           (END, nloc or 1)
- * The sends count in C3 with the receives: the second fold then waits
- * for the first, which every send waits for.  A leader alone on its host
- * fills its host's packet when the operation is posted and sends it
- * once armed, and its second fold ends the operation.
+ *   send the result to each local member, C1                      (C4, 1)
+ *   complete                                                (C1, 2 nloc)
+ * C1 counts the local packets first, then the results sent down, which
+ * all come after the first fold.  The sends across count in C3 with the
+ * receives: the second fold then waits for the first, which every send
+ * waits for.  A leader alone on its host fills its host's packet when
+ * the operation is posted and sends it once armed, and its second fold,
+ * counted in C1, ends the operation (C1, 1).
  */
 #include <string.h>
 
@@ -107,15 +109,8 @@ int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	/* all of it goes out: no stale bytes past the values */
 	memset(pkt, 0, stride);
 	/* the first level's packets: one degree for all of the group's */
-	hdr = (struct tnbc_red_hdr){
-		.magic = TNBC_RED_MAGIC,
-		.flags = TNBC_RED_PKT_CP,
-		.op = (uint8_t)op->op,
-		.datatype = (uint8_t)op->dt,
-		.count = (uint32_t)(len / es),
-		.degree = (uint32_t)mc->size,
-		.order = (uint32_t)me,
-	};
+	hdr = tnbc_red_hdr_coll(op, (uint32_t)(len / es), (uint32_t)mc->size,
+				(uint32_t)me);
 
 	if (lead != me) {
 		*pkt = hdr;

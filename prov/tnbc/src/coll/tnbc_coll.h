@@ -125,6 +125,23 @@ struct tnbc_coll_op {
 	tnbc_sched_end_fn end;
 };
 
+/* A collective's reduction packet header: count elements of op, and the
+ * degree and order the receiving descriptor checks (tnbc_desc_red_fire). */
+static inline struct tnbc_red_hdr
+tnbc_red_hdr_coll(const struct tnbc_coll_op *op, uint32_t count,
+		  uint32_t degree, uint32_t order)
+{
+	return (struct tnbc_red_hdr){
+		.magic = TNBC_RED_MAGIC,
+		.flags = TNBC_RED_PKT_CP,
+		.op = (uint8_t)op->op,
+		.datatype = (uint8_t)op->dt,
+		.count = count,
+		.degree = degree,
+		.order = order,
+	};
+}
+
 int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_rsag(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 int tnbc_alg_desc(struct tnbc_mc *mc, const struct tnbc_coll_op *op);

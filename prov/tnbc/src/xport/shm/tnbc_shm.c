@@ -1698,7 +1698,8 @@ static void tnbc_shm_app_mark(struct tnbc_xdom *xdom, bool active)
 	atomic_store_explicit(&bell->app_seen, now, memory_order_relaxed);
 }
 
-/* Engine only: is an application thread polling? */
+/* Is an application thread polling?  Read only: asked from any thread
+ * (tnbc_engine_nudge). */
 static bool tnbc_shm_app_active(struct tnbc_xdom *xdom)
 {
 	return tnbc_shm_app_polls(
