@@ -825,6 +825,95 @@ START_TEST(tcp_stream_engine_quiet)
 }
 END_TEST
 
+/* An endpoint with shm and a single TCP connection keeps shm's eager
+ * messages in their queue while no receive is posted for them, as one
+ * with shm alone does (test_match.c, match_burst_single_copy): each
+ * receive posted next takes its message from there, one copy.  A TCP
+ * endpoint with one connection that said it was never quiet made the
+ * whole endpoint so, and every poll then copied the queue's messages
+ * into unexpected buffers. */
+START_TEST(tcp_lone_keeps_shm_queue)
+{
+	enum { T = 2, BURST = 4 };
+	const size_t len = 4000;
+	const struct tnbc_xport_ops *old_list[TNBC_XPORTS_MAX];
+	const struct tnbc_xport_ops *old_first = tnbc_env.xport;
+	unsigned old_n = tnbc_env.nxport;
+	int old_engine = tnbc_env.engine;
+	uint8_t *sbuf = malloc(len), *rbuf = calloc(BURST, len);
+	uint8_t small[64] = {0}, in[64];
+	struct fi_cq_tagged_entry e;
+	struct tnbc_addr via_tcp;
+	struct tnbc_ep *rep;
+	struct tu_world w;
+	fi_addr_t to;
+
+	ck_assert_ptr_nonnull(sbuf);
+	ck_assert_ptr_nonnull(rbuf);
+	memcpy(old_list, tnbc_env.xport_list, sizeof(old_list));
+	tnbc_env.xport_list[0] = &tnbc_shm_ops;
+	tnbc_env.xport_list[1] = &tnbc_tcp_ops;
+	tnbc_env.nxport = 2;
+	tnbc_env.xport = &tnbc_shm_ops;
+	tnbc_env.engine = 0; /* nobody takes the queue but these calls */
+	tu_world_open(&w, 3, NULL);
+	rep = TNBC_EP(w.ep[R].ep);
+	/* T reaches R over TCP: R's one connection */
+	via_tcp = w.ep[R].addr;
+	via_tcp.name.xports = TNBC_XPORT_BIT(TNBC_XPORT_TCP);
+	ck_assert_int_eq(fi_av_insert(w.av, &via_tcp, 1, &to, 0, NULL), 1);
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, in, sizeof(in), NULL,
+				  FI_ADDR_UNSPEC, 7, 0, in),
+			 0);
+	ck_assert_int_eq(
+		fi_tsend(w.ep[T].ep, small, sizeof(small), NULL, to, 7, small),
+		0);
+	tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+	ck_assert_ptr_eq(e.op_context, in);
+	tu_cq_expect(w.ep[T].tx_cq, &e, NULL);
+	/* a connection's arrival leaves the endpoint something to look at
+	 * (its bytes may have come before it was watched): R's next poll
+	 * looks, and R is quiet from then on */
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(fi_cq_read(w.ep[R].rx_cq, &e, 1), -FI_EAGAIN);
+	/* the first receive waits before the burst, as in MPI_Recv */
+	ck_assert_int_eq(fi_trecv(w.ep[R].ep, rbuf, len, NULL, FI_ADDR_UNSPEC,
+				  50, 0, rbuf),
+			 0);
+	for (int k = 0; k < BURST; k++) {
+		tu_fill(sbuf, len, 30 + (uint32_t)k);
+		ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf, len, NULL,
+					  w.addr[R], 50 + (uint64_t)k, NULL),
+				 0);
+	}
+	for (int k = 0; k < BURST; k++) {
+		uint8_t *b = rbuf + (size_t)k * len;
+
+		if (k)
+			ck_assert_int_eq(fi_trecv(w.ep[R].ep, b, len, NULL,
+						  FI_ADDR_UNSPEC,
+						  50 + (uint64_t)k, 0, b),
+					 0);
+		tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+		ck_assert_ptr_eq(e.op_context, b);
+		ck_assert_msg(rep->ux_bytes == 0,
+			      "after receive %d, %zu B copied out of the queue",
+			      k, (size_t)rep->ux_bytes);
+		ck_assert_uint_eq(tu_check(b, len, 30 + (uint32_t)k, 0),
+				  (size_t)-1);
+	}
+	for (int k = 0; k < BURST; k++)
+		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	tu_world_close(&w);
+	memcpy(tnbc_env.xport_list, old_list, sizeof(old_list));
+	tnbc_env.nxport = old_n;
+	tnbc_env.xport = old_first;
+	tnbc_env.engine = old_engine;
+	free(sbuf);
+	free(rbuf);
+}
+END_TEST
+
 /* A rendezvous message's data goes from the socket straight into the
  * receive's buffer: all but the part of each packet that came with its
  * frame (the transport reads a packet's head into its own buffer). */
@@ -1080,6 +1169,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_test(tc, tcp_half_header_stall);
 	tcase_add_test(tc, tcp_rndv_placed);
 	tcase_add_test(tc, tcp_stream_engine_quiet);
+	tcase_add_test(tc, tcp_lone_keeps_shm_queue);
 	tcase_add_test(tc, tcp_eager_size);
 	tcase_add_test(tc, tcp_placed_stall);
 	tcase_add_loop_test(tc, tcp_engine_sleep_kick, 0, 2);
