@@ -801,6 +801,13 @@ START_TEST(tcp_stream_engine_quiet)
 		      "the engines used %" PRIu64 " ms of CPU in %" PRIu64
 		      " ms of streaming",
 		      cpu, wall);
+#else
+	(void)cpu;
+	(void)wall;
+#endif
+	/* AddressSanitizer slows the reads as much: a clean-clone run
+	 * counted 834 kicks, the engine rightly taking the sender as gone */
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 	/* Each message's answer (its CTS) queues its data, which the
 	 * polling sender writes in the same call: its engine is not to be
 	 * woken for it.  It was, once per message (769 kicks).  Up to 9
@@ -813,8 +820,6 @@ START_TEST(tcp_stream_engine_quiet)
 		      " times for %d messages",
 		      kicks, MSGS * ROUNDS);
 #else
-	(void)cpu;
-	(void)wall;
 	(void)kicks;
 #endif
 	tu_kside_close(&k);
