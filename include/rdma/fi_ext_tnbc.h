@@ -71,6 +71,10 @@ struct fi_tnbc_engine_stats {
 	 * unexpected buffer), not through its own buffer first; present
 	 * when size covers it */
 	uint64_t placed_bytes;
+	/* writes a stream transport (TCP) made to its sockets: a large
+	 * packet takes one per segment's worth (fi_tnbc(7)); present when
+	 * size covers it */
+	uint64_t stream_writes;
 };
 
 struct fi_tnbc_ops_domain {

@@ -944,6 +944,63 @@ START_TEST(tcp_rndv_placed)
 }
 END_TEST
 
+/* A large packet goes to the socket a segment's worth per write (at
+ * most 64 KiB): written whole, a 1 MiB packet left the kernel's
+ * acknowledgements waiting while it was copied, and 1 MiB messages
+ * between two namespaces moved half the bytes per second. */
+START_TEST(tcp_large_writes_split)
+{
+	const size_t len = 4u << 20;
+	struct fi_tnbc_engine_stats st0, st;
+	struct tu_xport_only o;
+	struct tu_kside r, k;
+	uint64_t writes;
+
+	tu_xport_only_begin(&o, &tnbc_tcp_ops);
+	tu_kside_open(&r, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&k, NULL, FI_FORMAT_UNSPEC);
+	tu_engine_stats(k.dom, &st0);
+	kside_big(&k, &r, r.addr, len, 23);
+	tu_engine_stats(k.dom, &st);
+	writes = st.stream_writes - st0.stream_writes;
+	ck_assert_msg(writes >= len / 65536,
+		      "%zu B went out in %" PRIu64 " writes", len, writes);
+	/* not a write per few bytes either */
+	ck_assert_msg(writes <= len / 16384,
+		      "%zu B went out in %" PRIu64 " writes", len, writes);
+	ck_assert_uint_eq(st.placed_bytes, st0.placed_bytes);
+	tu_kside_close(&k);
+	tu_kside_close(&r);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
+static void __attribute__((noinline)) poison_stack(void)
+{
+	volatile uint8_t junk[16384];
+
+	memset((uint8_t *)junk, 0xa5, sizeof(junk));
+}
+
+/* A domain with shm and TCP that moved nothing counts nothing: shm left
+ * the stream transports' counts of its stats as the stack had them, and
+ * the domain added them up (the stack is filled first, so that a field
+ * left so is never zero by chance). */
+START_TEST(tcp_stats_start_at_zero)
+{
+	struct fi_tnbc_engine_stats st;
+	struct tu_dom d;
+
+	tu_dom_open(&d, NULL);
+	poison_stack();
+	tu_engine_stats(d.domain, &st);
+	ck_assert_uint_eq(st.placed_bytes, 0);
+	ck_assert_uint_eq(st.stream_writes, 0);
+	ck_assert_uint_eq(st.slot_pkts, 0);
+	tu_dom_close(&d);
+}
+END_TEST
+
 /* FI_TNBC_TCP_EAGER_SIZE, not FI_TNBC_EAGER_SIZE, splits eager from
  * rendezvous over TCP: a message within it completes at its sender with
  * no receive posted, one past it waits for the receive. */
@@ -1173,6 +1230,8 @@ Suite *tu_tcp_suite(void)
 	tcase_add_loop_test(tc, tcp_bad_stream, 0, 5);
 	tcase_add_test(tc, tcp_half_header_stall);
 	tcase_add_test(tc, tcp_rndv_placed);
+	tcase_add_test(tc, tcp_large_writes_split);
+	tcase_add_test(tc, tcp_stats_start_at_zero);
 	tcase_add_test(tc, tcp_stream_engine_quiet);
 	tcase_add_test(tc, tcp_lone_keeps_shm_queue);
 	tcase_add_test(tc, tcp_eager_size);

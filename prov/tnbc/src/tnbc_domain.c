@@ -100,6 +100,7 @@ static void tnbc_domain_xstats(struct tnbc_domain *dom,
 		st->refused += x.refused;
 		st->slot_pkts += x.slot_pkts;
 		st->placed_bytes += x.placed_bytes;
+		st->stream_writes += x.stream_writes;
 	}
 }
 
@@ -179,8 +180,11 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	if (st->size >= offsetof(struct fi_tnbc_engine_stats, rma_direct) +
 				sizeof(st->rma_direct))
 		st->rma_direct = atomic_load(&e->rma_direct);
-	if (st->size >= sizeof(*st))
+	if (st->size >= offsetof(struct fi_tnbc_engine_stats, placed_bytes) +
+				sizeof(st->placed_bytes))
 		st->placed_bytes = xs.placed_bytes;
+	if (st->size >= sizeof(*st))
+		st->stream_writes = xs.stream_writes;
 	return 0;
 }
 

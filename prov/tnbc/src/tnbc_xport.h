@@ -212,6 +212,7 @@ struct tnbc_xport_stats {
 	uint64_t refused; /* peers not mapped: not a trusted owner */
 	uint64_t slot_pkts; /* packets taken from a slot (mailbox) */
 	uint64_t placed_bytes; /* payload read from the wire into place */
+	uint64_t stream_writes; /* writes to its sockets */
 };
 
 /* How the engine sleeps (sleep_begin). */

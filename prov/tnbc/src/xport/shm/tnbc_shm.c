@@ -1782,6 +1782,7 @@ static void tnbc_shm_rx_posted(struct tnbc_xdom *xdom, int delta)
 
 static void tnbc_shm_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 {
+	memset(st, 0, sizeof(*st)); /* what a stream transport counts */
 	st->bad_pkts = atomic_load(&xdom->bad_pkts);
 	st->dead_cells = atomic_load(&xdom->dead_cells);
 	st->refused = atomic_load(&xdom->refused);
