@@ -15,8 +15,8 @@
  * while n is small and the payload one descriptor's (48 B): chosen up to
  * FI_TNBC_COLL_FLAT_MAX members (fi_tnbc(7) says how it was measured).
  *
- *   receive member j's packet into slot j, C1          (ARM, 1)  j != me
  *   send this member's packet to member j, C2          (ARM, 1)  j != me
+ *   receive member j's packet into slot j, C1          (ARM, 1)  j != me
  *   fold own and all slots into result, C2             (C1, n - 1)
  *   complete                                           (C2, n)
  * An operation in place folds the packet's copy of the own values, made
@@ -71,17 +71,21 @@ int tnbc_alg_flat(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	d->stride = stride;
 	d->children = (uint32_t)(n - 1);
 
-	for (j = 0; !ret && j < n; j++) {
-		char *slot = slots + (size_t)(j < me ? j : j - 1) * stride;
-
-		if (j == me)
-			continue;
-		ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C1, j,
-				      TNBC_FLAT_STEP, slot, stride);
-		if (!ret)
+	/* the sends first: steps released together run in the order they
+	 * were queued, and a packet that comes before its receive is
+	 * posted waits for it as any early one does */
+	for (j = 0; !ret && j < n; j++)
+		if (j != me)
 			ret = tnbc_sched_send(s, TNBC_SCHED_ARM, 1,
 					      TNBC_SCHED_C2, j, TNBC_FLAT_STEP,
 					      mine, sizeof(*mine) + len);
+	for (j = 0; !ret && j < n; j++) {
+		char *slot = slots + (size_t)(j < me ? j : j - 1) * stride;
+
+		if (j != me)
+			ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1,
+					      TNBC_SCHED_C1, j, TNBC_FLAT_STEP,
+					      slot, stride);
 	}
 	if (!ret)
 		ret = tnbc_sched_fn(s, &s->c[TNBC_SCHED_C1], (uint64_t)(n - 1),
