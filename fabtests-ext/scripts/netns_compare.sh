@@ -39,6 +39,7 @@ ROUNDS=${ROUNDS:-3}
 TESTS=${TESTS:-lat bw ar2 ar4 ar6}
 OUT=${OUT:-$PWD/netns-compare-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT/logs"
+tmp=$OUT/logs # cmp_apt_install's output
 export FI_PROVIDER_PATH=$bld/.libs
 export FTX_BIND=${FTX_BIND:-1}
 # shellcheck source=../../tests/netns-lib.sh
@@ -96,9 +97,12 @@ one() {
 
 cmp_rounds "$ROUNDS" "$TESTS" "${stacks[0]}" "${stacks[1]}"
 
-# a python3 with matplotlib if there is one (else the table alone)
+# a python3 with matplotlib (Debian's installed if none has it; the
+# table alone if that fails, or with PLOT=0)
 py=python3
-cmp_find_python || true
+if [ "${PLOT:-1}" != 0 ]; then
+	cmp_plot_python || true
+fi
 "$py" "$src/fabtests-ext/scripts/compare_table.py" "$OUT" "tcp;ofi_rxm" \
 	"tnbc over TCP vs tcp;ofi_rxm across namespaces (lat, allreduce: lower is better; bw: higher)" \
 	netns_compare.png

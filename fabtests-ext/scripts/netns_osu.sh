@@ -9,8 +9,9 @@
 #            of one host meet through shm, the others through TCP)
 #   ob1-tcp  pml ob1 + Open MPI's own BTLs: tcp between hosts, vader
 #            within one, self
-# Tests: lat (osu_latency, 8 B and 4 KiB, one rank on each of 2 hosts) and
-# arN (osu_allreduce, 8 to 64 B, N ranks: 2 on 2 hosts, 4 on 2, 6 on 3).
+# Tests: lat (osu_latency, 8 B and 4 KiB, one rank on each of 2 hosts), bw
+# (osu_bw, 64 KiB and 1 MiB, the same two ranks; in GB/s) and arN
+# (osu_allreduce, 8 to 64 B, N ranks: 2 on 2 hosts, 4 on 2, 6 on 3).
 # mpirun runs on host 1 and starts its daemons on the others through an
 # rsh agent that enters the host of the address it is given, as ssh
 # would.  Above 2 ranks the 2 cores of this machine are oversubscribed,
@@ -22,8 +23,8 @@
 #
 # usage: netns_osu.sh [-b BUILDDIR] OSU_DIR     (root only)
 #   OSU_DIR  an OSU micro-benchmarks 7.x build or install directory,
-#            searched for osu_latency and osu_allreduce
-# environment: ROUNDS=3; TESTS="lat ar2 ar4 ar6"; OUT=DIR (default
+#            searched for osu_latency, osu_bw and osu_allreduce
+# environment: ROUNDS=3; TESTS="lat bw ar2 ar4 ar6"; OUT=DIR (default
 #   ./netns-osu-YYYYmmdd-HHMMSS); PLOT=0 no PNG; TMO=300 per mpirun
 # OUT holds raw.csv (round,stack,test,np,bytes,value,unit), results.csv
 # (medians and ratios), table.txt, netns_osu.png, logs/.
@@ -42,15 +43,17 @@ if [ -z "$osu" ] || [ ! -d "$osu" ]; then
 fi
 lat_bin=$(find "$osu" -name osu_latency -type f -perm -u+x | head -1)
 ar_bin=$(find "$osu" -name osu_allreduce -type f -perm -u+x | head -1)
-if [ -z "$lat_bin" ] || [ -z "$ar_bin" ]; then
-	echo "no osu_latency or osu_allreduce under $osu" >&2
+bw_bin=$(find "$osu" -name osu_bw -type f -perm -u+x | head -1)
+if [ -z "$lat_bin" ] || [ -z "$ar_bin" ] || [ -z "$bw_bin" ]; then
+	echo "no osu_latency, osu_bw or osu_allreduce under $osu" >&2
 	exit 2
 fi
 ROUNDS=${ROUNDS:-3}
-TESTS=${TESTS:-lat ar2 ar4 ar6}
+TESTS=${TESTS:-lat bw ar2 ar4 ar6}
 TMO=${TMO:-300}
 OUT=${OUT:-$PWD/netns-osu-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT/logs"
+tmp=$OUT/logs # cmp_apt_install's output
 export FI_PROVIDER_PATH=$bld/.libs
 export FI_TNBC_XPORTS=shm,tcp
 # shellcheck source=../../tests/netns-lib.sh
@@ -95,6 +98,7 @@ one() {
 	log=$OUT/logs/$test-$np-$st-r$r.log
 	case $test in
 	lat) bin=$lat_bin sizes=8:4096 what=lat ;;
+	bw) bin=$bw_bin sizes=65536:1048576 what=bw ;;
 	ar) bin=$ar_bin sizes=8:64 what=allreduce ;;
 	*) return 1 ;;
 	esac
@@ -113,21 +117,29 @@ one() {
 		return 1
 	fi
 	[ "$st" = tnbc ] && cmp_check_tnbc "$test" "$np" 0 "$log"
-	# lines "size latency": latency at 8 B and 4 KiB, every allreduce
+	# lines "size latency" (latency at 8 B and 4 KiB, every allreduce)
+	# or "size MB/s" (64 KiB and 1 MiB, written in GB/s)
 	awk -v r="$r" -v s="$st" -v t="$what" -v np="$np" \
 		'$1 ~ /^[0-9]+$/ && NF >= 2 &&
-		 (t != "lat" || $1 == 8 || $1 == 4096) {
-			print r "," s "," t "," np "," $1 "," $2 ",us" }' \
+		 (t != "lat" || $1 == 8 || $1 == 4096) &&
+		 (t != "bw" || $1 == 65536 || $1 == 1048576) {
+			if (t == "bw")
+				print r "," s "," t "," np "," $1 "," $2 / 1000 ",GB/s"
+			else
+				print r "," s "," t "," np "," $1 "," $2 ",us" }' \
 		"$log" >>"$raw"
 }
 
 cmp_rounds "$ROUNDS" "$TESTS" tnbc ob1-tcp
 
-# a python3 with matplotlib if there is one (else the table alone)
+# a python3 with matplotlib (Debian's installed if none has it; the
+# table alone if that fails, or with PLOT=0)
 py=python3
-cmp_find_python || true
+if [ "${PLOT:-1}" != 0 ]; then
+	cmp_plot_python || true
+fi
 "$py" "$src/fabtests-ext/scripts/compare_table.py" "$OUT" ob1-tcp \
-	"Open MPI: OFI MTL on tnbc (shm + TCP) vs ob1 with its TCP BTL, across namespaces (lower is better)" \
+	"Open MPI: OFI MTL on tnbc (shm + TCP) vs ob1 with its TCP BTL, across namespaces (lat, allreduce: lower is better; bw: higher)" \
 	netns_osu.png
 echo "results in $OUT"
 exit $fail
