@@ -811,11 +811,12 @@ START_TEST(tcp_stream_engine_quiet)
 	/* Each message's answer (its CTS) queues its data, which the
 	 * polling sender writes in the same call: its engine is not to be
 	 * woken for it.  It was, once per message (769 kicks).  Up to 9
-	 * remain on an idle machine, for the sender's waits between
-	 * rounds; on one whose CPUs are all taken by other work, 368 (a
-	 * thread off its CPU for a while looks away, and kicks are right
-	 * then). */
-	ck_assert_msg(kicks * 4 < (uint64_t)MSGS * ROUNDS * 3,
+	 * remain on an idle machine; on one whose CPUs are all taken by
+	 * other work, 368; at times 405 to 636 on a 2-CPU virtual machine
+	 * whose host now and then runs one CPU three times slower (a
+	 * thread whose megabyte's write outlasts 16 windows looks stuck,
+	 * and kicks are right then). */
+	ck_assert_msg(kicks < (uint64_t)MSGS * ROUNDS,
 		      "the sender's engine was kicked %" PRIu64
 		      " times for %d messages",
 		      kicks, MSGS * ROUNDS);

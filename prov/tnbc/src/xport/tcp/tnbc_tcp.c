@@ -58,7 +58,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1905,22 +1904,21 @@ static int tnbc_tcp_skip(struct tnbc_tcp_conn *c, size_t n)
  * that sleeps in poll between the pieces of a large payload is woken
  * for each by the sender's CPU, which between namespaces also runs the
  * receiving side of the stack, and that cost 1 MiB streams a tenth of
- * their bandwidth (fi_tnbc(7)).  On a host with more runnable threads
- * than CPUs the sender may be waiting for this one's: the reader then
- * yields it between questions.  It used not to ask at all there, and
- * the load's sampled count of runnable threads (engines, the kernel's
- * softirq threads) said so often enough, two ranks on two CPUs, that
- * the reader slept for nearly every 64 KiB piece. */
+ * their bandwidth (fi_tnbc(7)).  Not on a host with more runnable
+ * threads than CPUs: the sender may be waiting for this one's.  (Asking
+ * there too, with a yield between questions, paid while large packets
+ * were written whole, and no longer once they were written in
+ * pieces.) */
 static bool tnbc_tcp_read_spin(struct tnbc_xdom *xdom, struct pollfd *pfd)
 {
-	bool busy = atomic_load_explicit(xdom->host_busy, memory_order_relaxed);
 	uint64_t end = tnbc_now_ns() + TNBC_TCP_READ_SPIN_NS;
+
+	if (atomic_load_explicit(xdom->host_busy, memory_order_relaxed))
+		return false;
 
 	do {
 		if (poll(pfd, 1, 0) > 0)
 			return true;
-		if (busy)
-			sched_yield();
 	} while (tnbc_now_ns() < end);
 	return false;
 }
