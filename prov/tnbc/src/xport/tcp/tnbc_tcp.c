@@ -608,8 +608,8 @@ static void tnbc_tcp_flush(struct tnbc_xpeer *p)
 /* The waker's view of an outgoing connection's event; whether the
  * engine is to look: the connection came up or died (what waits on it
  * moves or fails), or a send it refused may go now.  Room the socket
- * made for bytes already taken is the waker's to fill alone: kicked for
- * each, a sending engine was woken up to once per 1 MiB message. */
+ * made for bytes already taken is the waker's to fill alone: nothing
+ * else waits for it, and the engine was woken for each such event. */
 static bool tnbc_tcp_peer_event(struct tnbc_xpeer *p, uint32_t events)
 {
 	bool kick;
