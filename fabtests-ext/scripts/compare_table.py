@@ -3,7 +3,9 @@
 
 usage: python3 compare_table.py OUT REF TITLE PNG
   OUT    directory holding raw.csv (round,stack,test,np,bytes,value,unit);
-         stack is "tnbc" or REF
+         stack is "tnbc", REF, or "floor" (netns_compare.sh's kernel floor,
+         ftx_tcp_floor: shown beside the rows it has, with its ratio to REF,
+         the lowest ratio a stack that uses TCP sockets could show here)
   REF    the stack tnbc is compared with (e.g. "tcp;ofi_rxm")
   TITLE  the plot's title
   PNG    the plot's file name in OUT (PLOT=0 in the environment: none)
@@ -30,8 +32,9 @@ for r in rows:
     by_round[key + (r["round"],)] = float(r["value"])
 keys = sorted({k[:3] for k in med})
 res = []
+has_floor = any(r["stack"] == "floor" for r in rows)
 lines = ["%-10s %3s %8s %14s %14s %7s %7s %13s" % ("test", "np", "bytes", "tnbc", ref, "ratio", "paired",
-                                                   "range")]
+                                                   "range") + ("  %9s %7s" % ("floor", "f/ref") if has_floor else "")]
 
 
 def fmt(v):
@@ -51,15 +54,23 @@ for t, np_, b in keys:
            if (t, np_, b, "tnbc", unit, rd) in by_round and by_round.get((t, np_, b, ref, unit, rd))]
     paired = statistics.median(per) if per else None
     span = "%.3f-%.3f" % (min(per), max(per)) if per else "n/a"
-    res.append((t, np_, b, unit, am, xm, ratio, paired, min(per) if per else None, max(per) if per else None))
+    f = med.get((t, np_, b, "floor", unit))
+    fm = statistics.median(f) if f else None
+    fr = fm / xm if fm and xm else None
+    res.append((t, np_, b, unit, am, xm, ratio, paired, min(per) if per else None, max(per) if per else None,
+                fm, fr))
     lines.append("%-10s %3d %8d %11s %-2s %11s %-2s %7s %7s %13s" % (t, np_, b, fmt(am), "", fmt(xm), "", fmt(ratio),
-                                                                   fmt(paired), span))
+                                                                   fmt(paired), span) +
+                 ("  %9s %7s" % (fmt(fm), fmt(fr)) if has_floor and fm else ""))
 lines.append("units: lat and allreduce in us (ratio < 1: tnbc faster), bw in GB/s (ratio > 1: tnbc faster)")
+if has_floor:
+    lines.append("floor: two processes exchanging the bytes over one TCP socket, no provider (ftx_tcp_floor); "
+                 "f/ref: its ratio to " + ref)
 open(os.path.join(out, "table.txt"), "w").write("\n".join(lines) + "\n")
 with open(os.path.join(out, "results.csv"), "w") as fh:
     w = csv.writer(fh)
     w.writerow(["test", "np", "bytes", "unit", "tnbc", ref.replace(";", "_"), "ratio", "paired_ratio",
-                "paired_min", "paired_max"])
+                "paired_min", "paired_max", "floor", "floor_ratio"])
     w.writerows(res)
 print("\n".join(lines))
 if os.environ.get("PLOT", "1") != "0":
@@ -69,7 +80,11 @@ if os.environ.get("PLOT", "1") != "0":
         import matplotlib.pyplot as plt
         ok = [r for r in res if r[6]]
         fig, ax = plt.subplots(figsize=(9, 4))
-        ax.bar(range(len(ok)), [r[6] for r in ok])
+        ax.bar(range(len(ok)), [r[6] for r in ok], label="tnbc / " + ref)
+        fl = [(i, r[11]) for i, r in enumerate(ok) if r[11]]
+        if fl:
+            ax.plot([i for i, _ in fl], [v for _, v in fl], "rv", label="TCP socket floor / " + ref)
+            ax.legend(fontsize=7)
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xticks(range(len(ok)))
         ax.set_xticklabels(["%s\nnp=%d %dB" % (r[0], r[1], r[2]) for r in ok], fontsize=7)

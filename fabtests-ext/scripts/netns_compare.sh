@@ -14,6 +14,11 @@
 #              at 2 ranks on 2 hosts, 4 on 2 and 6 on 3 (tnbc reaches the
 #              ranks of one host through shm, as a user's job would;
 #              tcp;ofi_rxm has no shm and uses TCP for them too)
+#   floor      ftx_tcp_floor beside the 2-rank allreduce: the same bytes
+#              exchanged over one TCP socket by two processes, no provider,
+#              timed as ftx_bench_coll times fi_allreduce: what the kernel
+#              takes here, and so the lowest ratio to tcp;ofi_rxm a stack
+#              over TCP sockets could show on this machine
 # Ranks are bound to one CPU each where there are no more ranks than
 # CPUs, as mpirun binds them (FTX_BIND=1, fabtests-ext/common/ftx.c):
 # lat, bw and the 2-rank allreduce on a 2-CPU machine; 4 and 6 ranks
@@ -82,6 +87,23 @@ one() {
 		awk -v r="$r" -v s="$st" '!/^#/ && NF >= 3 && $1 ~ /^[0-9]+$/ {
 			print r "," s ",bw,2," $1 "," $NF ",GB/s" }' "$log" >>"$raw"
 		;;
+	floor)
+		# rank r bound to the r-th CPU, as FTX_BIND=1 binds ranks
+		local c0=-1 c1=-1
+		[ "$FTX_BIND" = 1 ] && c0=$(cmp_cpu 0) && c1=$(cmp_cpu 1)
+		nsenter -t "${HOSTPID[1]}" -n timeout 600 \
+			"$bld/fabtests-ext/ftx_tcp_floor" -r 0 -a 10.231.0.1 \
+			-p 7470 -c "$c0" -s 8,16,32,48 -i 200 -l x \
+			>"$log" 2>&1 &
+		nsenter -t "${HOSTPID[2]}" -n timeout 600 \
+			"$bld/fabtests-ext/ftx_tcp_floor" -r 1 -a 10.231.0.1 \
+			-p 7470 -c "$c1" -s 8,16,32,48 -i 200 \
+			>"$log.1" 2>&1 || { fail=1; wait; return; }
+		wait $! || { fail=1; return; }
+		awk -F, -v r="$r" '$1 == "x" {
+			print r ",floor,allreduce,2," $3 "," $4 ",us" }' \
+			"$log" >>"$raw"
+		;;
 	ar)
 		FTX_HOSTS=$(hosts_for "$np") timeout 600 \
 			"$bld/fabtests-ext/ftx_bench_coll" -p "$st" -n "$np" \
@@ -91,8 +113,21 @@ one() {
 		awk -F, -v r="$r" -v s="$st" -v np="$np" '$1 == "x" {
 			print r "," s ",allreduce," np "," $3 "," $4 ",us" }' \
 			"$log" >>"$raw"
+		# the kernel's floor beside the 2-rank allreduce, right
+		# after tnbc's in each round
+		[ "$np" = 2 ] && [ "$st" = tnbc ] && one "$r" floor floor 2
 		;;
 	esac
+}
+
+# the r-th CPU this script may use (FTX_BIND's rule; CPU r if the list
+# is short)
+cmp_cpu() {
+	local cpus
+	cpus=($(taskset -pc $$ | sed 's/.*: //' | tr ',' ' ' |
+		awk '{ for (i = 1; i <= NF; i++) { n = split($i, a, "-");
+			if (n == 1) print a[1]; else for (c = a[1]; c <= a[2]; c++) print c } }'))
+	echo "${cpus[$1]:-$1}"
 }
 
 cmp_rounds "$ROUNDS" "$TESTS" "${stacks[0]}" "${stacks[1]}"
