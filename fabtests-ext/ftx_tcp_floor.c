@@ -1,34 +1,45 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The kernel's floor under a 2-rank allreduce over TCP: two processes
- * exchange n bytes on one TCP socket (TCP_NODELAY, each writes its bytes
- * and busy-reads the other's), timed the way ftx_bench_coll times
- * fi_allreduce: rank 0 sends a start time 200 us ahead, both spin until
- * it, exchange, and the operation's time is from that start until the
- * later of the two ranks holds the other's bytes.  No provider runs: this
- * is what any stack that moves one packet each way over a TCP socket
- * pays on this machine, the reference that netns_compare.sh puts beside
- * tnbc's and tcp;ofi_rxm's allreduce.  Uses no libfabric.
+ * exchange n bytes on one TCP socket (TCP_NODELAY; each writes its bytes
+ * and busy-reads the other's), and nothing else crosses that socket.
+ * They are timed the way ftx_bench_coll times fi_allreduce, and meet the
+ * way its ranks do, through memory both share (common/ftx.c): rank 0
+ * posts a start time 200 us ahead, both spin until it and exchange, and
+ * the operation's time is from that start until the later of the two
+ * holds the other's bytes.  No provider runs: this is what any stack
+ * that moves one packet each way over a TCP socket pays on this machine,
+ * the reference netns_compare.sh puts beside tnbc's and tcp;ofi_rxm's
+ * allreduce.  Uses no libfabric.
  *
- *   rank 0: ftx_tcp_floor -r 0 -a ADDR -p PORT [-s 8,16] [-i N] [-c CPU]
- *   rank 1: ftx_tcp_floor -r 1 -a ADDR -p PORT (the same sizes, count)
+ *   ftx_tcp_floor -a ADDR [-p PORT] [-s 8,16] [-i N] [-t SEC]
  *
- * ADDR is rank 0's address (it listens there).  Rank 0 prints CSV lines
- * "label,nprocs,bytes,median_us,min_us", as ftx_bench_coll does.  Figures
- * only: nothing passes or fails on time; a wrong byte or a lost peer is an
+ * Rank 0 listens on ADDR (its own address).  As for the ftx programs,
+ * FTX_HOSTS=pid0,pid1 puts rank r into the network namespace of the
+ * r-th process (a host of tests/netns-lib.sh), and FTX_BIND=1 binds rank
+ * r to the r-th CPU the program may use.  Prints CSV lines
+ * "label,nprocs,bytes,median_us,min_us" (-l label, default x), as
+ * ftx_bench_coll does.  Figures only: nothing passes or fails on time; a
+ * wrong byte, a lost peer or the time limit (-t, default 600 s) is an
  * error (exit 1).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +47,38 @@
 #define MAX_BYTES  4096
 #define LEAD_NS	   200000 /* ftx_bench_coll's start, ahead of its broadcast */
 #define CONNECT_NS 30000000000ull
+
+/* What the two ranks share; each field has one writer. */
+struct floor_shared {
+	_Atomic uint64_t listening; /* rank 0: its socket takes connections */
+	_Atomic uint64_t go; /* rank 0: operation number go started */
+	uint64_t t0; /* its start, written before go */
+	_Atomic uint64_t fin[2]; /* rank r: operation fin[r] done */
+	uint64_t done[2]; /* when, written before fin */
+};
+
+static pid_t kid[2];
+
+/* the time limit: both ranks end, and the run fails */
+static void
+on_alarm(int sig)
+{
+	static const char msg[] = "ftx_tcp_floor: time limit reached\n";
+
+	(void) sig;
+	for (int r = 0; r < 2; r++)
+		if (kid[r] > 0)
+			kill(kid[r], SIGKILL);
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+struct floor_opts {
+	const char *addr, *label;
+	int port, iters, nsizes;
+	size_t sizes[MAX_SIZES];
+};
 
 static uint64_t
 now_ns(void)
@@ -47,17 +90,17 @@ now_ns(void)
 }
 
 static void
-die(const char *what)
+die(int rank, const char *what)
 {
-	fprintf(stderr, "ftx_tcp_floor: %s: %s\n", what,
+	fprintf(stderr, "ftx_tcp_floor: rank %d: %s: %s\n", rank, what,
 		errno ? strerror(errno) : "failed");
-	exit(1);
+	_exit(1);
 }
 
 /* All of len bytes, busy-reading (as a stack whose application polls
  * its completion queue would). */
 static void
-read_all(int fd, void *buf, size_t len)
+read_all(int rank, int fd, void *buf, size_t len)
 {
 	size_t got = 0;
 
@@ -73,12 +116,12 @@ read_all(int fd, void *buf, size_t len)
 			continue;
 		if (!r)
 			errno = ECONNRESET;
-		die("read");
+		die(rank, "read");
 	}
 }
 
 static void
-write_all(int fd, const void *buf, size_t len)
+write_all(int rank, int fd, const void *buf, size_t len)
 {
 	size_t put = 0;
 
@@ -89,21 +132,21 @@ write_all(int fd, const void *buf, size_t len)
 		if (r > 0)
 			put += (size_t) r;
 		else if (r < 0 && errno != EAGAIN && errno != EINTR)
-			die("write");
+			die(rank, "write");
 	}
 }
 
 static int
-connect_pair(int rank, const char *addr, int port)
+connect_pair(int rank, const struct floor_opts *o, struct floor_shared *sh)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons((uint16_t) port)};
+				 .sin_port = htons((uint16_t) o->port)};
 	uint64_t end = now_ns() + CONNECT_NS;
 	int one = 1, fd;
 
-	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+	if (inet_pton(AF_INET, o->addr, &sa.sin_addr) != 1) {
 		errno = EINVAL;
-		die(addr);
+		die(rank, o->addr);
 	}
 	if (rank == 0) {
 		int l = socket(AF_INET, SOCK_STREAM, 0);
@@ -113,26 +156,26 @@ connect_pair(int rank, const char *addr, int port)
 			       sizeof(one)) ||
 		    bind(l, (struct sockaddr *) &sa, sizeof(sa)) ||
 		    listen(l, 1))
-			die("listen");
+			die(rank, "listen");
+		atomic_store(&sh->listening, 1);
 		fd = accept(l, NULL, NULL);
 		if (fd < 0)
-			die("accept");
+			die(rank, "accept");
 		close(l);
 	} else {
-		for (;;) {
-			fd = socket(AF_INET, SOCK_STREAM, 0);
-			if (fd < 0)
-				die("socket");
-			if (!connect(fd, (struct sockaddr *) &sa, sizeof(sa)))
-				break;
-			close(fd);
-			if (now_ns() > end)
-				die("connect");
-			usleep(10000); /* rank 0 not listening yet */
+		while (!atomic_load(&sh->listening)) {
+			if (now_ns() > end) {
+				errno = ETIMEDOUT;
+				die(rank, "waiting for rank 0");
+			}
+			usleep(1000);
 		}
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *) &sa, sizeof(sa)))
+			die(rank, "connect");
 	}
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
-		die("TCP_NODELAY");
+		die(rank, "TCP_NODELAY");
 	return fd;
 }
 
@@ -145,56 +188,129 @@ cmp_u64(const void *a, const void *b)
 }
 
 static uint8_t
-pattern(int rank, int iter, size_t i)
+pattern(int rank, uint64_t op, size_t i)
 {
-	return (uint8_t) (rank * 131 + iter * 7 + (int) i);
+	return (uint8_t) ((uint64_t) rank * 131 + op * 7 + i);
 }
 
-/* One size: n timed operations after n/10 untimed; rank 0 returns the
- * sorted times. */
+/* One size: n timed operations after n/10 untimed; *op numbers them
+ * across sizes.  Rank 0 fills times, sorted. */
 static void
-run_size(int fd, int rank, size_t bytes, int n, uint64_t *times)
+run_size(int fd, int rank, struct floor_shared *sh, uint64_t *op, size_t bytes,
+	 int n, uint64_t *times)
 {
 	uint8_t mine[MAX_BYTES], theirs[MAX_BYTES];
 
 	for (int r = -(n / 10); r < n; r++) {
-		uint64_t t0, done, other;
+		uint64_t k = ++*op, t0, done;
 
 		for (size_t i = 0; i < bytes; i++)
-			mine[i] = pattern(rank, r, i);
+			mine[i] = pattern(rank, k, i);
 		if (rank == 0) {
 			t0 = now_ns() + LEAD_NS;
-			write_all(fd, &t0, sizeof(t0));
+			sh->t0 = t0;
+			atomic_store_explicit(&sh->go, k, memory_order_release);
 		} else {
-			read_all(fd, &t0, sizeof(t0));
+			while (atomic_load_explicit(&sh->go,
+						    memory_order_acquire) != k)
+				;
+			t0 = sh->t0;
 		}
 		while (now_ns() < t0)
 			;
-		write_all(fd, mine, bytes);
-		read_all(fd, theirs, bytes);
+		write_all(rank, fd, mine, bytes);
+		read_all(rank, fd, theirs, bytes);
 		done = now_ns();
 		for (size_t i = 0; i < bytes; i++) {
-			if (theirs[i] != pattern(!rank, r, i)) {
+			if (theirs[i] != pattern(!rank, k, i)) {
 				fprintf(stderr,
-					"ftx_tcp_floor: %zu B, operation %d: "
-					"byte %zu is %u, not %u\n",
-					bytes, r, i, theirs[i],
-					pattern(!rank, r, i));
-				exit(1);
+					"ftx_tcp_floor: rank %d: %zu B, "
+					"operation %d: byte %zu is %u, not "
+					"%u\n",
+					rank, bytes, r, i, theirs[i],
+					pattern(!rank, k, i));
+				_exit(1);
 			}
 		}
-		if (rank == 1) {
-			write_all(fd, &done, sizeof(done));
+		sh->done[rank] = done;
+		atomic_store_explicit(&sh->fin[rank], k, memory_order_release);
+		if (rank == 1)
 			continue;
-		}
-		read_all(fd, &other, sizeof(other));
-		if (other > done)
-			done = other;
+		while (atomic_load_explicit(&sh->fin[1],
+					    memory_order_acquire) != k)
+			;
+		if (sh->done[1] > done)
+			done = sh->done[1];
 		if (r >= 0)
 			times[r] = done - t0;
 	}
 	if (rank == 0)
 		qsort(times, (size_t) n, sizeof(*times), cmp_u64);
+}
+
+/* FTX_HOSTS and FTX_BIND, as common/ftx.c reads them (only the network
+ * namespace matters here). */
+static void
+place_rank(int rank)
+{
+	const char *hosts = getenv("FTX_HOSTS"), *b = getenv("FTX_BIND");
+
+	if (hosts && *hosts) {
+		char path[64];
+		long pid = strtol(hosts, NULL, 10);
+		int fd;
+
+		if (rank) {
+			const char *comma = strchr(hosts, ',');
+
+			pid = comma ? strtol(comma + 1, NULL, 10) : pid;
+		}
+		snprintf(path, sizeof(path), "/proc/%ld/ns/net", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET))
+			die(rank, path);
+		close(fd);
+	}
+	if (b && !strcmp(b, "1")) {
+		cpu_set_t may, one;
+		int cpu, nth = 0;
+
+		if (sched_getaffinity(0, sizeof(may), &may) ||
+		    CPU_COUNT(&may) < 2)
+			return;
+		for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+			if (CPU_ISSET(cpu, &may) && nth++ == rank)
+				break;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one))
+			die(rank, "binding to a CPU");
+	}
+}
+
+static void
+rank_main(int rank, const struct floor_opts *o, struct floor_shared *sh)
+{
+	uint64_t *times = calloc((size_t) o->iters, sizeof(*times)), op = 0;
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (!times)
+		die(rank, "memory");
+	place_rank(rank);
+	fd = connect_pair(rank, o, sh);
+	if (rank == 0)
+		printf("label,nprocs,bytes,median_us,min_us\n");
+	for (int s = 0; s < o->nsizes; s++) {
+		run_size(fd, rank, sh, &op, o->sizes[s], o->iters, times);
+		if (rank == 0)
+			printf("%s,2,%zu,%.3f,%.3f\n", o->label, o->sizes[s],
+			       times[o->iters / 2] / 1e3, times[0] / 1e3);
+		fflush(stdout);
+	}
+	close(fd);
+	free(times);
+	_exit(0);
 }
 
 static int
@@ -217,9 +333,12 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-		"usage: ftx_tcp_floor -r 0|1 -a ADDR -p PORT "
-		"[-s SIZES] [-i ITERS] [-c CPU] [-l LABEL]\n"
-		"  SIZES: a comma list, 1 to %d bytes each\n",
+		"usage: ftx_tcp_floor -a ADDR [-p PORT] [-s SIZES] [-i ITERS] "
+		"[-t SEC] [-l LABEL]\n"
+		"  ADDR: rank 0's IPv4 address; SIZES: a comma list, 1 to %d "
+		"bytes each\n"
+		"  environment: FTX_HOSTS=pid0,pid1, FTX_BIND=1 (as the ftx "
+		"programs)\n",
 		MAX_BYTES);
 	exit(2);
 }
@@ -227,67 +346,76 @@ usage(void)
 int
 main(int argc, char **argv)
 {
-	size_t sizes[MAX_SIZES] = {8};
-	int nsizes = 1, iters = 1000, rank = -1, port = 0, cpu = -1, c, fd;
-	const char *addr = NULL, *label = "x";
+	struct floor_opts o = {.label = "x",
+			       .port = 7470,
+			       .iters = 1000,
+			       .nsizes = 1,
+			       .sizes = {8}};
+	struct floor_shared *sh;
 	char size_arg[256];
-	uint64_t *times;
+	int c, timeout_s = 600, rc = 0;
 
-	while ((c = getopt(argc, argv, "r:a:p:s:i:c:l:h")) != -1) {
+	while ((c = getopt(argc, argv, "a:p:s:i:t:l:h")) != -1) {
 		switch (c) {
-		case 'r':
-			rank = atoi(optarg);
-			break;
 		case 'a':
-			addr = optarg;
+			o.addr = optarg;
 			break;
 		case 'p':
-			port = atoi(optarg);
+			o.port = atoi(optarg);
 			break;
 		case 's':
 			snprintf(size_arg, sizeof(size_arg), "%s", optarg);
-			nsizes = parse_sizes(size_arg, sizes);
-			if (nsizes <= 0)
+			o.nsizes = parse_sizes(size_arg, o.sizes);
+			if (o.nsizes <= 0)
 				usage();
 			break;
 		case 'i':
-			iters = atoi(optarg);
+			o.iters = atoi(optarg);
 			break;
-		case 'c':
-			cpu = atoi(optarg);
+		case 't':
+			timeout_s = atoi(optarg);
 			break;
 		case 'l':
-			label = optarg;
+			o.label = optarg;
 			break;
 		default:
 			usage();
 		}
 	}
-	if ((rank != 0 && rank != 1) || !addr || port <= 0 || port > 65535 ||
-	    iters < 1 || iters > 10000000)
+	if (!o.addr || o.port <= 0 || o.port > 65535 || o.iters < 1 ||
+	    o.iters > 10000000 || timeout_s < 1)
 		usage();
-	if (cpu >= 0) {
-		cpu_set_t set;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		die(-1, "shared memory");
+	fflush(stdout);
+	for (int r = 0; r < 2; r++) {
+		kid[r] = fork();
+		if (kid[r] < 0)
+			die(-1, "fork");
+		if (!kid[r])
+			rank_main(r, &o, sh);
+	}
+	/* a rank that fails leaves the other spinning: it is ended too */
+	signal(SIGALRM, on_alarm);
+	alarm((unsigned) timeout_s);
+	for (int left = 2; left;) {
+		int st;
+		pid_t p = wait(&st);
 
-		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
-		if (sched_setaffinity(0, sizeof(set), &set))
-			die("binding to the CPU");
+		if (p < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		left--;
+		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+			rc = 1;
+			for (int r = 0; r < 2; r++)
+				if (kid[r] != p)
+					kill(kid[r], SIGKILL);
+		}
 	}
-	times = calloc((size_t) iters, sizeof(*times));
-	if (!times)
-		die("memory");
-	fd = connect_pair(rank, addr, port);
-	if (rank == 0)
-		printf("label,nprocs,bytes,median_us,min_us\n");
-	for (int s = 0; s < nsizes; s++) {
-		run_size(fd, rank, sizes[s], iters, times);
-		if (rank == 0)
-			printf("%s,2,%zu,%.3f,%.3f\n", label, sizes[s],
-			       times[iters / 2] / 1e3, times[0] / 1e3);
-		fflush(stdout);
-	}
-	close(fd);
-	free(times);
-	return 0;
+	return rc;
 }

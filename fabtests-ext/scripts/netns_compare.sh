@@ -88,18 +88,10 @@ one() {
 			print r "," s ",bw,2," $1 "," $NF ",GB/s" }' "$log" >>"$raw"
 		;;
 	floor)
-		# rank r bound to the r-th CPU, as FTX_BIND=1 binds ranks
-		local c0=-1 c1=-1
-		[ "$FTX_BIND" = 1 ] && c0=$(cmp_cpu 0) && c1=$(cmp_cpu 1)
-		nsenter -t "${HOSTPID[1]}" -n timeout 600 \
-			"$bld/fabtests-ext/ftx_tcp_floor" -r 0 -a 10.231.0.1 \
-			-p 7470 -c "$c0" -s 8,16,32,48 -i 200 -l x \
-			>"$log" 2>&1 &
-		nsenter -t "${HOSTPID[2]}" -n timeout 600 \
-			"$bld/fabtests-ext/ftx_tcp_floor" -r 1 -a 10.231.0.1 \
-			-p 7470 -c "$c1" -s 8,16,32,48 -i 200 \
-			>"$log.1" 2>&1 || { fail=1; wait; return; }
-		wait $! || { fail=1; return; }
+		FTX_HOSTS=$(hosts_for 2) timeout 600 \
+			"$bld/fabtests-ext/ftx_tcp_floor" -a 10.231.0.1 \
+			-s 8,16,32,48 -i 200 -l x >"$log" 2>&1 ||
+			{ fail=1; return; }
 		awk -F, -v r="$r" '$1 == "x" {
 			print r ",floor,allreduce,2," $3 "," $4 ",us" }' \
 			"$log" >>"$raw"
@@ -118,16 +110,6 @@ one() {
 		[ "$np" = 2 ] && [ "$st" = tnbc ] && one "$r" floor floor 2
 		;;
 	esac
-}
-
-# the r-th CPU this script may use (FTX_BIND's rule; CPU r if the list
-# is short)
-cmp_cpu() {
-	local cpus
-	cpus=($(taskset -pc $$ | sed 's/.*: //' | tr ',' ' ' |
-		awk '{ for (i = 1; i <= NF; i++) { n = split($i, a, "-");
-			if (n == 1) print a[1]; else for (c = a[1]; c <= a[2]; c++) print c } }'))
-	echo "${cpus[$1]:-$1}"
 }
 
 cmp_rounds "$ROUNDS" "$TESTS" "${stacks[0]}" "${stacks[1]}"
