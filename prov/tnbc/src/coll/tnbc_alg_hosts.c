@@ -90,22 +90,20 @@ int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	lead = leads[mc->host[me]];
 	for (j = 0; j < mc->size; j++)
 		nloc += j != me && mc->host[j] == mc->host[me];
+	/* a leader's: the host's packet, the local slots, the hosts'
+	 * slots, two descriptors; a member's: its own packet */
 	if (lead != me)
-		nloc = 0;
-	/* the own or host's packet, the local slots, the hosts' slots, two
-	 * descriptors */
-	ret = tnbc_sched_new(mc, TNBC_HOSTS_C4 + 1,
-			     (1 + (size_t)nloc + (size_t)hosts - 1) * stride +
-				     2 * sizeof(struct tnbc_desc_red),
-			     op->context, &s);
+		ret = tnbc_sched_new(mc, 0, stride, op->context, &s);
+	else
+		ret = tnbc_sched_new(mc, TNBC_HOSTS_C4 + 1,
+				     (1 + (size_t)nloc + (size_t)hosts - 1) *
+						     stride +
+					     2 * sizeof(struct tnbc_desc_red),
+				     op->context, &s);
 	if (ret)
 		return ret;
 	s->end = op->end;
 	pkt = s->scratch;
-	lslots = (char *)s->scratch + stride;
-	gslots = lslots + (size_t)nloc * stride;
-	loc = (struct tnbc_desc_red *)(gslots + (size_t)(hosts - 1) * stride);
-	glob = loc + 1;
 	/* all of it goes out: no stale bytes past the values */
 	memset(pkt, 0, stride);
 	/* the first level's packets: one degree for all of the group's */
@@ -129,6 +127,10 @@ int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		return ret;
 	}
 
+	lslots = (char *)s->scratch + stride;
+	gslots = lslots + (size_t)nloc * stride;
+	loc = (struct tnbc_desc_red *)(gslots + (size_t)(hosts - 1) * stride);
+	glob = loc + 1;
 	/* the second level's: the host's number orders the fold */
 	glob->hdr = hdr;
 	glob->hdr.degree = (uint32_t)(hosts - 1);
