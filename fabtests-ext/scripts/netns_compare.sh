@@ -107,7 +107,9 @@ one() {
 			"$log" >>"$raw"
 		# the kernel's floor beside the 2-rank allreduce, right
 		# after tnbc's in each round
-		[ "$np" = 2 ] && [ "$st" = tnbc ] && one "$r" floor floor 2
+		if [ "$np" = 2 ] && [ "$st" = tnbc ]; then
+			one "$r" floor floor 2
+		fi
 		;;
 	esac
 }
