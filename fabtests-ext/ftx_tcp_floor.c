@@ -411,6 +411,14 @@ main(int argc, char **argv)
 		}
 		left--;
 		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+			int who = p == kid[1];
+
+			/* not a rank this loop itself ended */
+			if (WIFSIGNALED(st) && !rc)
+				fprintf(stderr,
+					"ftx_tcp_floor: rank %d ended by "
+					"signal %d\n",
+					who, WTERMSIG(st));
 			rc = 1;
 			for (int r = 0; r < 2; r++)
 				if (kid[r] != p)
