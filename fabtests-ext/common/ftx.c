@@ -1049,6 +1049,29 @@ stop_children(pid_t *pids, bool *done, int n, int sig)
 			kill(pids[i], sig);
 }
 
+/* Until a rank ends (SIGCHLD, held by the caller) or the next time the
+ * launcher must act (the deadline, or stop_at), at most 100 ms.  The
+ * launcher used to look every 2 ms: each look woke it on a CPU where a
+ * rank was bound and polling, and took that CPU from it in the middle
+ * of a timed operation now and then (318 to 385 times in a 2-rank
+ * allreduce run of 2200 operations). */
+static void
+wait_child(uint64_t now, uint64_t deadline, uint64_t stop_at,
+	   const sigset_t *chld)
+{
+	uint64_t until = now + 100000000ull;
+	struct timespec ts;
+
+	if (deadline > now && deadline < until)
+		until = deadline;
+	if (stop_at && stop_at > now && stop_at < until)
+		until = stop_at;
+	until -= now;
+	ts.tv_sec = (time_t) (until / 1000000000ull);
+	ts.tv_nsec = (long) (until % 1000000000ull);
+	(void) sigtimedwait(chld, NULL, &ts);
+}
+
 static void
 launch(const struct ftx_test *t, const struct ftx_case *c,
        struct launch_result *lr)
@@ -1061,8 +1084,15 @@ launch(const struct ftx_test *t, const struct ftx_case *c,
 	uint64_t start = ftx_now_ns(), stop_at = 0, now;
 	uint64_t deadline = start + (uint64_t) ftx_opts.timeout * 1000000000ull;
 	bool timed_out = false, termed = false;
+	sigset_t chld, old;
 
 	memset(shared, 0, sizeof(*shared));
+	/* Held from before the first fork, so that a rank that ends
+	 * between a look at the ranks and the wait below still ends that
+	 * wait (it stays pending). */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
 	lr->res = R_PASS;
 	lr->reason[0] = '\0';
 	fflush(stdout);
@@ -1080,6 +1110,7 @@ launch(const struct ftx_test *t, const struct ftx_case *c,
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			if (getppid() == 1)
 				_exit(FTX_EXIT_FAIL);
+			sigprocmask(SIG_SETMASK, &old, NULL);
 			enter_host(i);
 			rank_main(t, c, i);
 		}
@@ -1144,8 +1175,9 @@ launch(const struct ftx_test *t, const struct ftx_case *c,
 				stop_at = 0;
 			}
 		}
-		ftx_sleep_ms(2);
+		wait_child(now, deadline, stop_at, &chld);
 	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 
 	if (timed_out) {
 		int len;
