@@ -11,7 +11,8 @@ build=$1 mode=${2:-all}
 # reached through a plain bind of the root, which leaves that out
 case $build in
 /tmp/*)
-	mkdir -p /run/host && mount --bind / /run/host || exit 1
+	mountpoint -q /run/host ||
+		{ mkdir -p /run/host && mount --bind / /run/host; } || exit 1
 	build=/run/host$build ;;
 esac
 cd "$build" || exit 1

@@ -28,7 +28,8 @@ esac
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 OUT=$out RXE_TIMEOUT=${RXE_TIMEOUT:-1500} \
-	sh "$rxe/run.sh" "$src/tests/verbs-guest.sh" "$PWD" "$mode" && rc=0 ||
+	bash "$src/tests/softroce-run.sh" "$rxe" "$src/tests/verbs-guest.sh" \
+	"$PWD" "$mode" && rc=0 ||
 	rc=$?
 if [ "$rc" -eq 125 ]; then
 	echo "FAIL: the guest never ran the tests; its console:"

@@ -29,7 +29,9 @@ if [ "${1:-}" = --guest ]; then
 	# (a comma list: the guest gets one command line, unquoted)
 	bld=$2 OUT=$3 ROUNDS=$4 TESTS=${5//,/ }
 	case $bld in /tmp/*)
-		mkdir -p /run/host && mount --bind / /run/host && bld=/run/host$bld ;;
+		{ mountpoint -q /run/host ||
+		{ mkdir -p /run/host && mount --bind / /run/host; }; } &&
+		bld=/run/host$bld ;;
 	esac
 	export FI_PROVIDER_PATH=$bld/.libs
 	# rxm sizes its verbs completion queues by the universe (256 by
@@ -80,7 +82,7 @@ OUT=${OUT:-$PWD/rxe-compare-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 # the guest sees OUT at its own /tmp/out
 tests=${TESTS:-lat bw ar2 ar4}
-OUT=$OUT RXE_TIMEOUT=${RXE_TIMEOUT:-5400} sh "$rxe/run.sh" \
+OUT=$OUT RXE_TIMEOUT=${RXE_TIMEOUT:-5400} bash "$src/tests/softroce-run.sh" "$rxe" \
 	"$src/fabtests-ext/scripts/rxe_compare.sh" --guest "$bld" /tmp/out \
 	"${ROUNDS:-3}" "${tests// /,}"
 # a python3 with matplotlib if there is one (else the table alone)
