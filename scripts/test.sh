@@ -48,8 +48,9 @@ show_logs() {
 	find "$dir" -name '*.log' -newer "$dir/Makefile" -path '*tests*' \
 		-o -name '*.log' -newer "$dir/Makefile" -path '*fabtests-ext*' |
 		while read -r f; do
-			grep -q '^FAIL\|^ERROR' "${f%.log}.trs" 2>/dev/null &&
-				{ echo "---- $f"; tail -40 "$f"; }
+			grep -q '^:test-result: \(FAIL\|ERROR\|XPASS\)' "${f%.log}.trs" 2>/dev/null &&
+				{ echo "---- $f"; grep -E '^[^ ]+:[0-9]+:[EF]:' "$f"
+				  tail -40 "$f"; }
 		done
 }
 
@@ -104,6 +105,11 @@ fi
 step "make distcheck"
 if ! quiet "$top/build/distcheck.out" make -C "$top/build" distcheck; then
 	tail -60 "$top/build/distcheck.out"
+	# distcheck leaves its tree behind when it fails: the failing
+	# tests' own logs are there
+	for d in "$top"/build/tnbc-*/_build/sub; do
+		[ -f "$d/Makefile" ] && show_logs "$d"
+	done
 	status=1
 else
 	grep -E '^[=]+$|archives ready|tnbc-.*tar' "$top/build/distcheck.out" | tail -3
