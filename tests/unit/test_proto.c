@@ -3,7 +3,9 @@
  * queue), and robustness against malformed packets.
  */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -1186,6 +1188,150 @@ START_TEST(proto_idle_engine_sleeps_for_good)
 }
 END_TEST
 
+/* The engine of _i's transport: 0 shm's doorbell, 1 tcp's eventfd. */
+static const struct tnbc_xport_ops *nudge_xport(int i)
+{
+	return i ? &tnbc_tcp_ops : &tnbc_shm_ops;
+}
+
+/*
+ * Work that a polling application thread queues for itself (the data a
+ * CTS it took releases, a control packet) does not wake the engine
+ * napping beside it: that thread sends it in the same call, and a
+ * wake-up would only take its core (tnbc_engine_nudge).  With a window
+ * of a second the engine's naps last a second at least, and nothing
+ * else here wakes it: a nudge made within 900 ms of the last look that
+ * saw the count of sleeps before the nap's finds it napping, whatever
+ * the scheduler does meanwhile.
+ */
+START_TEST(proto_nudge_spares_nap)
+{
+	enum { SAMPLES = 200 };
+	size_t window_us = tnbc_env.app_window_us;
+	struct tu_xport_only o;
+	struct tu_world w;
+	struct tnbc_domain *dom;
+	struct tnbc_engine *e;
+	struct fi_cq_tagged_entry ce;
+	uint64_t sleeps, look = 0, start = 0;
+	unsigned kept = 0;
+
+	tnbc_env.app_window_us = 1000000;
+	tu_xport_only_begin(&o, nudge_xport(_i));
+	tu_world_open(&w, 1, NULL);
+	dom = tu_tnbc_domain(&w.d);
+	e = &dom->engine;
+	sleeps = atomic_load(&e->sleeps);
+	for (uint64_t end = tu_now_ms() + TU_WAIT_MS;
+	     kept < SAMPLES && tu_now_ms() < end;) {
+		uint64_t prev = look, k0, k1;
+
+		ck_assert_int_eq(fi_cq_read(w.ep[R].rx_cq, &ce, 1), -FI_EAGAIN);
+		look = tu_now_ms();
+		if (atomic_load(&e->sleeps) != sleeps) {
+			/* begun after the previous look */
+			sleeps = atomic_load(&e->sleeps);
+			start = prev;
+			continue;
+		}
+		if (!start || !atomic_load(&e->napping))
+			continue;
+		k0 = atomic_load(&e->kicks);
+		tnbc_engine_nudge(dom);
+		k1 = atomic_load(&e->kicks);
+		if (tu_now_ms() - start >= 900)
+			continue; /* the nap may have ended on its own */
+		ck_assert_msg(k1 == k0,
+			      "a nudge from a polling thread woke the engine "
+			      "in its nap (sample %u)",
+			      kept);
+		kept++;
+	}
+	tnbc_env.app_window_us = window_us;
+	ck_assert_msg(kept == SAMPLES,
+		      "the engine napped beside a polling thread in %u "
+		      "samples of %d",
+		      kept, SAMPLES);
+	tu_world_close(&w);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
+/* Waits until e sleeps without a bound: its count of sleeps stays put
+ * for 200 ms, longer than any bounded sleep (10 ms steps), and it is in
+ * the last of them. */
+static void nudge_until_asleep(struct tnbc_engine *e)
+{
+	uint64_t sleeps = atomic_load(&e->sleeps);
+
+	for (uint64_t still = tu_now_ms(), end = still + 3 * TU_WAIT_MS;
+	     tu_now_ms() - still < 200 ||
+	     atomic_load(&e->sleeps) != atomic_load(&e->wakeups) + 1;) {
+		ck_assert_msg(tu_now_ms() < end, "the engine never slept");
+		if (atomic_load(&e->sleeps) != sleeps) {
+			sleeps = atomic_load(&e->sleeps);
+			still = tu_now_ms();
+		}
+		tu_sleep_ms(5);
+	}
+}
+
+static bool nudge_woken(struct tnbc_engine *e, uint64_t wakeups)
+{
+	for (uint64_t end = tu_now_ms() + TU_WAIT_MS;
+	     atomic_load(&e->wakeups) == wakeups && tu_now_ms() < end;)
+		tu_sleep_ms(1);
+	return atomic_load(&e->wakeups) != wakeups;
+}
+
+/*
+ * An engine asleep because the application looks away is woken by a
+ * nudge, and by one written kick however many threads ask before it
+ * runs again (it may wait for a CPU for milliseconds, a batch thread
+ * beside polling ones: each ask had been a system call).  Here it is
+ * kept from sleeping again by holding the endpoints' lock, which its
+ * first pass takes; once let go, it sleeps again and the next nudge
+ * writes a kick anew.
+ */
+START_TEST(proto_kick_once_per_sleep)
+{
+	enum { ASKS = 100 };
+	struct tu_xport_only o;
+	struct tu_world w;
+	struct tnbc_domain *dom;
+	struct tnbc_engine *e;
+	uint64_t k0, w0, k1;
+	bool woken;
+
+	tu_xport_only_begin(&o, nudge_xport(_i));
+	tu_world_open(&w, 1, NULL);
+	dom = tu_tnbc_domain(&w.d);
+	e = &dom->engine;
+	nudge_until_asleep(e);
+	pthread_rwlock_wrlock(&dom->ep_lock);
+	k0 = atomic_load(&e->kicks);
+	w0 = atomic_load(&e->wakeups);
+	for (int i = 0; i < ASKS; i++)
+		tnbc_engine_nudge(dom);
+	woken = nudge_woken(e, w0);
+	k1 = atomic_load(&e->kicks);
+	pthread_rwlock_unlock(&dom->ep_lock);
+	ck_assert_msg(woken, "a nudge did not wake the sleeping engine");
+	ck_assert_msg(k1 - k0 == 1,
+		      "%" PRIu64 " kicks written for %d asks in one sleep",
+		      k1 - k0, ASKS);
+
+	nudge_until_asleep(e);
+	w0 = atomic_load(&e->wakeups);
+	tnbc_engine_nudge(dom);
+	ck_assert_msg(nudge_woken(e, w0),
+		      "a nudge in the next sleep did not wake the engine");
+	ck_assert_uint_eq(atomic_load(&e->kicks), k1 + 1);
+	tu_world_close(&w);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
 /*
  * What senders read to decide whether an eager message must wake the
  * engine: the endpoint is counted from its first posted receive on, and
@@ -1478,6 +1624,8 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tr, proto_ring_wrap);
 	tcase_add_test(tr, proto_ring_prefaulted);
 	tcase_add_test(tr, proto_idle_engine_sleeps_for_good);
+	tcase_add_loop_test(tr, proto_nudge_spares_nap, 0, 2);
+	tcase_add_loop_test(tr, proto_kick_once_per_sleep, 0, 2);
 	tcase_add_loop_test(tr, proto_ring_burst, 0, 2);
 	tcase_add_test(tr, proto_bad_packets);
 	tcase_add_test(tr, proto_bad_direct_reads);

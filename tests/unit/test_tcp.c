@@ -697,14 +697,6 @@ static uint64_t engine_cpu_ms(struct tu_kside *k)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Wake-ups asked of the engine of k's domain so far. */
-static uint64_t engine_kicks(struct tu_kside *k)
-{
-	return atomic_load(
-		&tnbc_container_of(k->dom, struct tnbc_domain, domain_fid)
-			 ->engine.kicks);
-}
-
 /* The receiving side of tcp_stream_engine_quiet, in a thread of its own
  * as in a process of its own: posts its receives, then polls. */
 struct stream_rx {
@@ -746,7 +738,10 @@ static void *stream_rx_main(void *arg)
  * do.  The engines had taken such a call for an application gone, and
  * tried the endpoint again and again while its lock was held; bound to
  * the application's core, as mpirun binds ranks, that halved 1 MiB
- * bandwidth between namespaces. */
+ * bandwidth between namespaces.  (Whether each message's answer wakes
+ * the engine was counted here too, and hung on the scheduler: with two
+ * CPUs and four threads, a round could find the engine asleep and kick
+ * it per message.  proto_nudge_spares_nap decides it.) */
 START_TEST(tcp_stream_engine_quiet)
 {
 	enum { MSGS = 32, LEN = 1 << 20, ROUNDS = 24 };
@@ -755,7 +750,7 @@ START_TEST(tcp_stream_engine_quiet)
 	struct fi_cq_tagged_entry e;
 	struct stream_rx x = {.msgs = MSGS, .rounds = ROUNDS, .len = LEN};
 	uint8_t *s = malloc(LEN);
-	uint64_t t0, wall, cpu0, cpu, kicks0, kicks;
+	uint64_t t0, wall, cpu0, cpu;
 	pthread_t th;
 	void *why;
 	fi_addr_t to;
@@ -771,7 +766,6 @@ START_TEST(tcp_stream_engine_quiet)
 	ck_assert_int_eq(fi_av_insert(k.av, r.addr, 1, &to, 0, NULL), 1);
 	kside_big(&k, &r, r.addr, LEN, 1); /* connected, warm */
 	cpu0 = engine_cpu_ms(&r) + engine_cpu_ms(&k);
-	kicks0 = engine_kicks(&k);
 	t0 = tu_now_ms();
 	ck_assert_int_eq(pthread_create(&th, NULL, stream_rx_main, &x), 0);
 	for (int round = 0; round < ROUNDS; round++) {
@@ -791,7 +785,6 @@ START_TEST(tcp_stream_engine_quiet)
 	ck_assert_msg(!why, "%s", (const char *)why);
 	wall = tu_now_ms() - t0;
 	cpu = engine_cpu_ms(&r) + engine_cpu_ms(&k) - cpu0;
-	kicks = engine_kicks(&k) - kicks0;
 	ck_assert_uint_eq(tu_check(x.buf + (size_t)(MSGS - 1) * LEN, LEN, 5, 0),
 			  (size_t)-1);
 	/* ThreadSanitizer makes a megabyte's read outlast 16 windows: the
@@ -804,24 +797,6 @@ START_TEST(tcp_stream_engine_quiet)
 #else
 	(void)cpu;
 	(void)wall;
-#endif
-	/* AddressSanitizer slows the reads as much: a clean-clone run
-	 * counted 834 kicks, the engine rightly taking the sender as gone */
-#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-	/* Each message's answer (its CTS) queues its data, which the
-	 * polling sender writes in the same call: its engine is not to be
-	 * woken for it.  It was, once per message (769 kicks).  Up to 9
-	 * remain on an idle machine; on one whose CPUs are all taken by
-	 * other work, 368; at times 405 to 636 on a 2-CPU virtual machine
-	 * whose host now and then runs one CPU three times slower (a
-	 * thread whose megabyte's write outlasts 16 windows looks stuck,
-	 * and kicks are right then). */
-	ck_assert_msg(kicks < (uint64_t)MSGS * ROUNDS,
-		      "the sender's engine was kicked %" PRIu64
-		      " times for %d messages",
-		      kicks, MSGS * ROUNDS);
-#else
-	(void)kicks;
 #endif
 	tu_kside_close(&k);
 	tu_kside_close(&r);

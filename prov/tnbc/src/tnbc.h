@@ -213,8 +213,11 @@ struct tnbc_engine {
 	 * stop).  -1 on a doorbell domain, whose engine sleeps on the
 	 * doorbell. */
 	int kick_fd;
-	/* wake-ups asked for through tnbc_engine_kick (tests read it) */
+	/* wake-ups written through tnbc_engine_kick (tests read it) */
 	atomic_uint_fast64_t kicks;
+	/* A kick is written and this sleep has not begun since: it ends
+	 * the next wait, so later ones need not write (tnbc_engine_kick) */
+	atomic_bool kick_pending;
 	/* read by threads that kick it (a transport's waker among them) */
 	atomic_bool running;
 	atomic_bool stop;

@@ -385,7 +385,10 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 		tnbc_engine_settle(dom);
 	/* The token first (on a domain without a doorbell, the kicks
 	 * taken so far): a kick or a ring from now on cuts the sleep short,
-	 * so nothing found missing below can be lost. */
+	 * so nothing found missing below can be lost.  Kicks are written
+	 * again from here on (tnbc_engine_kick); one that came before the
+	 * token may have been taken with it, and is looked for below. */
+	atomic_store(&e->kick_pending, false);
 	if (e->kick_fd >= 0)
 		tnbc_engine_kicks_take(e);
 	token = xops->sleep_begin(dom->xdom, how);
@@ -417,7 +420,8 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	 * the application polls, it runs released work itself at the end
 	 * of each call, and a bounded nap is short anyway. */
 	if (need == TNBC_NEED_POLL || atomic_load(&e->stop) ||
-	    (!app && tnbc_trig_has_ready(dom))) {
+	    (!app && tnbc_trig_has_ready(dom)) ||
+	    atomic_load(&e->kick_pending)) {
 		if (e->kick_fd < 0)
 			xops->sleep_cancel(dom->xdom);
 		atomic_store(&e->napping, false);
@@ -649,9 +653,20 @@ void tnbc_app_wait(struct tnbc_domain *dom, bool begin)
 	tnbc_engine_kick(dom);
 }
 
+/* One kick per sleep is written, however many threads ask.  Woken, the
+ * engine may wait for a CPU for milliseconds (a batch thread on a host
+ * whose cores the application's threads poll on), and every packet
+ * taken meanwhile asked again: a system call each, for nothing.  A kick
+ * skipped here finds the mark of one made since the engine cleared it
+ * before its last token: that one's write either ends the wait, or was
+ * taken with the token, and then the engine sees the mark and does not
+ * wait.  The skipped kick's work is queued before this exchange, so
+ * before the engine's next clear, and its next look finds it, as it
+ * finds the work of a kick written before a token. */
 void tnbc_engine_kick(struct tnbc_domain *dom)
 {
-	if (!dom->engine.running)
+	if (!dom->engine.running ||
+	    atomic_exchange(&dom->engine.kick_pending, true))
 		return;
 	atomic_fetch_add_explicit(&dom->engine.kicks, 1, memory_order_relaxed);
 	tnbc_engine_wake(dom);
