@@ -418,8 +418,7 @@ START_TEST(addr_svc_source)
 	char port[16], in[16] = "", out[16] = "from the service";
 	fi_addr_t to_srv, to_cli, src = FI_ADDR_NOTAVAIL;
 
-	snprintf(port, sizeof(port), "%u",
-		 41000u + (unsigned)(getpid() % 9000));
+	snprintf(port, sizeof(port), "%u", tu_tcp_free_port());
 	tu_prov_init();
 	ck_assert_int_eq(tnbc_addr_svc(NULL, port, true, &svc), 0);
 	h->src_addr = malloc(sizeof(svc));

@@ -532,8 +532,7 @@ START_TEST(tcp_close_frees_port)
 
 	ck_assert_ptr_nonnull(h);
 	h->caps = FI_TAGGED;
-	snprintf(port, sizeof(port), "%u",
-		 50000u + (unsigned)(getpid() % 9000));
+	snprintf(port, sizeof(port), "%u", tu_tcp_free_port());
 	tu_prov_init();
 	tu_xport_only_begin(&o, &tnbc_tcp_ops);
 	ck_assert_int_eq(tnbc_addr_svc(NULL, port, true, &svc), 0);

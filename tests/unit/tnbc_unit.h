@@ -197,5 +197,9 @@ void tu_still_works(struct tu_world *w, int r, int a, uint64_t tag);
 void tu_net_peer_gone(const struct tnbc_xport_ops *ops);
 /* auth_key: another key, or none, is refused; the same gets through. */
 void tu_net_auth_key(const struct tnbc_xport_ops *ops);
+/* A TCP port that nothing on the host uses now, as the kernel picks one
+ * for a bind to port 0: a fixed number from the ephemeral range can be
+ * any connection's local port (bind then fails with EADDRINUSE). */
+unsigned tu_tcp_free_port(void);
 
 #endif /* TNBC_UNIT_H */

@@ -3,6 +3,9 @@
  * for a test, a message that must still get through, a peer that goes
  * away, and fi_domain(3)'s auth_key between domains of their own.
  */
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "tnbc_unit.h"
 
 enum { R = 0, A = 1 };
@@ -172,4 +175,20 @@ void tu_net_auth_key(const struct tnbc_xport_ops *ops)
 	tu_kside_close(&wrong);
 	tu_kside_close(&r);
 	tu_xport_only_end(&o);
+}
+
+unsigned tu_tcp_free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	/* as the provider binds its own (never connected: no TIME_WAIT) */
+	ck_assert_int_eq(
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
 }
