@@ -1194,77 +1194,129 @@ static const struct tnbc_xport_ops *nudge_xport(int i)
 	return i ? &tnbc_tcp_ops : &tnbc_shm_ops;
 }
 
+/* Polls cq until the engine begins a nap beside the polls; returns a
+ * time before the nap began (ms).  A slow open (a loaded machine, a
+ * sanitizer) can leave the engine idle for a second before the polls
+ * begin: asleep without a bound, where polls do not reach it.  Woken,
+ * it sees them and naps. */
+static uint64_t nap_fresh(struct tnbc_domain *dom, struct fid_cq *cq)
+{
+	struct tnbc_engine *e = &dom->engine;
+	struct fi_cq_tagged_entry ce;
+	uint64_t sleeps = atomic_load(&e->sleeps),
+		 end = tu_now_ms() + TU_WAIT_MS;
+	uint64_t look = tu_now_ms(), moved = look;
+
+	for (;;) {
+		uint64_t prev = look;
+
+		ck_assert_int_eq(fi_cq_read(cq, &ce, 1), -FI_EAGAIN);
+		look = tu_now_ms();
+		ck_assert_msg(look < end,
+			      "the engine never napped beside a polling "
+			      "thread");
+		if (atomic_load(&e->sleeps) != sleeps) {
+			if (atomic_load(&e->napping))
+				return prev; /* begun after the last look */
+			sleeps = atomic_load(&e->sleeps);
+			moved = look;
+		} else if (look - moved > 50 && !atomic_load(&e->napping)) {
+			tnbc_engine_kick(dom);
+			moved = look;
+		}
+	}
+}
+
 /*
  * Work that a polling application thread queues for itself (the data a
  * CTS it took releases, a control packet) does not wake the engine
  * napping beside it: that thread sends it in the same call, and a
  * wake-up would only take its core (tnbc_engine_nudge).  With a window
  * of a second the engine's naps last a second at least, and nothing
- * else here wakes it: a nudge made within 900 ms of the last look that
- * saw the count of sleeps before the nap's finds it napping, whatever
- * the scheduler does meanwhile.
+ * else here wakes it: what is done within 900 ms of a nap's start finds
+ * it napping, whatever the scheduler does meanwhile.  First nudges
+ * alone, then a rendezvous message between the domain's two endpoints,
+ * whose CTS and data the polling thread moves (tnbc_tx_enqueue).
  */
 START_TEST(proto_nudge_spares_nap)
 {
-	enum { SAMPLES = 200 };
+	enum { SAMPLES = 200, LEN = 1 << 20 };
 	size_t window_us = tnbc_env.app_window_us;
 	struct tu_xport_only o;
 	struct tu_world w;
 	struct tnbc_domain *dom;
 	struct tnbc_engine *e;
 	struct fi_cq_tagged_entry ce;
-	uint64_t sleeps, look = 0, start = 0;
+	uint8_t *sbuf = malloc(LEN), *rbuf = malloc(LEN);
+	uint64_t end, start, k0;
 	unsigned kept = 0;
+	bool moved = false;
 
+	ck_assert(sbuf && rbuf);
+	tu_fill(sbuf, LEN, 9);
 	tnbc_env.app_window_us = 1000000;
 	tu_xport_only_begin(&o, nudge_xport(_i));
-	tu_world_open(&w, 1, NULL);
+	tu_world_open(&w, 2, NULL);
 	dom = tu_tnbc_domain(&w.d);
 	e = &dom->engine;
-	sleeps = atomic_load(&e->sleeps);
-	for (uint64_t end = tu_now_ms() + TU_WAIT_MS, moved = tu_now_ms();
+	tu_still_works(&w, R, A, 1); /* connected */
+	for (end = tu_now_ms() + 3 * TU_WAIT_MS;
 	     kept < SAMPLES && tu_now_ms() < end;) {
-		uint64_t prev = look, k0, k1;
+		start = nap_fresh(dom, w.ep[R].rx_cq);
+		while (kept < SAMPLES) {
+			uint64_t k1;
 
-		ck_assert_int_eq(fi_cq_read(w.ep[R].rx_cq, &ce, 1), -FI_EAGAIN);
-		look = tu_now_ms();
-		if (atomic_load(&e->sleeps) != sleeps) {
-			/* begun after the previous look */
-			sleeps = atomic_load(&e->sleeps);
-			start = prev;
-			moved = look;
-			continue;
+			ck_assert_int_eq(fi_cq_read(w.ep[R].rx_cq, &ce, 1),
+					 -FI_EAGAIN);
+			k0 = atomic_load(&e->kicks);
+			tnbc_engine_nudge(dom);
+			k1 = atomic_load(&e->kicks);
+			if (tu_now_ms() - start >= 900)
+				break; /* the nap may end on its own */
+			ck_assert_msg(k1 == k0,
+				      "a nudge from a polling thread woke "
+				      "the engine in its nap (sample %u)",
+				      kept);
+			kept++;
 		}
-		/* A slow open (a loaded machine, a sanitizer) can leave the
-		 * engine idle for a second before the polls begin: asleep
-		 * without a bound, where polls do not reach it.  Woken, it
-		 * sees them and naps. */
-		if (look - moved > 50 && !atomic_load(&e->napping)) {
-			tnbc_engine_kick(dom);
-			moved = look;
-			continue;
-		}
-		if (!start || !atomic_load(&e->napping))
-			continue;
+	}
+	for (int tries = 0; !moved && tries < 5; tries++) {
+		int got = 0;
+
+		memset(rbuf, 0, LEN);
+		start = nap_fresh(dom, w.ep[R].rx_cq);
 		k0 = atomic_load(&e->kicks);
-		tnbc_engine_nudge(dom);
-		k1 = atomic_load(&e->kicks);
+		ck_assert_int_eq(fi_trecv(w.ep[R].ep, rbuf, LEN, NULL,
+					  FI_ADDR_UNSPEC, 2, 0, rbuf),
+				 0);
+		ck_assert_int_eq(fi_tsend(w.ep[A].ep, sbuf, LEN, NULL,
+					  w.addr[R], 2, sbuf),
+				 0);
+		for (end = tu_now_ms() + TU_WAIT_MS;
+		     got < 2 && tu_now_ms() < end;)
+			got += (fi_cq_read(w.ep[R].rx_cq, &ce, 1) == 1) +
+			       (fi_cq_read(w.ep[A].tx_cq, &ce, 1) == 1);
+		ck_assert_int_eq(got, 2);
+		ck_assert_uint_eq(tu_check(rbuf, LEN, 9, 0), (size_t)-1);
 		if (tu_now_ms() - start >= 900)
 			continue; /* the nap may have ended on its own */
-		ck_assert_msg(k1 == k0,
-			      "a nudge from a polling thread woke the engine "
-			      "in its nap (sample %u)",
-			      kept);
-		kept++;
+		ck_assert_msg(atomic_load(&e->kicks) == k0,
+			      "a rendezvous message the polling thread moved "
+			      "woke the engine in its nap %" PRIu64 " times",
+			      atomic_load(&e->kicks) - k0);
+		moved = true;
 	}
 	tu_world_close(&w);
 	tu_xport_only_end(&o);
 	/* after the close: the engine reads it as each nap begins */
 	tnbc_env.app_window_us = window_us;
+	free(sbuf);
+	free(rbuf);
 	ck_assert_msg(kept == SAMPLES,
 		      "the engine napped beside a polling thread in %u "
 		      "samples of %d",
 		      kept, SAMPLES);
+	ck_assert_msg(moved, "no rendezvous message fitted in a nap");
 }
 END_TEST
 
