@@ -1320,25 +1320,6 @@ START_TEST(proto_nudge_spares_nap)
 }
 END_TEST
 
-/* Waits until e sleeps without a bound: its count of sleeps stays put
- * for 200 ms, longer than any bounded sleep (10 ms steps), and it is in
- * the last of them. */
-static void nudge_until_asleep(struct tnbc_engine *e)
-{
-	uint64_t sleeps = atomic_load(&e->sleeps);
-
-	for (uint64_t still = tu_now_ms(), end = still + 3 * TU_WAIT_MS;
-	     tu_now_ms() - still < 200 ||
-	     atomic_load(&e->sleeps) != atomic_load(&e->wakeups) + 1;) {
-		ck_assert_msg(tu_now_ms() < end, "the engine never slept");
-		if (atomic_load(&e->sleeps) != sleeps) {
-			sleeps = atomic_load(&e->sleeps);
-			still = tu_now_ms();
-		}
-		tu_sleep_ms(5);
-	}
-}
-
 static bool nudge_woken(struct tnbc_engine *e, uint64_t wakeups)
 {
 	for (uint64_t end = tu_now_ms() + TU_WAIT_MS;
@@ -1370,7 +1351,7 @@ START_TEST(proto_kick_once_per_sleep)
 	tu_world_open(&w, 1, NULL);
 	dom = tu_tnbc_domain(&w.d);
 	e = &dom->engine;
-	nudge_until_asleep(e);
+	tu_engine_until_asleep(e);
 	pthread_rwlock_wrlock(&dom->ep_lock);
 	k0 = atomic_load(&e->kicks);
 	w0 = atomic_load(&e->wakeups);
@@ -1384,7 +1365,7 @@ START_TEST(proto_kick_once_per_sleep)
 		      "%" PRIu64 " kicks written for %d asks in one sleep",
 		      k1 - k0, ASKS);
 
-	nudge_until_asleep(e);
+	tu_engine_until_asleep(e);
 	w0 = atomic_load(&e->wakeups);
 	tnbc_engine_nudge(dom);
 	ck_assert_msg(nudge_woken(e, w0),

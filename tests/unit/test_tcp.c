@@ -159,7 +159,7 @@ START_TEST(tcp_engine_sleep_kick)
 	struct fi_cq_tagged_entry ce;
 	volatile char *in;
 	char buf[64], out[64] = "woken by the socket";
-	uint64_t sleeps, kicks, wakeups, end;
+	uint64_t kicks, wakeups, end;
 	struct tnbc_ep *rep;
 	bool arrived, unlooked;
 
@@ -174,19 +174,8 @@ START_TEST(tcp_engine_sleep_kick)
 				  FI_ADDR_UNSPEC, 7, 0, buf),
 			 0);
 	/* the engine asleep without a bound (after a second with nothing
-	 * to do): its count of sleeps stays put for 200 ms, longer than
-	 * any bounded sleep (10 ms steps), so that only the socket can
-	 * wake it */
-	sleeps = atomic_load(&e->sleeps);
-	for (uint64_t still = tu_now_ms(), end2 = still + 3 * TU_WAIT_MS;
-	     tu_now_ms() - still < 200;) {
-		ck_assert_msg(tu_now_ms() < end2, "the engine never slept");
-		if (atomic_load(&e->sleeps) != sleeps) {
-			sleeps = atomic_load(&e->sleeps);
-			still = tu_now_ms();
-		}
-		tu_sleep_ms(5);
-	}
+	 * to do), so that only the socket can wake it */
+	tu_engine_until_asleep(e);
 	kicks = atomic_load(&e->kicks);
 	wakeups = atomic_load(&e->wakeups);
 	if (_i)

@@ -375,6 +375,25 @@ bool tu_cq_quiet(struct fid_cq *cq, unsigned ms)
 	return tu_cq_wait(cq, NULL, NULL, &err, ms) == -FI_ETIMEDOUT;
 }
 
+/* Waits until e sleeps without a bound: its count of sleeps stays put
+ * for 200 ms, longer than any bounded sleep (10 ms steps), and it is in
+ * the last of them. */
+void tu_engine_until_asleep(struct tnbc_engine *e)
+{
+	uint64_t sleeps = atomic_load(&e->sleeps);
+
+	for (uint64_t still = tu_now_ms(), end = still + 3 * TU_WAIT_MS;
+	     tu_now_ms() - still < 200 ||
+	     atomic_load(&e->sleeps) != atomic_load(&e->wakeups) + 1;) {
+		ck_assert_msg(tu_now_ms() < end, "the engine never slept");
+		if (atomic_load(&e->sleeps) != sleeps) {
+			sleeps = atomic_load(&e->sleeps);
+			still = tu_now_ms();
+		}
+		tu_sleep_ms(5);
+	}
+}
+
 bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value, unsigned timeout_ms)
 {
 	uint64_t deadline = tu_now_ms() + timeout_ms;
