@@ -75,6 +75,14 @@ struct fi_tnbc_engine_stats {
 	 * packet takes one per segment's worth (fi_tnbc(7)); present when
 	 * size covers it */
 	uint64_t stream_writes;
+	/* packets that named a source their connection does not come
+	 * from (a network transport binds a connection to one process at
+	 * its handshake), dropped; present when size covers it */
+	uint64_t forged_pkts;
+	/* connections closed before they proved who they are: past the
+	 * hello deadline, or pushed out by FI_TNBC_TCP_STRANGERS_MAX
+	 * (fi_tnbc(7), SECURITY); present when size covers it */
+	uint64_t strangers_closed;
 };
 
 struct fi_tnbc_ops_domain {

@@ -470,10 +470,13 @@ int main(void)
 	srunner_add_suite(sr, tu_trigger_suite());
 	srunner_add_suite(sr, tu_tree_suite());
 	srunner_add_suite(sr, tu_desc_suite());
+	srunner_add_suite(sr, tu_hmac_suite());
 	/* TCP's own, forced onto it, where this build has it */
 	for (unsigned i = 0; i < tnbc_env.nxport; i++)
-		if (tnbc_env.xport_list[i] == &tnbc_tcp_ops)
+		if (tnbc_env.xport_list[i] == &tnbc_tcp_ops) {
 			srunner_add_suite(sr, tu_tcp_suite());
+			srunner_add_suite(sr, tu_tcp_trust_suite());
+		}
 #ifdef TNBC_HAVE_VERBS
 	/* verbs' own, where a device is (the soft-RoCE guest) */
 	for (unsigned i = 0; i < tnbc_env.nxport; i++)

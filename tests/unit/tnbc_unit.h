@@ -59,6 +59,8 @@ Suite *tu_tree_suite(void);
 Suite *tu_desc_suite(void);
 Suite *tu_hostile_suite(void);
 Suite *tu_tcp_suite(void);
+Suite *tu_tcp_trust_suite(void);
+Suite *tu_hmac_suite(void);
 #ifdef TNBC_HAVE_VERBS
 Suite *tu_verbs_suite(void);
 TCase *tu_verbs_mr_tcase(void);

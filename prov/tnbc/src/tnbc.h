@@ -236,6 +236,8 @@ struct tnbc_engine {
 	atomic_uint_fast64_t trig_fired_by_engine;
 	atomic_uint_fast64_t trig_pending;
 	atomic_uint_fast64_t stray_pkts; /* fit no transfer: dropped */
+	/* named a source their connection does not come from: dropped */
+	atomic_uint_fast64_t forged_pkts;
 	atomic_uint_fast64_t unexp_held; /* left queued: unexp_max reached */
 	/* application threads blocked in fi_cq_sread / fi_cntr_wait: they
 	 * do not poll, so the engine must not leave progress to them */
@@ -689,10 +691,14 @@ struct tnbc_rread {
 };
 
 /* Operations waiting for a peer's answer, looked up by the id carried
- * in hdr.msg_id: generation << 32 | slot. */
+ * in hdr.msg_id: generation << 32 | slot.  A slot's generation is drawn
+ * afresh each time it is taken (from a secret seed, never 0 and never
+ * the one before), so that an answer forged to a transfer has one
+ * chance in 2^32 of naming it. */
 struct tnbc_id_table {
 	struct tnbc_xfer **slot;
 	uint32_t *gen;
+	uint64_t seed, draws;
 	size_t size;
 	size_t used;
 	size_t hint; /* where to look for a free slot first */
@@ -936,6 +942,10 @@ fi_addr_t tnbc_av_reverse_memo(struct tnbc_av *av, const struct tnbc_name *name,
 int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer);
 /* The peer handle of name: the first of the domain's transports that
  * reaches it. */
+/* Tells the domain's network transports where the application says
+ * name listens (fi_av_insert). */
+void tnbc_domain_addr_known(struct tnbc_domain *dom,
+			    const struct tnbc_name *name, const uint8_t *xaddr);
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 		     const uint8_t *xaddr, struct tnbc_xpeer **peer);
 /* The peer a packet's source names, through the transport the packet

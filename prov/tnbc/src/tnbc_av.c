@@ -97,6 +97,19 @@ int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 	return ret;
 }
 
+void tnbc_domain_addr_known(struct tnbc_domain *dom,
+			    const struct tnbc_name *name, const uint8_t *xaddr)
+{
+	for (unsigned i = 0; i < dom->nxp; i++) {
+		const struct tnbc_xport_ops *ops = dom->xp[i].ops;
+
+		if (ops->addr_known && ops->xaddr_off >= 0 &&
+		    (name->xports & TNBC_XPORT_BIT(ops->id)))
+			ops->addr_known(dom->xp[i].xdom, name,
+					xaddr + ops->xaddr_off);
+	}
+}
+
 /* Called with av->lock held. */
 static int tnbc_av_hash_put(struct tnbc_av *av, const struct tnbc_name *name,
 			    size_t idx)
@@ -217,6 +230,7 @@ static int tnbc_av_insert_one(struct tnbc_av *av, const struct tnbc_addr *addr,
 	e->name = *name;
 	memcpy(e->xaddr, addr->xaddr, sizeof(e->xaddr));
 	e->peer = NULL;
+	tnbc_domain_addr_known(av->domain, name, e->xaddr);
 	atomic_store(&e->valid, true);
 	atomic_store_explicit(&av->count, idx + 1, memory_order_release);
 	atomic_fetch_add_explicit(&av->gen, 1, memory_order_release);

@@ -38,6 +38,9 @@ struct tnbc_env {
 	char *tcp_iface; /* address or interface TCP endpoints give peers */
 	size_t tcp_timeout_ms; /* a silent TCP peer is dead after this */
 	size_t tcp_eager_size; /* largest message sent eagerly over TCP */
+	size_t tcp_hello_ms; /* a connection proves who it is within this */
+	size_t tcp_strangers_max; /* unproven connections an ep holds */
+	int job_key; /* a launcher's per-job secret as the default key */
 	char *verbs_iface; /* address or interface of the verbs device */
 	size_t verbs_timeout_ms; /* an unanswering verbs peer: dead */
 	size_t verbs_mr_cache; /* registrations of user buffers kept */

@@ -3,7 +3,9 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -49,6 +51,25 @@ static int tnbc_domain_sleep_open(struct tnbc_domain *dom)
 		return ret;
 	}
 	return 0;
+}
+
+/* Open MPI's launcher gives every rank of a job the same 128 random bits
+ * (for PSM's keys, whatever the network): where the application gave no
+ * auth_key, they are the job's, and a network transport then takes
+ * connections only from processes that know them (fi_tnbc(7),
+ * SECURITY).  MPICH's launcher gives nothing of the kind. */
+static void tnbc_domain_job_key(struct tnbc_domain *dom)
+{
+	const char *v = getenv("OMPI_MCA_orte_precondition_transports");
+	int n;
+
+	if (!tnbc_env.job_key || !v || strlen(v) < 16)
+		return;
+	n = snprintf((char *)dom->auth_key, sizeof(dom->auth_key),
+		     "ompi-job:%s", v);
+	dom->auth_key_size = n < (int)sizeof(dom->auth_key)
+				     ? (size_t)n
+				     : sizeof(dom->auth_key);
 }
 
 /* Opens every transport FI_TNBC_XPORTS names, the one the engine sleeps
@@ -101,6 +122,7 @@ static void tnbc_domain_xstats(struct tnbc_domain *dom,
 		st->slot_pkts += x.slot_pkts;
 		st->placed_bytes += x.placed_bytes;
 		st->stream_writes += x.stream_writes;
+		st->strangers += x.strangers;
 	}
 }
 
@@ -183,8 +205,13 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	if (st->size >= offsetof(struct fi_tnbc_engine_stats, placed_bytes) +
 				sizeof(st->placed_bytes))
 		st->placed_bytes = xs.placed_bytes;
-	if (st->size >= sizeof(*st))
+	if (st->size >= offsetof(struct fi_tnbc_engine_stats, stream_writes) +
+				sizeof(st->stream_writes))
 		st->stream_writes = xs.stream_writes;
+	if (st->size >= sizeof(*st)) {
+		st->forged_pkts = atomic_load(&e->forged_pkts);
+		st->strangers_closed = xs.strangers;
+	}
 	return 0;
 }
 
@@ -327,6 +354,8 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		dom->auth_key_size = info->domain_attr->auth_key_size;
 		memcpy(dom->auth_key, info->domain_attr->auth_key,
 		       dom->auth_key_size);
+	} else {
+		tnbc_domain_job_key(dom);
 	}
 	tnbc_list_init(&dom->ep_list);
 	atomic_init(&dom->next_mr_key, 1);

@@ -20,6 +20,9 @@ struct tnbc_env tnbc_env = {
 	.eager_size = 32768,
 	.tcp_timeout_ms = 10000,
 	.tcp_eager_size = 131072,
+	.tcp_hello_ms = 10000,
+	.tcp_strangers_max = 64,
+	.job_key = 1,
 	.verbs_timeout_ms = 10000,
 	.verbs_mr_cache = 256,
 	.cma = 1,
@@ -342,6 +345,23 @@ static void tnbc_init_env(void)
 			"fi_av_insert of a socket address waits for the "
 			"endpoint there to say who it is (default: %zu)",
 			tnbc_env.tcp_timeout_ms);
+	fi_param_define(&tnbc_prov, "tcp_hello_ms", FI_PARAM_SIZE_T,
+			"How long a connection to a TCP endpoint may take to "
+			"say who it is and, with an auth_key, prove it, "
+			"before it is closed (default: %zu)",
+			tnbc_env.tcp_hello_ms);
+	fi_param_define(&tnbc_prov, "tcp_strangers_max", FI_PARAM_SIZE_T,
+			"Connections to one TCP endpoint that have not yet "
+			"proven who they are; past this the oldest is closed "
+			"(default: %zu)",
+			tnbc_env.tcp_strangers_max);
+	fi_param_define(&tnbc_prov, "job_key", FI_PARAM_BOOL,
+			"Where the application gives a domain no auth_key, "
+			"use the secret its launcher gives every rank of the "
+			"job (Open MPI's mpirun: "
+			"OMPI_MCA_orte_precondition_transports), so that "
+			"only ranks of the job connect (default: %s)",
+			tnbc_env.job_key ? "true" : "false");
 	fi_param_define(&tnbc_prov, "verbs_iface", FI_PARAM_STRING,
 			"The IPv4 address (or the interface whose first IPv4 "
 			"address) of the RDMA device verbs endpoints listen "
@@ -374,6 +394,8 @@ static void tnbc_init_env(void)
 	tnbc_param_size("eager_size", &tnbc_env.eager_size, 0, 1u << 20);
 	if (fi_param_get_bool(&tnbc_prov, "cma", &b) == FI_SUCCESS)
 		tnbc_env.cma = !!b;
+	if (fi_param_get_bool(&tnbc_prov, "job_key", &b) == FI_SUCCESS)
+		tnbc_env.job_key = !!b;
 	tnbc_param_size("unexp_pull", &tnbc_env.unexp_pull, 0, 1u << 30);
 	tnbc_param_size("unexp_max", &tnbc_env.unexp_max, 0, (size_t)1 << 40);
 	tnbc_param_size("coll_degree", &tnbc_env.coll_degree, 1, 64);
@@ -399,6 +421,9 @@ static void tnbc_init_env(void)
 			1u << 20);
 	tnbc_param_size("tcp_timeout_ms", &tnbc_env.tcp_timeout_ms, 1000,
 			3600000);
+	tnbc_param_size("tcp_hello_ms", &tnbc_env.tcp_hello_ms, 100, 3600000);
+	tnbc_param_size("tcp_strangers_max", &tnbc_env.tcp_strangers_max, 1,
+			65536);
 	fi_param_get_str(&tnbc_prov, "verbs_iface", &tnbc_env.verbs_iface);
 	tnbc_param_size("verbs_timeout_ms", &tnbc_env.verbs_timeout_ms, 100,
 			3600000);

@@ -291,6 +291,25 @@ static void tnbc_send_answer(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 /* ------------------------------------------------------------------ */
 /* Id tables: rendezvous sends, RMA operations                          */
 
+/* A generation nobody outside can tell ahead: the high half of a 64-bit
+ * mix of the secret seed and a count (a mix cheap enough for every
+ * rendezvous, which the half it shows does not give away). */
+static uint32_t tnbc_id_gen(struct tnbc_id_table *t, uint32_t old)
+{
+	uint64_t z;
+	uint32_t g;
+
+	if (!t->seed)
+		t->seed = tnbc_nonce();
+	do {
+		z = t->seed + ++t->draws * 0x9e3779b97f4a7c15ull;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		g = (uint32_t)((z ^ (z >> 31)) >> 32);
+	} while (!g || g == old);
+	return g;
+}
+
 int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer,
 		uint64_t *msg_id)
 {
@@ -321,7 +340,7 @@ int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer,
 		i = (i + 1) % t->size;
 	t->hint = (i + 1) % t->size;
 	t->slot[i] = xfer;
-	t->gen[i]++;
+	t->gen[i] = tnbc_id_gen(t, t->gen[i]);
 	t->used++;
 	if (t->waits)
 		atomic_fetch_add_explicit(t->waits, 1, memory_order_relaxed);
@@ -975,6 +994,15 @@ int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx)
 
 	if (!hlen)
 		return TNBC_RX_BAD;
+	/* a frame names its source, and only its connection proves it:
+	 * one naming another process's endpoint is forged (a stranger's,
+	 * on a connection of its own) */
+	if (rx->from &&
+	    (hdr.src.host != rx->from->host || hdr.src.pid != rx->from->pid)) {
+		atomic_fetch_add_explicit(&ep->domain->engine.forged_pkts, 1,
+					  memory_order_relaxed);
+		return TNBC_RX_BAD;
+	}
 	if (ep->app_progress)
 		tnbc_app_inside(ep->domain, true);
 	ep->rx_via = x->i;

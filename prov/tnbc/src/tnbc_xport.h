@@ -196,6 +196,12 @@ struct tnbc_xrx {
 	const uint8_t *head;
 	size_t head_len;
 	size_t len;
+	/* The process the transport proved the packet comes from (a
+	 * network transport's connection: its handshake's identity): the
+	 * packet must name an endpoint of it as its source, or the
+	 * protocol drops it.  NULL where the transport's own delivery is
+	 * the proof (shm checks the owner of a sender's queue). */
+	const struct tnbc_name *from;
 	ssize_t (*copy)(struct tnbc_xrx *rx, size_t off,
 			const struct iovec *iov, size_t iov_count, size_t n);
 };
@@ -213,6 +219,7 @@ struct tnbc_xport_stats {
 	uint64_t slot_pkts; /* packets taken from a slot (mailbox) */
 	uint64_t placed_bytes; /* payload read from the wire into place */
 	uint64_t stream_writes; /* writes to its sockets */
+	uint64_t strangers; /* connections closed unproven */
 };
 
 /* How the engine sleeps (sleep_begin). */
@@ -362,6 +369,12 @@ struct tnbc_xport_ops {
 	 * it. */
 	size_t (*packet_limit)(void);
 
+	/* The application put name in an AV with xaddr (its address in
+	 * this transport's slot, which may be zeros): a network transport
+	 * holds what connections claim of the name against it from now
+	 * on.  NULL where there is nothing to hold (shm, loop). */
+	void (*addr_known)(struct tnbc_xdom *xdom, const struct tnbc_name *name,
+			   const uint8_t *xaddr);
 	/* Finds or maps a peer; the handle lives as long as the xdom, and
 	 * begins with a struct tnbc_xpeer_base naming these ops.  xaddr is
 	 * the peer's address in this transport's slot, or NULL (or zeros)

@@ -1,6 +1,7 @@
 /*
  * What the network transports share (tnbc_xnet.h).
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -9,66 +10,163 @@
 #include "tnbc_base.h"
 #include "tnbc_xnet.h"
 
+/* An entry is in its bucket's chain and, unless the application gave
+ * it (pinned), in the learned ones' list, oldest first: the first to
+ * go when the book is full. */
 struct tnbc_xnet_entry {
-	struct tnbc_xnet_entry *next;
+	struct tnbc_xnet_entry *next; /* in its bucket */
+	struct tnbc_xnet_entry *older, *newer; /* learned ones only */
 	struct tnbc_name name;
+	bool pinned;
 	uint8_t addr[TNBC_XADDR_LEN];
 };
 
 void tnbc_xnet_book_init(struct tnbc_xnet_book *b)
 {
+	memset(b, 0, sizeof(*b));
 	pthread_mutex_init(&b->lock, NULL);
-	b->head = NULL;
 }
 
 void tnbc_xnet_book_fini(struct tnbc_xnet_book *b)
 {
-	while (b->head) {
-		struct tnbc_xnet_entry *e = b->head;
+	for (size_t i = 0; i < TNBC_XNET_BOOK_BUCKETS; i++)
+		while (b->bucket[i]) {
+			struct tnbc_xnet_entry *e = b->bucket[i];
 
-		b->head = e->next;
-		free(e);
-	}
+			b->bucket[i] = e->next;
+			free(e);
+		}
 	pthread_mutex_destroy(&b->lock);
+}
+
+/* tnbc_name_same's fields: a service by its number alone */
+static size_t tnbc_xnet_book_slot(const struct tnbc_name *n)
+{
+	uint64_t h = (uint64_t)n->kind * 0x9e3779b97f4a7c15ull ^ n->uid;
+
+	if (n->kind != TNBC_NAME_SVC)
+		h ^= ((uint64_t)n->pid << 32) ^ n->nonce;
+	h *= 0xff51afd7ed558ccdull;
+	return (size_t)(h >> 40) % TNBC_XNET_BOOK_BUCKETS;
+}
+
+/* b->lock held. */
+static struct tnbc_xnet_entry **tnbc_xnet_book_at(struct tnbc_xnet_book *b,
+						  const struct tnbc_name *name)
+{
+	struct tnbc_xnet_entry **it = &b->bucket[tnbc_xnet_book_slot(name)];
+
+	while (*it && !tnbc_name_same(&(*it)->name, name))
+		it = &(*it)->next;
+	return it;
+}
+
+static void tnbc_xnet_learned_unlink(struct tnbc_xnet_book *b,
+				     struct tnbc_xnet_entry *e)
+{
+	if (e->older)
+		e->older->newer = e->newer;
+	else
+		b->oldest = e->newer;
+	if (e->newer)
+		e->newer->older = e->older;
+	else
+		b->newest = e->older;
+	e->older = e->newer = NULL;
+	b->learned--;
+}
+
+static void tnbc_xnet_learned_link(struct tnbc_xnet_book *b,
+				   struct tnbc_xnet_entry *e)
+{
+	e->older = b->newest;
+	e->newer = NULL;
+	if (b->newest)
+		b->newest->newer = e;
+	else
+		b->oldest = e;
+	b->newest = e;
+	b->learned++;
+}
+
+bool tnbc_xnet_book_find(struct tnbc_xnet_book *b, const struct tnbc_name *name,
+			 void *addr, size_t len, bool *pinned)
+{
+	struct tnbc_xnet_entry *e;
+
+	pthread_mutex_lock(&b->lock);
+	e = *tnbc_xnet_book_at(b, name);
+	if (e) {
+		memcpy(addr, e->addr, len);
+		if (pinned)
+			*pinned = e->pinned;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return e != NULL;
 }
 
 bool tnbc_xnet_book_get(struct tnbc_xnet_book *b, const struct tnbc_name *name,
 			void *addr, size_t len)
 {
-	bool found = false;
+	return tnbc_xnet_book_find(b, name, addr, len, NULL);
+}
+
+static void tnbc_xnet_book_set(struct tnbc_xnet_book *b,
+			       const struct tnbc_name *name, const void *addr,
+			       size_t len, bool pin)
+{
+	struct tnbc_xnet_entry **at, *e;
 
 	pthread_mutex_lock(&b->lock);
-	for (struct tnbc_xnet_entry *e = b->head; e; e = e->next)
-		if (tnbc_name_same(&e->name, name)) {
-			memcpy(addr, e->addr, len);
-			found = true;
-			break;
+	at = tnbc_xnet_book_at(b, name);
+	e = *at;
+	if (e && e->pinned && !pin)
+		goto out; /* what the application said stands */
+	if (!e) {
+		if (!pin && b->learned >= TNBC_XNET_BOOK_LEARNED) {
+			/* full: the oldest learned name goes */
+			struct tnbc_xnet_entry *old = b->oldest, **it;
+
+			tnbc_xnet_learned_unlink(b, old);
+			it = &b->bucket[tnbc_xnet_book_slot(&old->name)];
+			while (*it != old)
+				it = &(*it)->next;
+			*it = old->next;
+			free(old);
+			b->evicted++;
+			at = tnbc_xnet_book_at(b, name);
 		}
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			goto out; /* the source stays unknown: answers fail */
+		*at = e;
+		if (!pin)
+			tnbc_xnet_learned_link(b, e);
+	} else if (pin && !e->pinned) {
+		tnbc_xnet_learned_unlink(b, e);
+	} else if (!pin) {
+		/* heard again: the last to go */
+		tnbc_xnet_learned_unlink(b, e);
+		tnbc_xnet_learned_link(b, e);
+	}
+	e->name = *name;
+	e->pinned = e->pinned || pin;
+	memset(e->addr, 0, sizeof(e->addr));
+	memcpy(e->addr, addr, len);
+out:
 	pthread_mutex_unlock(&b->lock);
-	return found;
 }
 
 void tnbc_xnet_book_put(struct tnbc_xnet_book *b, const struct tnbc_name *name,
 			const void *addr, size_t len)
 {
-	struct tnbc_xnet_entry *e;
+	tnbc_xnet_book_set(b, name, addr, len, false);
+}
 
-	pthread_mutex_lock(&b->lock);
-	for (e = b->head; e; e = e->next)
-		if (tnbc_name_same(&e->name, name))
-			break;
-	if (!e) {
-		e = calloc(1, sizeof(*e));
-		if (e) {
-			e->next = b->head;
-			b->head = e;
-		}
-	}
-	if (e) { /* else the source stays unknown: its answers fail */
-		e->name = *name;
-		memcpy(e->addr, addr, len);
-	}
-	pthread_mutex_unlock(&b->lock);
+void tnbc_xnet_book_pin(struct tnbc_xnet_book *b, const struct tnbc_name *name,
+			const void *addr, size_t len)
+{
+	tnbc_xnet_book_set(b, name, addr, len, true);
 }
 
 bool tnbc_xnet_introduced(const struct tnbc_xnet_intros *in,

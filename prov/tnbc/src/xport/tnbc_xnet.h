@@ -16,11 +16,21 @@
 
 #include "tnbc_xport.h"
 
-/* Where sources listen, as their introductions said: a packet's source
- * name resolves through it when the protocol answers. */
+/* Where sources listen: what the application gave (pinned: an AV's
+ * address, never replaced by what a connection says), and what proven
+ * connections told (learned: at most TNBC_XNET_BOOK_LEARNED, the
+ * oldest forgotten first, so that a flood of made-up names costs a
+ * bounded table and pushes out only other learned ones).  A packet's
+ * source name resolves through it when the protocol answers. */
+#define TNBC_XNET_BOOK_BUCKETS 1024
+#define TNBC_XNET_BOOK_LEARNED 4096
+
 struct tnbc_xnet_book {
 	pthread_mutex_t lock;
-	struct tnbc_xnet_entry *head;
+	struct tnbc_xnet_entry *bucket[TNBC_XNET_BOOK_BUCKETS];
+	struct tnbc_xnet_entry *oldest, *newest; /* learned ones */
+	size_t learned;
+	uint64_t evicted; /* learned names forgotten for room */
 };
 
 void tnbc_xnet_book_init(struct tnbc_xnet_book *b);
@@ -28,8 +38,15 @@ void tnbc_xnet_book_fini(struct tnbc_xnet_book *b);
 /* Copies the address of name (len bytes) into addr; false if unknown. */
 bool tnbc_xnet_book_get(struct tnbc_xnet_book *b, const struct tnbc_name *name,
 			void *addr, size_t len);
-/* Records (or replaces) where name listens; len <= TNBC_XADDR_LEN. */
+/* As book_get, and says whether the application gave it. */
+bool tnbc_xnet_book_find(struct tnbc_xnet_book *b, const struct tnbc_name *name,
+			 void *addr, size_t len, bool *pinned);
+/* Records where name listens, as a proven connection said; a pinned
+ * address stays.  len <= TNBC_XADDR_LEN. */
 void tnbc_xnet_book_put(struct tnbc_xnet_book *b, const struct tnbc_name *name,
+			const void *addr, size_t len);
+/* Records where name listens, as the application said. */
+void tnbc_xnet_book_pin(struct tnbc_xnet_book *b, const struct tnbc_name *name,
 			const void *addr, size_t len);
 
 /* The sources one connection has introduced to its peer. */

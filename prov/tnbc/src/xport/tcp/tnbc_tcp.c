@@ -6,13 +6,18 @@
  * peer endpoint the first time it sends to it, and that one connection
  * carries every packet of the domain's endpoints to that peer (their
  * answers come back on the peer domain's connection to them).  The
- * stream is a sequence of records (struct tnbc_tcp_rec): a hello naming
- * the endpoint the connection is for, an introduction that tells the
- * receiver where a source endpoint listens (so that it can answer a
- * name that came in a packet), and packets.  A connection may instead
- * open with a question, who the endpoint listening there is (resolve,
- * for FI_SOCKADDR_IN), which the endpoint answers with its whole
- * address and closes.
+ * stream is a sequence of records (tnbc_tcp_proto.h): a handshake that
+ * names the endpoint the connection is for and binds the connection to
+ * the process that dialed (proven with the domain's auth_key where it
+ * has one), introductions that tell the receiver where another endpoint
+ * of that process listens (so that it can answer a name that came in a
+ * packet), and packets, each of which must come from that process.  A
+ * connection may instead open with a question, who the endpoint
+ * listening there is (resolve, for FI_SOCKADDR_IN), which the endpoint
+ * answers with its whole address and closes.  Until its handshake is
+ * over a connection is a stranger: it may send only the handshake's
+ * records, within FI_TNBC_TCP_HELLO_MS, and an endpoint keeps at most
+ * FI_TNBC_TCP_STRANGERS_MAX of them (fi_tnbc(7), SECURITY).
  *
  * Receiving is in two phases: a packet whose payload the protocol
  * places itself (TNBC_XPKT_PLACED: eager messages, rendezvous data) is
@@ -73,74 +78,9 @@
 
 #include "tnbc_base.h"
 #include "tnbc_xport.h"
+#include "../tnbc_hmac.h"
 #include "../tnbc_xnet.h"
-
-/* The stream's format; a peer speaking another version is refused at
- * its hello.  6: packets of up to TNBC_TCP_PACKET_MAX (1 MiB), which a
- * version 5 reader took for a malformed stream. */
-#define TNBC_TCP_VERSION 6
-#define TNBC_TCP_MAGIC	 0x54424e54u /* "TNBT" */
-
-enum tnbc_tcp_rec_type {
-	TNBC_TCP_HELLO = 1,
-	TNBC_TCP_INTRO = 2,
-	TNBC_TCP_PKT = 3,
-	TNBC_TCP_WHO = 4, /* who are you?  (struct tnbc_tcp_who) */
-	TNBC_TCP_IAM = 5, /* the answer: a struct tnbc_addr; empty: refused */
-};
-
-/* tnbc_tcp_rec.flags */
-#define TNBC_TCP_REC_PLACED (1u << 0) /* TNBC_XPKT_PLACED */
-
-/* Every record begins at a multiple of 8 bytes from the stream's start
- * (its body is padded to one), so that a packet read into a buffer lies
- * as aligned as the protocol reads it. */
-struct tnbc_tcp_rec {
-	uint32_t len; /* bytes of the body, the padding left out */
-	uint16_t type; /* enum tnbc_tcp_rec_type */
-	uint16_t flags;
-};
-
-#define TNBC_TCP_SPAN(len) (((size_t)(len) + 7) & ~(size_t)7)
-
-/* A transport address: the xaddr slot of a name. */
-struct tnbc_tcp_addr {
-	uint16_t family; /* 4 or 6; 0: none */
-	uint16_t port; /* network order */
-	uint32_t pad;
-	uint8_t ip[16];
-};
-
-_Static_assert(sizeof(struct tnbc_tcp_addr) == TNBC_XADDR_TCP_LEN, "tcp addr");
-
-struct tnbc_tcp_hello {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t key_len;
-	struct tnbc_name to; /* the endpoint this connection is for */
-	/* the endpoint that reads what comes back on this connection
-	 * (kind 0: none, the connection is one way) and where it listens:
-	 * "to" may send it its packets here rather than open a connection
-	 * of its own (see tnbc_tcp_adopt) */
-	struct tnbc_name from;
-	struct tnbc_tcp_addr from_addr;
-	/* the sending domain's auth_key, which must be the receiving
-	 * endpoint's: it keeps jobs apart, and travels in the clear */
-	uint8_t key[TNBC_AUTH_KEY_MAX];
-};
-
-struct tnbc_tcp_who {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t key_len;
-	/* a lookup is refused, as a connection is, to another job */
-	uint8_t key[TNBC_AUTH_KEY_MAX];
-};
-
-struct tnbc_tcp_intro {
-	struct tnbc_name src;
-	struct tnbc_tcp_addr addr; /* where src listens */
-};
+#include "tnbc_tcp_proto.h"
 
 /* largest packet sent and taken (tnbc_tcp_rx_max): a 1 MiB payload and
  * its frame */
@@ -159,8 +99,11 @@ struct tnbc_tcp_intro {
 /* the largest segment the kernel hands a device at once (GSO) on
  * common links; one write fills at most one (tnbc_tcp_write_max) */
 #define TNBC_TCP_GSO_BYTES 65536u
-/* a connection that sent no hello within this is closed */
-#define TNBC_TCP_HELLO_NS (10ull * 1000000000u)
+/* how often the waker looks for strangers past their deadline and
+ * handshakes that never ended */
+#define TNBC_TCP_SWEEP_NS 200000000ull
+/* how long a listener stops accepting once out of descriptors */
+#define TNBC_TCP_ACCEPT_PAUSE_NS 100000000ull
 /* how long the later-named of two endpoints waits for the other's
  * connection before it dials its own (tnbc_tcp_dial_wait) */
 #define TNBC_TCP_DIAL_WAIT_NS 10000000u
@@ -186,6 +129,8 @@ struct tnbc_tcp_ev {
 
 struct tnbc_tcp_held {
 	struct tnbc_tcp_held *next;
+	struct tnbc_name from; /* the identity of its connection */
+	uint64_t conn; /* its connection's serial: whose room it takes */
 	uint32_t len;
 	_Alignas(8) uint8_t data[];
 };
@@ -197,12 +142,32 @@ struct tnbc_tcp_conn {
 	struct tnbc_xep *xep;
 	int fd;
 	bool hello; /* a valid hello came */
+	/* the handshake is over: packets may come (a stranger until then,
+	 * counted in xep->strangers, and held to TNBC_TCP_SMALL bytes) */
+	bool proven;
+	bool challenged; /* a challenge went: the proof must come next */
+	bool lookup; /* the hello asked who listens: answered once proven */
+	bool stranger; /* counted in xep->strangers */
+	bool shut; /* the waker shut it (deadline, cap): reads see the end */
+	/* packets of its held by the consumer (kept, or left for later),
+	 * and whether that is its share of the room, which leaves it
+	 * unread (out of the endpoint's epoll set) until they are taken:
+	 * back pressure on this connection only */
+	size_t held_bytes;
+	bool paused;
+	uint64_t serial; /* tnbc_tcp_held.conn */
 	bool more; /* stopped before the socket was drained */
 	bool drained; /* the last read took less than it asked for */
 	uint64_t born_ns;
 	uint8_t *buf;
 	size_t cap, off, have; /* bytes [off, have) not taken yet */
 	struct tnbc_tcp_addr from; /* the connecting side's address */
+	bool local; /* from this host: its address is one of ours */
+	/* the process every packet must come from: the hello's "from"
+	 * (accepted), or the peer (dialed) */
+	struct tnbc_name id;
+	struct tnbc_tcp_addr id_addr; /* where the hello says it listens */
+	uint8_t expect[TNBC_TCP_MAC_LEN]; /* the proof a challenge wants */
 	/* accepted: the endpoint its hello named as reading answers
 	 * (kind 0: none); dialed: our end of a peer's two-way connection */
 	struct tnbc_name back;
@@ -226,6 +191,9 @@ struct tnbc_xep {
 	 * time, only while the engine sleeps (sleep_begin arms it) */
 	int pfd;
 	atomic_uint nconns;
+	atomic_uint strangers; /* connections not proven yet */
+	atomic_uint npaused; /* connections left unread: their share held */
+	atomic_bool accept_paused; /* out of descriptors: lfd disarmed */
 	pthread_mutex_t lock; /* conns, closing */
 	struct tnbc_tcp_conn *conns;
 	bool closing;
@@ -233,6 +201,7 @@ struct tnbc_xep {
 	struct tnbc_tcp_held *replay; /* offered first: left, then kept */
 	struct tnbc_tcp_held *kept, **kept_tail;
 	size_t kept_bytes;
+	uint64_t serials; /* connections numbered, for tnbc_tcp_held.conn */
 	bool buffered; /* some connection stopped before draining */
 	bool polling; /* packets are being offered */
 	uint64_t mark;
@@ -259,6 +228,10 @@ struct tnbc_xpeer {
 	enum {
 		TNBC_TCP_IDLE,
 		TNBC_TCP_CONNECTING,
+		/* connected, keyed: the hello is out, nothing after it until
+		 * the listener's challenge proved it and our proof, written
+		 * at hs_at of out, follows */
+		TNBC_TCP_PROVING,
 		TNBC_TCP_UP,
 		TNBC_TCP_DEAD
 	} state;
@@ -274,6 +247,16 @@ struct tnbc_xpeer {
 	bool refused;
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
+	/* the handshake (PROVING): our hello, the proof's place in out,
+	 * the challenge as it comes, the deadline, and the connection that
+	 * reads answers, listed once the listener proved itself */
+	struct tnbc_tcp_hello hs_hello;
+	size_t hs_at;
+	uint8_t hs_buf[sizeof(struct tnbc_tcp_rec) +
+		       sizeof(struct tnbc_tcp_chal)];
+	size_t hs_have;
+	uint64_t hs_deadline;
+	struct tnbc_tcp_conn *hs_conn;
 	struct tnbc_xnet_intros intros;
 	/* when a send first waited for the peer to dial (0: no wait on),
 	 * the domain's slot that wait holds, and whether it was asked for
@@ -287,6 +270,12 @@ struct tnbc_xpeer {
 };
 
 static void tnbc_tcp_dial_wait_end(struct tnbc_xpeer *p);
+static bool tnbc_tcp_same_host(const struct tnbc_tcp_addr *a,
+			       const struct tnbc_tcp_addr *b);
+static bool tnbc_tcp_loopback(const struct tnbc_tcp_addr *a);
+static void tnbc_tcp_mac(const struct tnbc_xdom *xdom, const char *label,
+			 const struct tnbc_tcp_hello *h, const uint8_t *nonce_l,
+			 const uint8_t *mac_l, uint8_t out[TNBC_TCP_MAC_LEN]);
 
 struct tnbc_xdom {
 	struct tnbc_xkick kick;
@@ -316,7 +305,11 @@ struct tnbc_xdom {
 	/* TNBC_TCP_ONE_WAY_NAMES, a ring; under lock */
 	struct tnbc_name one_way[TNBC_TCP_ONE_WAY_NAMES];
 	unsigned one_way_next;
-	_Atomic uint64_t bad_pkts, refused;
+	/* the waker's: when it last swept, and when paused listeners are
+	 * armed again (0: none paused) */
+	uint64_t swept_ns;
+	_Atomic uint64_t accept_resume_ns;
+	_Atomic uint64_t bad_pkts, refused, strangers;
 	_Atomic uint64_t placed_bytes; /* read from a socket into place */
 	_Atomic uint64_t writes; /* to a socket, bytes taken */
 };
@@ -507,6 +500,12 @@ static void tnbc_tcp_peer_dead(struct tnbc_xpeer *p, const char *why)
 	p->state = TNBC_TCP_DEAD;
 	atomic_store(&p->dead, true);
 	p->out_len = p->out_off = 0;
+	if (p->hs_conn) {
+		/* never listened to: nobody else knows it */
+		close(p->hs_conn->fd);
+		free(p->hs_conn);
+		p->hs_conn = NULL;
+	}
 	if (p->fd >= 0) {
 		epoll_ctl(p->xdom->epfd, EPOLL_CTL_DEL, p->fd, NULL);
 		/* the endpoint reading the other end of a two-way one hears
@@ -580,16 +579,22 @@ static ssize_t tnbc_tcp_writev(struct tnbc_xpeer *p, const struct iovec *iov,
 	return (ssize_t)done;
 }
 
-/* Writes what the sender left; peer->lock held. */
+/* Writes what the sender left: while the handshake is on, no more than
+ * the hello.  peer->lock held. */
 static void tnbc_tcp_flush(struct tnbc_xpeer *p)
 {
-	while (p->state == TNBC_TCP_UP && p->out_off < p->out_len) {
-		size_t max = tnbc_tcp_write_max(p);
-		size_t want = p->out_len - p->out_off < max
-				      ? p->out_len - p->out_off
-				      : max;
-		ssize_t n =
-			send(p->fd, p->out + p->out_off, want, MSG_NOSIGNAL);
+	for (;;) {
+		size_t end =
+			p->state == TNBC_TCP_PROVING ? p->hs_at : p->out_len;
+		size_t max, want;
+		ssize_t n;
+
+		if ((p->state != TNBC_TCP_UP && p->state != TNBC_TCP_PROVING) ||
+		    p->out_off >= end)
+			break;
+		max = tnbc_tcp_write_max(p);
+		want = end - p->out_off < max ? end - p->out_off : max;
+		n = send(p->fd, p->out + p->out_off, want, MSG_NOSIGNAL);
 
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -603,6 +608,79 @@ static void tnbc_tcp_flush(struct tnbc_xpeer *p)
 	}
 	if (p->out_off == p->out_len)
 		p->out_off = p->out_len = 0;
+}
+
+static bool tnbc_tcp_conn_add(struct tnbc_xep *xep, struct tnbc_tcp_conn *c);
+
+/* A connection just made is up: at once with no key, after the
+ * handshake with one.  peer->lock held. */
+static void tnbc_tcp_came_up(struct tnbc_xpeer *p)
+{
+	if (!p->xdom->key_len) {
+		p->state = TNBC_TCP_UP;
+		return;
+	}
+	p->state = TNBC_TCP_PROVING;
+	p->hs_deadline = tnbc_now_ns() + tnbc_env.tcp_timeout_ms * 1000000u;
+}
+
+/* Reads the listener's challenge as it comes and, when it proves the
+ * key, writes our proof where its place waits and lets what follows
+ * go: the connection is up.  Only the challenge is read: the listener
+ * sends nothing more before our proof.  peer->lock held, p proving. */
+static void tnbc_tcp_hs_read(struct tnbc_xpeer *p)
+{
+	struct tnbc_xdom *xdom = p->xdom;
+	struct tnbc_tcp_rec rec;
+	struct tnbc_tcp_chal chal;
+	struct tnbc_tcp_proof proof;
+	uint8_t want[TNBC_TCP_MAC_LEN];
+
+	while (p->hs_have < sizeof(p->hs_buf)) {
+		ssize_t n = recv(p->fd, p->hs_buf + p->hs_have,
+				 sizeof(p->hs_buf) - p->hs_have, MSG_DONTWAIT);
+
+		if (n > 0) {
+			p->hs_have += (size_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		tnbc_tcp_peer_dead(p, n ? strerror(errno)
+					: "it refused the handshake (another "
+					  "auth_key?)");
+		return;
+	}
+	memcpy(&rec, p->hs_buf, sizeof(rec));
+	memcpy(&chal, p->hs_buf + sizeof(rec), sizeof(chal));
+	tnbc_tcp_mac(xdom, TNBC_TCP_MAC_L, &p->hs_hello, chal.nonce, NULL,
+		     want);
+	if (rec.type != TNBC_TCP_CHAL || rec.len != sizeof(chal) ||
+	    !tnbc_mac_equal(want, chal.mac, sizeof(want))) {
+		atomic_fetch_add(&xdom->refused, 1);
+		tnbc_tcp_peer_dead(p, "its challenge does not prove the "
+				      "auth_key");
+		return;
+	}
+	tnbc_tcp_mac(xdom, TNBC_TCP_MAC_C, &p->hs_hello, chal.nonce, chal.mac,
+		     proof.mac);
+	memcpy(p->out + p->hs_at + sizeof(struct tnbc_tcp_rec), &proof,
+	       sizeof(proof));
+	p->state = TNBC_TCP_UP;
+	if (p->hs_conn) {
+		struct tnbc_tcp_conn *c = p->hs_conn;
+		struct epoll_event ev = {.events = EPOLLOUT | EPOLLRDHUP |
+						   EPOLLET,
+					 .data.ptr = &p->ev};
+
+		/* what comes in now is the dialed connection's to read */
+		p->hs_conn = NULL;
+		if (!tnbc_tcp_conn_add(c->xep, c)) {
+			close(c->fd);
+			free(c);
+		}
+		epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, p->fd, &ev);
+	}
 }
 
 /* The waker's view of an outgoing connection's event; whether the
@@ -625,7 +703,13 @@ static bool tnbc_tcp_peer_event(struct tnbc_xpeer *p, uint32_t events)
 		if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err)
 			tnbc_tcp_peer_dead(p, strerror(err ? err : errno));
 		else
-			p->state = TNBC_TCP_UP;
+			tnbc_tcp_came_up(p);
+	}
+	if (p->state == TNBC_TCP_PROVING) {
+		/* the hello goes first */
+		tnbc_tcp_flush(p);
+		if (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+			tnbc_tcp_hs_read(p);
 	}
 	if (p->state == TNBC_TCP_UP && p->two_way && (events & EPOLLRDHUP))
 		tnbc_tcp_peer_dead(p, "it closed the connection");
@@ -662,6 +746,7 @@ static bool tnbc_tcp_conn_add(struct tnbc_xep *xep, struct tnbc_tcp_conn *c)
 		pthread_mutex_unlock(&xep->lock);
 		return false;
 	}
+	c->serial = ++xep->serials;
 	c->next = xep->conns;
 	xep->conns = c;
 	pthread_mutex_unlock(&xep->lock);
@@ -685,6 +770,57 @@ static struct tnbc_tcp_conn *tnbc_tcp_conn_new(struct tnbc_xep *xep, int fd)
 	return c;
 }
 
+/* Ends a connection from outside its consumer: the socket is shut, and
+ * the consumer's next read finds its end and drops it.  xep->lock held,
+ * c listed. */
+static void tnbc_tcp_conn_shut(struct tnbc_xep *xep, struct tnbc_tcp_conn *c)
+{
+	if (c->shut)
+		return;
+	c->shut = true;
+	shutdown(c->fd, SHUT_RDWR);
+	atomic_fetch_add(&xep->xdom->strangers, 1);
+}
+
+/* Past FI_TNBC_TCP_STRANGERS_MAX connections that have not proven who
+ * they are, the oldest goes: strangers cost a bounded number of
+ * sockets, and one that proves itself quickly still gets in. */
+static void tnbc_tcp_strangers_trim(struct tnbc_xep *xep)
+{
+	struct tnbc_tcp_conn *oldest = NULL;
+	unsigned live = 0;
+
+	pthread_mutex_lock(&xep->lock);
+	for (struct tnbc_tcp_conn *c = xep->conns; c; c = c->next)
+		if (c->stranger && !c->shut) {
+			live++;
+			oldest = c; /* the list is newest first */
+		}
+	if (oldest && live > tnbc_env.tcp_strangers_max)
+		tnbc_tcp_conn_shut(xep, oldest);
+	pthread_mutex_unlock(&xep->lock);
+}
+
+/* Out of descriptors: accept would fail again at once for as long, and
+ * the listener, level-triggered, fire again; it is left unarmed for a
+ * while (the waker arms it again), and the connections wait in its
+ * backlog. */
+static void tnbc_tcp_accept_pause(struct tnbc_xep *xep, int err)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+	struct epoll_event ev = {.events = 0, .data.ptr = &xep->ev};
+
+	if (atomic_exchange(&xep->accept_paused, true))
+		return;
+	epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, xep->lfd, &ev);
+	atomic_store(&xdom->accept_resume_ns,
+		     tnbc_now_ns() + TNBC_TCP_ACCEPT_PAUSE_NS);
+	FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+		"tcp: cannot accept a connection (%s): the listener waits "
+		"%llu ms\n",
+		strerror(err), TNBC_TCP_ACCEPT_PAUSE_NS / 1000000ull);
+}
+
 static void tnbc_tcp_accept(struct tnbc_xep *xep)
 {
 	for (;;) {
@@ -695,21 +831,91 @@ static void tnbc_tcp_accept(struct tnbc_xep *xep)
 		struct tnbc_tcp_conn *c;
 		int one = 1;
 
-		if (fd < 0)
-			return; /* EAGAIN, or out of descriptors for now */
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				tnbc_tcp_accept_pause(xep, errno);
+			return; /* EAGAIN: none left */
+		}
 		c = tnbc_tcp_conn_new(xep, fd);
 		if (!c) {
 			close(fd);
 			continue;
 		}
 		tnbc_tcp_from_sockaddr((struct sockaddr *)&ss, &c->from);
+		sl = sizeof(ss);
+		if (!getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+			struct tnbc_tcp_addr here;
+
+			tnbc_tcp_from_sockaddr((struct sockaddr *)&ss, &here);
+			c->local = tnbc_tcp_loopback(&c->from) ||
+				   tnbc_tcp_same_host(&here, &c->from);
+		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->stranger = true;
+		atomic_fetch_add(&xep->strangers, 1);
 		if (!tnbc_tcp_conn_add(xep, c)) {
+			atomic_fetch_sub(&xep->strangers, 1);
 			close(fd);
 			free(c);
 			return;
 		}
+		if (atomic_load(&xep->strangers) > tnbc_env.tcp_strangers_max)
+			tnbc_tcp_strangers_trim(xep);
 	}
+}
+
+/* The waker's rounds: strangers past the hello deadline are shut, a
+ * handshake the listener never answered fails, and listeners paused
+ * for want of descriptors are armed again. */
+static bool tnbc_tcp_sweep(struct tnbc_xdom *xdom)
+{
+	bool kick = false;
+	uint64_t now = tnbc_now_ns(),
+		 resume = atomic_load(&xdom->accept_resume_ns);
+	uint64_t hello_ns = tnbc_env.tcp_hello_ms * 1000000ull;
+
+	if (resume && now >= resume) {
+		atomic_store(&xdom->accept_resume_ns, 0);
+		pthread_mutex_lock(&xdom->lock);
+		for (struct tnbc_xep *e = xdom->eps; e; e = e->next) {
+			struct epoll_event ev = {.events = EPOLLIN,
+						 .data.ptr = &e->ev};
+
+			if (atomic_exchange(&e->accept_paused, false))
+				epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, e->lfd,
+					  &ev);
+		}
+		pthread_mutex_unlock(&xdom->lock);
+	}
+	if (now - xdom->swept_ns < TNBC_TCP_SWEEP_NS)
+		return false;
+	xdom->swept_ns = now;
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep *e = xdom->eps; e; e = e->next) {
+		if (!atomic_load(&e->strangers))
+			continue;
+		pthread_mutex_lock(&e->lock);
+		for (struct tnbc_tcp_conn *c = e->conns; c; c = c->next)
+			if (c->stranger && now - c->born_ns > hello_ns)
+				tnbc_tcp_conn_shut(e, c);
+		pthread_mutex_unlock(&e->lock);
+	}
+	for (struct tnbc_xpeer *p = xdom->peers; p; p = p->next) {
+		/* lock order: peer before xdom; a busy peer is looked at
+		 * next round */
+		if (pthread_mutex_trylock(&p->lock))
+			continue;
+		if (p->state == TNBC_TCP_PROVING && now > p->hs_deadline) {
+			tnbc_tcp_peer_dead(p, "no answer to the handshake");
+			kick = true; /* what waits on it fails */
+		}
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_mutex_unlock(&xdom->lock);
+	return kick;
 }
 
 /* Frees what consumers closed: the waker is past every event that
@@ -752,7 +958,10 @@ static void *tnbc_tcp_waker(void *arg)
 		int n;
 
 		tnbc_tcp_bury(xdom);
-		n = epoll_wait(xdom->epfd, evs, 64, 1000);
+		if (tnbc_tcp_sweep(xdom))
+			xdom->kick.kick(xdom->kick.arg);
+		n = epoll_wait(xdom->epfd, evs, 64,
+			       (int)(TNBC_TCP_SWEEP_NS / 1000000u));
 		for (int i = 0; i < n; i++) {
 			struct tnbc_tcp_ev *ev = evs[i].data.ptr;
 
@@ -858,6 +1067,10 @@ static void tnbc_tcp_dom_close(struct tnbc_xdom *xdom)
 		struct tnbc_xpeer *p = xdom->peers;
 
 		xdom->peers = p->next;
+		if (p->hs_conn) {
+			close(p->hs_conn->fd);
+			free(p->hs_conn);
+		}
 		if (p->fd >= 0)
 			close(p->fd);
 		free(p->out);
@@ -1099,9 +1312,12 @@ static int tnbc_tcp_peer_get(struct tnbc_xdom *xdom,
 		*out = p;
 		return 0;
 	}
-	if (given && given->family && given->port)
+	if (given && given->family && given->port) {
 		a = *given;
-	else if (!tnbc_xnet_book_get(&xdom->book, name, &a, sizeof(a)))
+		/* the application's word: what connections say of the name
+		 * never moves it */
+		tnbc_xnet_book_pin(&xdom->book, name, &a, sizeof(a));
+	} else if (!tnbc_xnet_book_get(&xdom->book, name, &a, sizeof(a)))
 		return -FI_EHOSTUNREACH;
 	if ((a.family != 4 && a.family != 6) || !a.port)
 		return -FI_EINVAL;
@@ -1132,6 +1348,16 @@ static int tnbc_tcp_peer_get(struct tnbc_xdom *xdom,
 	return 0;
 }
 
+static void tnbc_tcp_addr_known(struct tnbc_xdom *xdom,
+				const struct tnbc_name *name,
+				const uint8_t *xaddr)
+{
+	const struct tnbc_tcp_addr *a = (const void *)xaddr;
+
+	if ((a->family == 4 || a->family == 6) && a->port)
+		tnbc_xnet_book_pin(&xdom->book, name, a, sizeof(*a));
+}
+
 static bool tnbc_tcp_peer_alive(struct tnbc_xpeer *peer)
 {
 	return !atomic_load(&peer->dead);
@@ -1148,6 +1374,7 @@ static int tnbc_tcp_out_room(struct tnbc_xpeer *p, size_t n)
 		return 0;
 	if (p->out_off) {
 		memmove(p->out, p->out + p->out_off, p->out_len - p->out_off);
+		p->hs_at = p->hs_at > p->out_off ? p->hs_at - p->out_off : 0;
 		p->out_len -= p->out_off;
 		p->out_off = 0;
 	}
@@ -1241,16 +1468,21 @@ static void tnbc_tcp_dial_back(struct tnbc_xpeer *p,
 		close(dfd);
 		goto out;
 	}
+	/* what comes back is the peer's, proven by its challenge where a
+	 * key asks for one: listed only then */
 	c->hello = true;
+	c->proven = true;
 	c->dialed = true;
 	c->from = p->addr;
-	if (!tnbc_tcp_conn_add(xep, c)) {
+	c->id = p->name;
+	if (p->xdom->key_len) {
+		p->hs_conn = c;
+	} else if (!tnbc_tcp_conn_add(xep, c)) {
 		close(dfd);
 		free(c);
 		goto out;
 	}
-	hello->from = xep->name;
-	hello->from_addr = xep->addr;
+	hello->flags |= TNBC_TCP_HELLO_TWO_WAY;
 	p->two_way = true;
 out:
 	pthread_mutex_unlock(&xdom->lock);
@@ -1411,29 +1643,86 @@ static void tnbc_tcp_up_now(struct tnbc_xpeer *p)
 
 	if (p->state == TNBC_TCP_CONNECTING && poll(&pfd, 1, 0) == 1 &&
 	    !(pfd.revents & (POLLERR | POLLHUP)) &&
-	    !getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) && !err)
-		p->state = TNBC_TCP_UP;
+	    !getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) && !err) {
+		tnbc_tcp_came_up(p);
+		if (p->state == TNBC_TCP_PROVING)
+			tnbc_tcp_flush(p); /* the hello */
+	}
+}
+
+/* Whether a is a loopback address. */
+static bool tnbc_tcp_loopback(const struct tnbc_tcp_addr *a)
+{
+	static const uint8_t lo6[16] = {[15] = 1};
+
+	return a->family == 6 ? !memcmp(a->ip, lo6, 16) : a->ip[0] == 127;
+}
+
+/* A connection leaves from the address its endpoint listens on, which
+ * its hello names: without a key, the listener takes the name only
+ * from that host.  (A host of several addresses would otherwise leave
+ * from whichever its routes choose.) */
+static void tnbc_tcp_bind_source(int fd, const struct tnbc_tcp_addr *self,
+				 const struct tnbc_tcp_addr *to)
+{
+	struct tnbc_tcp_addr a = *self;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int one = 1;
+
+	if (self->family != to->family || tnbc_tcp_any(self) ||
+	    (tnbc_tcp_loopback(self) && !tnbc_tcp_loopback(to)))
+		return;
+	a.port = 0;
+	sl = tnbc_tcp_sockaddr(&a, &ss);
+	/* the port is chosen at connect, as an unbound socket's */
+	setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl))
+		FI_INFO(&tnbc_prov, FI_LOG_EP_CTRL,
+			"tcp: connecting from the listening address: %s\n",
+			strerror(errno));
 }
 
 static int tnbc_tcp_connect(struct tnbc_xpeer *p, const struct tnbc_name *src)
 {
 	struct tnbc_tcp_rec rec = {.len = sizeof(struct tnbc_tcp_hello),
 				   .type = TNBC_TCP_HELLO};
-	struct tnbc_tcp_hello hello = {.magic = TNBC_TCP_MAGIC,
-				       .version = TNBC_TCP_VERSION,
-				       .key_len = p->xdom->key_len,
-				       .to = p->name};
+	struct tnbc_tcp_rec prec = {.len = sizeof(struct tnbc_tcp_proof),
+				    .type = TNBC_TCP_PROOF};
+	static const struct tnbc_tcp_proof blank;
+	struct tnbc_tcp_hello *hello = &p->hs_hello;
+	struct tnbc_xdom *xdom = p->xdom;
 	struct epoll_event ev;
 	struct sockaddr_storage ss;
 	socklen_t sl = tnbc_tcp_sockaddr(&p->addr, &ss);
+	size_t hello_at;
 	int fd;
 
+	memset(hello, 0, sizeof(*hello));
+	hello->magic = TNBC_TCP_MAGIC;
+	hello->version = TNBC_TCP_VERSION;
+	hello->flags = xdom->key_len ? TNBC_TCP_HELLO_KEYED : 0;
+	hello->to = p->name;
+	if (tnbc_random(hello->nonce, sizeof(hello->nonce)))
+		return -FI_EIO;
+	/* who dials: the sending endpoint, or, for a packet that names
+	 * none, the domain's first */
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
+		if (!src || tnbc_name_same(&e->name, src)) {
+			hello->from = e->name;
+			hello->from_addr = e->addr;
+			break;
+		}
+	pthread_mutex_unlock(&xdom->lock);
+	if (!hello->from.kind)
+		return -FI_EHOSTUNREACH; /* no endpoint of ours to answer */
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    0);
 	if (fd < 0)
 		return -errno;
-	memcpy(hello.key, p->xdom->key, sizeof(hello.key));
 	tnbc_tcp_sock_opts(fd);
+	tnbc_tcp_bind_source(fd, &hello->from_addr, &p->addr);
 	if (connect(fd, (struct sockaddr *)&ss, sl) && errno != EINPROGRESS) {
 		int err = errno;
 
@@ -1445,9 +1734,10 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p, const struct tnbc_name *src)
 	p->state = TNBC_TCP_CONNECTING;
 	p->intros.n = 0;
 	p->two_way = false;
+	p->hs_have = 0;
 	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 	ev.data.ptr = &p->ev;
-	if (epoll_ctl(p->xdom->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+	if (epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, fd, &ev)) {
 		int err = errno;
 
 		close(fd);
@@ -1455,24 +1745,29 @@ static int tnbc_tcp_connect(struct tnbc_xpeer *p, const struct tnbc_name *src)
 		p->state = TNBC_TCP_IDLE;
 		return -err;
 	}
+	hello_at = p->out_len;
+	/* with a key, the proof's place follows the hello, filled once the
+	 * listener's challenge came */
 	if (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
-	    tnbc_tcp_out_put(p, &hello, sizeof(hello))) {
-		epoll_ctl(p->xdom->epfd, EPOLL_CTL_DEL, fd, NULL);
+	    tnbc_tcp_out_put(p, hello, sizeof(*hello)) ||
+	    (xdom->key_len && (tnbc_tcp_out_put(p, &prec, sizeof(prec)) ||
+			       tnbc_tcp_out_put(p, &blank, sizeof(blank))))) {
+		epoll_ctl(xdom->epfd, EPOLL_CTL_DEL, fd, NULL);
 		close(fd);
 		p->fd = -1;
 		p->state = TNBC_TCP_IDLE;
 		p->out_len = p->out_off = 0;
 		return -FI_EAGAIN;
 	}
+	p->hs_at = hello_at + sizeof(rec) + sizeof(*hello);
 	/* last: once the hello says so, answers come on this connection,
 	 * and it must not be undone */
-	tnbc_tcp_dial_back(p, src, fd, &hello);
-	if (p->two_way) {
-		memcpy(p->out + p->out_len - sizeof(hello), &hello,
-		       sizeof(hello));
+	tnbc_tcp_dial_back(p, src, fd, hello);
+	memcpy(p->out + hello_at + sizeof(rec), hello, sizeof(*hello));
+	if (p->two_way && !xdom->key_len) {
 		/* what comes in is the dialed connection's to read */
 		ev.events = EPOLLOUT | EPOLLRDHUP | EPOLLET;
-		epoll_ctl(p->xdom->epfd, EPOLL_CTL_MOD, fd, &ev);
+		epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, fd, &ev);
 	}
 	tnbc_tcp_up_now(p);
 	return 0;
@@ -1492,9 +1787,13 @@ static bool tnbc_tcp_adopt(struct tnbc_xpeer *p)
 	pthread_mutex_lock(&xdom->lock);
 	for (struct tnbc_xep *e = xdom->eps; e && fd < 0; e = e->next) {
 		pthread_mutex_lock(&e->lock);
+		/* proven, and without a key from the host we know the
+		 * peer by: a stranger's claim alone takes nothing */
 		for (struct tnbc_tcp_conn *c = e->conns; c; c = c->next)
-			if (c->hello && !c->dialed && c->back.kind &&
-			    tnbc_name_same(&c->back, &p->name)) {
+			if (c->proven && !c->dialed && c->back.kind &&
+			    tnbc_name_same(&c->back, &p->name) &&
+			    (xdom->key_len ||
+			     tnbc_tcp_same_host(&c->from, &p->addr))) {
 				fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
 				break;
 			}
@@ -1538,6 +1837,29 @@ static bool tnbc_tcp_wait_fd(int fd, short events, uint64_t end_ns)
 	}
 }
 
+/* Reads n bytes of fd by end_ns; the bytes read (fewer: it closed,
+ * failed, or the time is up). */
+static size_t tnbc_tcp_read_by(int fd, void *buf, size_t n, uint64_t end_ns)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = recv(fd, (uint8_t *)buf + got, n - got, 0);
+
+		if (r > 0) {
+			got += (size_t)r;
+			continue;
+		}
+		if (!r)
+			break; /* closed */
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN || !tnbc_tcp_wait_fd(fd, POLLIN, end_ns))
+			break;
+	}
+	return got;
+}
+
 /* One question; -FI_EAGAIN where asking again may get an answer
  * (nobody listens yet, or the endpoint is not named yet). */
 static int tnbc_tcp_ask(struct tnbc_xdom *xdom, const struct sockaddr *sa,
@@ -1545,21 +1867,28 @@ static int tnbc_tcp_ask(struct tnbc_xdom *xdom, const struct sockaddr *sa,
 {
 	struct {
 		struct tnbc_tcp_rec rec;
-		struct tnbc_tcp_who who;
-	} q = {.rec = {.len = sizeof(q.who), .type = TNBC_TCP_WHO},
-	       .who = {.magic = TNBC_TCP_MAGIC,
-		       .version = TNBC_TCP_VERSION,
-		       .key_len = xdom->key_len}};
+		struct tnbc_tcp_hello h;
+	} q = {.rec = {.len = sizeof(q.h), .type = TNBC_TCP_HELLO},
+	       .h = {.magic = TNBC_TCP_MAGIC,
+		     .version = TNBC_TCP_VERSION,
+		     .flags = TNBC_TCP_HELLO_LOOKUP}};
+	struct tnbc_tcp_rec rec;
+	struct tnbc_tcp_chal chal;
 	struct {
 		struct tnbc_tcp_rec rec;
-		struct tnbc_addr addr;
-	} ans;
+		struct tnbc_tcp_proof proof;
+	} pr = {.rec = {.len = sizeof(pr.proof), .type = TNBC_TCP_PROOF}};
+	uint8_t want[TNBC_TCP_MAC_LEN];
+	struct tnbc_addr addr;
 	socklen_t sl = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 						 : sizeof(struct sockaddr_in);
-	size_t got = 0;
+	size_t got;
 	int fd, err = 0, ret = -FI_EAGAIN;
 
-	memcpy(q.who.key, xdom->key, sizeof(q.who.key));
+	if (xdom->key_len)
+		q.h.flags |= TNBC_TCP_HELLO_KEYED;
+	if (tnbc_random(q.h.nonce, sizeof(q.h.nonce)))
+		return -FI_EIO;
 	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    0);
 	if (fd < 0)
@@ -1573,37 +1902,47 @@ static int tnbc_tcp_ask(struct tnbc_xdom *xdom, const struct sockaddr *sa,
 		goto out;
 	if (send(fd, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q))
 		goto out;
-	while (got < sizeof(ans)) {
-		ssize_t n =
-			recv(fd, (uint8_t *)&ans + got, sizeof(ans) - got, 0);
-
-		if (n > 0) {
-			got += (size_t)n;
-			if (got >= sizeof(ans.rec) &&
-			    ans.rec.type == TNBC_TCP_IAM && !ans.rec.len) {
-				ret = -FI_EACCES;
-				goto out;
-			}
-			continue;
-		}
-		if (!n)
-			break; /* closed unanswered */
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN || !tnbc_tcp_wait_fd(fd, POLLIN, end_ns))
-			break;
+	got = tnbc_tcp_read_by(fd, &rec, sizeof(rec), end_ns);
+	if (got < sizeof(rec)) {
+		/* closed unanswered (not named yet), or no tnbc */
+		ret = got ? -FI_EHOSTUNREACH : -FI_EAGAIN;
+		goto out;
 	}
-	if (got == sizeof(ans)) {
-		if (ans.rec.type != TNBC_TCP_IAM ||
-		    ans.rec.len != sizeof(ans.addr)) {
-			ret = -FI_EHOSTUNREACH;
+	if (rec.type == TNBC_TCP_IAM && !rec.len) {
+		ret = -FI_EACCES; /* a key where we have none, or none */
+		goto out;
+	}
+	if (xdom->key_len) {
+		/* the listener proves the key before we do, and tells its
+		 * name only then */
+		ret = -FI_EHOSTUNREACH;
+		if (rec.type != TNBC_TCP_CHAL || rec.len != sizeof(chal) ||
+		    tnbc_tcp_read_by(fd, &chal, sizeof(chal), end_ns) !=
+			    sizeof(chal))
+			goto out;
+		tnbc_tcp_mac(xdom, TNBC_TCP_MAC_L, &q.h, chal.nonce, NULL,
+			     want);
+		if (!tnbc_mac_equal(want, chal.mac, sizeof(want))) {
+			ret = -FI_EACCES;
 			goto out;
 		}
-		*out = ans.addr;
-		ret = 0;
-	} else if (got) {
-		ret = -FI_EHOSTUNREACH; /* something that is no tnbc */
+		tnbc_tcp_mac(xdom, TNBC_TCP_MAC_C, &q.h, chal.nonce, chal.mac,
+			     pr.proof.mac);
+		if (send(fd, &pr, sizeof(pr), MSG_NOSIGNAL) !=
+		    (ssize_t)sizeof(pr))
+			goto out;
+		got = tnbc_tcp_read_by(fd, &rec, sizeof(rec), end_ns);
+		if (got < sizeof(rec)) {
+			ret = got ? -FI_EHOSTUNREACH : -FI_EAGAIN;
+			goto out;
+		}
 	}
+	ret = -FI_EHOSTUNREACH; /* something that is no tnbc */
+	if (rec.type != TNBC_TCP_IAM || rec.len != sizeof(addr) ||
+	    tnbc_tcp_read_by(fd, &addr, sizeof(addr), end_ns) != sizeof(addr))
+		goto out;
+	*out = addr;
+	ret = 0;
 out:
 	close(fd);
 	return ret;
@@ -1814,6 +2153,14 @@ static void tnbc_tcp_conn_drop(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			*it = c->next;
 			break;
 		}
+	if (c->stranger) {
+		c->stranger = false;
+		atomic_fetch_sub(&xep->strangers, 1);
+	}
+	if (c->paused) {
+		c->paused = false;
+		atomic_fetch_sub(&xep->npaused, 1);
+	}
 	pthread_mutex_unlock(&xep->lock);
 	epoll_ctl(xep->pfd, EPOLL_CTL_DEL, c->fd, NULL);
 	atomic_fetch_sub(&xep->nconns, 1);
@@ -1841,7 +2188,8 @@ static ssize_t tnbc_tcp_fill(struct tnbc_tcp_conn *c, size_t need)
 		c->off = 0;
 	}
 	if (c->cap < need || !c->buf) {
-		size_t cap = c->cap ? c->cap : 65536;
+		/* a stranger's records are small: it makes us hold no more */
+		size_t cap = c->cap ? c->cap : c->proven ? 65536 : 256;
 		uint8_t *b;
 
 		while (cap < need)
@@ -1853,6 +2201,8 @@ static ssize_t tnbc_tcp_fill(struct tnbc_tcp_conn *c, size_t need)
 		c->cap = cap;
 	}
 	want = c->cap - c->have;
+	if (!c->proven && want > need - (c->have - c->off))
+		want = need - (c->have - c->off);
 	/* while a record is incomplete read only up to its end, so that a
 	 * large placed payload stays in the socket */
 	if (want > TNBC_TCP_RBULK && need - (c->have - c->off) < want)
@@ -1996,16 +2346,64 @@ static ssize_t tnbc_tcp_rx_copy(struct tnbc_xrx *x, size_t off,
 	return (ssize_t)n;
 }
 
-static struct tnbc_tcp_held *tnbc_tcp_hold(const uint8_t *data, size_t len)
+static struct tnbc_tcp_held *tnbc_tcp_hold(const struct tnbc_tcp_conn *c,
+					   const uint8_t *data, size_t len)
 {
 	struct tnbc_tcp_held *h = malloc(sizeof(*h) + len);
 
 	if (h) {
 		h->next = NULL;
+		h->from = c->id;
+		h->conn = c->serial;
 		h->len = (uint32_t)len;
 		memcpy(h->data, data, len);
 	}
 	return h;
+}
+
+/* A connection's share of what the consumer holds: the endpoint's queue
+ * room, as over shared memory. */
+static size_t tnbc_tcp_share(void)
+{
+	return tnbc_env.rx_slots * tnbc_env.slot_size;
+}
+
+/* Counts a held packet against its connection (by = +1) or gives its
+ * room back (by = -1), leaving the connection unread past its share and
+ * read again below it.  The consumer's. */
+static void tnbc_tcp_hold_count(struct tnbc_xep *xep, uint64_t serial,
+				size_t len, int by)
+{
+	struct tnbc_tcp_conn *c;
+
+	pthread_mutex_lock(&xep->lock);
+	for (c = xep->conns; c && c->serial != serial; c = c->next)
+		;
+	pthread_mutex_unlock(&xep->lock);
+	if (!c)
+		return; /* gone: nothing left to hold back */
+	if (by > 0) {
+		c->held_bytes += len;
+	} else {
+		c->held_bytes -= len < c->held_bytes ? len : c->held_bytes;
+	}
+	if (!c->paused && c->held_bytes >= tnbc_tcp_share()) {
+		struct epoll_event ev = {.events = 0, .data.ptr = &c->ev};
+
+		/* level-triggered: left in, it would say "ready" for ever */
+		c->paused = true;
+		atomic_fetch_add(&xep->npaused, 1);
+		epoll_ctl(xep->pfd, EPOLL_CTL_MOD, c->fd, &ev);
+	} else if (c->paused && c->held_bytes < tnbc_tcp_share()) {
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+					 .data.ptr = &c->ev};
+
+		c->paused = false;
+		atomic_fetch_sub(&xep->npaused, 1);
+		epoll_ctl(xep->pfd, EPOLL_CTL_MOD, c->fd, &ev);
+		/* what came meanwhile is there to read */
+		atomic_fetch_add(&xep->events, 1);
+	}
 }
 
 static void tnbc_tcp_keep(struct tnbc_xep *xep, struct tnbc_tcp_held *h)
@@ -2034,6 +2432,7 @@ static bool tnbc_tcp_replay(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		struct tnbc_xrx rx = {.head = h->data,
 				      .head_len = h->len,
 				      .len = h->len,
+				      .from = &h->from,
 				      .copy = tnbc_xnet_mem_copy};
 		int v = fn(arg, &rx);
 
@@ -2047,42 +2446,32 @@ static bool tnbc_tcp_replay(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			continue;
 		}
 		tnbc_tcp_taken(xep, v, taken);
+		tnbc_tcp_hold_count(xep, h->conn, h->len, -1);
 		free(h);
 	}
 	return true;
 }
 
-/* A lookup (TNBC_TCP_WHO) answered: the whole address, or an empty
- * answer to a question with another auth_key.  The question is a
- * connection's first and last record: 1 says the connection is done
- * with.  Until the endpoint is named (ep_named is moments away) the
- * connection closes unanswered, and the asking side asks again. */
+/* A lookup answered (struct tnbc_tcp_hello with TNBC_TCP_HELLO_LOOKUP):
+ * the whole address, or, refused (flag lookup false: the asker holds no
+ * key where we want one, or one where we want none), an empty answer.
+ * The question is the connection's last: 1 says it is done with.  Until
+ * the endpoint is named (ep_named is moments away) the connection closes
+ * unanswered, and the asking side asks again. */
 static int tnbc_tcp_answer(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
-			   const uint8_t *body)
+			   bool refused)
 {
-	struct tnbc_xdom *xdom = xep->xdom;
-	struct tnbc_tcp_who w;
 	struct {
 		struct tnbc_tcp_rec rec;
 		struct tnbc_addr addr;
 	} ans = {.rec = {.len = sizeof(ans.addr), .type = TNBC_TCP_IAM}};
 
-	memcpy(&w, body, sizeof(w));
-	if (w.magic != TNBC_TCP_MAGIC || w.version != TNBC_TCP_VERSION) {
-		atomic_fetch_add(&xdom->refused, 1);
-		return -FI_EINVAL;
-	}
-	if (w.key_len != xdom->key_len ||
-	    memcmp(w.key, xdom->key, xdom->key_len)) {
-		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
-			"tcp: a lookup with another auth_key refused\n");
-		atomic_fetch_add(&xdom->refused, 1);
+	if (refused)
 		ans.rec.len = 0;
-	} else if (!atomic_load_explicit(&xep->named, memory_order_acquire)) {
+	else if (!atomic_load_explicit(&xep->named, memory_order_acquire))
 		return 1;
-	} else {
+	else
 		ans.addr = xep->whole;
-	}
 	/* a fresh socket takes 72 bytes; one that does not is the asker's
 	 * loss, and it asks again */
 	if (send(c->fd, &ans, sizeof(ans.rec) + ans.rec.len,
@@ -2093,68 +2482,213 @@ static int tnbc_tcp_answer(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	return 1;
 }
 
+/* The MAC of one side of a handshake over the hello, the listener's
+ * nonce and, for the connector's, the listener's MAC: bound to both
+ * fresh nonces, so that nothing recorded proves anything again. */
+static void tnbc_tcp_mac(const struct tnbc_xdom *xdom, const char *label,
+			 const struct tnbc_tcp_hello *h, const uint8_t *nonce_l,
+			 const uint8_t *mac_l, uint8_t out[TNBC_TCP_MAC_LEN])
+{
+	struct tnbc_hmac m;
+
+	tnbc_hmac_init(&m, xdom->key, xdom->key_len);
+	tnbc_hmac_update(&m, label, strlen(label) + 1);
+	tnbc_hmac_update(&m, h, sizeof(*h));
+	tnbc_hmac_update(&m, nonce_l, TNBC_TCP_NONCE_LEN);
+	if (mac_l)
+		tnbc_hmac_update(&m, mac_l, TNBC_TCP_MAC_LEN);
+	tnbc_hmac_final(&m, out);
+}
+
+/* Whether two addresses are of one host. */
+static bool tnbc_tcp_same_host(const struct tnbc_tcp_addr *a,
+			       const struct tnbc_tcp_addr *b)
+{
+	return a->family == b->family &&
+	       !memcmp(a->ip, b->ip, a->family == 6 ? 16 : 4);
+}
+
+/* The listener's half of a keyed handshake: a fresh nonce and the MAC
+ * that proves the key, and the proof the connector must send back. */
+static int tnbc_tcp_challenge(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			      const struct tnbc_tcp_hello *h)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+	struct {
+		struct tnbc_tcp_rec rec;
+		struct tnbc_tcp_chal chal;
+	} m = {.rec = {.len = sizeof(m.chal), .type = TNBC_TCP_CHAL}};
+
+	if (tnbc_random(m.chal.nonce, sizeof(m.chal.nonce)))
+		return -FI_EIO;
+	tnbc_tcp_mac(xdom, TNBC_TCP_MAC_L, h, m.chal.nonce, NULL, m.chal.mac);
+	tnbc_tcp_mac(xdom, TNBC_TCP_MAC_C, h, m.chal.nonce, m.chal.mac,
+		     c->expect);
+	/* a fresh socket takes 72 bytes */
+	if (send(c->fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+	    (ssize_t)sizeof(m))
+		return -FI_EIO;
+	c->challenged = true;
+	return 0;
+}
+
+/* The connection's handshake is over: packets may come. */
+static void tnbc_tcp_proven(struct tnbc_xep *xep, struct tnbc_tcp_conn *c)
+{
+	pthread_mutex_lock(&xep->lock);
+	c->proven = true;
+	c->challenged = false;
+	if (c->stranger) {
+		c->stranger = false;
+		atomic_fetch_sub(&xep->strangers, 1);
+	}
+	pthread_mutex_unlock(&xep->lock);
+	if (c->id.kind && c->id_addr.family)
+		tnbc_xnet_book_put(&xep->xdom->book, &c->id, &c->id_addr,
+				   sizeof(c->id_addr));
+}
+
+/* Whether what this domain knows of where name listens (a peer of its
+ * own, or an address the application gave) puts it on another host
+ * than the connection comes from. */
+static bool tnbc_tcp_elsewhere(struct tnbc_xdom *xdom,
+			       const struct tnbc_name *name,
+			       const struct tnbc_tcp_addr *from, bool local)
+{
+	struct tnbc_tcp_addr known;
+	struct tnbc_xpeer *p;
+	bool pinned = false, found;
+
+	pthread_mutex_lock(&xdom->lock);
+	p = tnbc_tcp_peer_find(xdom, name);
+	if (p)
+		known = p->addr;
+	pthread_mutex_unlock(&xdom->lock);
+	found = p != NULL;
+	if (!found)
+		found = tnbc_xnet_book_find(&xdom->book, name, &known,
+					    sizeof(known), &pinned) &&
+			pinned;
+	/* a name known at the loopback is of this host */
+	return found && !tnbc_tcp_same_host(&known, from) &&
+	       !(local && tnbc_tcp_loopback(&known));
+}
+
+/* A hello: who the connection is from, checked against where it comes
+ * from (no key) or challenged (a key).  0, or a negative fi_errno that
+ * closes it; 1: a lookup answered, closes it. */
+static int tnbc_tcp_hello_take(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			       const uint8_t *body)
+{
+	struct tnbc_xdom *xdom = xep->xdom;
+	struct tnbc_tcp_hello h;
+	bool keyed;
+
+	memcpy(&h, body, sizeof(h));
+	if (h.magic != TNBC_TCP_MAGIC || h.version != TNBC_TCP_VERSION) {
+		atomic_fetch_add(&xdom->refused, 1);
+		return -FI_EINVAL;
+	}
+	keyed = (h.flags & TNBC_TCP_HELLO_KEYED) != 0;
+	if (keyed != (xdom->key_len != 0)) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"tcp: a connection %s auth_key refused\n",
+			keyed ? "with an" : "without an");
+		atomic_fetch_add(&xdom->refused, 1);
+		if (h.flags & TNBC_TCP_HELLO_LOOKUP)
+			return tnbc_tcp_answer(xep, c, true);
+		return -FI_EACCES;
+	}
+	c->hello = true;
+	if (h.flags & TNBC_TCP_HELLO_LOOKUP) {
+		c->lookup = true;
+		if (!keyed)
+			return tnbc_tcp_answer(xep, c, false);
+		return tnbc_tcp_challenge(xep, c, &h);
+	}
+	if (!tnbc_name_same(&h.to, &xep->name) ||
+	    (h.from.kind != TNBC_NAME_PID && h.from.kind != TNBC_NAME_SVC) ||
+	    (h.from_addr.family != 4 && h.from_addr.family != 6) ||
+	    !h.from_addr.port) {
+		atomic_fetch_add(&xdom->refused, 1);
+		return -FI_EINVAL;
+	}
+	/* where it listens, as an introduction says */
+	if (tnbc_tcp_any(&h.from_addr)) {
+		uint16_t port = h.from_addr.port;
+
+		h.from_addr = c->from;
+		h.from_addr.port = port;
+	}
+	/* Without a key nothing proves a name: at least the host it says
+	 * it listens on, and the one this domain knows it by, must be the
+	 * one it connects from (a connector binds its socket to its
+	 * listening address for this). */
+	if (!keyed && (!tnbc_tcp_same_host(&h.from_addr, &c->from) ||
+		       tnbc_tcp_elsewhere(xdom, &h.from, &c->from, c->local))) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"tcp: a connection naming an endpoint of another "
+			"host refused\n");
+		atomic_fetch_add(&xdom->refused, 1);
+		return -FI_EACCES;
+	}
+	pthread_mutex_lock(&xep->lock);
+	c->id = h.from;
+	c->id_addr = h.from_addr;
+	/* adopt looks at it, once proven */
+	if (h.flags & TNBC_TCP_HELLO_TWO_WAY)
+		c->back = h.from;
+	pthread_mutex_unlock(&xep->lock);
+	if (keyed)
+		return tnbc_tcp_challenge(xep, c, &h);
+	tnbc_tcp_proven(xep, c);
+	return 0;
+}
+
 /* A record of a connection that is not a packet; 1 when the connection
  * has done its work and closes. */
 static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			    const struct tnbc_tcp_rec *rec, const uint8_t *body)
 {
-	if (rec->type == TNBC_TCP_WHO) {
-		if (c->hello || rec->len != sizeof(struct tnbc_tcp_who))
-			return -FI_EINVAL;
-		return tnbc_tcp_answer(xep, c, body);
-	}
 	if (rec->type == TNBC_TCP_HELLO) {
-		struct tnbc_tcp_hello h;
+		if (c->hello || rec->len != sizeof(struct tnbc_tcp_hello))
+			return -FI_EINVAL;
+		return tnbc_tcp_hello_take(xep, c, body);
+	}
+	if (rec->type == TNBC_TCP_PROOF) {
+		struct tnbc_tcp_proof pr;
 
-		if (c->hello || rec->len != sizeof(h))
+		if (!c->challenged || rec->len != sizeof(pr))
 			return -FI_EINVAL;
-		memcpy(&h, body, sizeof(h));
-		if (h.magic != TNBC_TCP_MAGIC ||
-		    h.version != TNBC_TCP_VERSION ||
-		    !tnbc_name_same(&h.to, &xep->name)) {
-			atomic_fetch_add(&xep->xdom->refused, 1);
-			return -FI_EINVAL;
-		}
-		if (h.key_len != xep->xdom->key_len ||
-		    memcmp(h.key, xep->xdom->key, xep->xdom->key_len)) {
+		memcpy(&pr, body, sizeof(pr));
+		if (!tnbc_mac_equal(pr.mac, c->expect, sizeof(pr.mac))) {
 			FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
-				"tcp: a connection with another auth_key "
-				"refused\n");
+				"tcp: a connection that does not hold the "
+				"auth_key refused\n");
 			atomic_fetch_add(&xep->xdom->refused, 1);
 			return -FI_EACCES;
 		}
-		if (h.from.kind != TNBC_NAME_PID &&
-		    h.from.kind != TNBC_NAME_SVC)
-			memset(&h.from, 0, sizeof(h.from));
-		if (h.from.kind) {
-			/* where it listens, as an introduction says */
-			if (tnbc_tcp_any(&h.from_addr)) {
-				uint16_t port = h.from_addr.port;
-
-				h.from_addr = c->from;
-				h.from_addr.port = port;
-			}
-			if ((h.from_addr.family == 4 ||
-			     h.from_addr.family == 6) &&
-			    h.from_addr.port)
-				tnbc_xnet_book_put(&xep->xdom->book, &h.from,
-						   &h.from_addr,
-						   sizeof(h.from_addr));
-		}
-		/* adopt looks at both */
-		pthread_mutex_lock(&xep->lock);
-		c->back = h.from;
-		c->hello = true;
-		pthread_mutex_unlock(&xep->lock);
-		return 0;
+		tnbc_tcp_proven(xep, c);
+		return c->lookup ? tnbc_tcp_answer(xep, c, false) : 0;
 	}
-	if (rec->type == TNBC_TCP_INTRO && c->hello &&
+	if (rec->type == TNBC_TCP_INTRO && c->proven &&
 	    rec->len == sizeof(struct tnbc_tcp_intro)) {
 		struct tnbc_tcp_intro in;
 
 		memcpy(&in, body, sizeof(in));
+		/* A service we dialed by its number alone (its process
+		 * unknown) introduces itself first on the connection: what
+		 * listens where we dialed is the service. */
+		if (c->dialed && c->id.kind == TNBC_NAME_SVC && !c->id.pid &&
+		    in.src.kind == TNBC_NAME_SVC && in.src.uid == c->id.uid)
+			c->id = in.src;
+		/* another endpoint of the connection's process: nothing
+		 * else is the connection's to say */
 		if ((in.addr.family != 4 && in.addr.family != 6) ||
-		    !in.addr.port)
+		    !in.addr.port || in.src.host != c->id.host ||
+		    in.src.pid != c->id.pid ||
+		    (in.src.kind != TNBC_NAME_PID &&
+		     in.src.kind != TNBC_NAME_SVC))
 			return -FI_EINVAL;
 		/* a source on any address is reached where it connected
 		 * from */
@@ -2163,6 +2697,14 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 
 			in.addr = c->from;
 			in.addr.port = port;
+		}
+		/* without a key, only where it connects from (a service
+		 * we reached at another of its host's addresses keeps the
+		 * one we reached it at) */
+		if (!xep->xdom->key_len &&
+		    !tnbc_tcp_same_host(&in.addr, &c->from)) {
+			atomic_fetch_add(&xep->xdom->refused, 1);
+			return 0;
 		}
 		tnbc_xnet_book_put(&xep->xdom->book, &in.src, &in.addr,
 				   sizeof(in.addr));
@@ -2182,6 +2724,7 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 static bool tnbc_tcp_set_aside(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			       struct tnbc_tcp_held *h, int verdict)
 {
+	tnbc_tcp_hold_count(xep, c->serial, h->len, 1);
 	if (verdict == TNBC_RX_LATER) {
 		h->next = xep->replay;
 		xep->replay = h;
@@ -2201,7 +2744,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 
 	c->more = false;
 	c->drained = false;
-	while (budget > 0) {
+	while (budget > 0 && !c->paused) {
 		struct tnbc_tcp_rec rec;
 		size_t avail = c->have - c->off, max = tnbc_tcp_rx_max();
 		size_t span;
@@ -2217,17 +2760,24 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			r = tnbc_tcp_fill(c, sizeof(rec));
 			if (r < 0)
 				goto drop;
-			if (!r) {
-				if (!c->hello && tnbc_now_ns() - c->born_ns >
-							 TNBC_TCP_HELLO_NS)
-					goto bad;
+			if (!r)
 				return taken; /* drained */
-			}
 			continue;
 		}
 		memcpy(&rec, c->buf + c->off, sizeof(rec));
-		if (rec.len > max + sizeof(struct tnbc_tcp_hello) ||
-		    (rec.type == TNBC_TCP_PKT && (!c->hello || rec.len > max)))
+		/* a stranger says who it is first, in a record of the size
+		 * that takes, and proves it next: it never makes us hold
+		 * more than that */
+		if (!c->proven &&
+		    (c->challenged
+			     ? rec.type != TNBC_TCP_PROOF ||
+				       rec.len != sizeof(struct tnbc_tcp_proof)
+			     : c->hello || rec.type != TNBC_TCP_HELLO ||
+				       rec.len !=
+					       sizeof(struct tnbc_tcp_hello)))
+			goto bad;
+		if (rec.len > max || (rec.type != TNBC_TCP_PKT &&
+				      rec.len > sizeof(struct tnbc_tcp_hello)))
 			goto bad;
 		span = TNBC_TCP_SPAN(rec.len);
 		if (rec.type != TNBC_TCP_PKT) {
@@ -2271,6 +2821,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 						       sizeof(rec),
 					       .head_len = hl,
 					       .len = rec.len,
+					       .from = &c->id,
 					       .copy = tnbc_tcp_rx_copy},
 					.c = c};
 
@@ -2292,6 +2843,8 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 					if (!h)
 						goto drop;
 					h->next = NULL;
+					h->from = c->id;
+					h->conn = c->serial;
 					h->len = rec.len;
 					memcpy(h->data, rx.rx.head, hl);
 					to.iov_base = h->data + hl;
@@ -2336,13 +2889,14 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 						      sizeof(rec),
 					      .head_len = rec.len,
 					      .len = rec.len,
+					      .from = &c->id,
 					      .copy = tnbc_xnet_mem_copy};
 
 			v = fn(arg, &rx);
 		}
 		if (v == TNBC_RX_KEEP || v == TNBC_RX_LATER) {
 			struct tnbc_tcp_held *h = tnbc_tcp_hold(
-				c->buf + c->off + sizeof(rec), rec.len);
+				c, c->buf + c->off + sizeof(rec), rec.len);
 
 			if (!h) {
 				c->more = true;
@@ -2376,17 +2930,17 @@ drop:
  * question did.  The engine's sleep still asks (pending). */
 static bool tnbc_tcp_lone(struct tnbc_xep *xep)
 {
-	return atomic_load_explicit(&xep->nconns, memory_order_relaxed) == 1;
+	return atomic_load_explicit(&xep->nconns, memory_order_relaxed) == 1 &&
+	       !atomic_load_explicit(&xep->npaused, memory_order_relaxed);
 }
 
-/* Whether a connection has bytes to read now, as the kernel says; not
- * while kept packets fill the queue's room (reading waits then). */
+/* Whether a connection has bytes to read now, as the kernel says (one
+ * whose held packets fill its share is out of the set: it waits). */
 static bool tnbc_tcp_ready(struct tnbc_xep *xep)
 {
 	struct epoll_event ev;
 
 	return atomic_load_explicit(&xep->nconns, memory_order_relaxed) &&
-	       xep->kept_bytes < tnbc_env.rx_slots * tnbc_env.slot_size &&
 	       epoll_wait(xep->pfd, &ev, 1, 0) > 0;
 }
 
@@ -2412,10 +2966,6 @@ static int tnbc_tcp_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 	    !atomic_exchange_explicit(&xep->ready_hint, false,
 				      memory_order_relaxed) &&
 	    !tnbc_tcp_lone(xep) && !tnbc_tcp_ready(xep))
-		goto out;
-	/* kept packets past the queue's room: read nothing more, so that
-	 * senders see back pressure */
-	if (xep->kept_bytes >= tnbc_env.rx_slots * tnbc_env.slot_size)
 		goto out;
 	atomic_store_explicit(&xep->seen, ev, memory_order_relaxed);
 	pthread_mutex_lock(&xep->lock);
@@ -2588,6 +3138,7 @@ static void tnbc_tcp_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 	st->refused = atomic_load(&xdom->refused);
 	st->placed_bytes = atomic_load(&xdom->placed_bytes);
 	st->stream_writes = atomic_load(&xdom->writes);
+	st->strangers = atomic_load(&xdom->strangers);
 }
 
 const struct tnbc_xport_ops tnbc_tcp_ops = {
@@ -2609,6 +3160,7 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.max_packet = tnbc_tcp_max_packet,
 	.eager_max = tnbc_tcp_eager_max,
 	.packet_limit = tnbc_tcp_packet_limit,
+	.addr_known = tnbc_tcp_addr_known,
 	.peer_get = tnbc_tcp_peer_get,
 	.peer_alive = tnbc_tcp_peer_alive,
 	.send = tnbc_tcp_send,
