@@ -498,9 +498,10 @@ START_TEST(trust_keyed_replay)
 END_TEST
 
 /* A keyed connector reaching a listener that does not prove the key
- * (here a socket that only listens) writes its hello and nothing else,
- * past its handshake's deadline, and its sends then fail rather than
- * wait for ever. */
+ * (_i 0: a socket that only listens; 1: one that answers the hello with
+ * a challenge whose MAC it made up) writes its hello and nothing else,
+ * and its sends then fail rather than wait for ever (0: past its
+ * handshake's deadline; 1: at once, the challenge refused). */
 START_TEST(trust_keyed_impostor)
 {
 	size_t saved = tnbc_env.tcp_timeout_ms;
@@ -533,6 +534,24 @@ START_TEST(trust_keyed_impostor)
 	ck_assert_int_eq(fi_tsend(k.ep, s, sizeof(s), NULL, to, 3, s), 0);
 	fd = accept(lfd, NULL, NULL);
 	ck_assert_int_ge(fd, 0);
+	if (_i == 1) {
+		struct {
+			struct tnbc_tcp_rec rec;
+			struct tnbc_tcp_chal chal;
+		} m = {.rec = {.len = sizeof(m.chal), .type = TNBC_TCP_CHAL}};
+		uint64_t refused = trust_stats(k.dom).refused_peers;
+		size_t hl = sizeof(struct tnbc_tcp_rec) +
+			    sizeof(struct tnbc_tcp_hello);
+
+		/* its hello first, then the made-up challenge */
+		ck_assert_int_eq(recv(fd, got, hl, MSG_WAITALL), (ssize_t)hl);
+		have = hl;
+		tu_fill(&m.chal, sizeof(m.chal), 77);
+		trust_write(fd, &m, sizeof(m));
+		ck_assert_msg(trust_closed(fd, k.cq),
+			      "k kept a connection whose challenge is forged");
+		ck_assert_uint_gt(trust_stats(k.dom).refused_peers, refused);
+	}
 	for (uint64_t end = tu_now_ms() + 1500; tu_now_ms() < end;) {
 		struct fi_cq_tagged_entry e;
 		ssize_t n;
@@ -566,8 +585,10 @@ END_TEST
  * Bounded work for strangers.  _i 0: a hello's header announcing a
  * megabyte is refused at its header; 1: half a hello, then nothing,
  * is closed at the hello deadline; 2: more idle connections than
- * FI_TNBC_TCP_STRANGERS_MAX: the oldest are closed at once.  The real
- * exchange goes on meanwhile.
+ * FI_TNBC_TCP_STRANGERS_MAX: the oldest are closed at once; 3: a
+ * megabyte's packet header before any hello is refused at its header.
+ * Only case 1 waits for the deadline (the others' is a minute).  The
+ * real exchange goes on meanwhile.
  */
 START_TEST(trust_strangers)
 {
@@ -579,16 +600,17 @@ START_TEST(trust_strangers)
 	int fds[12];
 	unsigned port, closed = 0;
 
-	tnbc_env.tcp_hello_ms = 300;
+	tnbc_env.tcp_hello_ms = _i == 1 ? 300 : 60000;
 	tnbc_env.tcp_strangers_max = 4;
 	tu_xport_only_begin(&o, &tnbc_tcp_ops);
 	tu_world_open(&w, 2, NULL);
 	tu_still_works(&w, R, A, 1);
 	st0 = trust_stats(w.d.domain);
 	port = trust_port(&w, R);
-	if (_i == 0) {
+	if (_i == 0 || _i == 3) {
 		struct tnbc_tcp_rec rec = {.len = 1u << 20,
-					   .type = TNBC_TCP_HELLO};
+					   .type = _i ? TNBC_TCP_PKT
+						      : TNBC_TCP_HELLO};
 		uint8_t junk[60000];
 
 		fds[0] = trust_dial(port, NULL);
@@ -956,8 +978,8 @@ Suite *tu_tcp_trust_suite(void)
 	tcase_add_loop_test(tc, trust_hijack, 0, 2);
 	tcase_add_test(tc, trust_ids_unpredictable);
 	tcase_add_test(tc, trust_keyed_replay);
-	tcase_add_test(tc, trust_keyed_impostor);
-	tcase_add_loop_test(tc, trust_strangers, 0, 3);
+	tcase_add_loop_test(tc, trust_keyed_impostor, 0, 2);
+	tcase_add_loop_test(tc, trust_strangers, 0, 4);
 	tcase_add_test(tc, trust_emfile);
 	tcase_add_test(tc, trust_book_bounded);
 	tcase_add_loop_test(tc, trust_intro, 0, 2);

@@ -14,16 +14,13 @@
 #include <rdma/rdma_cma.h>
 
 #include "tnbc_unit.h"
+#include "tnbc_proto.h"
+#include "xport/verbs/tnbc_verbs.h"
 
 enum { R = 0, A = 1 };
 
-/* What the transport's connect request carries (tnbc_verbs.c). */
-struct raw_req {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t pad;
-	struct tnbc_name to;
-};
+/* What the transport's connect request carries. */
+#define raw_req tnbc_verbs_req
 
 struct raw {
 	struct rdma_event_channel *ch;
@@ -138,7 +135,8 @@ static void raw_close(struct raw *r)
 START_TEST(verbs_bad_connect)
 {
 	struct fi_tnbc_engine_stats st0, st;
-	struct raw_req req = {.magic = 0x54424e56u, .version = 1};
+	struct raw_req req = {.magic = TNBC_VERBS_MAGIC,
+			      .version = TNBC_VERBS_VERSION};
 	struct tu_xport_only o;
 	struct tu_world w;
 	struct raw r;
@@ -163,7 +161,8 @@ START_TEST(verbs_bad_connect)
 			raw_send(&r, 3, 64); /* a packet */
 		} else {
 			memcpy(r.buf, "nope", 4);
-			raw_send(&r, 1, 4 + 2 + 2 + TNBC_AUTH_KEY_MAX);
+			raw_send(&r, TNBC_VERBS_HELLO,
+				 sizeof(struct tnbc_verbs_hello));
 		}
 		ev = raw_event(&w, &r);
 		ck_assert_msg(ev == RDMA_CM_EVENT_DISCONNECTED,
@@ -176,6 +175,87 @@ START_TEST(verbs_bad_connect)
 	tu_still_works(&w, R, A, 2);
 	raw_close(&r);
 	tu_still_works(&w, R, A, 3);
+	tu_world_close(&w);
+	tu_xport_only_end(&o);
+}
+END_TEST
+
+/*
+ * A connection's identity is its hello's (verbs as TCP, see
+ * test_tcp_trust.c).  _i 0: a stranger that names itself, then sends a
+ * packet in A's name: dropped and counted (forged_pkts), the receive
+ * stays for A's own message; 1: a hello that says it listens on
+ * another host than it connects from: refused.
+ */
+START_TEST(verbs_identity)
+{
+	struct fi_tnbc_engine_stats st0, st;
+	struct raw_req req = {.magic = TNBC_VERBS_MAGIC,
+			      .version = TNBC_VERBS_VERSION};
+	struct tnbc_verbs_hello h = {.magic = TNBC_VERBS_MAGIC,
+				     .version = TNBC_VERBS_VERSION};
+	struct fi_cq_tagged_entry e;
+	struct tu_xport_only o;
+	struct tu_world w;
+	struct raw r;
+	char buf[16] = "", real[16] = "from A";
+	int ev;
+
+	tu_xport_only_begin(&o, &tnbc_verbs_ops);
+	tu_world_open(&w, 2, NULL);
+	tu_still_works(&w, R, A, 1);
+	tu_engine_stats(w.d.domain, &st0);
+	req.to = w.ep[R].name;
+	ev = raw_connect(&w, R, &r, &req);
+	ck_assert_int_eq(ev, RDMA_CM_EVENT_ESTABLISHED);
+	h.from = w.ep[A].name;
+	h.from.pid = 4242; /* a process of its own */
+	h.from.nonce ^= 0x77;
+	h.from_addr.family = 4;
+	h.from_addr.port = htons(4000);
+	if (_i == 1)
+		inet_pton(AF_INET, "10.9.9.9", h.from_addr.ip);
+	memcpy(r.buf, &h, sizeof(h));
+	raw_send(&r, TNBC_VERBS_HELLO, sizeof(h));
+	if (_i == 1) {
+		ev = raw_event(&w, &r);
+		ck_assert_msg(ev == RDMA_CM_EVENT_DISCONNECTED,
+			      "a hello of another host stayed (%d)", ev);
+		tu_engine_stats(w.d.domain, &st);
+		ck_assert_uint_gt(st.refused_peers, st0.refused_peers);
+	} else {
+		struct tnbc_hdr f = {.version = TNBC_PROTO_VERSION,
+				     .type = TNBC_PKT_EAGER,
+				     .flags = TNBC_HDR_TAGGED,
+				     .payload_len = sizeof(buf),
+				     .tag = 21,
+				     .size = sizeof(buf),
+				     .src = w.ep[A].name};
+
+		ck_assert_int_eq(fi_trecv(w.ep[R].ep, buf, sizeof(buf), NULL,
+					  FI_ADDR_UNSPEC, 21, 0, buf),
+				 0);
+		memcpy(r.buf, &f, sizeof(f));
+		memcpy(r.buf + sizeof(f), "forged", 7);
+		raw_send(&r, TNBC_VERBS_PKT, sizeof(f) + sizeof(buf));
+		for (unsigned ms = 0;; ms++) {
+			tu_engine_stats(w.d.domain, &st);
+			if (st.forged_pkts > st0.forged_pkts)
+				break;
+			ck_assert_msg(ms < 10 * TU_WAIT_MS,
+				      "the forged packet was not counted");
+			ck_assert_int_ne(fi_cq_read(w.ep[R].rx_cq, &e, 1), 1);
+			tu_sleep_ms(1);
+		}
+		ck_assert_int_eq(fi_tsend(w.ep[A].ep, real, sizeof(real), NULL,
+					  w.addr[R], 21, real),
+				 0);
+		tu_cq_expect(w.ep[R].rx_cq, &e, NULL);
+		ck_assert_str_eq(buf, "from A");
+		tu_cq_expect(w.ep[A].tx_cq, &e, NULL);
+	}
+	raw_close(&r);
+	tu_still_works(&w, R, A, 2);
 	tu_world_close(&w);
 	tu_xport_only_end(&o);
 }
@@ -202,6 +282,7 @@ Suite *tu_verbs_suite(void)
 	/* the soft-RoCE guest runs about ten times slower */
 	tcase_set_timeout(tc, 10 * TU_TCASE_TIMEOUT);
 	tcase_add_loop_test(tc, verbs_bad_connect, 0, 4);
+	tcase_add_loop_test(tc, verbs_identity, 0, 2);
 	tcase_add_test(tc, verbs_peer_gone);
 	tcase_add_test(tc, verbs_auth_key);
 	suite_add_tcase(s, tc);

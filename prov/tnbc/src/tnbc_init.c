@@ -339,9 +339,9 @@ static void tnbc_init_env(void)
 			tnbc_env.tcp_eager_size);
 	fi_param_define(&tnbc_prov, "tcp_timeout_ms", FI_PARAM_SIZE_T,
 			"How long a TCP peer may leave data unacknowledged, "
-			"keepalive probes unanswered, or a packet being read "
-			"into its place unfinished, before it counts as "
-			"dead and what waits on it fails; also how long "
+			"keepalive probes unanswered, or a record it began "
+			"unfinished, before it counts as dead and what "
+			"waits on it fails; also how long "
 			"fi_av_insert of a socket address waits for the "
 			"endpoint there to say who it is (default: %zu)",
 			tnbc_env.tcp_timeout_ms);

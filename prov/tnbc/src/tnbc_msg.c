@@ -630,16 +630,30 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 		       rcount);
 }
 
-/* Delivers an arrived message (eager payload or RTS) to a receive. */
+/* Copies a stream packet's payload into place, letting the transport
+ * take the packet back if its sender stalls (tnbc_xrx.may_park): nothing
+ * was committed for it yet, and -FI_EAGAIN then has the caller return
+ * TNBC_RX_LATER.  Its bytes are read again, whole, from memory. */
+static ssize_t tnbc_rx_park(struct tnbc_xrx *srx, size_t poff,
+			    const struct iovec *iov, size_t iov_count, size_t n)
+{
+	ssize_t r;
+
+	srx->may_park = true;
+	r = srx->copy(srx, poff, iov, iov_count, n);
+	srx->may_park = false;
+	return r;
+}
+
 /* A matched message.  An eager one's payload is in memory (payload), or,
- * payload NULL, still in a stream transport (srx, from byte poff of the
- * packet): then it goes straight into the receive's buffers. */
+ * payload NULL, was placed in the receive's buffers from a stream
+ * transport already, with err (0, or FI_EIO: its sender died
+ * mid-packet). */
 static void tnbc_deliver(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 			 const struct tnbc_hdr *hdr, const void *payload,
-			 struct tnbc_xrx *srx, size_t poff, fi_addr_t src)
+			 int err, fi_addr_t src)
 {
 	size_t n = hdr->size < rx->len ? hdr->size : rx->len;
-	int err = 0;
 
 	if (ep->info->caps & FI_SOURCE)
 		tnbc_src_addr(ep, &src, &hdr->src);
@@ -651,8 +665,6 @@ static void tnbc_deliver(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	}
 	if (payload)
 		tnbc_copy_to_iov(rx->iov, rx->iov_count, 0, payload, n);
-	else if (srx->copy(srx, poff, rx->iov, rx->iov_count, n) != (ssize_t)n)
-		err = FI_EIO; /* its sender died mid-packet */
 	tnbc_report_rx(ep, rx, hdr, src, hdr->size, err);
 	tnbc_xfer_put(ep, rx);
 }
@@ -764,10 +776,25 @@ tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload,
 
 		if (tnbc_match_from(ep, rx, tagged, hdr->tag, &src,
 				    &hdr->src)) {
+			int err = 0;
+
+			/* placed before the receive is taken: a stalled
+			 * sender's packet leaves it posted (tnbc_rx_park) */
+			if (!payload && hdr->type == TNBC_PKT_EAGER) {
+				size_t n = hdr->size < rx->len ? hdr->size
+							       : rx->len;
+				ssize_t r = tnbc_rx_park(srx, poff, rx->iov,
+							 rx->iov_count, n);
+
+				if (r == -FI_EAGAIN)
+					return TNBC_RX_LATER;
+				if (r != (ssize_t)n)
+					err = FI_EIO; /* died mid-packet */
+			}
 			tnbc_list_remove(&rx->entry);
 			tnbc_ep_rx_del(ep);
 			ep->rx_matches++;
-			tnbc_deliver(ep, rx, hdr, payload, srx, poff, src);
+			tnbc_deliver(ep, rx, hdr, payload, err, src);
 			return TNBC_RX_DONE;
 		}
 	}
@@ -792,10 +819,16 @@ tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload,
 		to.iov_len = hdr->payload_len;
 		if (payload) {
 			memcpy(ux->data, payload, hdr->payload_len);
-		} else if (srx->copy(srx, poff, &to, 1, hdr->payload_len) !=
-			   (ssize_t)hdr->payload_len) {
-			tnbc_ux_free(ep, ux);
-			return TNBC_RX_BAD; /* its sender died mid-packet */
+		} else {
+			ssize_t r = tnbc_rx_park(srx, poff, &to, 1,
+						 hdr->payload_len);
+
+			if (r != (ssize_t)hdr->payload_len) {
+				tnbc_ux_free(ep, ux);
+				/* its sender stalled, or died mid-packet */
+				return r == -FI_EAGAIN ? TNBC_RX_LATER
+						       : TNBC_RX_BAD;
+			}
 		}
 	}
 	ux->src_addr = src;
@@ -905,9 +938,12 @@ static int tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 			size_t n = tnbc_iov_slice(rx->iov, rx->iov_count,
 						  hdr->offset, hdr->payload_len,
 						  part, TNBC_IOV_LIMIT);
+			ssize_t r = tnbc_rx_park(xrx, poff, part, n,
+						 hdr->payload_len);
 
-			if (xrx->copy(xrx, poff, part, n, hdr->payload_len) !=
-			    (ssize_t)hdr->payload_len)
+			if (r == -FI_EAGAIN)
+				return TNBC_RX_LATER; /* offered again whole */
+			if (r != (ssize_t)hdr->payload_len)
 				return TNBC_RX_BAD;
 		}
 		rx->recv_bytes += hdr->payload_len;
@@ -965,6 +1001,7 @@ static int tnbc_rx_stream(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 			  struct tnbc_xrx *rx, size_t hlen)
 {
 	struct iovec to = {.iov_len = hdr->payload_len};
+	ssize_t r;
 	int verdict;
 
 	if (hdr->type == TNBC_PKT_EAGER)
@@ -974,9 +1011,11 @@ static int tnbc_rx_stream(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	to.iov_base = malloc(to.iov_len);
 	if (!to.iov_base)
 		return TNBC_RX_LATER; /* memory may come back */
-	if (rx->copy(rx, hlen, &to, 1, to.iov_len) != (ssize_t)to.iov_len) {
+	r = tnbc_rx_park(rx, hlen, &to, 1, to.iov_len);
+	if (r != (ssize_t)to.iov_len) {
 		free(to.iov_base);
-		return TNBC_RX_BAD; /* its sender died mid-packet */
+		/* its sender stalled, or died mid-packet */
+		return r == -FI_EAGAIN ? TNBC_RX_LATER : TNBC_RX_BAD;
 	}
 	verdict = tnbc_rx_hdr(ep, hdr, to.iov_base);
 	free(to.iov_base);
@@ -1646,7 +1685,7 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 		free(rx);
 	} else {
 		ep->rx_via = ux->via;
-		tnbc_deliver(ep, rx, &ux->hdr, ux->data, NULL, 0, ux->src_addr);
+		tnbc_deliver(ep, rx, &ux->hdr, ux->data, 0, ux->src_addr);
 	}
 	tnbc_ux_free(ep, ux);
 	return 0;
@@ -1730,7 +1769,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			tnbc_container_of(ul->next, struct tnbc_unexp, entry)
 					->hdr.type == TNBC_PKT_RTS;
 		ep->rx_via = ux->via;
-		tnbc_deliver(ep, rx, &ux->hdr, ux->data, NULL, 0, ux->src_addr);
+		tnbc_deliver(ep, rx, &ux->hdr, ux->data, 0, ux->src_addr);
 		ep->batch_pulls = false;
 		tnbc_ux_free(ep, ux);
 		/* the engine makes them if the application does not call */

@@ -202,6 +202,13 @@ struct tnbc_xrx {
 	 * protocol drops it.  NULL where the transport's own delivery is
 	 * the proof (shm checks the owner of a sender's queue). */
 	const struct tnbc_name *from;
+	/* Set by the protocol around a copy for which it has committed
+	 * nothing yet: a stream transport whose sender stalls mid-payload
+	 * may then take back what it placed and return -FI_EAGAIN, and the
+	 * protocol returns TNBC_RX_LATER; the transport offers the packet
+	 * again, whole and from memory, once the rest came, reading its
+	 * other connections meanwhile.  Unset, copy waits for the bytes. */
+	bool may_park;
 	ssize_t (*copy)(struct tnbc_xrx *rx, size_t off,
 			const struct iovec *iov, size_t iov_count, size_t n);
 };

@@ -96,6 +96,11 @@
 #define TNBC_TCP_DIRECT_MIN 2048
 /* how long a payload's reader asks for its rest before it sleeps */
 #define TNBC_TCP_READ_SPIN_NS 50000u
+/* how long it then waits for more before it takes the packet back from
+ * the protocol (tnbc_tcp_park), and for how many placed packets after
+ * that the connection's are read whole into its buffer first */
+#define TNBC_TCP_STALL_MS     5
+#define TNBC_TCP_SLOW_PACKETS 16
 /* the largest segment the kernel hands a device at once (GSO) on
  * common links; one write fills at most one (tnbc_tcp_write_max) */
 #define TNBC_TCP_GSO_BYTES 65536u
@@ -155,6 +160,12 @@ struct tnbc_tcp_conn {
 	 * back pressure on this connection only */
 	size_t held_bytes;
 	bool paused;
+	/* placed packets still to read whole before one is placed from the
+	 * socket again (its sender stalled mid-payload) */
+	unsigned slow;
+	/* since when a record has waited for its rest (0: none does): the
+	 * waker ends the connection past FI_TNBC_TCP_TIMEOUT_MS */
+	_Atomic uint64_t partial_ns;
 	uint64_t serial; /* tnbc_tcp_held.conn */
 	bool more; /* stopped before the socket was drained */
 	bool drained; /* the last read took less than it asked for */
@@ -773,13 +784,17 @@ static struct tnbc_tcp_conn *tnbc_tcp_conn_new(struct tnbc_xep *xep, int fd)
 /* Ends a connection from outside its consumer: the socket is shut, and
  * the consumer's next read finds its end and drops it.  xep->lock held,
  * c listed. */
-static void tnbc_tcp_conn_shut(struct tnbc_xep *xep, struct tnbc_tcp_conn *c)
+static void tnbc_tcp_conn_shut(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			       const char *why)
 {
 	if (c->shut)
 		return;
 	c->shut = true;
 	shutdown(c->fd, SHUT_RDWR);
-	atomic_fetch_add(&xep->xdom->strangers, 1);
+	if (c->stranger)
+		atomic_fetch_add(&xep->xdom->strangers, 1);
+	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "tcp: connection closed: %s\n",
+		why);
 }
 
 /* Past FI_TNBC_TCP_STRANGERS_MAX connections that have not proven who
@@ -797,7 +812,7 @@ static void tnbc_tcp_strangers_trim(struct tnbc_xep *xep)
 			oldest = c; /* the list is newest first */
 		}
 	if (oldest && live > tnbc_env.tcp_strangers_max)
-		tnbc_tcp_conn_shut(xep, oldest);
+		tnbc_tcp_conn_shut(xep, oldest, "too many strangers");
 	pthread_mutex_unlock(&xep->lock);
 }
 
@@ -876,6 +891,7 @@ static bool tnbc_tcp_sweep(struct tnbc_xdom *xdom)
 	uint64_t now = tnbc_now_ns(),
 		 resume = atomic_load(&xdom->accept_resume_ns);
 	uint64_t hello_ns = tnbc_env.tcp_hello_ms * 1000000ull;
+	uint64_t timeout_ns = tnbc_env.tcp_timeout_ms * 1000000ull;
 
 	if (resume && now >= resume) {
 		atomic_store(&xdom->accept_resume_ns, 0);
@@ -895,12 +911,18 @@ static bool tnbc_tcp_sweep(struct tnbc_xdom *xdom)
 	xdom->swept_ns = now;
 	pthread_mutex_lock(&xdom->lock);
 	for (struct tnbc_xep *e = xdom->eps; e; e = e->next) {
-		if (!atomic_load(&e->strangers))
-			continue;
 		pthread_mutex_lock(&e->lock);
-		for (struct tnbc_tcp_conn *c = e->conns; c; c = c->next)
+		for (struct tnbc_tcp_conn *c = e->conns; c; c = c->next) {
+			uint64_t part = atomic_load_explicit(
+				&c->partial_ns, memory_order_relaxed);
+
 			if (c->stranger && now - c->born_ns > hello_ns)
-				tnbc_tcp_conn_shut(e, c);
+				tnbc_tcp_conn_shut(e, c,
+						   "no handshake in time");
+			else if (part && now - part > timeout_ns)
+				tnbc_tcp_conn_shut(e, c,
+						   "a record stopped halfway");
+		}
 		pthread_mutex_unlock(&e->lock);
 	}
 	for (struct tnbc_xpeer *p = xdom->peers; p; p = p->next) {
@@ -2230,6 +2252,9 @@ struct tnbc_tcp_rx {
 	size_t pos; /* bytes of the packet read from the socket so far */
 	bool copied; /* the protocol read past the head */
 	bool broken; /* the socket failed mid-packet */
+	/* its sender stalled: the packet went back to the connection's
+	 * buffer, to be offered whole once it came (tnbc_tcp_park) */
+	bool parked;
 };
 
 /* Reads and drops n bytes of the socket. */
@@ -2278,9 +2303,11 @@ static bool tnbc_tcp_read_spin(struct tnbc_xdom *xdom, struct pollfd *pfd)
  * the socket takes it, so the bytes keep coming while the sender lives;
  * a sender that stops for FI_TNBC_TCP_TIMEOUT_MS mid-packet (a hostile
  * one, or one stopped) is taken for dead, and its connection dropped. */
-static int tnbc_tcp_read_iov(struct tnbc_tcp_conn *c, const struct iovec *iov,
-			     size_t iov_count, size_t off, size_t n)
+static int tnbc_tcp_read_iov_by(struct tnbc_tcp_conn *c,
+				const struct iovec *iov, size_t iov_count,
+				size_t off, size_t n, int wait_ms, size_t *got)
 {
+	*got = 0;
 	while (n) {
 		struct iovec part[64];
 		size_t cnt = tnbc_iov_slice(iov, iov_count, off, n, part, 64);
@@ -2294,17 +2321,54 @@ static int tnbc_tcp_read_iov(struct tnbc_tcp_conn *c, const struct iovec *iov,
 				struct pollfd pfd = {.fd = c->fd,
 						     .events = POLLIN};
 
-				if (tnbc_tcp_read_spin(c->xep->xdom, &pfd) ||
-				    poll(&pfd, 1,
-					 (int)tnbc_env.tcp_timeout_ms) > 0)
+				if (tnbc_tcp_read_spin(c->xep->xdom, &pfd))
 					continue;
+				r = poll(&pfd, 1, wait_ms);
+				if (r > 0)
+					continue;
+				if (!r &&
+				    wait_ms < (int)tnbc_env.tcp_timeout_ms)
+					return -FI_EAGAIN; /* stalled */
 			}
 			return -FI_ECONNRESET;
 		}
 		off += (size_t)r;
 		n -= (size_t)r;
+		*got += (size_t)r;
 	}
 	return 0;
+}
+
+static int tnbc_tcp_read_iov(struct tnbc_tcp_conn *c, const struct iovec *iov,
+			     size_t iov_count, size_t off, size_t n)
+{
+	size_t got;
+
+	return tnbc_tcp_read_iov_by(c, iov, iov_count, off, n,
+				    (int)tnbc_env.tcp_timeout_ms, &got);
+}
+
+/* A placed packet whose sender stalled goes back to the connection's
+ * buffer: its head is there still, and the got bytes read into iov from
+ * off are copied back behind it; the rest is read into the buffer as it
+ * comes, and the packet offered whole (the protocol committed nothing
+ * for it: tnbc_xrx.may_park).  False where there is no memory for it
+ * (the reader waits for the bytes instead). */
+static bool tnbc_tcp_park(struct tnbc_tcp_conn *c, const struct iovec *iov,
+			  size_t iov_count, size_t off, size_t got)
+{
+	if (c->have + got > c->cap) {
+		uint8_t *b = realloc(c->buf, c->have + got);
+
+		if (!b)
+			return false;
+		c->buf = b;
+		c->cap = c->have + got;
+	}
+	tnbc_copy_from_iov(c->buf + c->have, iov, iov_count, off, got);
+	c->have += got;
+	c->slow = TNBC_TCP_SLOW_PACKETS;
+	return true;
 }
 
 static ssize_t tnbc_tcp_rx_copy(struct tnbc_xrx *x, size_t off,
@@ -2336,7 +2400,28 @@ static ssize_t tnbc_tcp_rx_copy(struct tnbc_xrx *x, size_t off,
 		return -FI_ECONNRESET;
 	}
 	rx->pos = off - x->head_len;
-	if (tnbc_tcp_read_iov(rx->c, iov, iov_count, done, n - done)) {
+	/* Nothing of the packet taken from the socket yet, and the protocol
+	 * able to take it back: a sender that stops holds this endpoint up
+	 * TNBC_TCP_STALL_MS at most, not FI_TNBC_TCP_TIMEOUT_MS. */
+	if (x->may_park && !rx->pos) {
+		size_t got;
+		int ret =
+			tnbc_tcp_read_iov_by(rx->c, iov, iov_count, done,
+					     n - done, TNBC_TCP_STALL_MS, &got);
+
+		if (ret == -FI_EAGAIN &&
+		    tnbc_tcp_park(rx->c, iov, iov_count, done, got)) {
+			rx->parked = true;
+			return -FI_EAGAIN;
+		}
+		if (ret == -FI_EAGAIN)
+			ret = tnbc_tcp_read_iov(rx->c, iov, iov_count,
+						done + got, n - done - got);
+		if (ret) {
+			rx->broken = true;
+			return -FI_ECONNRESET;
+		}
+	} else if (tnbc_tcp_read_iov(rx->c, iov, iov_count, done, n - done)) {
 		rx->broken = true;
 		return -FI_ECONNRESET;
 	}
@@ -2359,6 +2444,12 @@ static struct tnbc_tcp_held *tnbc_tcp_hold(const struct tnbc_tcp_conn *c,
 		memcpy(h->data, data, len);
 	}
 	return h;
+}
+
+/* A record of c was taken whole: nothing of c waits for its rest. */
+static inline void tnbc_tcp_consumed(struct tnbc_tcp_conn *c)
+{
+	atomic_store_explicit(&c->partial_ns, 0, memory_order_relaxed);
 }
 
 /* A connection's share of what the consumer holds: the endpoint's queue
@@ -2393,6 +2484,8 @@ static void tnbc_tcp_hold_count(struct tnbc_xep *xep, uint64_t serial,
 		/* level-triggered: left in, it would say "ready" for ever */
 		c->paused = true;
 		atomic_fetch_add(&xep->npaused, 1);
+		/* not read: what waits in it is no sender's fault */
+		tnbc_tcp_consumed(c);
 		epoll_ctl(xep->pfd, EPOLL_CTL_MOD, c->fd, &ev);
 	} else if (c->paused && c->held_bytes < tnbc_tcp_share()) {
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
@@ -2735,6 +2828,19 @@ static bool tnbc_tcp_set_aside(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	return false;
 }
 
+/* Polling c stops with what it has: where part of a record waits for
+ * the rest, since when (the waker ends a connection whose record waits
+ * past FI_TNBC_TCP_TIMEOUT_MS).  Returns taken. */
+static int tnbc_tcp_partial(struct tnbc_tcp_conn *c, int taken)
+{
+	if (c->have == c->off)
+		tnbc_tcp_consumed(c);
+	else if (!atomic_load_explicit(&c->partial_ns, memory_order_relaxed))
+		atomic_store_explicit(&c->partial_ns, tnbc_now_ns(),
+				      memory_order_relaxed);
+	return taken;
+}
+
 /* Takes records of one connection; returns how many packets were
  * consumed, or -1 when one was left for later (stop polling). */
 static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
@@ -2760,8 +2866,8 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			r = tnbc_tcp_fill(c, sizeof(rec));
 			if (r < 0)
 				goto drop;
-			if (!r)
-				return taken; /* drained */
+			if (!r) /* drained */
+				return tnbc_tcp_partial(c, taken);
 			continue;
 		}
 		memcpy(&rec, c->buf + c->off, sizeof(rec));
@@ -2786,7 +2892,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 				if (r < 0)
 					goto drop;
 				if (!r)
-					return taken;
+					return tnbc_tcp_partial(c, taken);
 				continue;
 			}
 			v = tnbc_tcp_control(xep, c, &rec,
@@ -2796,6 +2902,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			if (v)
 				goto bad;
 			c->off += sizeof(rec) + span;
+			tnbc_tcp_consumed(c);
 			continue;
 		}
 		if (avail < sizeof(rec) + span) {
@@ -2814,7 +2921,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			 * 1 MiB stream copied every byte twice. */
 			if ((rec.flags & TNBC_TCP_REC_PLACED) &&
 			    rec.len >= TNBC_TCP_DIRECT_MIN &&
-			    hl >= TNBC_XPKT_FRAME_MAX &&
+			    hl >= TNBC_XPKT_FRAME_MAX && !c->slow &&
 			    !ioctl(c->fd, FIONREAD, &inq) && inq > 0) {
 				struct tnbc_tcp_rx rx = {
 					.rx = {.head = c->buf + c->off +
@@ -2828,8 +2935,13 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 				v = fn(arg, &rx.rx);
 				if (rx.broken)
 					goto drop;
+				if (rx.parked && v == TNBC_RX_LATER) {
+					/* its rest is read below as it
+					 * comes, other connections meanwhile */
+					continue;
+				}
 				if ((v == TNBC_RX_KEEP || v == TNBC_RX_LATER) &&
-				    rx.copied) {
+				    (rx.copied || rx.parked)) {
 					/* the protocol broke its promise:
 					 * the packet is gone */
 					v = TNBC_RX_BAD;
@@ -2858,6 +2970,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 						goto drop;
 					}
 					c->off = c->have = 0;
+					tnbc_tcp_consumed(c);
 					if (tnbc_tcp_set_aside(xep, c, h, v))
 						return -1;
 					budget--;
@@ -2868,6 +2981,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 				if (tnbc_tcp_skip(c, span - head - rx.pos))
 					goto drop;
 				c->off = c->have = 0;
+				tnbc_tcp_consumed(c);
 				budget--;
 				tnbc_tcp_taken(xep, v, &taken);
 				continue;
@@ -2881,9 +2995,12 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			if (r < 0)
 				goto drop;
 			if (!r)
-				return taken;
+				return tnbc_tcp_partial(c, taken);
 			continue;
 		}
+		/* read whole after a stall: the next ones may be placed */
+		if ((rec.flags & TNBC_TCP_REC_PLACED) && c->slow)
+			c->slow--;
 		{
 			struct tnbc_xrx rx = {.head = c->buf + c->off +
 						      sizeof(rec),
@@ -2903,12 +3020,14 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 				return taken; /* offered again next time */
 			}
 			c->off += sizeof(rec) + span;
+			tnbc_tcp_consumed(c);
 			if (tnbc_tcp_set_aside(xep, c, h, v))
 				return -1;
 			budget--;
 			continue;
 		}
 		c->off += sizeof(rec) + span;
+		tnbc_tcp_consumed(c);
 		budget--;
 		tnbc_tcp_taken(xep, v, &taken);
 	}

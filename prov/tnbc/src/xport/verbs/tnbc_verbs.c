@@ -400,9 +400,7 @@ int tnbc_verbs_connect(struct tnbc_xpeer *p)
 static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
 {
 	struct tnbc_xdom *xdom = p->xdom;
-	struct tnbc_verbs_req req = {.magic = TNBC_VERBS_MAGIC,
-				     .version = TNBC_VERBS_VERSION,
-				     .to = p->name};
+	struct tnbc_verbs_req *req = &p->hs_req;
 	struct ibv_qp_init_attr qa = {
 		.send_cq = xdom->scq,
 		.recv_cq = xdom->scq,
@@ -414,8 +412,8 @@ static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
 		.qp_type = IBV_QPT_RC,
 	};
 	struct rdma_conn_param cp = {
-		.private_data = &req,
-		.private_data_len = sizeof(req),
+		.private_data = req,
+		.private_data_len = sizeof(*req),
 		.retry_count = 7,
 		.rnr_retry_count = 7, /* a full receiver: wait, never fail */
 		.initiator_depth = xdom->rd_atom, /* our RDMA reads */
@@ -426,6 +424,13 @@ static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
 
 	if (p->id->verbs != xdom->ctx)
 		return -FI_EHOSTUNREACH; /* on another device */
+	memset(req, 0, sizeof(*req));
+	req->magic = TNBC_VERBS_MAGIC;
+	req->version = TNBC_VERBS_VERSION;
+	req->flags = xdom->key_len ? TNBC_VERBS_REQ_KEYED : 0;
+	req->to = p->name;
+	if (tnbc_random(req->nonce, sizeof(req->nonce)))
+		return -FI_EIO;
 	if (rdma_create_qp(p->id, xdom->pd, &qa)) {
 		qa.cap.max_inline_data = 0;
 		if (rdma_create_qp(p->id, xdom->pd, &qa))
@@ -444,6 +449,16 @@ static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
 	if (rdma_connect(p->id, &cp))
 		return -errno;
 	return 0;
+}
+
+static void tnbc_verbs_addr_known(struct tnbc_xdom *xdom,
+				  const struct tnbc_name *name,
+				  const uint8_t *xaddr)
+{
+	const struct tnbc_verbs_addr *a = (const void *)xaddr;
+
+	if (a->family == 4 && a->port)
+		tnbc_xnet_book_pin(&xdom->book, name, a, sizeof(*a));
 }
 
 static int tnbc_verbs_peer_get(struct tnbc_xdom *xdom,
@@ -596,10 +611,17 @@ static int tnbc_verbs_flush(struct tnbc_xpeer *p)
 		return 0;
 	if (!p->hello_sent) {
 		struct tnbc_verbs_hello h = {.magic = TNBC_VERBS_MAGIC,
-					     .version = TNBC_VERBS_VERSION,
-					     .key_len = p->xdom->key_len};
+					     .version = TNBC_VERBS_VERSION};
+		struct tnbc_xdom *xdom = p->xdom;
 
-		memcpy(h.key, p->xdom->key, sizeof(h.key));
+		/* the process dials: any of its endpoints names it */
+		pthread_mutex_lock(&xdom->lock);
+		if (xdom->eps) {
+			h.from = xdom->eps->name;
+			h.from_addr = xdom->eps->addr;
+		}
+		pthread_mutex_unlock(&xdom->lock);
+		memcpy(h.mac, p->hs_mac, sizeof(h.mac));
 		ret = tnbc_verbs_post(p, TNBC_VERBS_HELLO, &h, sizeof(h), NULL,
 				      0, 0);
 		if (ret)
@@ -743,8 +765,25 @@ static void tnbc_verbs_flush_all(struct tnbc_xdom *xdom)
 /* ------------------------------------------------------------------ */
 /* Connection events (the waker)                                        */
 
+/* The MAC of one side of the handshake (tnbc_verbs.h). */
+static void tnbc_verbs_mac(const struct tnbc_xdom *xdom, const char *label,
+			   const struct tnbc_verbs_req *req,
+			   const struct tnbc_verbs_chal *chal, bool with_mac,
+			   uint8_t out[TNBC_SHA256_LEN])
+{
+	struct tnbc_hmac m;
+
+	tnbc_hmac_init(&m, xdom->key, xdom->key_len);
+	tnbc_hmac_update(&m, label, strlen(label) + 1);
+	tnbc_hmac_update(&m, req, sizeof(*req));
+	tnbc_hmac_update(&m, chal->nonce, sizeof(chal->nonce));
+	if (with_mac)
+		tnbc_hmac_update(&m, chal->mac, sizeof(chal->mac));
+	tnbc_hmac_final(&m, out);
+}
+
 /* A connect request to an endpoint: accepted when it names the
- * endpoint, in a version we speak. */
+ * endpoint, in a version we speak, keyed as we are. */
 static void tnbc_verbs_accept(struct tnbc_xep *xep, struct rdma_cm_id *id,
 			      const struct tnbc_verbs_req *req, bool req_ok)
 {
@@ -762,14 +801,33 @@ static void tnbc_verbs_accept(struct tnbc_xep *xep, struct rdma_cm_id *id,
 				     .initiator_depth = xdom->rd_atom,
 				     .responder_resources = xdom->rd_atom};
 	struct tnbc_verbs_conn *c = NULL;
+	struct tnbc_verbs_chal chal;
 
 	if (!req_ok || req->magic != TNBC_VERBS_MAGIC ||
 	    req->version != TNBC_VERBS_VERSION ||
 	    !tnbc_name_same(&req->to, &xep->name) || id->verbs != xdom->ctx)
 		goto refuse;
+	if (!(req->flags & TNBC_VERBS_REQ_KEYED) != !xdom->key_len) {
+		FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
+			"verbs: a connection %s auth_key refused\n",
+			xdom->key_len ? "without an" : "with an");
+		goto refuse;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		goto refuse;
+	if (xdom->key_len) {
+		/* our proof of the key, over the connector's nonce and a
+		 * fresh one of ours, and the proof its hello must bring */
+		if (tnbc_random(chal.nonce, sizeof(chal.nonce)))
+			goto refuse;
+		tnbc_verbs_mac(xdom, TNBC_VERBS_MAC_L, req, &chal, false,
+			       chal.mac);
+		tnbc_verbs_mac(xdom, TNBC_VERBS_MAC_C, req, &chal, true,
+			       c->expect);
+		cp.private_data = &chal;
+		cp.private_data_len = sizeof(chal);
+	}
 	c->obj.kind = TNBC_VERBS_K_CONN;
 	c->xep = xep;
 	c->id = id;
@@ -827,7 +885,8 @@ static void tnbc_verbs_conn_end(struct tnbc_verbs_conn *c)
 }
 
 static void tnbc_verbs_peer_cm(struct tnbc_xpeer *p,
-			       enum rdma_cm_event_type type, int status)
+			       enum rdma_cm_event_type type, int status,
+			       const struct tnbc_verbs_chal *chal)
 {
 	const char *why = NULL;
 	int ret;
@@ -844,6 +903,23 @@ static void tnbc_verbs_peer_cm(struct tnbc_xpeer *p,
 			why = fi_strerror(-ret);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
+		if (p->xdom->key_len) {
+			uint8_t want[TNBC_SHA256_LEN];
+
+			/* nothing goes to a listener that does not prove
+			 * the key */
+			if (chal)
+				tnbc_verbs_mac(p->xdom, TNBC_VERBS_MAC_L,
+					       &p->hs_req, chal, false, want);
+			if (!chal ||
+			    !tnbc_mac_equal(want, chal->mac, sizeof(want))) {
+				atomic_fetch_add(&p->xdom->refused, 1);
+				why = "its answer does not prove the auth_key";
+				break;
+			}
+			tnbc_verbs_mac(p->xdom, TNBC_VERBS_MAC_C, &p->hs_req,
+				       chal, true, p->hs_mac);
+		}
 		p->state = TNBC_VERBS_UP;
 		tnbc_verbs_flush(p);
 		break;
@@ -876,6 +952,8 @@ static void tnbc_verbs_cm_events(struct tnbc_xdom *xdom)
 		enum rdma_cm_event_type type = ev->event;
 		struct rdma_cm_id *id = ev->id;
 		int status = ev->status;
+		struct tnbc_verbs_chal chal;
+		bool has_chal = false;
 
 		if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 			struct tnbc_verbs_req req;
@@ -892,6 +970,14 @@ static void tnbc_verbs_cm_events(struct tnbc_xdom *xdom)
 			tnbc_verbs_accept(xep, id, &req, ok);
 			continue;
 		}
+		if (o && o->kind == TNBC_VERBS_K_PEER &&
+		    type == RDMA_CM_EVENT_ESTABLISHED &&
+		    ev->param.conn.private_data &&
+		    ev->param.conn.private_data_len >= sizeof(chal)) {
+			memcpy(&chal, ev->param.conn.private_data,
+			       sizeof(chal));
+			has_chal = true;
+		}
 		rdma_ack_cm_event(ev);
 		if (!o)
 			continue;
@@ -901,7 +987,7 @@ static void tnbc_verbs_cm_events(struct tnbc_xdom *xdom)
 						      offsetof(
 							      struct tnbc_xpeer,
 							      obj)),
-				type, status);
+				type, status, has_chal ? &chal : NULL);
 		} else if (o->kind == TNBC_VERBS_K_CONN &&
 			   type == RDMA_CM_EVENT_ESTABLISHED) {
 			((struct tnbc_verbs_conn *)o)->established = true;
@@ -1370,17 +1456,32 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 			return false;
 		memcpy(&h, body, sizeof(h));
 		if (h.magic != TNBC_VERBS_MAGIC ||
-		    h.version != TNBC_VERBS_VERSION)
+		    h.version != TNBC_VERBS_VERSION ||
+		    (h.from.kind != TNBC_NAME_PID &&
+		     h.from.kind != TNBC_NAME_SVC) ||
+		    h.from_addr.family != 4)
 			return false;
-		if (h.key_len != xdom->key_len ||
-		    memcmp(h.key, xdom->key, xdom->key_len)) {
+		if (tnbc_verbs_any(&h.from_addr))
+			memcpy(h.from_addr.ip, c->from.ip, 4);
+		/* with a key, its proof; without, at least the host it
+		 * says it listens on must be where it connects from */
+		if (xdom->key_len
+			    ? !tnbc_mac_equal(h.mac, c->expect, sizeof(h.mac))
+			    : memcmp(h.from_addr.ip, c->from.ip, 4) != 0) {
 			FI_WARN(&tnbc_prov, FI_LOG_EP_CTRL,
-				"verbs: a connection with another auth_key "
-				"refused\n");
+				"verbs: a connection %s refused\n",
+				xdom->key_len ? "that does not hold the "
+						"auth_key"
+					      : "naming an endpoint of another "
+						"host");
 			atomic_fetch_add(&xdom->refused, 1);
 			return false;
 		}
+		c->who = h.from;
 		c->hello = true;
+		if (h.from_addr.port)
+			tnbc_xnet_book_put(&xdom->book, &h.from, &h.from_addr,
+					   sizeof(h.from_addr));
 		return true;
 	}
 	if (TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_INTRO && c->hello &&
@@ -1388,12 +1489,21 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 		struct tnbc_verbs_intro in;
 
 		memcpy(&in, body, sizeof(in));
-		if (in.addr.family != 4 || !in.addr.port)
+		/* only another endpoint of the connection's process */
+		if (in.addr.family != 4 || !in.addr.port ||
+		    in.src.host != c->who.host || in.src.pid != c->who.pid ||
+		    (in.src.kind != TNBC_NAME_PID &&
+		     in.src.kind != TNBC_NAME_SVC))
 			return false;
 		/* a source on any address is reached where it connected
 		 * from */
 		if (tnbc_verbs_any(&in.addr))
 			memcpy(in.addr.ip, c->from.ip, 4);
+		/* without a key, never an address of another host */
+		if (!xdom->key_len && memcmp(in.addr.ip, c->from.ip, 4)) {
+			atomic_fetch_add(&xdom->refused, 1);
+			return true;
+		}
 		tnbc_xnet_book_put(&xdom->book, &in.src, &in.addr,
 				   sizeof(in.addr));
 		return true;
@@ -1468,6 +1578,7 @@ static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		struct tnbc_xrx rx = {.head = body,
 				      .head_len = e.len,
 				      .len = e.len,
+				      .from = e.conn ? &e.conn->who : NULL,
 				      .copy = tnbc_xnet_mem_copy};
 		int v = TNBC_RX_DONE;
 
@@ -1627,6 +1738,7 @@ const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.ep_close = tnbc_verbs_ep_close,
 	.max_packet = tnbc_verbs_max_packet,
 	.packet_limit = tnbc_verbs_packet_limit,
+	.addr_known = tnbc_verbs_addr_known,
 	.peer_get = tnbc_verbs_peer_get,
 	.peer_alive = tnbc_verbs_peer_alive,
 	.send = tnbc_verbs_send,

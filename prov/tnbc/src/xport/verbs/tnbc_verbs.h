@@ -28,12 +28,13 @@
 
 #include "tnbc_base.h"
 #include "tnbc_xport.h"
+#include "../tnbc_hmac.h"
 #include "../tnbc_xnet.h"
 #include "tnbc_verbs_mr.h"
 
 /* The wire format; a peer speaking another version is refused when it
- * connects. */
-#define TNBC_VERBS_VERSION 1
+ * connects.  2: the handshake below, and no key in the clear. */
+#define TNBC_VERBS_VERSION 2
 #define TNBC_VERBS_MAGIC   0x54424e56u /* "TBNV" */
 
 /* A message's immediate data: its kind (the rest is zero). */
@@ -54,25 +55,51 @@ struct tnbc_verbs_addr {
 _Static_assert(sizeof(struct tnbc_verbs_addr) == TNBC_XADDR_VERBS_LEN,
 	       "verbs addr");
 
+/*
+ * The handshake, as over TCP (tcp/tnbc_tcp_proto.h) but carried by the
+ * connection manager: the connect request names the endpoint and
+ * brings the connector's fresh nonce; with an auth_key the accept
+ * answers with the listener's nonce and its MAC over both, which the
+ * connector checks before it sends anything; the first message on the
+ * queue pair, the hello, names the endpoint that dialed (its process
+ * is the connection's identity: every packet must come from it) and
+ * carries the connector's MAC over the request, the listener's nonce
+ * and MAC.  The listener takes nothing before a hello that proves it.
+ */
+#define TNBC_VERBS_NONCE_C   16
+#define TNBC_VERBS_REQ_KEYED (1u << 0) /* tnbc_verbs_req.flags */
+
 /* What a connect request carries (a connect's private data holds 56
  * bytes on every device). */
 struct tnbc_verbs_req {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t pad;
+	uint16_t flags; /* TNBC_VERBS_REQ_* */
 	struct tnbc_name to; /* the endpoint this connection is for */
+	uint8_t nonce[TNBC_VERBS_NONCE_C];
 };
 
 _Static_assert(sizeof(struct tnbc_verbs_req) <= 56, "rdma_cm private data");
 
+/* What a keyed accept carries (an accept's private data holds 196). */
+struct tnbc_verbs_chal {
+	uint8_t nonce[32];
+	uint8_t mac[TNBC_SHA256_LEN];
+};
+
 struct tnbc_verbs_hello {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t key_len;
-	/* the sending domain's auth_key, which must be the receiving
-	 * endpoint's: it keeps jobs apart, and travels in the clear */
-	uint8_t key[TNBC_AUTH_KEY_MAX];
+	uint16_t pad;
+	/* the endpoint that dialed, and where it listens: its host must be
+	 * the one the connection comes from, unless a key proves it */
+	struct tnbc_name from;
+	struct tnbc_verbs_addr from_addr;
+	uint8_t mac[TNBC_SHA256_LEN]; /* zero without a key */
 };
+
+#define TNBC_VERBS_MAC_L "tnbc-verbs-2 listener"
+#define TNBC_VERBS_MAC_C "tnbc-verbs-2 connector"
 
 struct tnbc_verbs_intro {
 	struct tnbc_name src;
@@ -125,6 +152,9 @@ struct tnbc_verbs_conn {
 	bool gone; /* its QP is destroyed: freed when refs falls to 0 */
 	unsigned refs; /* received messages that name it */
 	struct tnbc_verbs_addr from; /* the connecting side's address */
+	/* the process every packet must come from (its hello's "from") */
+	struct tnbc_name who;
+	uint8_t expect[TNBC_SHA256_LEN]; /* the hello's MAC, with a key */
 };
 
 /* A received message, holding its receive buffer until released. */
@@ -182,6 +212,9 @@ struct tnbc_xpeer {
 		TNBC_VERBS_UP,
 	} state;
 	bool hello_sent;
+	/* the handshake: our request, and the hello's MAC (with a key) */
+	struct tnbc_verbs_req hs_req;
+	uint8_t hs_mac[TNBC_SHA256_LEN];
 	/* messages sent before it was up, in order */
 	struct tnbc_verbs_held *backlog, **backlog_tail;
 	size_t backlog_bytes;
