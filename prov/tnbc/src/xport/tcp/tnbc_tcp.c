@@ -2209,9 +2209,12 @@ static ssize_t tnbc_tcp_fill(struct tnbc_tcp_conn *c, size_t need)
 		c->have -= c->off;
 		c->off = 0;
 	}
-	if (c->cap < need || !c->buf) {
-		/* a stranger's records are small: it makes us hold no more */
-		size_t cap = c->cap ? c->cap : c->proven ? 65536 : 256;
+	/* A stranger's records are small: it makes us hold no more.  A
+	 * proven connection's buffer takes a bulk read and more: at 8 KiB
+	 * (grown from a stranger's), a 4 KiB ping-pong took 5.5 to 5.9 us
+	 * against 5.0 to 5.2 (two processes over TCP on one host). */
+	if (c->cap < need || !c->buf || (c->proven && c->cap < 65536)) {
+		size_t cap = c->proven ? 65536 : c->cap ? c->cap : 256;
 		uint8_t *b;
 
 		while (cap < need)
