@@ -73,4 +73,12 @@ run 10000 1,2 ./fabtests-ext/ftx_peer_death
 run 100000 1,2 ./fabtests-ext/ftx_pingpong -p tnbc -a sockaddr_in
 run 50000 1,2 ./fabtests-ext/ftx_coll -n 4 -a sockaddr_in
 run 100000 1,2 ./fabtests-ext/ftx_pingpong -p tnbc -a str
+# with a key, every connection between the hosts proves it holds it
+# (fi_tnbc(7), SECURITY): the job's secret, as Open MPI's mpirun gives
+# every rank (FI_TNBC_JOB_KEY), and the lookups of FI_SOCKADDR_IN too
+job=OMPI_MCA_orte_precondition_transports=$(od -An -N8 -tx8 /dev/urandom |
+	tr -d ' ')-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+run 100000 1,2 env "$job" ./fabtests-ext/ftx_pingpong -p tnbc
+run 50000 1,2,3 env "$job" ./fabtests-ext/ftx_coll -n 6
+run 50000 1,2 env "$job" ./fabtests-ext/ftx_coll -n 4 -a sockaddr_in
 echo "PASS netns"

@@ -320,6 +320,10 @@ struct tnbc_xdom {
 	 * armed again (0: none paused) */
 	uint64_t swept_ns;
 	_Atomic uint64_t accept_resume_ns;
+	/* FI_TNBC_TCP_HELLO_MS, _TIMEOUT_MS (in ns) and _STRANGERS_MAX as
+	 * the domain opened: the waker's to read */
+	uint64_t hello_ns, timeout_ns;
+	size_t strangers_max;
 	_Atomic uint64_t bad_pkts, refused, strangers;
 	_Atomic uint64_t placed_bytes; /* read from a socket into place */
 	_Atomic uint64_t writes; /* to a socket, bytes taken */
@@ -632,7 +636,7 @@ static void tnbc_tcp_came_up(struct tnbc_xpeer *p)
 		return;
 	}
 	p->state = TNBC_TCP_PROVING;
-	p->hs_deadline = tnbc_now_ns() + tnbc_env.tcp_timeout_ms * 1000000u;
+	p->hs_deadline = tnbc_now_ns() + p->xdom->timeout_ns;
 }
 
 /* Reads the listener's challenge as it comes and, when it proves the
@@ -811,7 +815,7 @@ static void tnbc_tcp_strangers_trim(struct tnbc_xep *xep)
 			live++;
 			oldest = c; /* the list is newest first */
 		}
-	if (oldest && live > tnbc_env.tcp_strangers_max)
+	if (oldest && live > xep->xdom->strangers_max)
 		tnbc_tcp_conn_shut(xep, oldest, "too many strangers");
 	pthread_mutex_unlock(&xep->lock);
 }
@@ -877,7 +881,7 @@ static void tnbc_tcp_accept(struct tnbc_xep *xep)
 			free(c);
 			return;
 		}
-		if (atomic_load(&xep->strangers) > tnbc_env.tcp_strangers_max)
+		if (atomic_load(&xep->strangers) > xep->xdom->strangers_max)
 			tnbc_tcp_strangers_trim(xep);
 	}
 }
@@ -890,8 +894,7 @@ static bool tnbc_tcp_sweep(struct tnbc_xdom *xdom)
 	bool kick = false;
 	uint64_t now = tnbc_now_ns(),
 		 resume = atomic_load(&xdom->accept_resume_ns);
-	uint64_t hello_ns = tnbc_env.tcp_hello_ms * 1000000ull;
-	uint64_t timeout_ns = tnbc_env.tcp_timeout_ms * 1000000ull;
+	uint64_t hello_ns = xdom->hello_ns, timeout_ns = xdom->timeout_ns;
 
 	if (resume && now >= resume) {
 		atomic_store(&xdom->accept_resume_ns, 0);
@@ -1036,6 +1039,9 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 		return -FI_ENOMEM;
 	xdom->kick = attr->wake;
 	xdom->host_busy = attr->host_busy;
+	xdom->hello_ns = tnbc_env.tcp_hello_ms * 1000000ull;
+	xdom->timeout_ns = tnbc_env.tcp_timeout_ms * 1000000ull;
+	xdom->strangers_max = tnbc_env.tcp_strangers_max;
 	xdom->key_len = (uint16_t)attr->auth_key_size;
 	if (attr->auth_key_size)
 		memcpy(xdom->key, attr->auth_key, attr->auth_key_size);
