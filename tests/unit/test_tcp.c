@@ -1091,7 +1091,13 @@ static void *stall_proxy_main(void *arg)
  * was placed into neither completes nor fails meanwhile.  _i 0: the
  * rest never comes, and the connection is closed after
  * FI_TNBC_TCP_TIMEOUT_MS, the receive still posted; 1: it comes, and
- * the receive completes with every byte. */
+ * the receive completes with every byte; 2: the receive is shorter than
+ * the message: it completes truncated at once, and the rest, when it
+ * comes, is dropped with the connection kept (dropping it used to wait
+ * for bytes that had not come, and end the connection); 3: nobody asked
+ * for the message and there is no room for it (FI_TNBC_UNEXP_MAX 0):
+ * it is read whole as it comes (that read used to wait on the socket),
+ * and delivered once a receive asks for it. */
 START_TEST(tcp_placed_stall)
 {
 	const size_t len = 30000; /* eager: placed */
@@ -1110,9 +1116,13 @@ START_TEST(tcp_placed_stall)
 	bool failed = false;
 	ssize_t n;
 
+	size_t saved_unexp = tnbc_env.unexp_max, want = _i == 2 ? 10000 : len;
+
 	ck_assert_ptr_nonnull(s);
 	ck_assert_ptr_nonnull(buf);
 	tnbc_env.tcp_timeout_ms = 4000;
+	if (_i == 3)
+		tnbc_env.unexp_max = 0;
 	tu_xport_only_begin(&o, &tnbc_tcp_ops);
 	tu_kside_open(&r, NULL, FI_ADDR_STR);
 	tu_kside_open(&k, NULL, FI_ADDR_STR);
@@ -1138,15 +1148,25 @@ START_TEST(tcp_placed_stall)
 			 0);
 	ck_assert_int_eq(fi_av_insert(k.av, &addr, 1, &to, 0, NULL), 1);
 	tu_fill(s, len, 31);
-	ck_assert_int_eq(
-		fi_trecv(r.ep, buf, len, NULL, FI_ADDR_UNSPEC, 31, 0, buf), 0);
+	if (_i != 3)
+		ck_assert_int_eq(fi_trecv(r.ep, buf, want, NULL, FI_ADDR_UNSPEC,
+					  31, 0, buf),
+				 0);
 	ck_assert_int_eq(fi_tsend(k.ep, s, len, NULL, to, 31, s), 0);
 	/* the packet's head and most of its payload came: r has taken it
 	 * up (its stall counted in the bytes it placed or parked) */
 	for (unsigned ms = 0; ms < 200; ms++) {
-		(void)fi_cq_read(r.cq, &e, 1);
+		if (_i != 2)
+			(void)fi_cq_read(r.cq, &e, 1);
 		(void)fi_cq_read(k.cq, &e, 1);
 		tu_sleep_ms(1);
+	}
+	if (_i == 2) {
+		/* all it asked for is there: truncated, now */
+		tu_cq_expect_err(r.cq, &err);
+		ck_assert_ptr_eq(err.op_context, buf);
+		ck_assert_int_eq(err.err, FI_ETRUNC);
+		ck_assert_uint_eq(tu_check(buf, want, 31, 0), (size_t)-1);
 	}
 	/* another peer gets through while the stalled connection waits */
 	addr = (char *)r.addr;
@@ -1154,12 +1174,33 @@ START_TEST(tcp_placed_stall)
 	ck_assert_msg(!atomic_load(&px.r_closed),
 		      "another peer waited for the stalled connection");
 	ck_assert_int_eq(fi_cq_read(r.cq, &e, 1), -FI_EAGAIN);
-	if (_i == 1) {
+	if (_i == 1 || _i == 3) {
 		/* the rest comes: the receive has every byte */
 		atomic_store(&px.hold, 0);
+		if (_i == 3) {
+			/* read whole and kept: a receive takes it */
+			for (unsigned ms = 0; ms < 200; ms++) {
+				(void)fi_cq_read(k.cq, &e, 1);
+				tu_sleep_ms(1);
+			}
+			ck_assert_int_eq(fi_cq_read(r.cq, &e, 1), -FI_EAGAIN);
+			ck_assert_int_eq(fi_trecv(r.ep, buf, len, NULL,
+						  FI_ADDR_UNSPEC, 31, 0, buf),
+					 0);
+		}
 		tu_cq_expect(r.cq, &e, NULL);
 		ck_assert_ptr_eq(e.op_context, buf);
 		ck_assert_uint_eq(tu_check(buf, len, 31, 0), (size_t)-1);
+		failed = true;
+	}
+	if (_i == 2) {
+		/* the rest comes, and is dropped: the connection carries k's
+		 * next message */
+		atomic_store(&px.hold, 0);
+		kside_big(&k, &r, &addr, 64, 33);
+		ck_assert_msg(!atomic_load(&px.r_closed),
+			      "the truncated message's rest ended the "
+			      "connection");
 		failed = true;
 	}
 	/* or never: the connection ends, the receive stays posted */
@@ -1185,6 +1226,7 @@ START_TEST(tcp_placed_stall)
 	tu_kside_close(&r);
 	tu_xport_only_end(&o);
 	tnbc_env.tcp_timeout_ms = saved_timeout;
+	tnbc_env.unexp_max = saved_unexp;
 	free(buf);
 	free(s);
 }
@@ -1219,7 +1261,7 @@ Suite *tu_tcp_suite(void)
 	tcase_add_test(tc, tcp_stream_engine_quiet);
 	tcase_add_test(tc, tcp_lone_keeps_shm_queue);
 	tcase_add_test(tc, tcp_eager_size);
-	tcase_add_loop_test(tc, tcp_placed_stall, 0, 2);
+	tcase_add_loop_test(tc, tcp_placed_stall, 0, 4);
 	tcase_add_loop_test(tc, tcp_engine_sleep_kick, 0, 2);
 	tcase_add_test(tc, tcp_two_way);
 	tcase_add_loop_test(tc, tcp_two_way_at_once, 0, 2);

@@ -163,6 +163,10 @@ struct tnbc_tcp_conn {
 	/* placed packets still to read whole before one is placed from the
 	 * socket again (its sender stalled mid-payload) */
 	unsigned slow;
+	/* bytes of a record taken whole that are still to come and be
+	 * dropped (what the protocol left of a payload read into place,
+	 * and the padding), read as they come */
+	size_t skip_left;
 	/* since when a record has waited for its rest (0: none does): the
 	 * waker ends the connection past FI_TNBC_TCP_TIMEOUT_MS */
 	_Atomic uint64_t partial_ns;
@@ -2266,6 +2270,32 @@ struct tnbc_tcp_rx {
 	bool parked;
 };
 
+/* Drops what came of c->skip_left: 1 when it is all gone, 0 when the
+ * rest has not come yet, or a negative fi_errno when the connection is
+ * over.  Never waits. */
+static int tnbc_tcp_skip_some(struct tnbc_tcp_conn *c)
+{
+	uint8_t junk[4096];
+
+	while (c->skip_left) {
+		ssize_t r = recv(c->fd, junk,
+				 c->skip_left < sizeof(junk) ? c->skip_left
+							     : sizeof(junk),
+				 MSG_DONTWAIT);
+
+		if (r > 0) {
+			c->skip_left -= (size_t)r;
+			continue;
+		}
+		if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+			c->drained = true;
+			return 0;
+		}
+		return -FI_ECONNRESET;
+	}
+	return 1;
+}
+
 /* Reads and drops n bytes of the socket. */
 static int tnbc_tcp_skip(struct tnbc_tcp_conn *c, size_t n)
 {
@@ -2842,7 +2872,7 @@ static bool tnbc_tcp_set_aside(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
  * past FI_TNBC_TCP_TIMEOUT_MS).  Returns taken. */
 static int tnbc_tcp_partial(struct tnbc_tcp_conn *c, int taken)
 {
-	if (c->have == c->off)
+	if (c->have == c->off && !c->skip_left)
 		tnbc_tcp_consumed(c);
 	else if (!atomic_load_explicit(&c->partial_ns, memory_order_relaxed))
 		atomic_store_explicit(&c->partial_ns, tnbc_now_ns(),
@@ -2866,6 +2896,14 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 		ssize_t r;
 		int v;
 
+		if (c->skip_left) {
+			r = tnbc_tcp_skip_some(c);
+			if (r < 0)
+				goto drop;
+			if (!r)
+				return tnbc_tcp_partial(c, taken);
+			continue;
+		}
 		/* nothing more came since the socket was emptied: the next
 		 * poll's look at the connections says when it does, a read
 		 * now would only find nothing */
@@ -2956,39 +2994,17 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 					v = TNBC_RX_BAD;
 				}
 				if (v == TNBC_RX_KEEP || v == TNBC_RX_LATER) {
-					/* read it whole, to offer again */
-					struct tnbc_tcp_held *h =
-						malloc(sizeof(*h) + rec.len);
-					struct iovec to;
-
-					if (!h)
-						goto drop;
-					h->next = NULL;
-					h->from = c->id;
-					h->conn = c->serial;
-					h->len = rec.len;
-					memcpy(h->data, rx.rx.head, hl);
-					to.iov_base = h->data + hl;
-					to.iov_len = rec.len - hl;
-					if (tnbc_tcp_read_iov(c, &to, 1, 0,
-							      to.iov_len) ||
-					    tnbc_tcp_skip(c,
-							  span - head -
-								  to.iov_len)) {
-						free(h);
-						goto drop;
-					}
-					c->off = c->have = 0;
-					tnbc_tcp_consumed(c);
-					if (tnbc_tcp_set_aside(xep, c, h, v))
-						return -1;
-					budget--;
+					/* Nothing of it taken from the socket:
+					 * it stays in the buffer, read whole
+					 * there as it comes (never waited for
+					 * here), and offered again. */
+					c->slow = TNBC_TCP_SLOW_PACKETS;
 					continue;
 				}
 				/* what the protocol left of the record,
-				 * padding included */
-				if (tnbc_tcp_skip(c, span - head - rx.pos))
-					goto drop;
+				 * padding included, is dropped as it
+				 * comes (at the loop's top) */
+				c->skip_left = span - head - rx.pos;
 				c->off = c->have = 0;
 				tnbc_tcp_consumed(c);
 				budget--;
