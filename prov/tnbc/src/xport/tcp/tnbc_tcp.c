@@ -215,7 +215,6 @@ struct tnbc_xep {
 	/* consumer's */
 	struct tnbc_tcp_held *replay; /* offered first: left, then kept */
 	struct tnbc_tcp_held *kept, **kept_tail;
-	size_t kept_bytes;
 	uint64_t serials; /* connections numbered, for tnbc_tcp_held.conn */
 	bool buffered; /* some connection stopped before draining */
 	bool polling; /* packets are being offered */
@@ -2542,7 +2541,6 @@ static void tnbc_tcp_keep(struct tnbc_xep *xep, struct tnbc_tcp_held *h)
 {
 	*xep->kept_tail = h;
 	xep->kept_tail = &h->next;
-	xep->kept_bytes += h->len;
 }
 
 /* Counts a packet the protocol took or refused. */
@@ -3155,7 +3153,6 @@ static void tnbc_tcp_rewind(struct tnbc_xep *xep)
 		xep->replay = xep->kept;
 		xep->kept = NULL;
 		xep->kept_tail = &xep->kept;
-		xep->kept_bytes = 0;
 		atomic_store_explicit(&xep->in_hand, true,
 				      memory_order_relaxed);
 	}
