@@ -9,6 +9,12 @@
  * must arrive while the flood still waits (bound: the test's timeout,
  * never a fixed sleep).  Only then does rank 1 post its receives, and it
  * must get the whole flood, in order and intact.
+ *
+ * And the other way round (flood_into_one_peer): a flood a receiver
+ * does not keep up with must not hold back its other senders.  Rank 0
+ * floods rank 1 until its sends stop ending (rank 1 holds what it can);
+ * then rank 2 sends rank 1 a message rank 1 has a receive posted for,
+ * which must arrive while the flood still waits in rank 0.
  */
 #include "common/ftx.h"
 
@@ -129,6 +135,101 @@ bystander(struct ftx_ctx *ctx)
 	atomic_store(ftx_scratch(F_ARRIVED), 1);
 }
 
+/* Rank 0 of flood_into_one_peer. */
+static void
+flood_in(struct ftx_ctx *ctx)
+{
+	char *bufs = ftx_alloc((size_t) nflood * FLOOD_LEN);
+	struct fi_context2 *fctx = calloc((size_t) nflood, sizeof(*fctx));
+	size_t done = 0, pending;
+	struct ftx_comp c;
+	uint64_t last;
+
+	FTX_EXPECT(fctx, "out of memory");
+	for (int i = 0; i < nflood; i++) {
+		char *b = bufs + (size_t) i * FLOOD_LEN;
+
+		ftx_fill(b, FLOOD_LEN, ftx_seed(1, (uint64_t) i, 0));
+		FTX_POST(ctx, fi_tsend(ctx->ep, b, FLOOD_LEN, NULL,
+				       ctx->addrs[1], FLOOD_TAG, &fctx[i]));
+	}
+	/* until the sends stop ending (none for 300 ms): rank 1 holds all
+	 * of the flood it will before anyone else sends */
+	ctx->what = "rank 0 floods rank 1";
+	for (last = ftx_now_ns(); ftx_now_ns() - last < 300000000u;) {
+		FTX_EXPECT(!ftx_expired(ctx), "timeout: %s", ctx->what);
+		ftx_progress(ctx);
+		while (ftx_try_comp(ctx, FTX_TX, &c)) {
+			FTX_EXPECT(!c.err, "send: %s", fi_strerror(c.err));
+			done++;
+			last = ftx_now_ns();
+		}
+	}
+	ctx->what = NULL;
+	FTX_EXPECT(done < (size_t) nflood,
+		   "rank 1 took all %d flood messages with no receive "
+		   "posted (raise -c)",
+		   nflood);
+	atomic_store(ftx_scratch(F_NPOSTED), 1);
+	await(ctx, F_ARRIVED, "rank 0 waits for rank 2's message to arrive");
+	for (; ftx_try_comp(ctx, FTX_TX, &c); done++)
+		FTX_EXPECT(!c.err, "send: %s", fi_strerror(c.err));
+	pending = (size_t) nflood - done;
+	atomic_store(ftx_scratch(F_RELEASED), 1);
+	FTX_EXPECT(pending > 0,
+		   "the flood ended before rank 1 posted a receive");
+	ftx_wait_n_ok(ctx, FTX_TX, pending);
+	ftx_log("rank 2's message passed while %zu of %d flood messages "
+		"waited in rank 0",
+		pending, nflood);
+	free(fctx);
+	ftx_free(bufs);
+}
+
+/* Rank 1 of flood_into_one_peer. */
+static void
+flooded(struct ftx_ctx *ctx)
+{
+	struct fi_context2 fctx;
+	struct ftx_comp c;
+	char one = 0;
+
+	FTX_POST(ctx, fi_trecv(ctx->ep, &one, 1, NULL, ctx->addrs[2], OTHER_TAG,
+			       0, &fctx));
+	ctx->what = "rank 2's message to a posted receive, during a flood";
+	ftx_wait_ok(ctx, FTX_RX, &c);
+	ctx->what = NULL;
+	FTX_EXPECT(one == 'y', "got %d", one);
+	atomic_store(ftx_scratch(F_ARRIVED), 1);
+	slow_receiver(ctx);
+}
+
+/* Rank 2 of flood_into_one_peer. */
+static void
+other_sender(struct ftx_ctx *ctx)
+{
+	struct fi_context2 fctx;
+	struct ftx_comp c;
+	char one = 'y';
+
+	await(ctx, F_NPOSTED, "rank 2 waits for the flood to stop");
+	FTX_POST(ctx, fi_tsend(ctx->ep, &one, 1, NULL, ctx->addrs[1], OTHER_TAG,
+			       &fctx));
+	ftx_wait_ok(ctx, FTX_TX, &c);
+}
+
+static int
+run_in(struct ftx_ctx *ctx)
+{
+	if (ctx->rank == 0)
+		flood_in(ctx);
+	else if (ctx->rank == 1)
+		flooded(ctx);
+	else if (ctx->rank == 2)
+		other_sender(ctx);
+	return 0;
+}
+
 static int
 run(struct ftx_ctx *ctx)
 {
@@ -143,12 +244,14 @@ run(struct ftx_ctx *ctx)
 
 static const struct ftx_case cases[] = {
 	{.name = "flood_one_peer", .run = run},
+	{.name = "flood_into_one_peer", .run = run_in},
 	{0},
 };
 
 static const struct ftx_test test = {
 	.name = "ftx_hol",
-	.desc = "a slow receiver holds back only its own sender's traffic",
+	.desc = "a slow receiver holds back only its own sender's traffic, "
+		"and a flood only its own sender",
 	.caps = FI_TAGGED | FI_DIRECTED_RECV,
 	.nprocs = 3,
 	.min_procs = 3,

@@ -30,5 +30,9 @@ FI_TNBC_XPORTS=loop,shm ./fabtests-ext/ftx_coll -n 3
 # through the sender, and the collectives; and with both in a domain
 FI_TNBC_XPORTS=tcp timeout 120 ./fabtests-ext/ftx_pingpong -p tnbc
 FI_TNBC_XPORTS=tcp timeout 300 ./fabtests-ext/ftx_coll -n 3
+# a slow receiver holds back only its own sender, and a flood only its
+# own sender, per connection (a socket takes far more than a shm queue
+# before its sender waits: a longer flood)
+FI_TNBC_XPORTS=tcp timeout 120 ./fabtests-ext/ftx_hol -c 4096
 FI_TNBC_XPORTS=shm,tcp timeout 120 ./fabtests-ext/ftx_pingpong -p tnbc
 echo "PASS xports"

@@ -715,6 +715,144 @@ START_TEST(hostile_flood_bounded)
 }
 END_TEST
 
+/* Flood state: the flooder's next message, and its sends completed. */
+struct flood {
+	struct tu_world *w;
+	int from, to, n, next, done;
+	size_t len;
+	uint8_t *buf;
+	uint64_t tag0;
+};
+
+/* Hands the flooder's endpoint what it takes now, without waiting;
+ * true when a send ended (an eager one ends once in R's queue: one
+ * the endpoint queued for later does not). */
+static bool flood_pump(struct flood *f)
+{
+	struct fi_cq_tagged_entry e;
+	bool moved = false;
+
+	while (f->next < f->n) {
+		ssize_t ret = fi_tsend(f->w->ep[f->from].ep,
+				       f->buf + (size_t)f->next * f->len,
+				       f->len, NULL, f->w->addr[f->to],
+				       f->tag0 + (uint64_t)f->next, NULL);
+
+		if (ret == -FI_EAGAIN)
+			break;
+		ck_assert_msg(ret == 0, "fi_tsend: %zd", ret);
+		f->next++;
+	}
+	while (fi_cq_read(f->w->ep[f->from].tx_cq, &e, 1) == 1) {
+		f->done++;
+		moved = true;
+	}
+	return moved;
+}
+
+/*
+ * Per-sender back pressure over shared memory.  One sender floods
+ * messages nobody asked for: past FI_TNBC_UNEXP_MAX they wait in R's
+ * queue, which every sender of R shares, and once they take half of it
+ * R moves them out and holds that sender alone back.  A's message to a
+ * posted receive gets through meanwhile, so does the held sender's
+ * answer to R's rendezvous send, and every flooded message arrives, in
+ * order and whole, once receives ask for them.
+ */
+START_TEST(hostile_flood_per_sender)
+{
+	enum { F = 2 };
+	const size_t len = 4000, big = 200000;
+	size_t old_max = tnbc_env.unexp_max;
+	struct fi_tnbc_engine_stats st;
+	struct fi_cq_tagged_entry e;
+	struct tu_xport_only o;
+	struct tu_world w;
+	struct flood f = {
+		.from = F, .to = R, .n = 2000, .len = len, .tag0 = 1000};
+	uint8_t *rbuf = malloc(big), *sbig = malloc(big), abuf[4000];
+	uint64_t end, still, ring;
+
+	tnbc_env.unexp_max = 64 * 1024;
+	tu_xport_only_begin(&o, &tnbc_shm_ops);
+	tu_world_open(&w, 3, NULL);
+	f.w = &w;
+	f.buf = malloc((size_t)f.n * len);
+	for (int i = 0; i < f.n; i++)
+		tu_fill(f.buf + (size_t)i * len, len, 5000 + (uint32_t)i);
+	/* R waits for A's message while F floods until its sends stop
+	 * ending (none for 500 ms) */
+	ck_assert_int_eq(
+		fi_trecv(w.ep[R].ep, rbuf, len, NULL, w.addr[A], 1, 0, &ctx[1]),
+		0);
+	end = tu_now_ms() + 6 * TU_WAIT_MS;
+	for (still = tu_now_ms(); tu_now_ms() - still < 500;) {
+		ck_assert_msg(tu_now_ms() < end, "the flood never stopped");
+		ck_assert_msg(f.done < f.n, "R took all %d messages", f.n);
+		if (flood_pump(&f))
+			still = tu_now_ms();
+		(void)fi_cq_read(w.ep[R].rx_cq, &e, 0);
+		tu_sleep_ms(1);
+	}
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_ge(st.unexp_held, 1);
+	ck_assert_uint_le(ux_bytes(TNBC_EP(w.ep[R].ep)), tnbc_env.unexp_max);
+
+	/* A is not held back by F's flood */
+	tu_fill(abuf, len, 77);
+	h_tsend(&w, A, R, abuf, len, 1, &ctx[2]);
+	h_expect(w.ep[R].rx_cq, &ctx[1], 1, len);
+	ck_assert_uint_eq(tu_check(rbuf, len, 77, 0), (size_t)-1);
+	h_expect(w.ep[A].tx_cq, &ctx[2], 1, len);
+	tu_engine_stats(w.d.domain, &st);
+	ck_assert_uint_gt(st.spilled_pkts, 0);
+	ck_assert_uint_ge(st.senders_held, 1);
+	/* F was held back once its moved messages passed an eighth of the
+	 * queue's size: no more than the three quarters of the queue a
+	 * move may take at once moved, not the queue's size, the most R
+	 * may move before it holds back whoever comes next */
+	for (ring = 64; ring < tnbc_env.rx_slots * tnbc_env.slot_size;)
+		ring <<= 1;
+	ck_assert_uint_le(st.spilled_pkts * len, ring * 13 / 16);
+
+	/* F, held back, still answers: R's rendezvous send to it ends */
+	tu_fill(sbig, big, 88);
+	h_tsend(&w, R, F, sbig, big, 2, &ctx[3]);
+	h_trecv(&w, F, rbuf, big, 2, 0, &ctx[4]);
+	h_expect(w.ep[F].rx_cq, &ctx[4], 2, big);
+	ck_assert_uint_eq(tu_check(rbuf, big, 88, 0), (size_t)-1);
+	h_expect(w.ep[R].tx_cq, &ctx[3], 2, big);
+
+	/* every flooded message, in order and whole */
+	for (int i = 0; i < f.n; i++) {
+		ssize_t got;
+
+		h_trecv(&w, R, rbuf, len, f.tag0 + (uint64_t)i, 0, &ctx[5]);
+		end = tu_now_ms() + TU_WAIT_MS;
+		while ((got = fi_cq_read(w.ep[R].rx_cq, &e, 1)) == -FI_EAGAIN) {
+			ck_assert_msg(tu_now_ms() < end, "message %d lost", i);
+			flood_pump(&f);
+		}
+		ck_assert_int_eq(got, 1);
+		ck_assert_uint_eq(e.tag, f.tag0 + (uint64_t)i);
+		ck_assert_msg(tu_check(rbuf, len, 5000 + (uint32_t)i, 0) ==
+				      (size_t)-1,
+			      "message %d corrupted", i);
+	}
+	for (end = tu_now_ms() + TU_WAIT_MS; f.done < f.n;) {
+		ck_assert_msg(tu_now_ms() < end, "%d of %d sends ended", f.done,
+			      f.n);
+		flood_pump(&f);
+	}
+	tu_world_close(&w);
+	tu_xport_only_end(&o);
+	tnbc_env.unexp_max = old_max;
+	free(f.buf);
+	free(rbuf);
+	free(sbig);
+}
+END_TEST
+
 /* A two-member reduction of seed 002's descriptors: A's value goes to R,
  * which adds its own.  Returns R's result; *ev gets its error vector.
  * Without post_a, A's contribution is the test's to send. */
@@ -924,6 +1062,7 @@ Suite *tu_hostile_suite(void)
 	tcase_add_test(tc, hostile_batched_read_fault);
 	tcase_add_loop_test(tc, hostile_dead_claim, 0, 3);
 	tcase_add_test(tc, hostile_flood_bounded);
+	tcase_add_test(tc, hostile_flood_per_sender);
 	tcase_add_loop_test(tc, hostile_mailbox, 0, 5);
 	suite_add_tcase(s, tc);
 	return s;

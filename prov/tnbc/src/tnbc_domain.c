@@ -123,6 +123,8 @@ static void tnbc_domain_xstats(struct tnbc_domain *dom,
 		st->placed_bytes += x.placed_bytes;
 		st->stream_writes += x.stream_writes;
 		st->strangers += x.strangers;
+		st->spilled += x.spilled;
+		st->held += x.held;
 	}
 }
 
@@ -208,9 +210,15 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	if (st->size >= offsetof(struct fi_tnbc_engine_stats, stream_writes) +
 				sizeof(st->stream_writes))
 		st->stream_writes = xs.stream_writes;
-	if (st->size >= sizeof(*st)) {
+	if (st->size >=
+	    offsetof(struct fi_tnbc_engine_stats, strangers_closed) +
+		    sizeof(st->strangers_closed)) {
 		st->forged_pkts = atomic_load(&e->forged_pkts);
 		st->strangers_closed = xs.strangers;
+	}
+	if (st->size >= sizeof(*st)) {
+		st->spilled_pkts = xs.spilled;
+		st->senders_held = xs.held;
 	}
 	return 0;
 }

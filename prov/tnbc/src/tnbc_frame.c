@@ -143,12 +143,17 @@ int tnbc_pkt_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
 		pkt.flags = TNBC_XPKT_PARKS | TNBC_XPKT_PLACED;
 		/* A collective's messages are named by source and tag alone
 		 * (no two of one operation share both), so they need not
-		 * keep their order with the peer's other packets. */
+		 * keep their order with the peer's other packets.  Nor are
+		 * they held back: a collective's peer waits for them. */
 		if (hdr->flags & TNBC_HDR_COLL) {
 			pkt.flags |= TNBC_XPKT_UNORDERED;
 			pkt.lane = (hdr->src.uid + 1) * 0xc2b2ae3d27d4eb4full ^
 				   hdr->tag * 0x165667b19e3779f9ull;
+		} else {
+			pkt.flags |= TNBC_XPKT_HOLDS;
 		}
+	} else if (hdr->type == TNBC_PKT_RTS) {
+		pkt.flags = TNBC_XPKT_HOLDS;
 	} else if (hdr->type == TNBC_PKT_DATA) {
 		/* tnbc_rx_data never keeps one */
 		pkt.flags = TNBC_XPKT_PLACED;

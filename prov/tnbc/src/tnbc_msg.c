@@ -24,10 +24,11 @@
  * Unexpected messages are buffered up to FI_TNBC_UNEXP_MAX bytes per
  * endpoint.  Past that, a message nobody has asked for stays in the
  * transport's queue (and so does every later one nobody asked for,
- * which keeps the order receives see): senders find the queue full and
- * wait, and nothing is dropped.  Control packets and messages that match
- * a posted receive still get through.  Posting a receive, or taking a
- * buffered message, offers the held ones again.
+ * which keeps the order receives see): its sender finds the queue full,
+ * or is held back alone (TNBC_XPKT_HOLDS), and waits, and nothing is
+ * dropped.  Control packets and messages that match a posted receive
+ * still get through.  Posting a receive, or taking a buffered message,
+ * offers the held ones again.
  *
  * Peers are not trusted to be correct: an answer (ACK, CTS, DATA, RMA
  * response) is taken only from the peer the transfer it names is with,
@@ -1030,6 +1031,7 @@ int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx)
 	struct tnbc_hdr hdr;
 	size_t hlen =
 		tnbc_frame_unpack(x->ops, &ep->name, rx->head, rx->len, &hdr);
+	int verdict;
 
 	if (!hlen)
 		return TNBC_RX_BAD;
@@ -1046,8 +1048,12 @@ int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx)
 		tnbc_app_inside(ep->domain, true);
 	ep->rx_via = x->i;
 	if (rx->head_len < rx->len)
-		return tnbc_rx_stream(ep, &hdr, rx, hlen);
-	return tnbc_rx_hdr(ep, &hdr, rx->head + hlen);
+		verdict = tnbc_rx_stream(ep, &hdr, rx, hlen);
+	else
+		verdict = tnbc_rx_hdr(ep, &hdr, rx->head + hlen);
+	if (verdict == TNBC_RX_KEEP)
+		rx->kept_src = hdr.src;
+	return verdict;
 }
 
 int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,

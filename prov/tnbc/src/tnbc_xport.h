@@ -134,6 +134,13 @@ static inline int tnbc_name_same(const struct tnbc_name *a,
  * payload it began to copy: a stream transport may offer it before the
  * payload is in memory, and read the payload straight from the wire. */
 #define TNBC_XPKT_PLACED (1u << 2)
+/* The packet begins a message of the peer's ordered stream (eager or
+ * RTS), which a receiver with no room for it leaves queued until a
+ * receive asks for it (TNBC_RX_KEEP): a transport whose queue every
+ * sender shares may refuse it (-FI_EAGAIN) while the receiver holds
+ * this sender back, so that one sender's kept messages cannot fill the
+ * queue for the others.  Answers never carry it: they are never kept. */
+#define TNBC_XPKT_HOLDS (1u << 3)
 
 /* One packet to send: frame_len bytes of frame, then payload_len bytes
  * gathered from iov. */
@@ -209,6 +216,10 @@ struct tnbc_xrx {
 	 * again, whole and from memory, once the rest came, reading its
 	 * other connections meanwhile.  Unset, copy waits for the bytes. */
 	bool may_park;
+	/* Set by the protocol when it keeps the packet (TNBC_RX_KEEP): the
+	 * endpoint its frame names as the message's sender, whose later
+	 * messages a shared queue may hold back (TNBC_XPKT_HOLDS). */
+	struct tnbc_name kept_src;
 	ssize_t (*copy)(struct tnbc_xrx *rx, size_t off,
 			const struct iovec *iov, size_t iov_count, size_t n);
 };
@@ -227,6 +238,8 @@ struct tnbc_xport_stats {
 	uint64_t placed_bytes; /* payload read from the wire into place */
 	uint64_t stream_writes; /* writes to its sockets */
 	uint64_t strangers; /* connections closed unproven */
+	uint64_t spilled; /* kept packets moved out of a shared queue */
+	uint64_t held; /* times a sender was held back (TNBC_XPKT_HOLDS) */
 };
 
 /* How the engine sleeps (sleep_begin). */

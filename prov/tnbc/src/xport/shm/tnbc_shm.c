@@ -164,7 +164,35 @@ struct tnbc_xdom {
 	 * the domain. */
 	struct tnbc_shm_retired *retired;
 	atomic_uint_fast64_t bad_pkts, dead_cells, refused, slot_pkts;
+	atomic_uint_fast64_t spilled, held; /* tnbc_shm_spill */
 	char refused_name[TNBC_SHM_NAME_MAX]; /* last warned about */
+};
+
+/* A kept packet moved out of the queue (tnbc_shm_spill). */
+struct tnbc_shm_spilled {
+	struct tnbc_shm_spilled *next;
+	uint64_t key; /* its sender, TNBC_SHM_HOLD_KEY (0: not known) */
+	uint32_t len;
+	_Alignas(16) uint8_t pkt[];
+};
+
+/* A sender with packets moved out: how many bytes, and whether the
+ * region's hold[] names it. */
+struct tnbc_shm_holder {
+	uint64_t key;
+	size_t bytes;
+	bool held;
+};
+
+/* Senders whose moved packets one endpoint keeps count of: a packet of
+ * a further one stays in the queue. */
+#define TNBC_SHM_HOLDERS 64
+
+/* A packet the protocol keeps, as the consumer saw it when it offered
+ * it: a peer may rewrite its cell since. */
+struct tnbc_shm_kept {
+	uint64_t key; /* its sender (TNBC_SHM_HOLD_KEY) */
+	uint32_t len;
 };
 
 struct tnbc_xep {
@@ -210,6 +238,20 @@ struct tnbc_xep {
 	uint64_t mbox_claims[TNBC_SHM_MBOX_SLOTS];
 	uint64_t mbox_sweep_ns;
 	bool mbox_turn; /* the queue polls first next time */
+	/* Kept packets moved out of the queue, oldest first (spill_end:
+	 * the last link), up to spill_max bytes; spill_at is the link of
+	 * the next to offer.  All are older than the queue's, and are
+	 * offered first. */
+	struct tnbc_shm_spilled *spill, **spill_end, **spill_at;
+	size_t spill_bytes, spill_max;
+	/* packets from spill_at on wait to be offered (read by
+	 * tnbc_shm_idle without the lock) */
+	atomic_bool spill_due;
+	/* the packet kept at each cell (allocated at the first packet
+	 * kept) */
+	struct tnbc_shm_kept *kept;
+	struct tnbc_shm_holder holders[TNBC_SHM_HOLDERS];
+	unsigned nholders;
 };
 
 static void tnbc_shm_region_name(const struct tnbc_name *name, char *buf,
@@ -578,6 +620,8 @@ static int tnbc_shm_ep_open(struct tnbc_xdom *xdom,
 	xep->nslots = nslots;
 	xep->mask = nslots - 1;
 	xep->slot_size = slot;
+	xep->spill_end = xep->spill_at = &xep->spill;
+	xep->spill_max = nslots * TNBC_SHM_CELL;
 	/* the cells start at 0 (free): ftruncate zeroed them */
 	tnbc_shm_prefault(r, nslots * TNBC_SHM_CELL);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
@@ -598,6 +642,13 @@ static void tnbc_shm_ep_close(struct tnbc_xep *xep)
 	atomic_store_explicit(&xep->region->ready, 0, memory_order_release);
 	munmap(xep->region, xep->region_len);
 	shm_unlink(xep->name);
+	while (xep->spill) {
+		struct tnbc_shm_spilled *next = xep->spill->next;
+
+		free(xep->spill);
+		xep->spill = next;
+	}
+	free(xep->kept);
 	free(xep->done);
 	free(xep);
 }
@@ -1042,6 +1093,26 @@ static int tnbc_shm_mbox_send(struct tnbc_xpeer *peer,
 	return 0;
 }
 
+/* Whether the peer holds this sender back (tnbc_shm_region.h, holds):
+ * one load of a line the consumer writes only while a sender floods. */
+static bool tnbc_shm_held(struct tnbc_shm_region *r,
+			  const struct tnbc_name *src)
+{
+	unsigned n = atomic_load_explicit(&r->holds, memory_order_relaxed);
+	uint64_t key;
+
+	if (!n)
+		return false;
+	key = TNBC_SHM_HOLD_KEY(src->pid, src->uid);
+	if (n > TNBC_SHM_HOLD_MAX)
+		n = TNBC_SHM_HOLD_MAX;
+	for (unsigned i = 0; i < n; i++)
+		if (atomic_load_explicit(&r->hold[i], memory_order_relaxed) ==
+		    key)
+			return true;
+	return false;
+}
+
 static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_xpkt *pkt)
 {
 	struct tnbc_shm_region *r = peer->region;
@@ -1064,6 +1135,8 @@ static int tnbc_shm_send(struct tnbc_xpeer *peer, const struct tnbc_xpkt *pkt)
 	if ((pkt->flags & TNBC_XPKT_UNORDERED) &&
 	    !tnbc_shm_mbox_send(peer, r, pkt))
 		return 0;
+	if ((pkt->flags & TNBC_XPKT_HOLDS) && tnbc_shm_held(r, pkt->src))
+		return -FI_EAGAIN;
 	ret = tnbc_shm_claim(peer, r, (uint32_t)len, &pos, &cell);
 	if (ret)
 		return ret;
@@ -1254,8 +1327,10 @@ static ssize_t tnbc_shm_rx_copy(struct tnbc_xrx *rx, size_t off,
 	return (ssize_t)tnbc_copy_to_iov(iov, iov_count, 0, rx->head + off, n);
 }
 
+/* Offers a packet; *kept (when given) gets the sender of one the
+ * protocol keeps. */
 static inline int tnbc_shm_offer(tnbc_rx_fn fn, void *arg, const uint8_t *pkt,
-				 uint32_t len)
+				 uint32_t len, uint64_t *kept)
 {
 	struct tnbc_xrx rx = {
 		.head = pkt,
@@ -1263,8 +1338,11 @@ static inline int tnbc_shm_offer(tnbc_rx_fn fn, void *arg, const uint8_t *pkt,
 		.len = len,
 		.copy = tnbc_shm_rx_copy,
 	};
+	int verdict = fn(arg, &rx);
 
-	return fn(arg, &rx);
+	if (verdict == TNBC_RX_KEEP && kept)
+		*kept = TNBC_SHM_HOLD_KEY(rx.kept_src.pid, rx.kept_src.uid);
+	return verdict;
 }
 
 static void tnbc_shm_bad_packet(struct tnbc_xep *xep, uint32_t len)
@@ -1368,7 +1446,7 @@ static int tnbc_shm_mbox_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		(*budget)--;
 		len = __atomic_load_n(&slot->len, __ATOMIC_RELAXED);
 		if (len <= TNBC_SHM_MBOX_SLOT - TNBC_SHM_CELL_HDR)
-			verdict = tnbc_shm_offer(fn, arg, pkt, len);
+			verdict = tnbc_shm_offer(fn, arg, pkt, len, NULL);
 		if (verdict == TNBC_RX_BAD)
 			tnbc_shm_bad_packet(xep, len);
 		delivered += verdict == TNBC_RX_DONE;
@@ -1394,6 +1472,193 @@ static int tnbc_shm_mbox_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 	return n;
 }
 
+/* ------------------------------------------------------------------ */
+/* Per-sender back pressure: kept packets moved out, senders held back  */
+
+/* Records a packet the protocol keeps at pos: its sender and length. */
+static void tnbc_shm_kept(struct tnbc_xep *xep, uint64_t pos, uint32_t len,
+			  uint64_t key)
+{
+	if (!xep->kept) {
+		xep->kept = calloc(xep->nslots, sizeof(*xep->kept));
+		if (!xep->kept)
+			return; /* nothing moves out: the queue fills */
+	}
+	xep->kept[pos & xep->mask].key = key;
+	xep->kept[pos & xep->mask].len = len;
+}
+
+/* The count of key's moved packets; added when add.  NULL when it has
+ * none (not add), or the table is full. */
+static struct tnbc_shm_holder *tnbc_shm_holder(struct tnbc_xep *xep,
+					       uint64_t key, bool add)
+{
+	for (unsigned i = 0; i < xep->nholders; i++)
+		if (xep->holders[i].key == key)
+			return &xep->holders[i];
+	if (!add || xep->nholders == TNBC_SHM_HOLDERS)
+		return NULL;
+	xep->holders[xep->nholders] = (struct tnbc_shm_holder){.key = key};
+	return &xep->holders[xep->nholders++];
+}
+
+/* Names the held senders in the region: the names, then their count (a
+ * sender reading meanwhile may see one more or one less: it only sends
+ * one more packet, or waits one more try). */
+static void tnbc_shm_holds_publish(struct tnbc_xep *xep)
+{
+	struct tnbc_shm_region *r = xep->region;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < xep->nholders; i++)
+		if (xep->holders[i].held)
+			atomic_store_explicit(&r->hold[n++],
+					      xep->holders[i].key,
+					      memory_order_relaxed);
+	atomic_store_explicit(&r->holds, n, memory_order_release);
+}
+
+static void tnbc_shm_hold(struct tnbc_xep *xep, struct tnbc_shm_holder *h)
+{
+	unsigned n = 0;
+
+	if (h->held || !h->key) /* 0: a sender not known */
+		return;
+	for (unsigned i = 0; i < xep->nholders; i++)
+		n += xep->holders[i].held;
+	if (n == TNBC_SHM_HOLD_MAX)
+		return;
+	h->held = true;
+	tnbc_shm_holds_publish(xep);
+	atomic_fetch_add_explicit(&xep->xdom->held, 1, memory_order_relaxed);
+	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
+		"%s: holding back sender %" PRIu64 ":%" PRIu64
+		", %zu bytes of its messages wait unreceived\n",
+		xep->name, h->key >> 32, h->key & 0xffffffffu, h->bytes);
+}
+
+/* A moved packet was taken: senders whose moved packets were mostly
+ * taken (and the queue's room with them) go on, and those with none
+ * left are forgotten. */
+static void tnbc_shm_unspill(struct tnbc_xep *xep, struct tnbc_shm_spilled *p)
+{
+	struct tnbc_shm_holder *h = tnbc_shm_holder(xep, p->key, false);
+	bool changed = false;
+	unsigned i = 0;
+
+	xep->spill_bytes -= p->len;
+	if (h)
+		h->bytes -= p->len < h->bytes ? p->len : h->bytes;
+	free(p);
+	while (i < xep->nholders) {
+		h = &xep->holders[i];
+		if (h->held && h->bytes < xep->spill_max / 16 &&
+		    xep->spill_bytes < xep->spill_max / 2) {
+			h->held = false;
+			changed = true;
+		}
+		if (!h->held && !h->bytes) {
+			*h = xep->holders[--xep->nholders];
+			continue;
+		}
+		i++;
+	}
+	if (changed)
+		tnbc_shm_holds_publish(xep);
+}
+
+/* Offers the moved packets not offered since the last rewind, oldest
+ * first, counting each in *looked; returns how many were consumed. */
+static int tnbc_shm_spill_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
+			       int *looked, int budget, bool *later)
+{
+	int n = 0;
+
+	while (*looked < budget && *xep->spill_at) {
+		struct tnbc_shm_spilled *p = *xep->spill_at;
+		int verdict = tnbc_shm_offer(fn, arg, p->pkt, p->len, NULL);
+
+		(*looked)++;
+		if (verdict == TNBC_RX_LATER) {
+			*later = true;
+			break;
+		}
+		if (verdict == TNBC_RX_KEEP) {
+			xep->spill_at = &p->next;
+			continue;
+		}
+		if (verdict == TNBC_RX_BAD)
+			tnbc_shm_bad_packet(xep, p->len);
+		*xep->spill_at = p->next;
+		if (!p->next)
+			xep->spill_end = xep->spill_at;
+		tnbc_shm_unspill(xep, p);
+		n++;
+	}
+	if (!*xep->spill_at)
+		atomic_store_explicit(&xep->spill_due, false,
+				      memory_order_relaxed);
+	return n;
+}
+
+/*
+ * Kept packets hold the queue's head, and senders claim cells from head
+ * on.  Once the cells from head to the first packet not offered yet
+ * (kept ones, and those consumed behind them) pass half the queue, the
+ * oldest kept packets move into this process's memory until a quarter
+ * is left, at most spill_max bytes (the queue's size) in all.  A sender
+ * whose moved packets pass an eighth of that is held back (hold[]) until
+ * fewer than a sixteenth are left, and so is the sender of a packet that
+ * finds no room to move.  Every packet moved before was offered since
+ * the last rewind: the new ones go after them, still ahead of the
+ * queue's.  Consumer only.
+ */
+static void tnbc_shm_spill(struct tnbc_xep *xep)
+{
+	if (*xep->spill_at || !xep->kept)
+		return;
+	while (xep->scan - xep->head > xep->nslots / 4) {
+		uint64_t pos = xep->head, k;
+		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
+		struct tnbc_shm_kept kept = xep->kept[pos & xep->mask];
+		struct tnbc_shm_holder *h;
+		struct tnbc_shm_spilled *p;
+
+		/* [head, scan) holds kept packets and packets consumed
+		 * behind them (done[]), and head is never one of those */
+		k = tnbc_shm_xcells(xep, pos, kept.len);
+		if (!k || xep->done[pos & xep->mask] ||
+		    atomic_load_explicit(&cell->seq, memory_order_acquire) !=
+			    pos + 1)
+			break;
+		h = tnbc_shm_holder(xep, kept.key, true);
+		if (!h)
+			break;
+		if (xep->spill_bytes + kept.len > xep->spill_max) {
+			tnbc_shm_hold(xep, h);
+			break;
+		}
+		p = malloc(sizeof(*p) + kept.len);
+		if (!p)
+			break;
+		memcpy(p->pkt, cell + 1, kept.len);
+		p->next = NULL;
+		p->key = kept.key;
+		p->len = kept.len;
+		*xep->spill_end = p;
+		xep->spill_end = xep->spill_at = &p->next;
+		xep->spill_bytes += kept.len;
+		h->bytes += kept.len;
+		if (h->bytes >= xep->spill_max / 8)
+			tnbc_shm_hold(xep, h);
+		tnbc_shm_tsan_release(xep->ino, pos & xep->mask);
+		tnbc_shm_free_cells(xep, pos, k);
+		tnbc_shm_consumed(xep, pos, k);
+		atomic_fetch_add_explicit(&xep->xdom->spilled, 1,
+					  memory_order_relaxed);
+	}
+}
+
 static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			 int budget)
 {
@@ -1408,11 +1673,14 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 	xep->mbox_turn = !ring_first;
 	if (!ring_first && tnbc_shm_mbox_waiting(xep))
 		n = tnbc_shm_mbox_poll(xep, fn, arg, &budget, &later);
+	/* packets moved out are older than the queue's: offered first */
+	if (*xep->spill_at && !later)
+		n += tnbc_shm_spill_poll(xep, fn, arg, &looked, budget, &later);
 	for (; looked < budget && !later; looked++) {
 		uint64_t pos = tnbc_shm_next(xep);
 		struct tnbc_shm_cell *cell = tnbc_shm_xcell(xep, pos);
 		const uint8_t *pkt = (const uint8_t *)(cell + 1);
-		uint64_t seq, k;
+		uint64_t seq, k, key = 0;
 		uint32_t len, fmt;
 		int verdict;
 
@@ -1455,7 +1723,7 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		if (k && fmt == TNBC_SHM_FMT_PAD)
 			verdict = TNBC_RX_DONE;
 		else if (k && len <= room)
-			verdict = tnbc_shm_offer(fn, arg, pkt, len);
+			verdict = tnbc_shm_offer(fn, arg, pkt, len, &key);
 		else
 			verdict = TNBC_RX_BAD;
 		if (verdict == TNBC_RX_BAD)
@@ -1467,13 +1735,17 @@ static int tnbc_shm_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		if (!k)
 			k = 1;
 		xep->scan += k;
-		if (verdict == TNBC_RX_KEEP)
+		if (verdict == TNBC_RX_KEEP) {
+			tnbc_shm_kept(xep, pos, len, key);
 			continue;
+		}
 		tnbc_shm_tsan_release(xep->ino, pos & xep->mask);
 		tnbc_shm_free_cells(xep, pos, k);
 		tnbc_shm_consumed(xep, pos, k);
 		n++;
 	}
+	if (!later && xep->scan - xep->head >= xep->nslots / 2)
+		tnbc_shm_spill(xep);
 	if (ring_first && !later && looked < budget &&
 	    tnbc_shm_mbox_waiting(xep)) {
 		int left = budget - looked;
@@ -1503,6 +1775,9 @@ static void tnbc_shm_rewind(struct tnbc_xep *xep)
 			xep->mbox_kept,
 		memory_order_relaxed);
 	xep->mbox_kept = 0;
+	xep->spill_at = &xep->spill;
+	atomic_store_explicit(&xep->spill_due, xep->spill != NULL,
+			      memory_order_relaxed);
 	xep->scan = xep->head;
 	atomic_store_explicit(&xep->peek, xep->scan, memory_order_relaxed);
 }
@@ -1519,7 +1794,8 @@ static bool tnbc_shm_idle(struct tnbc_xep *xep)
 				 memory_order_relaxed) ||
 	    tnbc_shm_mbox_waiting(xep))
 		return false;
-	if (atomic_load_explicit(&xep->stalled, memory_order_relaxed))
+	if (atomic_load_explicit(&xep->stalled, memory_order_relaxed) ||
+	    atomic_load_explicit(&xep->spill_due, memory_order_relaxed))
 		return false;
 	/* every 1024th idle look, poll looks for an unmarked claim */
 	if (tnbc_shm_idle_tick(xep))
@@ -1532,7 +1808,7 @@ static bool tnbc_shm_pending(struct tnbc_xep *xep)
 {
 	uint64_t pos = tnbc_shm_next(xep);
 
-	if (tnbc_shm_mbox_waiting(xep))
+	if (tnbc_shm_mbox_waiting(xep) || *xep->spill_at)
 		return true;
 	return atomic_load_explicit(&tnbc_shm_xcell(xep, pos)->seq,
 				    memory_order_acquire) == pos + 1;
@@ -1548,8 +1824,9 @@ static void tnbc_shm_look_mark(struct tnbc_xep *xep)
 
 static bool tnbc_shm_unlooked(struct tnbc_xep *xep)
 {
-	/* the mailbox has no order to mark a point in */
-	if (tnbc_shm_mbox_waiting(xep))
+	/* the mailbox has no order to mark a point in; packets moved out
+	 * lie before any point */
+	if (tnbc_shm_mbox_waiting(xep) || *xep->spill_at)
 		return true;
 	return (int64_t)(xep->look_until - tnbc_shm_next(xep)) > 0 &&
 	       tnbc_shm_pending(xep);
@@ -1571,7 +1848,7 @@ static bool tnbc_shm_quiet(struct tnbc_xep *xep)
 {
 	uint64_t first = tnbc_shm_next(xep), pos = xep->quiet_pos, k;
 
-	if (first - xep->head >= xep->nslots / 2)
+	if (first - xep->head >= xep->nslots / 2 || *xep->spill_at)
 		return false;
 	if ((int64_t)(pos - first) < 0 || pos - xep->head > xep->nslots)
 		pos = first;
@@ -1787,6 +2064,8 @@ static void tnbc_shm_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 	st->dead_cells = atomic_load(&xdom->dead_cells);
 	st->refused = atomic_load(&xdom->refused);
 	st->slot_pkts = atomic_load(&xdom->slot_pkts);
+	st->spilled = atomic_load(&xdom->spilled);
+	st->held = atomic_load(&xdom->held);
 }
 
 const struct tnbc_xport_ops tnbc_shm_ops = {

@@ -61,6 +61,20 @@
  * slot: one published by a sender that died before setting its bit is
  * taken, and one claimed across two looks (at least 100 ms apart) by a
  * process that no longer exists is handed back.
+ *
+ * Holds (version 8): a sender whose messages nobody has asked for yet
+ * fills the queue with packets the consumer must keep (no room left to
+ * buffer them, FI_TNBC_UNEXP_MAX), and senders claim cells from head on:
+ * kept packets at head would stop every sender.  Once kept packets hold
+ * half the queue the consumer moves the oldest into its own memory and
+ * names, in hold[], the senders most of them came from.  A sender named
+ * there sends nothing that could be kept (eager messages and RTS) to
+ * this endpoint until it is no longer named; its answers and the other
+ * senders' messages go on.  Only the consumer writes hold[], and a
+ * sender reads it before each such packet (holds first, which is 0 but
+ * for a flood).  A sender that ignores its name only makes the consumer
+ * stop moving packets (it moves at most as many bytes as the queue
+ * holds): back to a full queue, never to anything lost.
  */
 #ifndef TNBC_SHM_REGION_H
 #define TNBC_SHM_REGION_H
@@ -69,13 +83,18 @@
 #include <stdint.h>
 
 #define TNBC_SHM_MAGIC	    0x74626e63u /* "tnbc" */
-#define TNBC_SHM_VERSION    7
+#define TNBC_SHM_VERSION    8
 #define TNBC_SHM_CELL_HDR   16
 #define TNBC_SHM_NAME_MAX   64
 #define TNBC_SHM_CELL	    64 /* bytes per queue cell */
 #define TNBC_SHM_MBOX_SLOTS 64 /* the bits of mbox_full */
 #define TNBC_SHM_MBOX_SLOT  128 /* bytes per slot, its cell header included */
 #define TNBC_SHM_MBOX_FULL  1u /* a slot's seq once its packet is written */
+#define TNBC_SHM_HOLD_MAX   31 /* senders hold[] can name */
+
+/* A sender as hold[] names it: its process and endpoint number. */
+#define TNBC_SHM_HOLD_KEY(pid, ep)                                             \
+	(((uint64_t)(uint32_t)(pid) << 32) | (uint32_t)(ep))
 
 #define TNBC_SHM_CLAIMED (1ull << 63)
 #define TNBC_SHM_CLAIM(pid, pos)                                               \
@@ -155,6 +174,9 @@ struct tnbc_shm_region {
 	/* bit i: slot i of mbox was published since the consumer last
 	 * took this word */
 	_Alignas(64) atomic_uint_fast64_t mbox_full;
+	/* senders held back (above): hold[0, holds) name them */
+	_Alignas(64) atomic_uint holds;
+	atomic_uint_fast64_t hold[TNBC_SHM_HOLD_MAX]; /* TNBC_SHM_HOLD_KEY */
 	_Alignas(64) uint8_t mbox[TNBC_SHM_MBOX_SLOTS * TNBC_SHM_MBOX_SLOT];
 	_Alignas(64) uint8_t cells[];
 };
