@@ -967,6 +967,14 @@ START_TEST(trust_flood)
 }
 END_TEST
 
+/* A flood from a provider of its own, not raw bytes: its connection is
+ * left unread, and a third domain's messages still get through. */
+START_TEST(trust_flood_domains)
+{
+	tu_net_flood(&tnbc_tcp_ops, 4000, false);
+}
+END_TEST
+
 Suite *tu_tcp_trust_suite(void)
 {
 	Suite *s = suite_create("tcp_trust");
@@ -983,6 +991,7 @@ Suite *tu_tcp_trust_suite(void)
 	tcase_add_test(tc, trust_book_bounded);
 	tcase_add_loop_test(tc, trust_intro, 0, 2);
 	tcase_add_test(tc, trust_flood);
+	tcase_add_test(tc, trust_flood_domains);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -274,6 +274,13 @@ START_TEST(verbs_auth_key)
 }
 END_TEST
 
+/* A flood from one domain holds back that connection alone. */
+START_TEST(verbs_flood)
+{
+	tu_net_flood(&tnbc_verbs_ops, 2000, true);
+}
+END_TEST
+
 Suite *tu_verbs_suite(void)
 {
 	Suite *s = suite_create("verbs");
@@ -285,6 +292,7 @@ Suite *tu_verbs_suite(void)
 	tcase_add_loop_test(tc, verbs_identity, 0, 2);
 	tcase_add_test(tc, verbs_peer_gone);
 	tcase_add_test(tc, verbs_auth_key);
+	tcase_add_test(tc, verbs_flood);
 	suite_add_tcase(s, tc);
 	tc = tu_verbs_mr_tcase();
 	tcase_set_timeout(tc, 10 * TU_TCASE_TIMEOUT);

@@ -202,6 +202,10 @@ void tu_still_works(struct tu_world *w, int r, int a, uint64_t tag);
 void tu_net_peer_gone(const struct tnbc_xport_ops *ops);
 /* auth_key: another key, or none, is refused; the same gets through. */
 void tu_net_auth_key(const struct tnbc_xport_ops *ops);
+/* One domain floods another with messages nobody asked for: a third
+ * domain's messages still get through, nothing is lost (moved: the
+ * transport moves held messages out of its receive buffers). */
+void tu_net_flood(const struct tnbc_xport_ops *ops, int n, bool moved);
 /* A TCP port that nothing on the host uses now, as the kernel picks one
  * for a bind to port 0: a fixed number from the ephemeral range can be
  * any connection's local port (bind then fails with EADDRINUSE). */

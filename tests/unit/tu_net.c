@@ -198,3 +198,178 @@ unsigned tu_tcp_free_port(void)
 	close(fd);
 	return ntohs(sa.sin_port);
 }
+
+/* One domain's flood of messages nobody asked for, pumped without
+ * waiting: its next message and its sends ended (an eager send ends
+ * once its packet left; a send the endpoint queued has not). */
+struct tu_flood {
+	struct tu_kside *k;
+	fi_addr_t to;
+	int n, next, done;
+	size_t len;
+	uint8_t *buf;
+	uint64_t tag0;
+};
+
+/* Hands k what it takes now; true when a send ended.  Completions of
+ * receives on k's queue are counted in *recvs (when given). */
+static bool tu_flood_pump(struct tu_flood *f, int *recvs)
+{
+	struct fi_cq_tagged_entry e;
+	bool ended = false;
+
+	while (f->next < f->n) {
+		ssize_t ret = fi_tsend(
+			f->k->ep, f->buf + (size_t)f->next * f->len, f->len,
+			NULL, f->to, f->tag0 + (uint64_t)f->next, NULL);
+
+		if (ret == -FI_EAGAIN)
+			break;
+		ck_assert_msg(ret == 0, "fi_tsend: %zd", ret);
+		f->next++;
+	}
+	while (fi_cq_read(f->k->cq, &e, 1) == 1) {
+		if (e.flags & FI_RECV) {
+			ck_assert_ptr_nonnull(recvs);
+			(*recvs)++;
+			continue;
+		}
+		f->done++;
+		ended = true;
+	}
+	return ended;
+}
+
+/* Waits for one completion on k's queue with context ctx, pumping f. */
+static void tu_flood_expect(struct tu_kside *k, void *ctx, struct tu_flood *f)
+{
+	struct fi_cq_tagged_entry e;
+
+	for (uint64_t end = tu_now_ms() + TU_WAIT_MS;;) {
+		ssize_t n = fi_cq_read(k->cq, &e, 1);
+
+		if (n == 1 && e.op_context == ctx)
+			return;
+		/* the flooder's own queue: its sends that ended meanwhile */
+		if (n == 1 && f && k == f->k && !(e.flags & FI_RECV))
+			f->done++;
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {0};
+
+			ck_assert_int_eq(fi_cq_readerr(k->cq, &err, 0), 1);
+			ck_abort_msg("error completion (%s, %s): %s",
+				     err.op_context == ctx ? "awaited"
+							   : "another",
+				     err.flags & FI_RECV ? "recv" : "send",
+				     fi_strerror(err.err));
+		}
+		ck_assert_msg(n == -FI_EAGAIN || n == 1, "cq: %zd", n);
+		ck_assert_msg(tu_now_ms() < end, "no completion within %d ms",
+			      TU_WAIT_MS);
+		if (f && k != f->k)
+			tu_flood_pump(f, NULL);
+	}
+}
+
+/*
+ * Per-connection back pressure between domains of their own.  F floods
+ * R with n messages nobody asked for: past FI_TNBC_UNEXP_MAX R holds
+ * them, and once F's sends stop ending, A's message to a receive R
+ * posted still gets through, F (held back) still answers R's
+ * rendezvous send, and every one of F's messages arrives, in order and
+ * whole, once receives ask for them.  moved: the transport moves held
+ * messages out of its receive buffers (verbs), says so in spilled_pkts
+ * and senders_held, and F's answers pass (over TCP they wait behind
+ * F's unread messages, fi_tnbc(7)).
+ */
+void tu_net_flood(const struct tnbc_xport_ops *ops, int n, bool moved)
+{
+	const size_t len = 4000, big = 200000;
+	size_t saved = tnbc_env.unexp_max;
+	struct tu_xport_only o;
+	struct tu_kside r, f, a;
+	struct tu_flood fl = {.k = &f, .n = n, .len = len, .tag0 = 1000};
+	struct fi_tnbc_engine_stats st;
+	uint8_t *rbuf = malloc(big), *sbig = malloc(big), abuf[4000];
+	fi_addr_t r_at_a, f_at_r;
+	uint64_t end, still;
+	int ctx[4];
+
+	tnbc_env.unexp_max = 64 * 1024;
+	tu_xport_only_begin(&o, ops);
+	tu_kside_open(&r, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&f, NULL, FI_FORMAT_UNSPEC);
+	tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
+	ck_assert_int_eq(fi_av_insert(f.av, r.addr, 1, &fl.to, 0, NULL), 1);
+	ck_assert_int_eq(fi_av_insert(a.av, r.addr, 1, &r_at_a, 0, NULL), 1);
+	ck_assert_int_eq(fi_av_insert(r.av, f.addr, 1, &f_at_r, 0, NULL), 1);
+	fl.buf = malloc((size_t)n * len);
+	for (int i = 0; i < n; i++)
+		tu_fill(fl.buf + (size_t)i * len, len, 5000 + (uint32_t)i);
+
+	ck_assert_int_eq(
+		fi_trecv(r.ep, rbuf, len, NULL, FI_ADDR_UNSPEC, 1, 0, &ctx[0]),
+		0);
+	end = tu_now_ms() + 6 * TU_WAIT_MS;
+	for (still = tu_now_ms(); tu_now_ms() - still < 500;) {
+		ck_assert_msg(tu_now_ms() < end, "the flood never stopped");
+		ck_assert_msg(fl.done < n, "R took all %d messages", n);
+		if (tu_flood_pump(&fl, NULL))
+			still = tu_now_ms();
+		(void)fi_cq_read(r.cq, NULL, 0);
+		tu_sleep_ms(1);
+	}
+	tu_engine_stats(r.dom, &st);
+	ck_assert_uint_ge(st.unexp_held, 1);
+
+	/* A is not held back by F's flood */
+	tu_fill(abuf, len, 77);
+	ck_assert_int_eq(fi_tsend(a.ep, abuf, len, NULL, r_at_a, 1, &ctx[1]),
+			 0);
+	tu_flood_expect(&r, &ctx[0], NULL);
+	ck_assert_uint_eq(tu_check(rbuf, len, 77, 0), (size_t)-1);
+	tu_flood_expect(&a, &ctx[1], NULL);
+	tu_engine_stats(r.dom, &st);
+	if (moved) {
+		ck_assert_uint_gt(st.spilled_pkts, 0);
+		ck_assert_uint_ge(st.senders_held, 1);
+	}
+
+	if (!moved)
+		goto drain;
+	/* F, held back, still answers: R's rendezvous send to it ends */
+	tu_fill(sbig, big, 88);
+	ck_assert_int_eq(fi_tsend(r.ep, sbig, big, NULL, f_at_r, 2, &ctx[2]),
+			 0);
+	ck_assert_int_eq(
+		fi_trecv(f.ep, rbuf, big, NULL, FI_ADDR_UNSPEC, 2, 0, &ctx[3]),
+		0);
+	tu_flood_expect(&f, &ctx[3], &fl);
+	ck_assert_uint_eq(tu_check(rbuf, big, 88, 0), (size_t)-1);
+	tu_flood_expect(&r, &ctx[2], &fl);
+
+drain:
+	/* every flooded message, in order and whole */
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(fi_trecv(r.ep, rbuf, len, NULL, FI_ADDR_UNSPEC,
+					  fl.tag0 + (uint64_t)i, 0, &ctx[0]),
+				 0);
+		tu_flood_expect(&r, &ctx[0], &fl);
+		ck_assert_msg(tu_check(rbuf, len, 5000 + (uint32_t)i, 0) ==
+				      (size_t)-1,
+			      "message %d corrupted or out of order", i);
+	}
+	for (end = tu_now_ms() + TU_WAIT_MS; fl.done < n;) {
+		ck_assert_msg(tu_now_ms() < end, "%d of %d sends ended",
+			      fl.done, n);
+		tu_flood_pump(&fl, NULL);
+	}
+	tu_kside_close(&a);
+	tu_kside_close(&f);
+	tu_kside_close(&r);
+	tu_xport_only_end(&o);
+	tnbc_env.unexp_max = saved;
+	free(fl.buf);
+	free(rbuf);
+	free(sbig);
+}

@@ -2870,7 +2870,9 @@ static bool tnbc_tcp_set_aside(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
  * past FI_TNBC_TCP_TIMEOUT_MS).  Returns taken. */
 static int tnbc_tcp_partial(struct tnbc_tcp_conn *c, int taken)
 {
-	if (c->have == c->off && !c->skip_left)
+	/* a connection left unread (paused) waits for us, not its sender:
+	 * however long its receives take, it is never ended for it */
+	if ((c->have == c->off && !c->skip_left) || c->paused)
 		tnbc_tcp_consumed(c);
 	else if (!atomic_load_explicit(&c->partial_ns, memory_order_relaxed))
 		atomic_store_explicit(&c->partial_ns, tnbc_now_ns(),

@@ -21,9 +21,22 @@
  * whose packet finds no buffer is held back by the device (RNR retry,
  * without limit), then runs out of send buffers and sees -FI_EAGAIN:
  * back pressure, never a drop.  A packet is offered straight from its
- * receive buffer.  Rendezvous data and large RMA reads are read by the
- * receiver with RDMA read (tnbc_verbs_rdma.c), from buffers registered
- * through a cache (tnbc_verbs_mr.c).
+ * receive buffer.
+ *
+ * Holds: the SRQ is shared by every connection, so kept packets (no
+ * room to buffer them, FI_TNBC_UNEXP_MAX) would, one sender flooding,
+ * take every buffer and stop the others.  Once kept packets hold half
+ * the buffers, the oldest are copied out and their buffers posted again
+ * (at most the buffers' bytes in all, and TNBC_VERBS_SPILL_PER_BUF
+ * packets per buffer).  A connection whose moved packets pass an eighth
+ * of that, or whose packet finds no room to move, is held: the consumer
+ * sends a hold notice (TNBC_VERBS_HOLD) to its process on a connection
+ * of its own, and that domain sends the endpoint no eager message or
+ * RTS (TNBC_XPKT_HOLDS) until a notice lets it go, once fewer than a
+ * sixteenth are left.  Its answers, and other connections, go on.  Rendezvous
+ * data and large RMA reads are read by the receiver with RDMA read
+ * (tnbc_verbs_rdma.c), from buffers registered through a cache
+ * (tnbc_verbs_mr.c).
  *
  * One thread per domain (the waker) sleeps in epoll_wait on the
  * domain's connection-manager channel and completion channel: it makes
@@ -233,13 +246,36 @@ static int tnbc_verbs_post_recv(struct tnbc_xep *xep, uint32_t buf)
 	return ibv_post_srq_recv(xep->srq, &wr, &bad) ? -FI_EIO : 0;
 }
 
-/* Gives a message's buffer back to the SRQ. */
+/* A moved packet was taken: connections whose moved packets were mostly
+ * taken (and the room with them) are let go. */
+static void tnbc_verbs_unspill(struct tnbc_xep *xep,
+			       const struct tnbc_verbs_rxe *e)
+{
+	struct tnbc_verbs_conn *c = e->conn;
+
+	free(e->copy);
+	xep->spill_bytes -= e->len;
+	xep->nspilled--;
+	if (c)
+		c->spilled -= e->len < c->spilled ? e->len : c->spilled;
+	if (xep->spill_bytes >= xep->spill_max / 2)
+		return;
+	for (c = xep->conns; c; c = c->next)
+		if (c->held && c->spilled < xep->spill_max / 16) {
+			c->held = false;
+			xep->hold_dirty = true;
+		}
+}
+
+/* Gives a message's buffer back to the SRQ (or frees its moved copy). */
 static void tnbc_verbs_release(struct tnbc_xep *xep,
 			       const struct tnbc_verbs_rxe *e)
 {
 	struct tnbc_verbs_conn *c = e->conn;
 
-	if (tnbc_verbs_post_recv(xep, e->buf))
+	if (e->copy)
+		tnbc_verbs_unspill(xep, e);
+	else if (tnbc_verbs_post_recv(xep, e->buf))
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
 			"verbs: a receive buffer could not be posted again\n");
 	if (c && !--c->refs && c->gone)
@@ -702,6 +738,88 @@ static int tnbc_verbs_introduce(struct tnbc_xpeer *p,
 	return 0;
 }
 
+/* Connects p if it is idle; peer->lock held. */
+static int tnbc_verbs_up(struct tnbc_xpeer *p)
+{
+	int ret;
+
+	if (p->state != TNBC_VERBS_IDLE)
+		return 0;
+	ret = tnbc_verbs_connect(p);
+	if (ret) {
+		tnbc_verbs_peer_dead(p, fi_strerror(-ret));
+		return -FI_EHOSTUNREACH;
+	}
+	return 0;
+}
+
+/* Tells the process of connection "who" whether the endpoint "by" holds
+ * its messages back (tnbc_verbs_hold), on a connection of our domain to
+ * who's endpoint.  0, or why not (-FI_EAGAIN: later). */
+static int tnbc_verbs_notice(struct tnbc_xdom *xdom,
+			     const struct tnbc_name *who,
+			     const struct tnbc_name *by, bool on)
+{
+	struct tnbc_verbs_hold h = {.by = *by, .on = on};
+	struct tnbc_xpeer *p;
+	int ret;
+
+	ret = tnbc_verbs_peer_get(xdom, who, NULL, &p);
+	if (ret)
+		return ret;
+	if (atomic_load(&p->dead))
+		return -FI_EHOSTUNREACH;
+	pthread_mutex_lock(&p->lock);
+	ret = tnbc_verbs_up(p);
+	if (!ret) {
+		ret = tnbc_verbs_flush(p);
+		if (!ret || ret == -FI_EAGAIN)
+			ret = tnbc_verbs_emit(p, TNBC_VERBS_HOLD, &h, sizeof(h),
+					      NULL, 0, 0);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+/* Tells each connection whose hold changed (up to 16 a call; a notice
+ * that cannot go now is tried again at the next poll).  Without
+ * xep->lock: sending takes a peer's lock, which ranks above it. */
+static void tnbc_verbs_tell_holds(struct tnbc_xep *xep)
+{
+	struct tnbc_verbs_conn *c, *todo[16];
+	unsigned n = 0;
+
+	pthread_mutex_lock(&xep->lock);
+	xep->hold_dirty = false;
+	for (c = xep->conns; c; c = c->next) {
+		if (c->held == c->told || c->gone || c->bad || !c->hello)
+			continue;
+		if (n == 16) {
+			xep->hold_dirty = true;
+			break;
+		}
+		c->refs++;
+		todo[n++] = c;
+	}
+	pthread_mutex_unlock(&xep->lock);
+	for (unsigned i = 0; i < n; i++) {
+		bool on = todo[i]->held;
+		int ret = tnbc_verbs_notice(xep->xdom, &todo[i]->who,
+					    &xep->name, on);
+
+		pthread_mutex_lock(&xep->lock);
+		if (!ret)
+			todo[i]->told = on;
+		else if (ret == -FI_EAGAIN)
+			xep->hold_dirty = true;
+		else
+			todo[i]->told = on; /* it cannot be told: gone */
+		if (!--todo[i]->refs && todo[i]->gone)
+			free(todo[i]);
+		pthread_mutex_unlock(&xep->lock);
+	}
+}
+
 static int tnbc_verbs_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 {
 	size_t len = (size_t)pkt->frame_len + pkt->payload_len;
@@ -712,15 +830,14 @@ static int tnbc_verbs_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 		return -FI_EMSGSIZE;
 	if (atomic_load(&p->dead))
 		return -FI_EHOSTUNREACH;
+	/* the peer holds our messages back: they wait in the core */
+	if ((pkt->flags & TNBC_XPKT_HOLDS) &&
+	    atomic_load_explicit(&p->held, memory_order_relaxed))
+		return -FI_EAGAIN;
 	pthread_mutex_lock(&p->lock);
-	if (p->state == TNBC_VERBS_IDLE) {
-		ret = tnbc_verbs_connect(p);
-		if (ret) {
-			tnbc_verbs_peer_dead(p, fi_strerror(-ret));
-			ret = -FI_EHOSTUNREACH;
-			goto out;
-		}
-	}
+	ret = tnbc_verbs_up(p);
+	if (ret)
+		goto out;
 	/* what waits goes first: order is kept */
 	ret = tnbc_verbs_flush(p);
 	if (ret && ret != -FI_EAGAIN)
@@ -1031,12 +1148,14 @@ static void tnbc_verbs_end_bad(struct tnbc_xdom *xdom)
 	}
 }
 
-/* Drops the references a ring's messages hold on their connections. */
+/* Drops the references a ring's messages hold on their connections,
+ * and the copies of those moved out. */
 static void tnbc_verbs_ring_unref(struct tnbc_verbs_ring *r)
 {
 	for (unsigned i = 0; r->e && i < r->n; i++) {
 		struct tnbc_verbs_conn *c = tnbc_verbs_ring_at(r, i)->conn;
 
+		free(tnbc_verbs_ring_at(r, i)->copy);
 		if (c && !--c->refs && c->gone)
 			free(c);
 	}
@@ -1331,8 +1450,14 @@ static int tnbc_verbs_ep_open(struct tnbc_xdom *xdom,
 	xep->bsize = (tnbc_env.slot_size + 63) & ~(size_t)63;
 	total = (xep->nbufs * xep->bsize + 4095) & ~(size_t)4095;
 	xep->bufs = aligned_alloc(4096, total);
-	if (!xep->bufs || tnbc_verbs_ring_init(&xep->stash, xep->nbufs + 16) ||
-	    tnbc_verbs_ring_init(&xep->kept, xep->nbufs)) {
+	xep->spill_max = xep->nbufs * xep->bsize;
+	/* moved packets stay in the rings, on top of a buffer each */
+	if (!xep->bufs ||
+	    tnbc_verbs_ring_init(&xep->stash,
+				 xep->nbufs * (TNBC_VERBS_SPILL_PER_BUF + 1) +
+					 16) ||
+	    tnbc_verbs_ring_init(&xep->kept,
+				 xep->nbufs * (TNBC_VERBS_SPILL_PER_BUF + 1))) {
 		ret = -FI_ENOMEM;
 		goto err;
 	}
@@ -1508,6 +1633,21 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 				   sizeof(in.addr));
 		return true;
 	}
+	if (TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_HOLD && c->hello &&
+	    e->len == sizeof(struct tnbc_verbs_hold)) {
+		struct tnbc_verbs_hold h;
+
+		memcpy(&h, body, sizeof(h));
+		/* only the holding endpoint's own process says so */
+		if (h.by.host != c->who.host || h.by.pid != c->who.pid)
+			return false;
+		pthread_mutex_lock(&xdom->lock);
+		for (struct tnbc_xpeer *p = xdom->peers; p; p = p->next)
+			if (tnbc_name_same(&p->name, &h.by))
+				atomic_store(&p->held, h.on != 0);
+		pthread_mutex_unlock(&xdom->lock);
+		return true;
+	}
 	return false;
 }
 
@@ -1529,17 +1669,68 @@ static bool tnbc_verbs_next(struct tnbc_xep *xep, struct tnbc_verbs_rxe *e)
 	return got;
 }
 
+/* Holds c back (Holds, above). */
+static void tnbc_verbs_hold(struct tnbc_xep *xep, struct tnbc_verbs_conn *c)
+{
+	if (!c || c->held)
+		return;
+	c->held = true;
+	xep->hold_dirty = true;
+	atomic_fetch_add(&xep->xdom->held, 1);
+}
+
+/* Kept packets hold half the buffers: the oldest still in theirs move
+ * out until a quarter do (Holds, above).  xep->lock held. */
+static void tnbc_verbs_spill(struct tnbc_xep *xep)
+{
+	for (unsigned i = 0; i < xep->kept.n && xep->kept_bufs > xep->nbufs / 4;
+	     i++) {
+		struct tnbc_verbs_rxe *e = tnbc_verbs_ring_at(&xep->kept, i);
+		struct tnbc_verbs_conn *c = e->conn;
+		uint8_t *copy;
+
+		if (e->copy)
+			continue;
+		if (xep->spill_bytes + e->len > xep->spill_max ||
+		    xep->nspilled >= xep->nbufs * TNBC_VERBS_SPILL_PER_BUF) {
+			tnbc_verbs_hold(xep, c);
+			return;
+		}
+		copy = malloc(e->len ? e->len : 1);
+		if (!copy)
+			return; /* it keeps its buffer */
+		memcpy(copy, xep->bufs + (size_t)e->buf * xep->bsize, e->len);
+		if (tnbc_verbs_post_recv(xep, e->buf)) {
+			free(copy);
+			return;
+		}
+		e->copy = copy;
+		xep->kept_bufs--;
+		xep->spill_bytes += e->len;
+		xep->nspilled++;
+		atomic_fetch_add(&xep->xdom->spilled, 1);
+		if (c) {
+			c->spilled += e->len;
+			if (c->spilled >= xep->spill_max / 8)
+				tnbc_verbs_hold(xep, c);
+		}
+	}
+}
+
 /* What became of a message taken by tnbc_verbs_next. */
 static void tnbc_verbs_done(struct tnbc_xep *xep,
 			    const struct tnbc_verbs_rxe *e, int verdict)
 {
 	pthread_mutex_lock(&xep->lock);
-	if (verdict == TNBC_RX_LATER) /* offered first next time */
+	if (verdict == TNBC_RX_LATER) { /* offered first next time */
 		tnbc_verbs_ring_push_front(&xep->stash, e);
-	else if (verdict == TNBC_RX_KEEP) /* holds its buffer: less room */
+	} else if (verdict == TNBC_RX_KEEP) { /* holds its buffer: less room */
 		tnbc_verbs_ring_push(&xep->kept, e);
-	else
+		if (!e->copy && ++xep->kept_bufs >= xep->nbufs / 2)
+			tnbc_verbs_spill(xep);
+	} else {
 		tnbc_verbs_release(xep, e);
+	}
 	pthread_mutex_unlock(&xep->lock);
 }
 
@@ -1574,7 +1765,9 @@ static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 	tnbc_verbs_reads_end(xep);
 	xep->polling = true;
 	while (budget > 0 && tnbc_verbs_next(xep, &e)) {
-		const uint8_t *body = xep->bufs + (size_t)e.buf * xep->bsize;
+		const uint8_t *body =
+			e.copy ? e.copy
+			       : xep->bufs + (size_t)e.buf * xep->bsize;
 		struct tnbc_xrx rx = {.head = body,
 				      .head_len = e.len,
 				      .len = e.len,
@@ -1596,6 +1789,8 @@ static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			break;
 	}
 	xep->polling = false;
+	if (xep->hold_dirty)
+		tnbc_verbs_tell_holds(xep);
 	return taken;
 }
 
@@ -1610,6 +1805,7 @@ static void tnbc_verbs_rewind(struct tnbc_xep *xep)
 		xep->kept.n--;
 	}
 	xep->kept.head = 0;
+	xep->kept_bufs = 0; /* counted again as they are kept again */
 	pthread_mutex_unlock(&xep->lock);
 }
 
@@ -1708,6 +1904,8 @@ static void tnbc_verbs_stats(struct tnbc_xdom *xdom,
 	memset(st, 0, sizeof(*st));
 	st->bad_pkts = atomic_load(&xdom->bad_pkts);
 	st->refused = atomic_load(&xdom->refused);
+	st->spilled = atomic_load(&xdom->spilled);
+	st->held = atomic_load(&xdom->held);
 }
 
 /* Whether this machine has an RDMA device at all: FI_TNBC_XPORTS's

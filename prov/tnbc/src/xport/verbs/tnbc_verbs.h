@@ -33,8 +33,9 @@
 #include "tnbc_verbs_mr.h"
 
 /* The wire format; a peer speaking another version is refused when it
- * connects.  2: the handshake below, and no key in the clear. */
-#define TNBC_VERBS_VERSION 2
+ * connects.  2: the handshake below, and no key in the clear.  3: hold
+ * notices. */
+#define TNBC_VERBS_VERSION 3
 #define TNBC_VERBS_MAGIC   0x54424e56u /* "TBNV" */
 
 /* A message's immediate data: its kind (the rest is zero). */
@@ -42,6 +43,7 @@ enum tnbc_verbs_msg {
 	TNBC_VERBS_HELLO = 1,
 	TNBC_VERBS_INTRO = 2,
 	TNBC_VERBS_PKT = 3,
+	TNBC_VERBS_HOLD = 4,
 };
 #define TNBC_VERBS_KIND(imm) ((imm)&0xffu)
 
@@ -106,6 +108,16 @@ struct tnbc_verbs_intro {
 	struct tnbc_verbs_addr addr; /* where src listens */
 };
 
+/* A receiver holding a connection's messages back (tnbc_verbs.c, Holds)
+ * tells the connection's process, on a connection of its own to it:
+ * while on, the sending domain sends the endpoint "by" nothing that
+ * could be kept (TNBC_XPKT_HOLDS).  Taken only from by's process. */
+struct tnbc_verbs_hold {
+	struct tnbc_name by;
+	uint32_t on;
+	uint32_t pad;
+};
+
 /* sends one peer may have in flight (its QP's send queue) */
 #define TNBC_VERBS_PEER_SENDS 64
 /* bytes a peer's messages may wait while its connection is made (or
@@ -117,6 +129,8 @@ struct tnbc_verbs_intro {
 #define TNBC_VERBS_READ_WRS 256
 /* receive buffers per endpoint, per FI_TNBC_RX_SLOTS */
 #define TNBC_VERBS_RX_PER_SLOT 4
+/* kept messages moved out of receive buffers, at most, per buffer */
+#define TNBC_VERBS_SPILL_PER_BUF 4
 /* bytes the device is asked to take inline */
 #define TNBC_VERBS_INLINE 256
 /* address and route resolution, each */
@@ -155,6 +169,10 @@ struct tnbc_verbs_conn {
 	/* the process every packet must come from (its hello's "from") */
 	struct tnbc_name who;
 	uint8_t expect[TNBC_SHA256_LEN]; /* the hello's MAC, with a key */
+	/* bytes of its kept messages moved out of receive buffers; whether
+	 * the consumer holds it back, and what its sender was last told */
+	size_t spilled;
+	bool held, told;
 };
 
 /* A received message, holding its receive buffer until released. */
@@ -164,6 +182,9 @@ struct tnbc_verbs_rxe {
 	uint32_t imm;
 	uint32_t status; /* enum ibv_wc_status */
 	struct tnbc_verbs_conn *conn; /* NULL: from no connection we know */
+	/* a kept message moved out of its buffer (buf is back in the SRQ):
+	 * its bytes */
+	uint8_t *copy;
 };
 
 /* A queue of received messages; cap a power of two. */
@@ -191,6 +212,11 @@ struct tnbc_xep {
 	struct tnbc_verbs_ring stash, kept;
 	bool closing;
 	bool polling; /* packets are being offered */
+	/* kept messages still in their buffers; bytes and count of those
+	 * moved out (at most spill_max bytes, TNBC_VERBS_SPILL_PER_BUF per
+	 * buffer); a connection's hold changed, to be told */
+	size_t kept_bufs, spill_bytes, spill_max, nspilled;
+	bool hold_dirty;
 	/* reads ended, done not yet called (xep->lock; looked at without
 	 * it by every poll) */
 	struct tnbc_verbs_read *_Atomic rdone;
@@ -221,6 +247,8 @@ struct tnbc_xpeer {
 	/* reads waiting for the connection, or for room in it, in order */
 	struct tnbc_verbs_read *rwait, **rwait_tail;
 	atomic_bool dead;
+	/* the peer holds our messages back (TNBC_VERBS_HOLD) */
+	atomic_bool held;
 	atomic_uint inflight; /* sends posted, not completed */
 	unsigned max_send, max_inline;
 	struct tnbc_xnet_intros intros;
@@ -304,7 +332,7 @@ struct tnbc_xdom {
 	struct tnbc_verbs_conn *ending;
 	/* whether an application thread polls (app_mark) */
 	struct tnbc_xnet_app app;
-	_Atomic uint64_t bad_pkts, refused;
+	_Atomic uint64_t bad_pkts, refused, spilled, held;
 };
 
 /* tnbc_verbs.c */
