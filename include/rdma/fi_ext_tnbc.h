@@ -83,10 +83,12 @@ struct fi_tnbc_engine_stats {
 	 * hello deadline, or pushed out by FI_TNBC_TCP_STRANGERS_MAX
 	 * (fi_tnbc(7), SECURITY); present when size covers it */
 	uint64_t strangers_closed;
-	/* messages nobody had asked for yet, moved out of a shared-memory
-	 * queue into the receiver's memory so that one sender's cannot
-	 * fill it for the others, and times a sender was held back for
-	 * them (fi_tnbc(7), SECURITY); present when size covers them */
+	/* messages nobody had asked for yet, moved out of a receive queue
+	 * every sender shares (shared memory's, verbs') into the
+	 * receiver's memory so that one sender's cannot fill it for the
+	 * others, and times a sender (over TCP and verbs, a connection)
+	 * was held back for its held messages (fi_tnbc(7), SECURITY);
+	 * present when size covers them */
 	uint64_t spilled_pkts;
 	uint64_t senders_held;
 };

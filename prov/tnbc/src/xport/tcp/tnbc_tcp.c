@@ -112,6 +112,9 @@
 /* how long the later-named of two endpoints waits for the other's
  * connection before it dials its own (tnbc_tcp_dial_wait) */
 #define TNBC_TCP_DIAL_WAIT_NS 10000000u
+/* a connection held back (a hold notice) is left unread once what it
+ * holds passes this many shares (tnbc_tcp_hold_count) */
+#define TNBC_TCP_UNREAD_SHARES 8
 /* peers of a domain that may be waited for at once: fewer than a
  * transmit queue's pass skips past (TNBC_TX_BLOCKED_MAX), so that sends
  * held for them never hold up others */
@@ -160,6 +163,12 @@ struct tnbc_tcp_conn {
 	 * back pressure on this connection only */
 	size_t held_bytes;
 	bool paused;
+	/* past its share: its process is asked to hold its messages back
+	 * (a hold notice), and what it was last told; once told, it is
+	 * left unread only past unread_cap bytes held (what may still have
+	 * been on its way) */
+	bool held, told;
+	size_t unread_cap;
 	/* placed packets still to read whole before one is placed from the
 	 * socket again (its sender stalled mid-payload) */
 	unsigned slow;
@@ -208,6 +217,7 @@ struct tnbc_xep {
 	atomic_uint nconns;
 	atomic_uint strangers; /* connections not proven yet */
 	atomic_uint npaused; /* connections left unread: their share held */
+	bool hold_dirty; /* consumer's: a connection's hold to be told */
 	atomic_bool accept_paused; /* out of descriptors: lfd disarmed */
 	pthread_mutex_t lock; /* conns, closing */
 	struct tnbc_tcp_conn *conns;
@@ -250,6 +260,8 @@ struct tnbc_xpeer {
 		TNBC_TCP_DEAD
 	} state;
 	atomic_bool dead;
+	/* the peer holds our messages back (a hold notice) */
+	atomic_bool held;
 	/* the connection is two-way: its other reader is an endpoint's
 	 * connection (ours, dialed; or the peer's, adopted), so the waker
 	 * leaves its incoming bytes alone */
@@ -326,8 +338,11 @@ struct tnbc_xdom {
 	/* FI_TNBC_TCP_HELLO_MS, _TIMEOUT_MS (in ns) and _STRANGERS_MAX as
 	 * the domain opened: the waker's to read */
 	uint64_t hello_ns, timeout_ns;
+	/* the most a stream may have on its way in the kernels (this
+	 * host's largest send and receive buffers), read at open */
+	size_t kernel_bufs;
 	size_t strangers_max;
-	_Atomic uint64_t bad_pkts, refused, strangers;
+	_Atomic uint64_t bad_pkts, refused, strangers, held;
 	_Atomic uint64_t placed_bytes; /* read from a socket into place */
 	_Atomic uint64_t writes; /* to a socket, bytes taken */
 };
@@ -1031,6 +1046,24 @@ static void *tnbc_tcp_waker(void *arg)
 	}
 }
 
+/* The largest of a net.ipv4 sysctl's three numbers (tcp_rmem, tcp_wmem),
+ * or dflt when it cannot be read. */
+static size_t tnbc_tcp_sysctl_max(const char *name, size_t dflt)
+{
+	char path[64];
+	unsigned long lo, def, hi;
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", name);
+	f = fopen(path, "re");
+	if (!f)
+		return dflt;
+	n = fscanf(f, "%lu %lu %lu", &lo, &def, &hi);
+	fclose(f);
+	return n == 3 && hi ? (size_t)hi : dflt;
+}
+
 static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 			     const struct tnbc_xdom_attr *attr)
 {
@@ -1044,6 +1077,8 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 	xdom->host_busy = attr->host_busy;
 	xdom->hello_ns = tnbc_env.tcp_hello_ms * 1000000ull;
 	xdom->timeout_ns = tnbc_env.tcp_timeout_ms * 1000000ull;
+	xdom->kernel_bufs = tnbc_tcp_sysctl_max("tcp_wmem", 4u << 20) +
+			    tnbc_tcp_sysctl_max("tcp_rmem", 6u << 20);
 	xdom->strangers_max = tnbc_env.tcp_strangers_max;
 	xdom->key_len = (uint16_t)attr->auth_key_size;
 	if (attr->auth_key_size)
@@ -2042,6 +2077,54 @@ static int tnbc_tcp_introduce(struct tnbc_xpeer *p, const struct tnbc_name *src)
 	return 0;
 }
 
+/* A connection to p, made or being made; src names our endpoint for the
+ * hello.  peer->lock held. */
+static int tnbc_tcp_up(struct tnbc_xpeer *p, const struct tnbc_name *src)
+{
+	int ret;
+
+	if (p->state == TNBC_TCP_DEAD)
+		return -FI_EHOSTUNREACH;
+	if (p->state != TNBC_TCP_IDLE || tnbc_tcp_adopt(p))
+		return 0;
+	if (tnbc_tcp_dial_wait(p, src))
+		return -FI_EAGAIN;
+	ret = tnbc_tcp_connect(p, src);
+	if (ret && ret != -FI_EAGAIN) {
+		tnbc_tcp_peer_dead(p, fi_strerror(-ret));
+		ret = -FI_EHOSTUNREACH;
+	}
+	return ret;
+}
+
+/* Tells the process of a connection (its identity who) whether our
+ * endpoint "by" holds its messages back, on a connection of our domain
+ * to who.  0, or why not (-FI_EAGAIN: later). */
+static int tnbc_tcp_notice(struct tnbc_xdom *xdom, const struct tnbc_name *who,
+			   const struct tnbc_name *by, bool on)
+{
+	struct tnbc_tcp_rec rec = {.len = sizeof(struct tnbc_tcp_hold),
+				   .type = TNBC_TCP_HOLD};
+	struct tnbc_tcp_hold h = {.by = *by, .on = on};
+	struct tnbc_xpeer *p;
+	int ret = tnbc_tcp_peer_get(xdom, who, NULL, &p);
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&p->lock);
+	ret = tnbc_tcp_up(p, by);
+	if (!ret && p->out_len - p->out_off + sizeof(rec) + sizeof(h) >
+			    TNBC_TCP_OUT_MAX)
+		ret = -FI_EAGAIN;
+	if (!ret && (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
+		     tnbc_tcp_out_put(p, &h, sizeof(h))))
+		ret = -FI_EAGAIN;
+	if (!ret)
+		tnbc_tcp_flush(p);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
 static int tnbc_tcp_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 {
 	size_t len = (size_t)pkt->frame_len + pkt->payload_len;
@@ -2057,24 +2140,14 @@ static int tnbc_tcp_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 		return -FI_EMSGSIZE;
 	if (pkt->flags & TNBC_XPKT_PLACED)
 		rec.flags |= TNBC_TCP_REC_PLACED;
+	/* the peer holds our messages back: they wait in the core */
+	if ((pkt->flags & TNBC_XPKT_HOLDS) &&
+	    atomic_load_explicit(&p->held, memory_order_relaxed))
+		return atomic_load(&p->dead) ? -FI_EHOSTUNREACH : -FI_EAGAIN;
 	pthread_mutex_lock(&p->lock);
-	if (p->state == TNBC_TCP_DEAD) {
-		ret = -FI_EHOSTUNREACH;
+	ret = tnbc_tcp_up(p, pkt->src);
+	if (ret)
 		goto out;
-	}
-	if (p->state == TNBC_TCP_IDLE && !tnbc_tcp_adopt(p)) {
-		if (tnbc_tcp_dial_wait(p, pkt->src)) {
-			ret = -FI_EAGAIN;
-			goto out;
-		}
-		ret = tnbc_tcp_connect(p, pkt->src);
-		if (ret) {
-			if (ret != -FI_EAGAIN)
-				tnbc_tcp_peer_dead(p, fi_strerror(-ret));
-			ret = ret == -FI_EAGAIN ? ret : -FI_EHOSTUNREACH;
-			goto out;
-		}
-	}
 	if (p->out_len - p->out_off + total > TNBC_TCP_OUT_MAX) {
 		tnbc_tcp_flush(p);
 		if (p->out_len - p->out_off + total > TNBC_TCP_OUT_MAX) {
@@ -2497,6 +2570,17 @@ static size_t tnbc_tcp_share(void)
 	return tnbc_env.rx_slots * tnbc_env.slot_size;
 }
 
+/* What c may hold before it is left unread: TNBC_TCP_UNREAD_SHARES of
+ * the room, and, once its process was told to hold back, what it may
+ * have had on its way then (its buffer, its socket's, ours), so that a
+ * hold honoured leaves its answers readable. */
+static size_t tnbc_tcp_unread_cap(const struct tnbc_tcp_conn *c)
+{
+	size_t cap = tnbc_tcp_share() * TNBC_TCP_UNREAD_SHARES;
+
+	return c->held && c->told && c->unread_cap > cap ? c->unread_cap : cap;
+}
+
 /* Counts a held packet against its connection (by = +1) or gives its
  * room back (by = -1), leaving the connection unread past its share and
  * read again below it.  The consumer's. */
@@ -2516,7 +2600,18 @@ static void tnbc_tcp_hold_count(struct tnbc_xep *xep, uint64_t serial,
 	} else {
 		c->held_bytes -= len < c->held_bytes ? len : c->held_bytes;
 	}
-	if (!c->paused && c->held_bytes >= tnbc_tcp_share()) {
+	/* past its share its process is asked to stop; unread only past
+	 * what is still on its way then (a hold honoured leaves answers
+	 * alone on the stream) */
+	if (!c->held && c->held_bytes >= tnbc_tcp_share()) {
+		c->held = true;
+		xep->hold_dirty = true;
+		atomic_fetch_add(&xep->xdom->held, 1);
+	} else if (c->held && c->held_bytes < tnbc_tcp_share() / 2) {
+		c->held = false;
+		xep->hold_dirty = true;
+	}
+	if (!c->paused && c->held_bytes >= tnbc_tcp_unread_cap(c)) {
 		struct epoll_event ev = {.events = 0, .data.ptr = &c->ev};
 
 		/* level-triggered: left in, it would say "ready" for ever */
@@ -2525,7 +2620,7 @@ static void tnbc_tcp_hold_count(struct tnbc_xep *xep, uint64_t serial,
 		/* not read: what waits in it is no sender's fault */
 		tnbc_tcp_consumed(c);
 		epoll_ctl(xep->pfd, EPOLL_CTL_MOD, c->fd, &ev);
-	} else if (c->paused && c->held_bytes < tnbc_tcp_share()) {
+	} else if (c->paused && c->held_bytes < tnbc_tcp_unread_cap(c)) {
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
 					 .data.ptr = &c->ev};
 
@@ -2777,6 +2872,25 @@ static int tnbc_tcp_hello_take(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 
 /* A record of a connection that is not a packet; 1 when the connection
  * has done its work and closes. */
+/* A hold notice from c's process (struct tnbc_tcp_hold). */
+static int tnbc_tcp_held_by(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			    const uint8_t *body)
+{
+	struct tnbc_tcp_hold h;
+	struct tnbc_xpeer *p;
+
+	memcpy(&h, body, sizeof(h));
+	/* only the holding endpoint's own process says so */
+	if (h.by.host != c->id.host || h.by.pid != c->id.pid)
+		return -FI_EINVAL;
+	pthread_mutex_lock(&xep->xdom->lock);
+	p = tnbc_tcp_peer_find(xep->xdom, &h.by);
+	if (p)
+		atomic_store(&p->held, h.on != 0);
+	pthread_mutex_unlock(&xep->xdom->lock);
+	return 0;
+}
+
 static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			    const struct tnbc_tcp_rec *rec, const uint8_t *body)
 {
@@ -2801,6 +2915,9 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 		tnbc_tcp_proven(xep, c);
 		return c->lookup ? tnbc_tcp_answer(xep, c, false) : 0;
 	}
+	if (rec->type == TNBC_TCP_HOLD && c->proven &&
+	    rec->len == sizeof(struct tnbc_tcp_hold))
+		return tnbc_tcp_held_by(xep, c, body);
 	if (rec->type == TNBC_TCP_INTRO && c->proven &&
 	    rec->len == sizeof(struct tnbc_tcp_intro)) {
 		struct tnbc_tcp_intro in;
@@ -3088,6 +3205,48 @@ static bool tnbc_tcp_ready(struct tnbc_xep *xep)
 	       epoll_wait(xep->pfd, &ev, 1, 0) > 0;
 }
 
+/* Tells each connection whose hold changed (up to 16 a call; a notice
+ * that cannot go now goes at a later poll).  Connections stay in memory
+ * until the domain closes (the grave). */
+static void tnbc_tcp_tell_holds(struct tnbc_xep *xep)
+{
+	struct tnbc_tcp_conn *c, *todo[16];
+	unsigned n = 0;
+
+	xep->hold_dirty = false;
+	pthread_mutex_lock(&xep->lock);
+	for (c = xep->conns; c; c = c->next) {
+		if (c->held == c->told || !c->proven)
+			continue;
+		if (n == 16) {
+			xep->hold_dirty = true;
+			break;
+		}
+		todo[n++] = c;
+	}
+	pthread_mutex_unlock(&xep->lock);
+	for (unsigned i = 0; i < n; i++) {
+		bool on = todo[i]->held;
+		int ret = tnbc_tcp_notice(xep->xdom, &todo[i]->id, &xep->name,
+					  on);
+
+		if (ret == -FI_EAGAIN) {
+			xep->hold_dirty = true;
+			continue;
+		}
+		todo[i]->told = on; /* or it cannot be told: gone */
+		if (on && !ret) {
+			/* what it may have had on its way: its own buffer,
+			 * and both kernels' */
+			todo[i]->unread_cap = todo[i]->held_bytes +
+					      TNBC_TCP_OUT_MAX +
+					      xep->xdom->kernel_bufs;
+			/* left unread before it was told: read on */
+			tnbc_tcp_hold_count(xep, todo[i]->serial, 0, 1);
+		}
+	}
+}
+
 static int tnbc_tcp_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 			 int budget)
 {
@@ -3141,6 +3300,8 @@ static int tnbc_tcp_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 	pthread_mutex_unlock(&xep->lock);
 	xep->buffered = more;
 out:
+	if (xep->hold_dirty)
+		tnbc_tcp_tell_holds(xep);
 	xep->polling = false;
 	atomic_store_explicit(&xep->in_hand, xep->buffered || xep->replay,
 			      memory_order_relaxed);
@@ -3282,6 +3443,7 @@ static void tnbc_tcp_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 	st->placed_bytes = atomic_load(&xdom->placed_bytes);
 	st->stream_writes = atomic_load(&xdom->writes);
 	st->strangers = atomic_load(&xdom->strangers);
+	st->held = atomic_load(&xdom->held);
 }
 
 const struct tnbc_xport_ops tnbc_tcp_ops = {

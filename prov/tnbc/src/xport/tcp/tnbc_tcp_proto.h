@@ -33,8 +33,9 @@
 #include "tnbc_xport.h"
 
 /* The stream's format; a peer speaking another version is refused at
- * its hello.  7: the handshake above, and no key in the clear. */
-#define TNBC_TCP_VERSION 7
+ * its hello.  7: the handshake above, and no key in the clear.  8: hold
+ * notices. */
+#define TNBC_TCP_VERSION 8
 #define TNBC_TCP_MAGIC	 0x54424e54u /* "TNBT" */
 
 enum tnbc_tcp_rec_type {
@@ -44,6 +45,7 @@ enum tnbc_tcp_rec_type {
 	TNBC_TCP_IAM = 5, /* a struct tnbc_addr; empty: refused */
 	TNBC_TCP_CHAL = 6, /* struct tnbc_tcp_chal */
 	TNBC_TCP_PROOF = 7, /* struct tnbc_tcp_proof */
+	TNBC_TCP_HOLD = 8, /* struct tnbc_tcp_hold */
 };
 
 /* tnbc_tcp_rec.flags */
@@ -108,6 +110,16 @@ struct tnbc_tcp_proof {
 struct tnbc_tcp_intro {
 	struct tnbc_name src;
 	struct tnbc_tcp_addr addr;
+};
+
+/* A receiver holding a connection's messages back tells the
+ * connection's process, on a connection of its own to it: while on, the
+ * sending domain sends the endpoint "by" nothing that could be kept
+ * (TNBC_XPKT_HOLDS).  Taken only from by's process. */
+struct tnbc_tcp_hold {
+	struct tnbc_name by;
+	uint32_t on;
+	uint32_t pad;
 };
 
 /* The labels that keep the two MACs of a handshake apart. */
