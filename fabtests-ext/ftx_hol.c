@@ -116,19 +116,28 @@ slow_receiver(struct ftx_ctx *ctx)
 	ftx_free(buf);
 }
 
+/* Receives the one-byte message rank from sends with OTHER_TAG, which
+ * must be want (bound: the test's timeout). */
 static void
-bystander(struct ftx_ctx *ctx)
+one_from(struct ftx_ctx *ctx, int from, char want, const char *what)
 {
 	struct fi_context2 fctx;
 	struct ftx_comp c;
 	char one = 0;
 
-	FTX_POST(ctx, fi_trecv(ctx->ep, &one, 1, NULL, ctx->addrs[0], OTHER_TAG,
-			       0, &fctx));
-	ctx->what = "the message queued behind a flood to another rank";
+	FTX_POST(ctx, fi_trecv(ctx->ep, &one, 1, NULL, ctx->addrs[from],
+			       OTHER_TAG, 0, &fctx));
+	ctx->what = what;
 	ftx_wait_ok(ctx, FTX_RX, &c);
 	ctx->what = NULL;
-	FTX_EXPECT(one == 'x', "got %d", one);
+	FTX_EXPECT(one == want, "got %d", one);
+}
+
+static void
+bystander(struct ftx_ctx *ctx)
+{
+	one_from(ctx, 0, 'x',
+		 "the message queued behind a flood to another rank");
 	/* rank 1 has not received anything yet: it waits for rank 0 */
 	FTX_EXPECT(!atomic_load(ftx_scratch(F_RELEASED)),
 		   "rank 1 was let go before this message came");
@@ -190,16 +199,8 @@ flood_in(struct ftx_ctx *ctx)
 static void
 flooded(struct ftx_ctx *ctx)
 {
-	struct fi_context2 fctx;
-	struct ftx_comp c;
-	char one = 0;
-
-	FTX_POST(ctx, fi_trecv(ctx->ep, &one, 1, NULL, ctx->addrs[2], OTHER_TAG,
-			       0, &fctx));
-	ctx->what = "rank 2's message to a posted receive, during a flood";
-	ftx_wait_ok(ctx, FTX_RX, &c);
-	ctx->what = NULL;
-	FTX_EXPECT(one == 'y', "got %d", one);
+	one_from(ctx, 2, 'y',
+		 "rank 2's message to a posted receive, during a flood");
 	atomic_store(ftx_scratch(F_ARRIVED), 1);
 	slow_receiver(ctx);
 }
