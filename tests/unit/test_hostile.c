@@ -715,41 +715,6 @@ START_TEST(hostile_flood_bounded)
 }
 END_TEST
 
-/* Flood state: the flooder's next message, and its sends completed. */
-struct flood {
-	struct tu_world *w;
-	int from, to, n, next, done;
-	size_t len;
-	uint8_t *buf;
-	uint64_t tag0;
-};
-
-/* Hands the flooder's endpoint what it takes now, without waiting;
- * true when a send ended (an eager one ends once in R's queue: one
- * the endpoint queued for later does not). */
-static bool flood_pump(struct flood *f)
-{
-	struct fi_cq_tagged_entry e;
-	bool moved = false;
-
-	while (f->next < f->n) {
-		ssize_t ret = fi_tsend(f->w->ep[f->from].ep,
-				       f->buf + (size_t)f->next * f->len,
-				       f->len, NULL, f->w->addr[f->to],
-				       f->tag0 + (uint64_t)f->next, NULL);
-
-		if (ret == -FI_EAGAIN)
-			break;
-		ck_assert_msg(ret == 0, "fi_tsend: %zd", ret);
-		f->next++;
-	}
-	while (fi_cq_read(f->w->ep[f->from].tx_cq, &e, 1) == 1) {
-		f->done++;
-		moved = true;
-	}
-	return moved;
-}
-
 /*
  * Per-sender back pressure over shared memory.  One sender floods
  * messages nobody asked for: past FI_TNBC_UNEXP_MAX they wait in R's
@@ -765,35 +730,22 @@ START_TEST(hostile_flood_per_sender)
 	const size_t len = 4000, big = 200000;
 	size_t old_max = tnbc_env.unexp_max;
 	struct fi_tnbc_engine_stats st;
-	struct fi_cq_tagged_entry e;
 	struct tu_xport_only o;
 	struct tu_world w;
-	struct flood f = {
-		.from = F, .to = R, .n = 2000, .len = len, .tag0 = 1000};
+	struct tu_flood f;
 	uint8_t *rbuf = malloc(big), *sbig = malloc(big), abuf[4000];
-	uint64_t end, still, ring;
+	uint64_t ring;
 
 	tnbc_env.unexp_max = 64 * 1024;
 	tu_xport_only_begin(&o, &tnbc_shm_ops);
 	tu_world_open(&w, 3, NULL);
-	f.w = &w;
-	f.buf = malloc((size_t)f.n * len);
-	for (int i = 0; i < f.n; i++)
-		tu_fill(f.buf + (size_t)i * len, len, 5000 + (uint32_t)i);
+	tu_flood_init(&f, w.ep[F].ep, w.ep[F].tx_cq, w.addr[R], 2000, len);
 	/* R waits for A's message while F floods until its sends stop
 	 * ending (none for 500 ms) */
 	ck_assert_int_eq(
 		fi_trecv(w.ep[R].ep, rbuf, len, NULL, w.addr[A], 1, 0, &ctx[1]),
 		0);
-	end = tu_now_ms() + 6 * TU_WAIT_MS;
-	for (still = tu_now_ms(); tu_now_ms() - still < 500;) {
-		ck_assert_msg(tu_now_ms() < end, "the flood never stopped");
-		ck_assert_msg(f.done < f.n, "R took all %d messages", f.n);
-		if (flood_pump(&f))
-			still = tu_now_ms();
-		(void)fi_cq_read(w.ep[R].rx_cq, &e, 0);
-		tu_sleep_ms(1);
-	}
+	tu_flood_until_stalled(&f, w.ep[R].rx_cq);
 	tu_engine_stats(w.d.domain, &st);
 	ck_assert_uint_ge(st.unexp_held, 1);
 	ck_assert_uint_le(ux_bytes(TNBC_EP(w.ep[R].ep)), tnbc_env.unexp_max);
@@ -824,30 +776,11 @@ START_TEST(hostile_flood_per_sender)
 	h_expect(w.ep[R].tx_cq, &ctx[3], 2, big);
 
 	/* every flooded message, in order and whole */
-	for (int i = 0; i < f.n; i++) {
-		ssize_t got;
-
-		h_trecv(&w, R, rbuf, len, f.tag0 + (uint64_t)i, 0, &ctx[5]);
-		end = tu_now_ms() + TU_WAIT_MS;
-		while ((got = fi_cq_read(w.ep[R].rx_cq, &e, 1)) == -FI_EAGAIN) {
-			ck_assert_msg(tu_now_ms() < end, "message %d lost", i);
-			flood_pump(&f);
-		}
-		ck_assert_int_eq(got, 1);
-		ck_assert_uint_eq(e.tag, f.tag0 + (uint64_t)i);
-		ck_assert_msg(tu_check(rbuf, len, 5000 + (uint32_t)i, 0) ==
-				      (size_t)-1,
-			      "message %d corrupted", i);
-	}
-	for (end = tu_now_ms() + TU_WAIT_MS; f.done < f.n;) {
-		ck_assert_msg(tu_now_ms() < end, "%d of %d sends ended", f.done,
-			      f.n);
-		flood_pump(&f);
-	}
+	tu_flood_drain(&f, w.ep[R].ep, w.ep[R].rx_cq);
 	tu_world_close(&w);
 	tu_xport_only_end(&o);
 	tnbc_env.unexp_max = old_max;
-	free(f.buf);
+	tu_flood_free(&f);
 	free(rbuf);
 	free(sbig);
 }

@@ -202,6 +202,24 @@ void tu_still_works(struct tu_world *w, int r, int a, uint64_t tag);
 void tu_net_peer_gone(const struct tnbc_xport_ops *ops);
 /* auth_key: another key, or none, is refused; the same gets through. */
 void tu_net_auth_key(const struct tnbc_xport_ops *ops);
+/* A flood of messages nobody asked for (tu_net.c): n of len bytes from
+ * ep (its completions on cq) to to, tags tag0 + i; next to post, and
+ * sends ended. */
+struct tu_flood {
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	fi_addr_t to;
+	int n, next, done;
+	size_t len;
+	uint8_t *buf;
+	uint64_t tag0;
+};
+void tu_flood_init(struct tu_flood *f, struct fid_ep *ep, struct fid_cq *cq,
+		   fi_addr_t to, int n, size_t len);
+void tu_flood_free(struct tu_flood *f);
+bool tu_flood_pump(struct tu_flood *f);
+void tu_flood_until_stalled(struct tu_flood *f, struct fid_cq *rcq);
+void tu_flood_drain(struct tu_flood *f, struct fid_ep *rep, struct fid_cq *rcq);
 /* One domain floods another with messages nobody asked for: a third
  * domain's messages still get through, nothing is lost (moved: the
  * transport moves held messages out of its receive buffers). */

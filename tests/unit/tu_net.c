@@ -199,45 +199,105 @@ unsigned tu_tcp_free_port(void)
 	return ntohs(sa.sin_port);
 }
 
-/* One domain's flood of messages nobody asked for, pumped without
- * waiting: its next message and its sends ended (an eager send ends
- * once its packet left; a send the endpoint queued has not). */
-struct tu_flood {
-	struct tu_kside *k;
-	fi_addr_t to;
-	int n, next, done;
-	size_t len;
-	uint8_t *buf;
-	uint64_t tag0;
-};
+/* A flood of n messages of len bytes (tags tag0 + i, contents
+ * tu_fill(5000 + i)) from ep to to, nobody having asked for them. */
+void tu_flood_init(struct tu_flood *f, struct fid_ep *ep, struct fid_cq *cq,
+		   fi_addr_t to, int n, size_t len)
+{
+	*f = (struct tu_flood){
+		.ep = ep, .cq = cq, .to = to, .n = n, .len = len, .tag0 = 1000};
+	f->buf = malloc((size_t)n * len);
+	ck_assert_ptr_nonnull(f->buf);
+	for (int i = 0; i < n; i++)
+		tu_fill(f->buf + (size_t)i * len, len, 5000 + (uint32_t)i);
+}
 
-/* Hands k what it takes now; true when a send ended.  Completions of
- * receives on k's queue are counted in *recvs (when given). */
-static bool tu_flood_pump(struct tu_flood *f, int *recvs)
+void tu_flood_free(struct tu_flood *f)
+{
+	free(f->buf);
+	f->buf = NULL;
+}
+
+/* Hands the flooder's endpoint what it takes now, without waiting; true
+ * when a send ended (an eager one ends once its packet left: one the
+ * endpoint queued for later has not). */
+bool tu_flood_pump(struct tu_flood *f)
 {
 	struct fi_cq_tagged_entry e;
 	bool ended = false;
 
 	while (f->next < f->n) {
-		ssize_t ret = fi_tsend(
-			f->k->ep, f->buf + (size_t)f->next * f->len, f->len,
-			NULL, f->to, f->tag0 + (uint64_t)f->next, NULL);
+		ssize_t ret = fi_tsend(f->ep, f->buf + (size_t)f->next * f->len,
+				       f->len, NULL, f->to,
+				       f->tag0 + (uint64_t)f->next, NULL);
 
 		if (ret == -FI_EAGAIN)
 			break;
 		ck_assert_msg(ret == 0, "fi_tsend: %zd", ret);
 		f->next++;
 	}
-	while (fi_cq_read(f->k->cq, &e, 1) == 1) {
-		if (e.flags & FI_RECV) {
-			ck_assert_ptr_nonnull(recvs);
-			(*recvs)++;
-			continue;
-		}
+	while (fi_cq_read(f->cq, &e, 1) == 1) {
+		ck_assert_msg(!(e.flags & FI_RECV),
+			      "a receive ended on the flooder's queue");
 		f->done++;
 		ended = true;
 	}
 	return ended;
+}
+
+/* Floods until the sends stop ending (none for 500 ms), the receiver's
+ * queue rcq read meanwhile: the receiver holds all it will. */
+void tu_flood_until_stalled(struct tu_flood *f, struct fid_cq *rcq)
+{
+	uint64_t end = tu_now_ms() + 6 * TU_WAIT_MS, still;
+
+	for (still = tu_now_ms(); tu_now_ms() - still < 500;) {
+		ck_assert_msg(tu_now_ms() < end, "the flood never stopped");
+		ck_assert_msg(f->done < f->n, "R took all %d messages", f->n);
+		if (tu_flood_pump(f))
+			still = tu_now_ms();
+		(void)fi_cq_read(rcq, NULL, 0);
+		tu_sleep_ms(1);
+	}
+}
+
+/* The receiver (rep, its receive completions on rcq) asks for every
+ * flooded message in turn: each arrives, in order and whole, and every
+ * send ends. */
+void tu_flood_drain(struct tu_flood *f, struct fid_ep *rep, struct fid_cq *rcq)
+{
+	uint8_t *rbuf = malloc(f->len);
+	struct fi_cq_tagged_entry e;
+	uint64_t end;
+	int rctx;
+
+	ck_assert_ptr_nonnull(rbuf);
+	for (int i = 0; i < f->n; i++) {
+		ck_assert_int_eq(fi_trecv(rep, rbuf, f->len, NULL,
+					  FI_ADDR_UNSPEC, f->tag0 + (uint64_t)i,
+					  0, &rctx),
+				 0);
+		for (end = tu_now_ms() + TU_WAIT_MS;;) {
+			ssize_t got = fi_cq_read(rcq, &e, 1);
+
+			if (got == 1 && e.op_context == &rctx)
+				break;
+			ck_assert_msg(got == -FI_EAGAIN || got == 1,
+				      "message %d: cq %zd", i, got);
+			ck_assert_msg(tu_now_ms() < end, "message %d lost", i);
+			tu_flood_pump(f);
+		}
+		ck_assert_uint_eq(e.tag, f->tag0 + (uint64_t)i);
+		ck_assert_msg(tu_check(rbuf, f->len, 5000 + (uint32_t)i, 0) ==
+				      (size_t)-1,
+			      "message %d corrupted or out of order", i);
+	}
+	for (end = tu_now_ms() + TU_WAIT_MS; f->done < f->n;) {
+		ck_assert_msg(tu_now_ms() < end, "%d of %d sends ended",
+			      f->done, f->n);
+		tu_flood_pump(f);
+	}
+	free(rbuf);
 }
 
 /* Waits for one completion on k's queue with context ctx, pumping f. */
@@ -251,7 +311,7 @@ static void tu_flood_expect(struct tu_kside *k, void *ctx, struct tu_flood *f)
 		if (n == 1 && e.op_context == ctx)
 			return;
 		/* the flooder's own queue: its sends that ended meanwhile */
-		if (n == 1 && f && k == f->k && !(e.flags & FI_RECV))
+		if (n == 1 && f && k->cq == f->cq && !(e.flags & FI_RECV))
 			f->done++;
 		if (n == -FI_EAVAIL) {
 			struct fi_cq_err_entry err = {0};
@@ -267,8 +327,8 @@ static void tu_flood_expect(struct tu_kside *k, void *ctx, struct tu_flood *f)
 		ck_assert_msg(tu_now_ms() < end,
 			      "no completion of %p within %d ms", ctx,
 			      TU_WAIT_MS);
-		if (f && k != f->k)
-			tu_flood_pump(f, NULL);
+		if (f && k->cq != f->cq)
+			tu_flood_pump(f);
 	}
 }
 
@@ -289,11 +349,11 @@ void tu_net_flood(const struct tnbc_xport_ops *ops, int n, bool moved)
 	unsigned saved_timeout = tnbc_env.tcp_timeout_ms;
 	struct tu_xport_only o;
 	struct tu_kside r, f, a;
-	struct tu_flood fl = {.k = &f, .n = n, .len = len, .tag0 = 1000};
+	struct tu_flood fl;
 	struct fi_tnbc_engine_stats st;
 	uint8_t *rbuf = malloc(big), *sbig = malloc(big), abuf[4000];
-	fi_addr_t r_at_a, f_at_r;
-	uint64_t end, still;
+	fi_addr_t f_to_r, r_at_a, f_at_r;
+	uint64_t end;
 	int ctx[4];
 
 	tnbc_env.unexp_max = 64 * 1024;
@@ -302,25 +362,15 @@ void tu_net_flood(const struct tnbc_xport_ops *ops, int n, bool moved)
 	tu_kside_open(&r, NULL, FI_FORMAT_UNSPEC);
 	tu_kside_open(&f, NULL, FI_FORMAT_UNSPEC);
 	tu_kside_open(&a, NULL, FI_FORMAT_UNSPEC);
-	ck_assert_int_eq(fi_av_insert(f.av, r.addr, 1, &fl.to, 0, NULL), 1);
+	ck_assert_int_eq(fi_av_insert(f.av, r.addr, 1, &f_to_r, 0, NULL), 1);
 	ck_assert_int_eq(fi_av_insert(a.av, r.addr, 1, &r_at_a, 0, NULL), 1);
 	ck_assert_int_eq(fi_av_insert(r.av, f.addr, 1, &f_at_r, 0, NULL), 1);
-	fl.buf = malloc((size_t)n * len);
-	for (int i = 0; i < n; i++)
-		tu_fill(fl.buf + (size_t)i * len, len, 5000 + (uint32_t)i);
+	tu_flood_init(&fl, f.ep, f.cq, f_to_r, n, len);
 
 	ck_assert_int_eq(
 		fi_trecv(r.ep, rbuf, len, NULL, FI_ADDR_UNSPEC, 1, 0, &ctx[0]),
 		0);
-	end = tu_now_ms() + 6 * TU_WAIT_MS;
-	for (still = tu_now_ms(); tu_now_ms() - still < 500;) {
-		ck_assert_msg(tu_now_ms() < end, "the flood never stopped");
-		ck_assert_msg(fl.done < n, "R took all %d messages", n);
-		if (tu_flood_pump(&fl, NULL))
-			still = tu_now_ms();
-		(void)fi_cq_read(r.cq, NULL, 0);
-		tu_sleep_ms(1);
-	}
+	tu_flood_until_stalled(&fl, r.cq);
 	tu_engine_stats(r.dom, &st);
 	ck_assert_uint_ge(st.unexp_held, 1);
 	/* R receives nothing of F's for three times FI_TNBC_TCP_TIMEOUT_MS:
@@ -355,28 +405,14 @@ void tu_net_flood(const struct tnbc_xport_ops *ops, int n, bool moved)
 	ck_assert_uint_eq(tu_check(rbuf, big, 88, 0), (size_t)-1);
 	tu_flood_expect(&r, &ctx[2], &fl);
 
-	/* every flooded message, in order and whole */
-	for (int i = 0; i < n; i++) {
-		ck_assert_int_eq(fi_trecv(r.ep, rbuf, len, NULL, FI_ADDR_UNSPEC,
-					  fl.tag0 + (uint64_t)i, 0, &ctx[0]),
-				 0);
-		tu_flood_expect(&r, &ctx[0], &fl);
-		ck_assert_msg(tu_check(rbuf, len, 5000 + (uint32_t)i, 0) ==
-				      (size_t)-1,
-			      "message %d corrupted or out of order", i);
-	}
-	for (end = tu_now_ms() + TU_WAIT_MS; fl.done < n;) {
-		ck_assert_msg(tu_now_ms() < end, "%d of %d sends ended",
-			      fl.done, n);
-		tu_flood_pump(&fl, NULL);
-	}
+	tu_flood_drain(&fl, r.ep, r.cq);
 	tu_kside_close(&a);
 	tu_kside_close(&f);
 	tu_kside_close(&r);
 	tu_xport_only_end(&o);
 	tnbc_env.unexp_max = saved;
 	tnbc_env.tcp_timeout_ms = saved_timeout;
-	free(fl.buf);
+	tu_flood_free(&fl);
 	free(rbuf);
 	free(sbig);
 }

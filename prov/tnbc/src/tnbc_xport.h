@@ -142,6 +142,21 @@ static inline int tnbc_name_same(const struct tnbc_name *a,
  * queue for the others.  Answers never carry it: they are never kept. */
 #define TNBC_XPKT_HOLDS (1u << 3)
 
+/* Where a transport whose receive queue every sender shares moves kept
+ * packets out of it (shm, verbs): of spill_max bytes it may move, a
+ * sender (or connection) that has mine of them moved is held back from
+ * an eighth on (TNBC_XPKT_HOLDS), and let go below a sixteenth once
+ * fewer than half of spill_max (moved, all senders) are left. */
+static inline bool tnbc_xhold_due(size_t mine, size_t spill_max)
+{
+	return mine >= spill_max / 8;
+}
+
+static inline bool tnbc_xhold_over(size_t mine, size_t moved, size_t spill_max)
+{
+	return mine < spill_max / 16 && moved < spill_max / 2;
+}
+
 /* One packet to send: frame_len bytes of frame, then payload_len bytes
  * gathered from iov. */
 struct tnbc_xpkt {

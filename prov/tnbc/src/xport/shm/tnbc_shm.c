@@ -1552,8 +1552,8 @@ static void tnbc_shm_unspill(struct tnbc_xep *xep, struct tnbc_shm_spilled *p)
 	free(p);
 	while (i < xep->nholders) {
 		h = &xep->holders[i];
-		if (h->held && h->bytes < xep->spill_max / 16 &&
-		    xep->spill_bytes < xep->spill_max / 2) {
+		if (h->held && tnbc_xhold_over(h->bytes, xep->spill_bytes,
+					       xep->spill_max)) {
 			h->held = false;
 			changed = true;
 		}
@@ -1649,7 +1649,7 @@ static void tnbc_shm_spill(struct tnbc_xep *xep)
 		xep->spill_end = xep->spill_at = &p->next;
 		xep->spill_bytes += kept.len;
 		h->bytes += kept.len;
-		if (h->bytes >= xep->spill_max / 8)
+		if (tnbc_xhold_due(h->bytes, xep->spill_max))
 			tnbc_shm_hold(xep, h);
 		tnbc_shm_tsan_release(xep->ino, pos & xep->mask);
 		tnbc_shm_free_cells(xep, pos, k);

@@ -258,10 +258,9 @@ static void tnbc_verbs_unspill(struct tnbc_xep *xep,
 	xep->nspilled--;
 	if (c)
 		c->spilled -= e->len < c->spilled ? e->len : c->spilled;
-	if (xep->spill_bytes >= xep->spill_max / 2)
-		return;
 	for (c = xep->conns; c; c = c->next)
-		if (c->held && c->spilled < xep->spill_max / 16) {
+		if (c->held && tnbc_xhold_over(c->spilled, xep->spill_bytes,
+					       xep->spill_max)) {
 			c->held = false;
 			xep->hold_dirty = true;
 		}
@@ -1711,7 +1710,7 @@ static void tnbc_verbs_spill(struct tnbc_xep *xep)
 		atomic_fetch_add(&xep->xdom->spilled, 1);
 		if (c) {
 			c->spilled += e->len;
-			if (c->spilled >= xep->spill_max / 8)
+			if (tnbc_xhold_due(c->spilled, xep->spill_max))
 				tnbc_verbs_hold(xep, c);
 		}
 	}
