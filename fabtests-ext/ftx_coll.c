@@ -861,6 +861,89 @@ run_late_join(struct ftx_ctx *ctx)
 	return 0;
 }
 
+/* Two groups of one membership, joined in opposite orders on rank 0
+ * and on the others (as two MPI communicators first used in different
+ * orders): derived ids would cross, named ones keep each group's
+ * operations apart.  A name in use is refused. */
+static int
+run_named(struct ftx_ctx *ctx)
+{
+	struct fi_tnbc_ops_coll *ops;
+	struct fi_av_set_attr attr = {
+		.start_addr = 0,
+		.end_addr = (fi_addr_t) ctx->nprocs - 1,
+		.stride = 1,
+	};
+	struct fid_av_set *set;
+	struct fid_mc *mc[2], *dup;
+	fi_addr_t set_addr;
+	uint64_t v[2], r[2] = {0, 0}, want[2] = {0, 0};
+	int ctxv[2];
+
+	FTX_CHK(fi_open_ops(&ctx->ep->fid, FI_TNBC_COLL_OPS_1, 0,
+			    (void **) &ops, NULL));
+	FTX_EXPECT(ops->size >= sizeof(*ops) && ops->join, "no named join");
+	FTX_CHK(fi_av_set(ctx->av, &attr, &set, NULL));
+	FTX_CHK(fi_av_set_addr(set, &set_addr));
+	struct fi_collective_addr ca = {.set = set, .coll_addr = set_addr};
+	for (int i = 0; i < 2; i++) {
+		int g = ctx->rank ? 1 - i : i;
+
+		FTX_CHK(ops->join(ctx->ep, &ca, 0x1000u + (uint32_t) g, &mc[g],
+				  &mc[g]));
+	}
+	FTX_EXPECT(ops->join(ctx->ep, &ca, 0x1000u, &dup, NULL) ==
+			   -FI_EADDRINUSE,
+		   "a name in use was taken");
+	FTX_EXPECT(ops->join(ctx->ep, &ca, 0, &dup, NULL) == -FI_EINVAL,
+		   "name 0 was taken");
+	/* the same order on every member within each group, opposite
+	 * orders across them, before the joins are known complete */
+	for (int i = 0; i < 2; i++) {
+		int g = ctx->rank ? 1 - i : i;
+
+		v[g] = g ? (uint64_t) ctx->rank + 1 : 1000u * (ctx->rank + 1);
+		FTX_POST(ctx, fi_allreduce(ctx->ep, &v[g], 1, NULL, &r[g], NULL,
+					   fi_mc_addr(mc[g]), FI_UINT64,
+					   g ? FI_MAX : FI_SUM, 0, &ctxv[g]));
+	}
+	/* the joins complete in either order; the collectives were
+	 * posted before, and wait for them */
+	for (int left = 3; left;) {
+		struct fi_eq_entry e;
+		uint32_t ev;
+		ssize_t n = fi_eq_read(eq, &ev, &e, sizeof(e), 0);
+
+		FTX_EXPECT(n != -FI_EAVAIL, "join failed");
+		if (n > 0) {
+			FTX_EXPECT(ev == FI_JOIN_COMPLETE &&
+					   (e.fid == &mc[0]->fid ||
+					    e.fid == &mc[1]->fid),
+				   "EQ event %u", ev);
+			left &= e.fid == &mc[0]->fid ? ~1 : ~2;
+			continue;
+		}
+		FTX_EXPECT(!ftx_expired(ctx), "joins incomplete");
+		ftx_progress(ctx);
+	}
+	for (int i = 0; i < 2; i++) {
+		struct ftx_comp c;
+
+		ftx_wait_ok(ctx, FTX_TX, &c);
+	}
+	for (int m = 0; m < ctx->nprocs; m++)
+		want[0] += 1000u * (m + 1);
+	want[1] = (uint64_t) ctx->nprocs;
+	for (int g = 0; g < 2; g++)
+		FTX_EXPECT(r[g] == want[g], "group %d: %llu, expected %llu", g,
+			   (unsigned long long) r[g],
+			   (unsigned long long) want[g]);
+	for (int g = 0; g < 2; g++)
+		FTX_CHK(fi_close(&mc[g]->fid));
+	FTX_CHK(fi_close(&set->fid));
+	return 0;
+}
+
 /* Post, then touch no libfabric call: the engine alone must finish. */
 static int
 run_sleep(struct ftx_ctx *ctx)
@@ -1276,6 +1359,7 @@ static const struct ftx_case cases[] = {
 	{.name = "determinism", .run = run_determinism, .pre_enable = bind_eq},
 	{.name = "concurrent", .run = run_concurrent, .pre_enable = bind_eq},
 	{.name = "late_join", .run = run_late_join, .pre_enable = bind_eq},
+	{.name = "named", .run = run_named, .pre_enable = bind_eq},
 	{.name = "sleep", .run = run_sleep, .pre_enable = bind_eq},
 	{.name = "bad_input", .run = run_bad_input, .pre_enable = bind_eq},
 	{.name = "descriptors", .run = run_descriptors},

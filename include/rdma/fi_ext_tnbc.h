@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <rdma/fabric.h>
+#include <rdma/fi_collective.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_trigger.h>
 
@@ -295,6 +296,18 @@ struct fi_tnbc_ops_coll {
 	size_t size; /* sizeof(struct fi_tnbc_ops_coll) */
 	int (*reduce)(struct fid_ep *ep, const struct fi_tnbc_red_desc *desc);
 	int (*bcast)(struct fid_ep *ep, const struct fi_tnbc_bcast_desc *desc);
+	/* fi_join_collective(ep, addr, FI_COLLECTIVE, mc, context) with a
+	 * group id the caller chose (1 to 2^31 - 1) instead of the one the
+	 * provider derives from the membership and this endpoint's earlier
+	 * joins of it.  The derived id agrees across members only when they
+	 * join shared memberships in one order; a caller whose groups are
+	 * created in an order of their own (MPI communicators, ordered per
+	 * parent) names them instead.  Every member must pass the same id;
+	 * -FI_EADDRINUSE when a
+	 * group of this endpoint that is still open has it.  Present when
+	 * size covers it. */
+	int (*join)(struct fid_ep *ep, const struct fi_collective_addr *addr,
+		    uint32_t id, struct fid_mc **mc, void *context);
 };
 
 #ifdef __cplusplus

@@ -843,6 +843,9 @@ int tnbc_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 /* fi_join_collective and fi_collective(3) (coll/tnbc_coll.c) */
 int tnbc_coll_join(struct fid_ep *ep, const void *addr, uint64_t flags,
 		   struct fid_mc **mc, void *context);
+int tnbc_coll_join_named(struct fid_ep *ep,
+			 const struct fi_collective_addr *addr, uint32_t id,
+			 struct fid_mc **mc, void *context);
 extern struct fi_ops_collective tnbc_coll_ops;
 /* seed 002's descriptors (coll/tnbc_desc.c), FI_TNBC_COLL_OPS_1 */
 extern struct fi_tnbc_ops_coll tnbc_desc_ops;

@@ -209,8 +209,11 @@ static int tnbc_mc_hosts(struct tnbc_ep *ep, struct tnbc_mc *mc)
 
 /* The group's id: its membership, in order, and how many times this
  * endpoint joined that membership before.  Every member computes the
- * same one with no message. */
-static int tnbc_coll_group_id(struct tnbc_ep *ep, struct tnbc_mc *mc)
+ * same one with no message, as long as every member joins the
+ * memberships it shares with the others in the same order.  A caller
+ * that cannot promise that names its groups itself (named != 0). */
+static int tnbc_coll_group_id(struct tnbc_ep *ep, struct tnbc_mc *mc,
+			      uint32_t named)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
 	struct tnbc_coll_joins *j = NULL;
@@ -224,6 +227,18 @@ static int tnbc_coll_group_id(struct tnbc_ep *ep, struct tnbc_mc *mc)
 		h = tnbc_coll_hash(h, &e->name, sizeof(e->name));
 		if (tnbc_name_same(&e->name, &ep->name))
 			mc->rank = i;
+	}
+	if (named) {
+		int ret = 0;
+
+		tnbc_ep_lock(ep);
+		for (it = ep->groups.next; it != &ep->groups; it = it->next)
+			if (tnbc_container_of(it, struct tnbc_mc, entry)->id ==
+			    named)
+				ret = -FI_EADDRINUSE;
+		pthread_mutex_unlock(&ep->lock);
+		mc->id = named;
+		return ret;
 	}
 	tnbc_ep_lock(ep);
 	for (it = ep->coll_joins.next; it != &ep->coll_joins; it = it->next) {
@@ -278,8 +293,9 @@ static void tnbc_coll_join_end(struct tnbc_sched *s, int err)
 		     sizeof(struct fi_eq_entry), false);
 }
 
-int tnbc_coll_join(struct fid_ep *fid, const void *addr, uint64_t flags,
-		   struct fid_mc **mc_out, void *context)
+static int tnbc_coll_join_id(struct fid_ep *fid, const void *addr,
+			     uint64_t flags, uint32_t named,
+			     struct fid_mc **mc_out, void *context)
 {
 	const struct fi_collective_addr *ca = addr;
 	struct tnbc_ep *ep = TNBC_EP(fid);
@@ -314,7 +330,7 @@ int tnbc_coll_join(struct fid_ep *fid, const void *addr, uint64_t flags,
 	memcpy(mc->members, set_addrs, n * sizeof(*mc->members));
 	mc->size = (int)n;
 	mc->rank = -1;
-	ret = tnbc_coll_group_id(ep, mc);
+	ret = tnbc_coll_group_id(ep, mc, named);
 	if (!ret)
 		ret = tnbc_mc_hosts(ep, mc);
 	if (ret)
@@ -350,6 +366,22 @@ err:
 	free(mc->members);
 	free(mc);
 	return ret;
+}
+
+int tnbc_coll_join(struct fid_ep *fid, const void *addr, uint64_t flags,
+		   struct fid_mc **mc_out, void *context)
+{
+	return tnbc_coll_join_id(fid, addr, flags, 0, mc_out, context);
+}
+
+/* FI_TNBC_COLL_OPS_1's join: the caller's id instead of the count. */
+int tnbc_coll_join_named(struct fid_ep *fid,
+			 const struct fi_collective_addr *addr, uint32_t id,
+			 struct fid_mc **mc, void *context)
+{
+	if (!id || id > 0x7fffffffu)
+		return -FI_EINVAL;
+	return tnbc_coll_join_id(fid, addr, FI_COLLECTIVE, id, mc, context);
 }
 
 /* ------------------------------------------------------------------ */

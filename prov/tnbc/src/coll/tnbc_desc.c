@@ -450,4 +450,5 @@ struct fi_tnbc_ops_coll tnbc_desc_ops = {
 	.size = sizeof(struct fi_tnbc_ops_coll),
 	.reduce = tnbc_desc_reduce,
 	.bcast = tnbc_desc_bcast,
+	.join = tnbc_coll_join_named,
 };
