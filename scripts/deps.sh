@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(build-essential autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libhwloc-dev hwloc
-      check libsubunit-dev openmpi-bin libopenmpi-dev pandoc
+      check libsubunit-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
+      gfortran pandoc
       libibverbs-dev librdmacm-dev procps psmisc)
 
 # How long to wait for another apt-get or dpkg (unattended-upgrades runs

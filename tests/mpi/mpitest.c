@@ -106,7 +106,22 @@ static void mt_check_required(const char *req)
 		 "%s is loaded from %s, not from %s", base + 1, path, req);
 }
 
+static void mt_init_common(int *argc, char ***argv, const char *name,
+			   int required, int min_ranks, int *provided);
+
 void mt_init(int *argc, char ***argv, const char *name)
+{
+	mt_init_common(argc, argv, name, -1, 2, NULL);
+}
+
+void mt_init_thread(int *argc, char ***argv, const char *name, int required,
+		    int min_ranks, int *provided)
+{
+	mt_init_common(argc, argv, name, required, min_ranks, provided);
+}
+
+static void mt_init_common(int *argc, char ***argv, const char *name,
+			   int required, int min_ranks, int *provided)
 {
 	const char *req, *tmo;
 
@@ -119,7 +134,10 @@ void mt_init(int *argc, char ***argv, const char *name)
 		alarm((unsigned int)atoi(tmo));
 	}
 
-	MT_MPI(MPI_Init(argc, argv));
+	if (required < 0)
+		MT_MPI(MPI_Init(argc, argv));
+	else
+		MT_MPI(MPI_Init_thread(argc, argv, required, provided));
 	MT_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 	MT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank));
 	MT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &mt_size));
@@ -128,7 +146,8 @@ void mt_init(int *argc, char ***argv, const char *name)
 	req = getenv("MPITEST_REQUIRE_LIB");
 	if (req && *req)
 		mt_check_required(req);
-	MT_CHECK(mt_size >= 2, "needs at least 2 ranks, got %d", mt_size);
+	MT_CHECK(mt_size >= min_ranks, "needs at least %d ranks, got %d",
+		 min_ranks, mt_size);
 }
 
 void mt_finish(const char *fmt, ...)

@@ -25,6 +25,9 @@ extern int mt_rank;
 extern int mt_size;
 
 void mt_init(int *argc, char ***argv, const char *name);
+/* mt_init with MPI_Init_thread (required), from min_ranks ranks up. */
+void mt_init_thread(int *argc, char ***argv, const char *name, int required,
+		    int min_ranks, int *provided);
 void mt_finish(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Name the current phase; reported by failures and by the watchdog. */

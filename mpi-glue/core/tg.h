@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The MPI glue's core (prefix tg_): tnbc's collectives for a message
+ * passing library, knowing no MPI ABI.  It speaks of world ranks, bytes,
+ * libfabric datatypes and ops; the front-ends (mpi-glue/front/) turn MPI
+ * handles into these and core completions into MPI requests.
+ *
+ * Design and the reasons for it: docs/mpi-glue-design.md; the user's
+ * reference: tnbc-mpi(7).
+ *
+ * Threads.  Posting takes the core's lock.  tg_poll() only tries it, so
+ * that a progress callback never blocks behind a thread that posts; the
+ * provider's engine moves the data in either case.  The engine never
+ * enters this code: it writes completion entries, which tg_poll() turns
+ * into marks on requests, on an application thread.
+ */
+#ifndef TG_H
+#define TG_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_collective.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* The process                                                          */
+
+/* Opens the process's tnbc endpoint.  *name (*len bytes, malloc'd, the
+ * caller frees) is what every world member must learn. */
+int tg_open(void **name, size_t *len);
+/* Inserts the world's names, world rank order (n names of len bytes);
+ * my is this process's world rank. */
+int tg_connect(const void *names, size_t len, int n, int my);
+/* Closes everything (groups still busy are abandoned: their process is
+ * ending). */
+void tg_close(void);
+bool tg_ready(void);
+int tg_world_rank(void);
+int tg_world_size(void);
+
+/* ------------------------------------------------------------------ */
+/* Requests                                                             */
+
+struct tg_req;
+/* Called by tg_poll() on the application thread, for each request that
+ * completed, once; the front-end turns it into an MPI completion. */
+typedef void (*tg_done_fn)(struct tg_req *req, void *owner);
+void tg_set_done_fn(tg_done_fn fn);
+
+struct tg_req *tg_req_new(void *owner);
+/* 0: pending; 1: complete (err says how). */
+bool tg_req_done(const struct tg_req *req);
+int tg_req_err(const struct tg_req *req);
+void *tg_req_owner(const struct tg_req *req);
+void tg_req_set_owner(struct tg_req *req, void *owner);
+/* Frees a request; one still in flight is freed when it completes. */
+void tg_req_free(struct tg_req *req);
+/* Waits for req (polling the completion queue, yielding the core to the
+ * engine between looks); returns its error. */
+int tg_req_wait(struct tg_req *req);
+
+/* Reads the completion queue and marks what completed.  Never blocks;
+ * returns how many requests completed. */
+int tg_poll(void);
+
+/* ------------------------------------------------------------------ */
+/* Communicators                                                        */
+
+struct tg_comm;
+/* A group of n world ranks, in the communicator's rank order; id names
+ * it on every member (the front-end derives it from the communicator's
+ * creation, see docs/mpi-glue-design.md).  Nothing is sent: the group
+ * is joined at its first collective. */
+struct tg_comm *tg_comm_new(uint32_t id, const int *world_ranks, int n);
+/* Frees the group; one with operations in flight is closed once they
+ * complete. */
+void tg_comm_free(struct tg_comm *c);
+int tg_comm_size(const struct tg_comm *c);
+int tg_comm_rank(const struct tg_comm *c);
+/* The id of the k-th communicator created from c (k counts from 0). */
+uint32_t tg_comm_child_id(uint32_t parent, uint32_t k);
+
+/* ------------------------------------------------------------------ */
+/* Collectives                                                          */
+
+/*
+ * Every call posts and returns: req completes once the result is in
+ * place.  Counts are elements of dt, and for the data movers (dt
+ * FI_UINT8) bytes; slices are one member's.  Roots are ranks of c.
+ * Buffers follow fi_collective(3): send buffers are only read.  An
+ * in-place call passes sbuf == NULL where MPI says MPI_IN_PLACE; the
+ * core then copies what it must keep (the provider never reads a
+ * buffer it writes).  Returns 0 or a negative fi_errno, in which case
+ * nothing was posted and the caller falls back.
+ */
+int tg_barrier(struct tg_comm *c, struct tg_req *req);
+int tg_bcast(struct tg_comm *c, void *buf, size_t bytes, int root,
+	     struct tg_req *req);
+int tg_allreduce(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
+		 enum fi_datatype dt, enum fi_op op, struct tg_req *req);
+int tg_reduce(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
+	      enum fi_datatype dt, enum fi_op op, int root, struct tg_req *req);
+int tg_reduce_scatter_block(struct tg_comm *c, const void *sbuf, void *rbuf,
+			    size_t count, enum fi_datatype dt, enum fi_op op,
+			    struct tg_req *req);
+int tg_allgather(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
+		 struct tg_req *req);
+int tg_alltoall(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
+		struct tg_req *req);
+/* Byte counts and displacements, one per member. */
+int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
+		 const size_t *sdispls, void *rbuf, const size_t *rcounts,
+		 const size_t *rdispls, struct tg_req *req);
+int tg_gather(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
+	      int root, struct tg_req *req);
+int tg_scatter(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
+	       int root, struct tg_req *req);
+/* Whether the provider takes (coll, dt, op) at all. */
+bool tg_query(enum fi_collective_op coll, enum fi_datatype dt, enum fi_op op);
+
+/* ------------------------------------------------------------------ */
+/* Policy and report                                                    */
+
+enum tg_fn {
+	TG_ALLREDUCE,
+	TG_REDUCE,
+	TG_BCAST,
+	TG_BARRIER,
+	TG_ALLGATHER,
+	TG_ALLTOALL,
+	TG_ALLTOALLV,
+	TG_REDUCE_SCATTER_BLOCK,
+	TG_GATHER,
+	TG_SCATTER,
+	TG_IALLREDUCE,
+	TG_IREDUCE,
+	TG_IBCAST,
+	TG_IBARRIER,
+	TG_IALLGATHER,
+	TG_IALLTOALL,
+	TG_IALLTOALLV,
+	TG_NFN
+};
+
+/* Why a call fell back (the report counts each). */
+enum tg_why {
+	TG_WHY_POLICY, /* the policy chose the MPI's own algorithm */
+	TG_WHY_TYPE, /* datatype or op the offload cannot take */
+	TG_WHY_COMM, /* intercommunicator, or one the glue did not see made */
+	TG_WHY_ARGS, /* arguments the MPI must judge (errors, MPI_BOTTOM) */
+	TG_WHY_POST, /* the provider refused the post */
+	TG_WHY_OFF, /* the glue is not running */
+	TG_NWHY
+};
+
+const char *tg_fn_name(enum tg_fn fn);
+/* Reads TNBC_MPI_* once. */
+void tg_policy_init(void);
+/* Whether a blocking call of fn over bytes (one member's share, the
+ * same on every member) on a group of size members goes to the offload.
+ * Non-blocking calls always do.  Every member decides the same. */
+bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size);
+bool tg_report_wanted(void);
+void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why);
+/* This process's counts: TG_NFN x (1 + TG_NWHY) (offloaded, then the
+ * fallbacks by reason), for the front-end to sum over the world. */
+void tg_counts(uint64_t *out);
+/* Prints the summed counts (rank 0). */
+void tg_report_print(const uint64_t *sums);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TG_H */

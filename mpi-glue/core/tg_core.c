@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The process's endpoint, its names, requests and the completion poll.
+ *
+ * One endpoint serves every communicator: world ranks are AV indices,
+ * inserted in world order, so a member's fi_addr_t is its world rank.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include "tg_priv.h"
+
+struct tg_state tg = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct fi_info *tg_getinfo(uint64_t extra_caps)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+
+	if (!hints)
+		return NULL;
+	hints->caps = FI_MSG | FI_TAGGED | FI_COLLECTIVE | FI_DIRECTED_RECV |
+		      extra_caps;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->domain_attr->av_type = FI_AV_TABLE;
+	hints->fabric_attr->prov_name = strdup(FI_TNBC_PROV_NAME);
+	if (fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info))
+		info = NULL;
+	fi_freeinfo(hints);
+	return info;
+}
+
+int tg_open(void **name, size_t *len)
+{
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT,
+				     .wait_obj = FI_WAIT_NONE,
+				     .size = 4096};
+	struct fi_eq_attr eq_attr = {.wait_obj = FI_WAIT_NONE};
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	size_t n = 0;
+	int ret;
+
+	/* other hosts too, where the provider reaches them; this host
+	 * alone where it does not */
+	tg.info = tg_getinfo(FI_LOCAL_COMM | FI_REMOTE_COMM);
+	if (!tg.info)
+		tg.info = tg_getinfo(0);
+	if (!tg.info)
+		return -FI_ENODATA;
+	ret = fi_fabric(tg.info->fabric_attr, &tg.fabric, NULL);
+	if (ret)
+		goto err;
+	ret = fi_domain(tg.fabric, tg.info, &tg.domain, NULL);
+	if (ret)
+		goto err;
+	ret = fi_endpoint(tg.domain, tg.info, &tg.ep, NULL);
+	if (ret)
+		goto err;
+	ret = fi_av_open(tg.domain, &av_attr, &tg.av, NULL);
+	if (ret)
+		goto err;
+	ret = fi_cq_open(tg.domain, &cq_attr, &tg.cq, NULL);
+	if (ret)
+		goto err;
+	ret = fi_eq_open(tg.fabric, &eq_attr, &tg.eq, NULL);
+	if (ret)
+		goto err;
+	ret = fi_ep_bind(tg.ep, &tg.av->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(tg.ep, &tg.cq->fid, FI_TRANSMIT | FI_RECV);
+	if (!ret)
+		ret = fi_ep_bind(tg.ep, &tg.eq->fid, 0);
+	if (!ret)
+		ret = fi_enable(tg.ep);
+	if (ret)
+		goto err;
+	ret = fi_open_ops(&tg.ep->fid, FI_TNBC_COLL_OPS_1, 0,
+			  (void **)&tg.coll_ops, NULL);
+	if (ret)
+		goto err;
+	/* the named join came with the glue: an older provider lacks it */
+	if (tg.coll_ops->size < sizeof(*tg.coll_ops) || !tg.coll_ops->join) {
+		ret = -FI_ENOSYS;
+		goto err;
+	}
+	fi_getname(&tg.ep->fid, NULL, &n);
+	*name = calloc(1, n ? n : 1);
+	if (!*name) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
+	ret = fi_getname(&tg.ep->fid, *name, &n);
+	if (ret) {
+		free(*name);
+		*name = NULL;
+		goto err;
+	}
+	*len = n;
+	return 0;
+err:
+	tg_close();
+	return ret;
+}
+
+int tg_connect(const void *names, size_t len, int n, int my)
+{
+	int ret;
+
+	(void)len;
+	ret = fi_av_insert(tg.av, names, (size_t)n, NULL, 0, NULL);
+	if (ret != n)
+		return ret < 0 ? ret : -FI_EINVAL;
+	tg.rank = my;
+	tg.size = n;
+	tg.ready = true;
+	return 0;
+}
+
+static void tg_close_fid(void *fidp)
+{
+	struct fid **f = fidp;
+
+	if (*f)
+		fi_close(*f);
+	*f = NULL;
+}
+
+void tg_close(void)
+{
+	pthread_mutex_lock(&tg.lock);
+	tg.ready = false;
+	tg_comm_reap();
+	tg.closing = NULL; /* what is still busy goes with the endpoint */
+	tg_close_fid(&tg.ep);
+	tg_close_fid(&tg.cq);
+	tg_close_fid(&tg.eq);
+	tg_close_fid(&tg.av);
+	tg_close_fid(&tg.domain);
+	tg_close_fid(&tg.fabric);
+	fi_freeinfo(tg.info);
+	tg.info = NULL;
+	pthread_mutex_unlock(&tg.lock);
+}
+
+bool tg_ready(void)
+{
+	return tg.ready;
+}
+
+int tg_world_rank(void)
+{
+	return tg.rank;
+}
+
+int tg_world_size(void)
+{
+	return tg.size;
+}
+
+/* ------------------------------------------------------------------ */
+/* Requests                                                             */
+
+void tg_set_done_fn(tg_done_fn fn)
+{
+	tg.done_fn = fn;
+}
+
+struct tg_req *tg_req_new(void *owner)
+{
+	struct tg_req *r = calloc(1, sizeof(*r));
+
+	if (r)
+		r->owner = owner;
+	return r;
+}
+
+bool tg_req_done(const struct tg_req *req)
+{
+	return atomic_load_explicit(&req->done, memory_order_acquire);
+}
+
+int tg_req_err(const struct tg_req *req)
+{
+	return req->err;
+}
+
+void *tg_req_owner(const struct tg_req *req)
+{
+	return req->owner;
+}
+
+void tg_req_set_owner(struct tg_req *req, void *owner)
+{
+	req->owner = owner;
+}
+
+static void tg_req_release(struct tg_req *r)
+{
+	free(r->tmp);
+	free(r->sink);
+	free(r);
+}
+
+void tg_req_free(struct tg_req *req)
+{
+	if (!req)
+		return;
+	if (!req->posted || tg_req_done(req)) {
+		tg_req_release(req);
+		return;
+	}
+	pthread_mutex_lock(&tg.lock);
+	req->freed = true;
+	req->owner = NULL;
+	pthread_mutex_unlock(&tg.lock);
+}
+
+void tg_req_posted(struct tg_req *req, struct tg_comm *c, int parts)
+{
+	req->comm = c;
+	req->posted = true;
+	atomic_store(&req->left, parts);
+	if (c)
+		atomic_fetch_add(&c->inflight, 1);
+}
+
+/* Under tg.lock.  One completion of req; the last marks it. */
+void tg_req_part_done(struct tg_req *r, int err)
+{
+	if (err && !r->err)
+		r->err = err;
+	if (atomic_fetch_sub(&r->left, 1) != 1)
+		return;
+	if (r->comm)
+		atomic_fetch_sub(&r->comm->inflight, 1);
+	atomic_store_explicit(&r->done, true, memory_order_release);
+	if (r->freed)
+		tg_req_release(r);
+	else if (tg.done_fn)
+		tg.done_fn(r, r->owner);
+}
+
+static void tg_drain_eq(void)
+{
+	struct fi_eq_entry e;
+	uint32_t ev;
+
+	/* join completions: a failed join fails the group's operations
+	 * too, which report it themselves */
+	for (;;) {
+		ssize_t n = fi_eq_read(tg.eq, &ev, &e, sizeof(e), 0);
+
+		if (n == -FI_EAVAIL) {
+			struct fi_eq_err_entry err = {0};
+
+			fi_eq_readerr(tg.eq, &err, 0);
+			continue;
+		}
+		if (n <= 0)
+			return;
+	}
+}
+
+int tg_poll_held(void)
+{
+	struct fi_cq_entry e[32];
+	int done = 0;
+
+	for (;;) {
+		ssize_t n = fi_cq_read(tg.cq, e, 32);
+
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {0};
+
+			if (fi_cq_readerr(tg.cq, &err, 0) == 1 &&
+			    err.op_context) {
+				tg_req_part_done(
+					err.op_context,
+					-(int)(err.err ? err.err : FI_EIO));
+				done++;
+			}
+			continue;
+		}
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n; i++) {
+			if (!e[i].op_context)
+				continue;
+			tg_req_part_done(e[i].op_context, 0);
+			done++;
+		}
+	}
+	tg_drain_eq();
+	if (tg.closing)
+		tg_comm_reap();
+	return done;
+}
+
+int tg_poll(void)
+{
+	int done;
+
+	if (!tg.ready || pthread_mutex_trylock(&tg.lock))
+		return 0;
+	done = tg_poll_held();
+	pthread_mutex_unlock(&tg.lock);
+	return done;
+}
+
+int tg_req_wait(struct tg_req *req)
+{
+	unsigned spins = 0;
+
+	while (!tg_req_done(req)) {
+		if (tg_poll() || tg_req_done(req)) {
+			spins = 0;
+			continue;
+		}
+		/* the engine needs the core on a host with few of them */
+		if (++spins > 64)
+			sched_yield();
+	}
+	return req->err;
+}

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The offload policy, its variables and the report.
+ *
+ * Non-blocking calls always go to the offload: that is where progress
+ * matters.  A blocking call goes there where the offload was measured at
+ * least as fast as the MPI's own algorithm, from tg_cut[] (bytes of one
+ * member's share at or above which the offload wins, by group size);
+ * how the table was measured is in tnbc-mpi(7).  Every input of the
+ * decision is the same on every member, so all members decide alike.
+ *
+ * Variables (tnbc-mpi(7) mirrors this function):
+ *   TNBC_MPI=0                 the glue stays out of everything
+ *   TNBC_MPI_OFFLOAD=auto|all|none   blocking calls: by the table, all
+ *                              of them, or none
+ *   TNBC_MPI_<FN>=auto|on|off  one function (FN as in MPI_<Fn>, upper
+ *                              case: ALLREDUCE, IALLTOALLV, ...)
+ *   TNBC_MPI_<FN>_MIN=bytes    move that function's cutoff
+ *   TNBC_MPI_REPORT=1          rank 0 prints the counts at MPI_Finalize
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tg_priv.h"
+
+static const char *const tg_names[TG_NFN] = {
+	[TG_ALLREDUCE] = "MPI_Allreduce",
+	[TG_REDUCE] = "MPI_Reduce",
+	[TG_BCAST] = "MPI_Bcast",
+	[TG_BARRIER] = "MPI_Barrier",
+	[TG_ALLGATHER] = "MPI_Allgather",
+	[TG_ALLTOALL] = "MPI_Alltoall",
+	[TG_ALLTOALLV] = "MPI_Alltoallv",
+	[TG_REDUCE_SCATTER_BLOCK] = "MPI_Reduce_scatter_block",
+	[TG_GATHER] = "MPI_Gather",
+	[TG_SCATTER] = "MPI_Scatter",
+	[TG_IALLREDUCE] = "MPI_Iallreduce",
+	[TG_IREDUCE] = "MPI_Ireduce",
+	[TG_IBCAST] = "MPI_Ibcast",
+	[TG_IBARRIER] = "MPI_Ibarrier",
+	[TG_IALLGATHER] = "MPI_Iallgather",
+	[TG_IALLTOALL] = "MPI_Ialltoall",
+	[TG_IALLTOALLV] = "MPI_Ialltoallv",
+};
+
+static const char *const tg_why_names[TG_NWHY] = {
+	[TG_WHY_POLICY] = "policy", [TG_WHY_TYPE] = "type",
+	[TG_WHY_COMM] = "comm",	    [TG_WHY_ARGS] = "args",
+	[TG_WHY_POST] = "refused",  [TG_WHY_OFF] = "off",
+};
+
+enum tg_mode { TG_AUTO, TG_ON, TG_OFF };
+
+/*
+ * Cutoffs for blocking calls (bytes of one member's share; SIZE_MAX:
+ * never), at 2 members and at more.  Measured on the 2-core development
+ * host, Open MPI 4.1 (vader) and MPICH 4.0 alike: see tnbc-mpi(7),
+ * "How the defaults were measured".
+ */
+static size_t tg_cut[TG_NFN][2];
+
+static struct {
+	bool init;
+	bool off;
+	bool report;
+	enum tg_mode mode[TG_NFN];
+	_Atomic uint64_t count[TG_NFN][1 + TG_NWHY];
+} tgp;
+
+const char *tg_fn_name(enum tg_fn fn)
+{
+	return (unsigned)fn < TG_NFN ? tg_names[fn] : "?";
+}
+
+static void tg_policy_defaults(void)
+{
+	for (int f = 0; f < TG_NFN; f++)
+		tg_cut[f][0] = tg_cut[f][1] = SIZE_MAX;
+}
+
+void tg_policy_init(void)
+{
+	const char *v;
+	enum tg_mode all = TG_AUTO;
+
+	if (tgp.init)
+		return;
+	tgp.init = true;
+	tg_policy_defaults();
+	v = getenv("TNBC_MPI");
+	tgp.off = v && !strcmp(v, "0");
+	v = getenv("TNBC_MPI_REPORT");
+	tgp.report = v && *v && strcmp(v, "0");
+	v = getenv("TNBC_MPI_OFFLOAD");
+	if (v && !strcmp(v, "all"))
+		all = TG_ON;
+	else if (v && !strcmp(v, "none"))
+		all = TG_OFF;
+	for (int f = 0; f < TG_NFN; f++) {
+		char var[64], *p;
+
+		snprintf(var, sizeof(var), "TNBC_%s", tg_names[f]);
+		for (p = var; *p; p++)
+			*p = (char)toupper((unsigned char)*p);
+		tgp.mode[f] = f >= TG_IALLREDUCE ? TG_ON : all;
+		v = getenv(var);
+		if (v && !strcmp(v, "on"))
+			tgp.mode[f] = TG_ON;
+		else if (v && !strcmp(v, "off"))
+			tgp.mode[f] = TG_OFF;
+		else if (v && !strcmp(v, "auto"))
+			tgp.mode[f] = f >= TG_IALLREDUCE ? TG_ON : TG_AUTO;
+		strcat(var, "_MIN");
+		v = getenv(var);
+		if (v && *v)
+			tg_cut[f][0] = tg_cut[f][1] =
+				(size_t)strtoull(v, NULL, 0);
+	}
+}
+
+bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size)
+{
+	if (tgp.off || !tg.ready)
+		return false;
+	switch (tgp.mode[fn]) {
+	case TG_ON:
+		return true;
+	case TG_OFF:
+		return false;
+	default:
+		return bytes >= tg_cut[fn][size > 2];
+	}
+}
+
+bool tg_report_wanted(void)
+{
+	return tgp.report;
+}
+
+void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why)
+{
+	atomic_fetch_add_explicit(&tgp.count[fn][offloaded ? 0 : 1 + why], 1,
+				  memory_order_relaxed);
+}
+
+void tg_counts(uint64_t *out)
+{
+	for (int f = 0; f < TG_NFN; f++)
+		for (int w = 0; w <= TG_NWHY; w++)
+			out[f * (1 + TG_NWHY) + w] =
+				atomic_load(&tgp.count[f][w]);
+}
+
+void tg_report_print(const uint64_t *sums)
+{
+	for (int f = 0; f < TG_NFN; f++) {
+		const uint64_t *s = sums + f * (1 + TG_NWHY);
+		uint64_t fb = 0;
+		char why[256] = "";
+		size_t o = 0;
+
+		for (int w = 0; w < TG_NWHY; w++)
+			fb += s[1 + w];
+		if (!s[0] && !fb)
+			continue;
+		for (int w = 0; w < TG_NWHY && fb; w++)
+			if (s[1 + w])
+				o += (size_t)snprintf(
+					why + o, sizeof(why) - o, "%s%s %llu",
+					o ? ", " : " (", tg_why_names[w],
+					(unsigned long long)s[1 + w]);
+		if (o)
+			snprintf(why + o, sizeof(why) - o, ")");
+		fprintf(stderr, "tnbc-mpi: %s offloaded %llu fallback %llu%s\n",
+			tg_names[f], (unsigned long long)s[0],
+			(unsigned long long)fb, why);
+	}
+	fflush(stderr);
+}

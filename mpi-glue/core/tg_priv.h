@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The core's own state, shared by its files; nothing here is seen by a
+ * front-end. */
+#ifndef TG_PRIV_H
+#define TG_PRIV_H
+
+#include <pthread.h>
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_ext_tnbc.h>
+#include <rdma/fi_tagged.h>
+
+#include "tg.h"
+
+struct tg_req {
+	/* completions still to come (an alltoallv has one per message) */
+	atomic_int left;
+	atomic_bool done;
+	int err; /* negative fi_errno, written before done */
+	bool posted;
+	bool freed; /* the owner let go; free once done */
+	void *owner;
+	void *tmp; /* the core's copy of an in-place input */
+	void *sink; /* a result nobody keeps (a scatter root in place) */
+	struct tg_comm *comm; /* counts the group's operations in flight */
+};
+
+struct tg_comm {
+	uint32_t id;
+	int size, rank;
+	int *world; /* world rank of each member */
+	struct fid_av_set *set;
+	struct fid_mc *mc; /* NULL until the first collective joins */
+	fi_addr_t coll;
+	atomic_int inflight;
+	bool closing; /* freed by its owner, closed when idle */
+	uint32_t seq; /* alltoallv and descriptor operations posted */
+	struct tg_comm *next; /* tg.closing */
+};
+
+struct tg_state {
+	pthread_mutex_t lock; /* posting and group state */
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_eq *eq;
+	struct fi_tnbc_ops_coll *coll_ops;
+	int rank, size;
+	bool ready;
+	tg_done_fn done_fn;
+	struct tg_comm *closing; /* groups waiting for their operations */
+};
+
+extern struct tg_state tg;
+
+/* Counts one more completion of a posted part of req. */
+void tg_req_posted(struct tg_req *req, struct tg_comm *c, int parts);
+/* Joins c if it was not yet; under tg.lock. */
+int tg_comm_join(struct tg_comm *c);
+/* One completion of a part of req (the last marks it); under tg.lock. */
+void tg_req_part_done(struct tg_req *req, int err);
+/* tg_poll() for a caller that holds tg.lock. */
+int tg_poll_held(void);
+/* Tries to close groups freed while busy; under tg.lock. */
+void tg_comm_reap(void);
+
+#endif /* TG_PRIV_H */

@@ -1,0 +1,669 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The collective wrappers.  Each checks what the offload can take, asks
+ * the policy, posts to the core, and otherwise calls the PMPI_ function
+ * with its own arguments.  Anything the MPI must judge (a NULL buffer
+ * with a count, a bad root, MPI_BOTTOM, a null handle) goes to the MPI,
+ * so errors reach the communicator's error handler as without the glue.
+ */
+#include <stdlib.h>
+
+#include <rdma/fi_errno.h>
+
+#include "tgf_coll.h"
+#include "tgf_req.h"
+
+#define TGF_OK (-1)
+
+/* ------------------------------------------------------------------ */
+/* Handles                                                              */
+
+static int tgf_fi_dt(MPI_Datatype dt)
+{
+	int size = 0;
+	enum fi_datatype fi;
+
+	if (dt == MPI_SIGNED_CHAR || dt == MPI_INT8_T || dt == MPI_CHAR)
+		fi = FI_INT8;
+	else if (dt == MPI_UNSIGNED_CHAR || dt == MPI_UINT8_T || dt == MPI_BYTE)
+		fi = FI_UINT8;
+	else if (dt == MPI_SHORT || dt == MPI_INT16_T)
+		fi = FI_INT16;
+	else if (dt == MPI_UNSIGNED_SHORT || dt == MPI_UINT16_T)
+		fi = FI_UINT16;
+	else if (dt == MPI_INT || dt == MPI_INT32_T || dt == MPI_INTEGER ||
+		 dt == MPI_INTEGER4)
+		fi = FI_INT32;
+	else if (dt == MPI_UNSIGNED || dt == MPI_UINT32_T)
+		fi = FI_UINT32;
+	else if (dt == MPI_LONG || dt == MPI_LONG_LONG || dt == MPI_INT64_T ||
+		 dt == MPI_INTEGER8)
+		fi = FI_INT64;
+	else if (dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG ||
+		 dt == MPI_UINT64_T)
+		fi = FI_UINT64;
+	else if (dt == MPI_FLOAT || dt == MPI_REAL || dt == MPI_REAL4)
+		fi = FI_FLOAT;
+	else if (dt == MPI_DOUBLE || dt == MPI_DOUBLE_PRECISION ||
+		 dt == MPI_REAL8)
+		fi = FI_DOUBLE;
+	else if (dt == MPI_LONG_DOUBLE)
+		fi = FI_LONG_DOUBLE;
+	else if (dt == MPI_C_FLOAT_COMPLEX || dt == MPI_COMPLEX)
+		fi = FI_FLOAT_COMPLEX;
+	else if (dt == MPI_C_DOUBLE_COMPLEX || dt == MPI_DOUBLE_COMPLEX)
+		fi = FI_DOUBLE_COMPLEX;
+	else
+		return -1;
+	/* a Fortran type of another width than its C namesake is not
+	 * what it seems */
+	PMPI_Type_size(dt, &size);
+	switch (fi) {
+	case FI_INT8:
+	case FI_UINT8:
+		return size == 1 ? (int)fi : -1;
+	case FI_INT16:
+	case FI_UINT16:
+		return size == 2 ? (int)fi : -1;
+	case FI_INT32:
+	case FI_UINT32:
+	case FI_FLOAT:
+		return size == 4 ? (int)fi : -1;
+	case FI_INT64:
+	case FI_UINT64:
+	case FI_DOUBLE:
+	case FI_FLOAT_COMPLEX:
+		return size == 8 ? (int)fi : -1;
+	case FI_DOUBLE_COMPLEX:
+		return size == 16 ? (int)fi : -1;
+	case FI_LONG_DOUBLE:
+		return size == (int)sizeof(long double) ? (int)fi : -1;
+	default:
+		return -1;
+	}
+}
+
+static int tgf_fi_op(MPI_Op op)
+{
+	if (op == MPI_SUM)
+		return FI_SUM;
+	if (op == MPI_PROD)
+		return FI_PROD;
+	if (op == MPI_MIN)
+		return FI_MIN;
+	if (op == MPI_MAX)
+		return FI_MAX;
+	if (op == MPI_LAND)
+		return FI_LAND;
+	if (op == MPI_LOR)
+		return FI_LOR;
+	if (op == MPI_LXOR)
+		return FI_LXOR;
+	if (op == MPI_BAND)
+		return FI_BAND;
+	if (op == MPI_BOR)
+		return FI_BOR;
+	if (op == MPI_BXOR)
+		return FI_BXOR;
+	return -1;
+}
+
+/* Whether count elements of dt are one run of bytes. */
+static bool tgf_contig(MPI_Datatype dt, int count, size_t *bytes)
+{
+	MPI_Aint lb, extent, tlb, textent;
+	int size;
+
+	if (count < 0 || dt == MPI_DATATYPE_NULL ||
+	    PMPI_Type_size(dt, &size) != MPI_SUCCESS || size < 0)
+		return false;
+	PMPI_Type_get_extent(dt, &lb, &extent);
+	PMPI_Type_get_true_extent(dt, &tlb, &textent);
+	if (lb || tlb || extent != size || textent != size)
+		return false;
+	*bytes = (size_t)size * (size_t)count;
+	return true;
+}
+
+static int tgf_comm_check(MPI_Comm comm, struct tgf_comm **fc)
+{
+	if (comm == MPI_COMM_NULL)
+		return TG_WHY_ARGS;
+	if (!tg_ready())
+		return TG_WHY_OFF;
+	*fc = tgf_comm(comm);
+	if (!*fc || !(*fc)->tc)
+		return TG_WHY_COMM;
+	return TGF_OK;
+}
+
+static bool tgf_root_ok(const struct tgf_comm *fc, int root)
+{
+	return root >= 0 && root < tg_comm_size(fc->tc);
+}
+
+/* A reduction's handles: TGF_OK or why it falls back. */
+static int tgf_red_check(enum fi_collective_op coll, int count, MPI_Datatype dt,
+			 MPI_Op op, enum fi_datatype *fdt, enum fi_op *fop)
+{
+	int d, o;
+
+	if (count <= 0 || dt == MPI_DATATYPE_NULL || op == MPI_OP_NULL)
+		return TG_WHY_ARGS;
+	d = tgf_fi_dt(dt);
+	o = tgf_fi_op(op);
+	if (d < 0 || o < 0 ||
+	    !tg_query(coll, (enum fi_datatype)d, (enum fi_op)o))
+		return TG_WHY_TYPE;
+	*fdt = (enum fi_datatype)d;
+	*fop = (enum fi_op)o;
+	return TGF_OK;
+}
+
+static int tgf_policy(int why, enum tg_fn fn, size_t bytes,
+		      const struct tgf_comm *fc)
+{
+	if (why == TGF_OK &&
+	    !tg_policy_offload(fn, bytes, tg_comm_size(fc->tc)))
+		return TG_WHY_POLICY;
+	return why;
+}
+
+static int tgf_fail(MPI_Comm comm, int err)
+{
+	int code = err == -FI_ETRUNC || err == -FI_EMSGSIZE ? MPI_ERR_TRUNCATE
+							    : MPI_ERR_OTHER;
+
+	PMPI_Comm_call_errhandler(comm, code);
+	return code;
+}
+
+static int tgf_finish(MPI_Comm comm, struct tg_req *r)
+{
+	int err = tg_req_wait(r);
+
+	tg_req_free(r);
+	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
+}
+
+/* The dance every wrapper does; POST uses r, FALLBACK is the PMPI call. */
+#define TGF_BLOCKING(FN, WHY, POST, FALLBACK)                                  \
+	do {                                                                   \
+		int why_ = (WHY);                                              \
+		if (why_ == TGF_OK) {                                          \
+			struct tg_req *r = tg_req_new(NULL);                   \
+			if (r && !(POST)) {                                    \
+				tg_count(FN, true, 0);                         \
+				return tgf_finish(comm, r);                    \
+			}                                                      \
+			tg_req_free(r);                                        \
+			why_ = TG_WHY_POST;                                    \
+		}                                                              \
+		tg_count(FN, false, (enum tg_why)why_);                        \
+		return FALLBACK;                                               \
+	} while (0)
+
+#define TGF_NB(FN, WHY, POST, FALLBACK)                                        \
+	do {                                                                   \
+		int why_ = (WHY);                                              \
+		if (why_ == TGF_OK && !tgf_nb_enabled())                       \
+			why_ = TG_WHY_OFF;                                     \
+		if (why_ == TGF_OK) {                                          \
+			struct tg_req *r = tgf_nb_begin(request);              \
+			if (r && !(POST)) {                                    \
+				tg_count(FN, true, 0);                         \
+				return MPI_SUCCESS;                            \
+			}                                                      \
+			tgf_nb_abort(request, r);                              \
+			why_ = TG_WHY_POST;                                    \
+		}                                                              \
+		tg_count(FN, false, (enum tg_why)why_);                        \
+		return FALLBACK;                                               \
+	} while (0)
+
+/* ------------------------------------------------------------------ */
+/* Argument checks, one per shape                                       */
+
+struct tgf_red {
+	struct tgf_comm *fc;
+	enum fi_datatype dt;
+	enum fi_op op;
+	const void *sbuf; /* NULL: in place */
+	size_t bytes;
+};
+
+static int tgf_check_allreduce(MPI_Comm comm, const void *sbuf, void *rbuf,
+			       int count, MPI_Datatype dt, MPI_Op op,
+			       enum fi_collective_op coll, struct tgf_red *a)
+{
+	int why = tgf_comm_check(comm, &a->fc);
+	int size;
+
+	if (why != TGF_OK)
+		return why;
+	why = tgf_red_check(coll, count, dt, op, &a->dt, &a->op);
+	if (why != TGF_OK)
+		return why;
+	if (!rbuf || !sbuf || sbuf == rbuf)
+		return TG_WHY_ARGS;
+	a->sbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
+	PMPI_Type_size(dt, &size);
+	a->bytes = (size_t)size * (size_t)count;
+	return TGF_OK;
+}
+
+static int tgf_check_reduce(MPI_Comm comm, const void *sbuf, void *rbuf,
+			    int count, MPI_Datatype dt, MPI_Op op, int root,
+			    struct tgf_red *a)
+{
+	int why = tgf_comm_check(comm, &a->fc);
+	int size;
+	bool me;
+
+	if (why != TGF_OK)
+		return why;
+	if (!tgf_root_ok(a->fc, root))
+		return TG_WHY_ARGS;
+	why = tgf_red_check(FI_REDUCE, count, dt, op, &a->dt, &a->op);
+	if (why != TGF_OK)
+		return why;
+	me = tg_comm_rank(a->fc->tc) == root;
+	if (!sbuf || (me && (!rbuf || sbuf == rbuf)) ||
+	    (!me && sbuf == MPI_IN_PLACE))
+		return TG_WHY_ARGS;
+	a->sbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
+	PMPI_Type_size(dt, &size);
+	a->bytes = (size_t)size * (size_t)count;
+	return TGF_OK;
+}
+
+struct tgf_mov {
+	struct tgf_comm *fc;
+	const void *sbuf; /* NULL: in place */
+	void *rbuf;
+	size_t bytes; /* one member's slice */
+};
+
+/* Allgather and alltoall: a slice from each to each. */
+static int tgf_check_exchange(MPI_Comm comm, const void *sbuf, int scount,
+			      MPI_Datatype stype, void *rbuf, int rcount,
+			      MPI_Datatype rtype, struct tgf_mov *a)
+{
+	int why = tgf_comm_check(comm, &a->fc);
+	size_t sb = 0, rb = 0;
+
+	if (why != TGF_OK)
+		return why;
+	if (!tgf_contig(rtype, rcount, &rb))
+		return rcount < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
+	if (sbuf != MPI_IN_PLACE) {
+		if (!tgf_contig(stype, scount, &sb))
+			return scount < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
+		if (sb != rb || !sbuf || sbuf == rbuf)
+			return TG_WHY_ARGS;
+	}
+	if (!rb || !rbuf)
+		return TG_WHY_ARGS;
+	a->sbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
+	a->rbuf = rbuf;
+	a->bytes = rb;
+	return TGF_OK;
+}
+
+/* Gather (root receives) and scatter (root sends). */
+static int tgf_check_rooted(MPI_Comm comm, const void *sbuf, int scount,
+			    MPI_Datatype stype, void *rbuf, int rcount,
+			    MPI_Datatype rtype, int root, bool gather,
+			    struct tgf_mov *a)
+{
+	int why = tgf_comm_check(comm, &a->fc);
+	size_t sb = 0, rb = 0;
+	bool me, in_place;
+
+	if (why != TGF_OK)
+		return why;
+	if (!tgf_root_ok(a->fc, root))
+		return TG_WHY_ARGS;
+	me = tg_comm_rank(a->fc->tc) == root;
+	/* the slice each member has or gets, and the root's whole buffer */
+	const void *slice = gather ? sbuf : rbuf;
+	const void *whole = gather ? rbuf : sbuf;
+	int scnt = gather ? scount : rcount, wcnt = gather ? rcount : scount;
+	MPI_Datatype sty = gather ? stype : rtype, wty = gather ? rtype : stype;
+	size_t wb = 0;
+
+	(void)sb;
+	(void)rb;
+	/* the root's own slice may stay where it is */
+	in_place = me && slice == MPI_IN_PLACE;
+	if (!in_place && !tgf_contig(sty, scnt, &sb))
+		return scnt < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
+	if (me && !tgf_contig(wty, wcnt, &wb))
+		return wcnt < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
+	if (in_place)
+		sb = wb;
+	if (!sb || (me && (wb != sb || !whole || whole == slice)) ||
+	    (!in_place && (!slice || slice == MPI_IN_PLACE)))
+		return TG_WHY_ARGS;
+	a->bytes = sb;
+	if (gather) {
+		a->sbuf = in_place ? NULL : slice;
+		a->rbuf = (void *)whole;
+	} else {
+		a->sbuf = whole;
+		a->rbuf = in_place ? NULL : (void *)slice;
+	}
+	return TGF_OK;
+}
+
+struct tgf_v {
+	struct tgf_comm *fc;
+	const void *sbuf;
+	size_t *sc, *sd, *rc, *rd; /* one allocation */
+};
+
+static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
+			       const int *scounts, const int *sdispls,
+			       MPI_Datatype stype, void *rbuf,
+			       const int *rcounts, const int *rdispls,
+			       MPI_Datatype rtype, struct tgf_v *a)
+{
+	int why = tgf_comm_check(comm, &a->fc), n;
+	size_t se = 0, re = 0;
+	bool in_place = sbuf == MPI_IN_PLACE;
+
+	a->sc = NULL;
+	if (why != TGF_OK)
+		return why;
+	if (!tgf_contig(rtype, 1, &re) ||
+	    (!in_place && !tgf_contig(stype, 1, &se)))
+		return TG_WHY_TYPE;
+	if (!rcounts || !rdispls || !rbuf ||
+	    (!in_place && (!scounts || !sdispls || !sbuf || sbuf == rbuf)))
+		return TG_WHY_ARGS;
+	n = tg_comm_size(a->fc->tc);
+	a->sc = malloc(4 * (size_t)n * sizeof(size_t));
+	if (!a->sc)
+		return TG_WHY_POST;
+	a->sd = a->sc + n;
+	a->rc = a->sd + n;
+	a->rd = a->rc + n;
+	for (int i = 0; i < n; i++) {
+		if (rcounts[i] < 0 || rdispls[i] < 0 ||
+		    (!in_place && (scounts[i] < 0 || sdispls[i] < 0))) {
+			free(a->sc);
+			a->sc = NULL;
+			return TG_WHY_ARGS;
+		}
+		a->rc[i] = (size_t)rcounts[i] * re;
+		a->rd[i] = (size_t)rdispls[i] * re;
+		a->sc[i] = in_place ? 0 : (size_t)scounts[i] * se;
+		a->sd[i] = in_place ? 0 : (size_t)sdispls[i] * se;
+	}
+	a->sbuf = in_place ? NULL : sbuf;
+	return TGF_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Blocking                                                             */
+
+int MPI_Barrier(MPI_Comm comm)
+{
+	struct tgf_comm *fc = NULL;
+	int why = tgf_comm_check(comm, &fc);
+
+	TGF_BLOCKING(TG_BARRIER, tgf_policy(why, TG_BARRIER, 0, fc),
+		     tg_barrier(fc->tc, r), PMPI_Barrier(comm));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+	struct tgf_comm *fc = NULL;
+	int why = tgf_comm_check(comm, &fc);
+	size_t bytes = 0;
+
+	if (why == TGF_OK && !tgf_root_ok(fc, root))
+		why = TG_WHY_ARGS;
+	if (why == TGF_OK && !tgf_contig(dt, count, &bytes))
+		why = count < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
+	if (why == TGF_OK && (!bytes || !buf))
+		why = TG_WHY_ARGS;
+	TGF_BLOCKING(TG_BCAST, tgf_policy(why, TG_BCAST, bytes, fc),
+		     tg_bcast(fc->tc, buf, bytes, root, r),
+		     PMPI_Bcast(buf, count, dt, root, comm));
+}
+
+int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		  MPI_Op op, MPI_Comm comm)
+{
+	struct tgf_red a = {0};
+	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
+				      FI_ALLREDUCE, &a);
+
+	TGF_BLOCKING(TG_ALLREDUCE, tgf_policy(why, TG_ALLREDUCE, a.bytes, a.fc),
+		     tg_allreduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt,
+				  a.op, r),
+		     PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm));
+}
+
+int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+	       MPI_Op op, int root, MPI_Comm comm)
+{
+	struct tgf_red a = {0};
+	int why = tgf_check_reduce(comm, sbuf, rbuf, count, dt, op, root, &a);
+
+	TGF_BLOCKING(TG_REDUCE, tgf_policy(why, TG_REDUCE, a.bytes, a.fc),
+		     tg_reduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt,
+			       a.op, root, r),
+		     PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm));
+}
+
+int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int count,
+			     MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+	struct tgf_red a = {0};
+	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
+				      FI_REDUCE_SCATTER, &a);
+
+	TGF_BLOCKING(
+		TG_REDUCE_SCATTER_BLOCK,
+		tgf_policy(why, TG_REDUCE_SCATTER_BLOCK, a.bytes, a.fc),
+		tg_reduce_scatter_block(a.fc->tc, a.sbuf, rbuf, (size_t)count,
+					a.dt, a.op, r),
+		PMPI_Reduce_scatter_block(sbuf, rbuf, count, dt, op, comm));
+}
+
+int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		  int rcount, MPI_Datatype rtype, MPI_Comm comm)
+{
+	struct tgf_mov a = {0};
+	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
+				     rtype, &a);
+
+	TGF_BLOCKING(
+		TG_ALLGATHER, tgf_policy(why, TG_ALLGATHER, a.bytes, a.fc),
+		tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+		PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+}
+
+int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		 int rcount, MPI_Datatype rtype, MPI_Comm comm)
+{
+	struct tgf_mov a = {0};
+	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
+				     rtype, &a);
+
+	TGF_BLOCKING(
+		TG_ALLTOALL, tgf_policy(why, TG_ALLTOALL, a.bytes, a.fc),
+		tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+		PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+}
+
+int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+	       int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+	struct tgf_mov a = {0};
+	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
+				   rtype, root, true, &a);
+
+	TGF_BLOCKING(TG_GATHER, tgf_policy(why, TG_GATHER, a.bytes, a.fc),
+		     tg_gather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, root, r),
+		     PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root,
+				 comm));
+}
+
+int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+	struct tgf_mov a = {0};
+	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
+				   rtype, root, false, &a);
+
+	TGF_BLOCKING(TG_SCATTER, tgf_policy(why, TG_SCATTER, a.bytes, a.fc),
+		     tg_scatter(a.fc->tc, a.sbuf, a.rbuf, a.bytes, root, r),
+		     PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype,
+				  root, comm));
+}
+
+int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+		  MPI_Datatype stype, void *rbuf, const int rcounts[],
+		  const int rdispls[], MPI_Datatype rtype, MPI_Comm comm)
+{
+	struct tgf_v a = {0};
+	int why = tgf_check_alltoallv(comm, sbuf, scounts, sdispls, stype, rbuf,
+				      rcounts, rdispls, rtype, &a);
+	int rc;
+
+	/* counts differ per member: only the group size may decide */
+	why = tgf_policy(why, TG_ALLTOALLV, 0, a.fc);
+	if (why == TGF_OK) {
+		struct tg_req *r = tg_req_new(NULL);
+
+		if (r && !tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, rbuf, a.rc,
+				       a.rd, r)) {
+			free(a.sc);
+			tg_count(TG_ALLTOALLV, true, 0);
+			return tgf_finish(comm, r);
+		}
+		tg_req_free(r);
+		why = TG_WHY_POST;
+	}
+	free(a.sc);
+	tg_count(TG_ALLTOALLV, false, (enum tg_why)why);
+	rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,
+			    rdispls, rtype, comm);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Non-blocking: always offloaded where the offload can take them       */
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+	struct tgf_comm *fc = NULL;
+	int why = tgf_comm_check(comm, &fc);
+
+	TGF_NB(TG_IBARRIER, tgf_policy(why, TG_IBARRIER, 0, fc),
+	       tg_barrier(fc->tc, r), PMPI_Ibarrier(comm, request));
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
+	       MPI_Request *request)
+{
+	struct tgf_comm *fc = NULL;
+	int why = tgf_comm_check(comm, &fc);
+	size_t bytes = 0;
+
+	if (why == TGF_OK && !tgf_root_ok(fc, root))
+		why = TG_WHY_ARGS;
+	if (why == TGF_OK && !tgf_contig(dt, count, &bytes))
+		why = count < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
+	if (why == TGF_OK && (!bytes || !buf))
+		why = TG_WHY_ARGS;
+	TGF_NB(TG_IBCAST, tgf_policy(why, TG_IBCAST, bytes, fc),
+	       tg_bcast(fc->tc, buf, bytes, root, r),
+	       PMPI_Ibcast(buf, count, dt, root, comm, request));
+}
+
+int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		   MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	struct tgf_red a = {0};
+	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
+				      FI_ALLREDUCE, &a);
+
+	TGF_NB(TG_IALLREDUCE, tgf_policy(why, TG_IALLREDUCE, a.bytes, a.fc),
+	       tg_allreduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op,
+			    r),
+	       PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm, request));
+}
+
+int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+{
+	struct tgf_red a = {0};
+	int why = tgf_check_reduce(comm, sbuf, rbuf, count, dt, op, root, &a);
+
+	TGF_NB(TG_IREDUCE, tgf_policy(why, TG_IREDUCE, a.bytes, a.fc),
+	       tg_reduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op,
+			 root, r),
+	       PMPI_Ireduce(sbuf, rbuf, count, dt, op, root, comm, request));
+}
+
+int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		   int rcount, MPI_Datatype rtype, MPI_Comm comm,
+		   MPI_Request *request)
+{
+	struct tgf_mov a = {0};
+	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
+				     rtype, &a);
+
+	TGF_NB(TG_IALLGATHER, tgf_policy(why, TG_IALLGATHER, a.bytes, a.fc),
+	       tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+	       PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm,
+			       request));
+}
+
+int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		  int rcount, MPI_Datatype rtype, MPI_Comm comm,
+		  MPI_Request *request)
+{
+	struct tgf_mov a = {0};
+	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
+				     rtype, &a);
+
+	TGF_NB(TG_IALLTOALL, tgf_policy(why, TG_IALLTOALL, a.bytes, a.fc),
+	       tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+	       PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm,
+			      request));
+}
+
+int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+		   MPI_Datatype stype, void *rbuf, const int rcounts[],
+		   const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
+		   MPI_Request *request)
+{
+	struct tgf_v a = {0};
+	int why = tgf_check_alltoallv(comm, sbuf, scounts, sdispls, stype, rbuf,
+				      rcounts, rdispls, rtype, &a);
+
+	why = tgf_policy(why, TG_IALLTOALLV, 0, a.fc);
+	if (why == TGF_OK && !tgf_nb_enabled())
+		why = TG_WHY_OFF;
+	if (why == TGF_OK) {
+		struct tg_req *r = tgf_nb_begin(request);
+
+		if (r && !tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, rbuf, a.rc,
+				       a.rd, r)) {
+			free(a.sc);
+			tg_count(TG_IALLTOALLV, true, 0);
+			return MPI_SUCCESS;
+		}
+		tgf_nb_abort(request, r);
+		why = TG_WHY_POST;
+	}
+	free(a.sc);
+	tg_count(TG_IALLTOALLV, false, (enum tg_why)why);
+	return PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,
+			       rdispls, rtype, comm, request);
+}

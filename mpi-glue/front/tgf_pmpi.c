@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The PMPI front-end: start and end, communicators, and the handles of a
+ * call turned into the core's terms.  The collectives themselves are in
+ * tgf_coll.c.
+ *
+ * Every path that cannot offload calls the PMPI_ function with the very
+ * arguments it got: correct first, always.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tgf_coll.h"
+#include "tgf_req.h"
+
+static int tgf_key = MPI_KEYVAL_INVALID;
+static bool tgf_nb_ok; /* non-blocking calls have a completion path */
+static struct tgf_comm tgf_world_state = {.id = 1};
+static struct tgf_comm tgf_self_state = {.id = 2};
+
+/* ------------------------------------------------------------------ */
+/* Communicators                                                        */
+
+static int tgf_attr_delete(MPI_Comm comm, int key, void *val, void *extra)
+{
+	struct tgf_comm *fc = val;
+
+	(void)comm;
+	(void)key;
+	(void)extra;
+	tg_comm_free(fc->tc);
+	fc->tc = NULL;
+	if (fc != &tgf_world_state && fc != &tgf_self_state)
+		free(fc);
+	return MPI_SUCCESS;
+}
+
+struct tgf_comm *tgf_comm(MPI_Comm comm)
+{
+	struct tgf_comm *fc;
+	int flag = 0;
+
+	if (comm == MPI_COMM_NULL || tgf_key == MPI_KEYVAL_INVALID)
+		return NULL;
+	if (PMPI_Comm_get_attr(comm, tgf_key, &fc, &flag) != MPI_SUCCESS ||
+	    !flag)
+		return NULL;
+	return fc;
+}
+
+bool tgf_nb_enabled(void)
+{
+	return tgf_nb_ok;
+}
+
+/* The world ranks of comm's members, in its rank order: found locally. */
+static int *tgf_world_ranks(MPI_Comm comm, int *n)
+{
+	MPI_Group g, wg;
+	int *ranks, *world;
+
+	if (PMPI_Comm_size(comm, n) != MPI_SUCCESS)
+		return NULL;
+	ranks = malloc((size_t)*n * sizeof(int));
+	world = malloc((size_t)*n * sizeof(int));
+	if (!ranks || !world)
+		goto err;
+	for (int i = 0; i < *n; i++)
+		ranks[i] = i;
+	PMPI_Comm_group(comm, &g);
+	PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+	PMPI_Group_translate_ranks(g, *n, ranks, wg, world);
+	PMPI_Group_free(&g);
+	PMPI_Group_free(&wg);
+	free(ranks);
+	for (int i = 0; i < *n; i++)
+		if (world[i] == MPI_UNDEFINED) { /* spawned or connected */
+			free(world);
+			return NULL;
+		}
+	return world;
+err:
+	free(ranks);
+	free(world);
+	return NULL;
+}
+
+static void tgf_comm_attach(MPI_Comm comm, struct tgf_comm *fc)
+{
+	int inter = 0, n = 0, *world;
+
+	PMPI_Comm_test_inter(comm, &inter);
+	if (!inter && tg_ready()) {
+		world = tgf_world_ranks(comm, &n);
+		if (world)
+			fc->tc = tg_comm_new(fc->id, world, n);
+		free(world);
+	}
+	PMPI_Comm_set_attr(comm, tgf_key, fc);
+}
+
+static void tgf_comm_name(MPI_Comm newcomm, uint32_t id)
+{
+	struct tgf_comm *fc;
+
+	if (newcomm == MPI_COMM_NULL)
+		return;
+	fc = calloc(1, sizeof(*fc));
+	if (!fc)
+		return; /* unnamed: it falls back */
+	fc->id = id;
+	tgf_comm_attach(newcomm, fc);
+}
+
+void tgf_comm_made(MPI_Comm parent, MPI_Comm newcomm)
+{
+	struct tgf_comm *p = tgf_comm(parent);
+
+	/* every member of the parent counts the creation, those left out
+	 * of the child too, so that the next child's name agrees */
+	if (!p || !p->id)
+		return;
+	tgf_comm_name(newcomm, tg_comm_child_id(p->id, p->children++));
+}
+
+/*
+ * MPI_Comm_create_group is collective over the new group only, so the
+ * parent's count cannot name it.  Its name is the parent's, the tag, the
+ * members' world ranks and how many groups of exactly those this process
+ * made before with that tag: all alike on every member.
+ */
+struct tgf_cg {
+	uint32_t key;
+	uint32_t count;
+	struct tgf_cg *next;
+};
+static struct tgf_cg *tgf_cgs;
+
+void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
+			 MPI_Comm newcomm)
+{
+	struct tgf_comm *p = tgf_comm(parent);
+	struct tgf_cg *cg;
+	int *world, n = 0;
+	uint32_t key;
+
+	if (!p || !p->id || newcomm == MPI_COMM_NULL)
+		return;
+	world = tgf_world_ranks(newcomm, &n);
+	if (!world)
+		return;
+	key = tg_comm_child_id(p->id ^ 0x5bd1e995u, (uint32_t)tag);
+	for (int i = 0; i < n; i++)
+		key = tg_comm_child_id(key, (uint32_t)world[i]);
+	free(world);
+	(void)group;
+	for (cg = tgf_cgs; cg && cg->key != key; cg = cg->next)
+		;
+	if (!cg) {
+		cg = calloc(1, sizeof(*cg));
+		if (!cg)
+			return;
+		cg->key = key;
+		cg->next = tgf_cgs;
+		tgf_cgs = cg;
+	}
+	tgf_comm_name(newcomm, tg_comm_child_id(key, cg->count++));
+}
+
+/* ------------------------------------------------------------------ */
+/* Start and end                                                        */
+
+static void tgf_start(void)
+{
+	int bad, lens[2], mylens[2];
+	void *name = NULL;
+	size_t len = 0;
+	char *all = NULL, *mine = NULL;
+	int rank, size, rc;
+
+	tg_policy_init();
+	PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	PMPI_Comm_size(MPI_COMM_WORLD, &size);
+	{
+		const char *v = getenv("TNBC_MPI");
+
+		bad = v && !strcmp(v, "0");
+	}
+	if (!bad && tg_open(&name, &len))
+		bad = 1;
+	/* every member must agree: one that cannot open turns the glue off
+	 * everywhere, or the others would wait in collectives it never
+	 * joins */
+	mylens[0] = bad;
+	mylens[1] = (int)len;
+	PMPI_Allreduce(mylens, lens, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (lens[0])
+		goto off;
+	mine = calloc(1, (size_t)lens[1]);
+	all = malloc((size_t)lens[1] * (size_t)size);
+	bad = !mine || !all;
+	if (mine)
+		memcpy(mine, name, len);
+	rc = PMPI_Allgather(mine, lens[1], MPI_BYTE, all, lens[1], MPI_BYTE,
+			    MPI_COMM_WORLD);
+	bad |= rc != MPI_SUCCESS;
+	if (!bad)
+		bad = tg_connect(all, (size_t)lens[1], size, rank) != 0;
+	if (!bad)
+		bad = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
+					      tgf_attr_delete, &tgf_key,
+					      NULL) != MPI_SUCCESS;
+	PMPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (bad)
+		goto off;
+	tgf_nb_ok = tgf_req_init() == 0;
+	tgf_comm_attach(MPI_COMM_WORLD, &tgf_world_state);
+	tgf_comm_attach(MPI_COMM_SELF, &tgf_self_state);
+	free(name);
+	free(mine);
+	free(all);
+	return;
+off:
+	free(name);
+	free(mine);
+	free(all);
+	tg_close();
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+	int rc = PMPI_Init(argc, argv);
+
+	if (rc == MPI_SUCCESS)
+		tgf_start();
+	return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+	int rc = PMPI_Init_thread(argc, argv, required, provided);
+
+	if (rc == MPI_SUCCESS)
+		tgf_start();
+	return rc;
+}
+
+static void tgf_report(void)
+{
+	enum { N = TG_NFN * (1 + TG_NWHY) };
+	uint64_t mine[N], sums[N];
+	int rank;
+
+	tg_counts(mine);
+	PMPI_Reduce(mine, sums, N, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+	PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (rank == 0)
+		tg_report_print(sums);
+}
+
+int MPI_Finalize(void)
+{
+	if (tg_report_wanted())
+		tgf_report();
+	if (tgf_key != MPI_KEYVAL_INVALID) {
+		/* the world's and self's groups close with the endpoint */
+		PMPI_Comm_delete_attr(MPI_COMM_SELF, tgf_key);
+		PMPI_Comm_delete_attr(MPI_COMM_WORLD, tgf_key);
+		PMPI_Comm_free_keyval(&tgf_key);
+	}
+	tgf_req_fini();
+	tg_close();
+	return PMPI_Finalize();
+}
+
+/* ------------------------------------------------------------------ */
+/* Constructors: each names its child                                   */
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+	int rc = PMPI_Comm_dup(comm, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+	int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+/* The child exists only once the request completes, which the glue does
+ * not see: it falls back, but the parent still counts it. */
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+{
+	int rc = PMPI_Comm_idup(comm, newcomm, request);
+	struct tgf_comm *p = tgf_comm(comm);
+
+	if (rc == MPI_SUCCESS && p && p->id)
+		p->children++;
+	return rc;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+	int rc = PMPI_Comm_split(comm, color, key, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
+			MPI_Comm *newcomm)
+{
+	int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+	int rc = PMPI_Comm_create(comm, group, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag,
+			  MPI_Comm *newcomm)
+{
+	int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made_group(comm, group, tag, *newcomm);
+	return rc;
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[],
+		    const int periods[], int reorder, MPI_Comm *newcomm)
+{
+	int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
+{
+	int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[],
+		     const int edges[], int reorder, MPI_Comm *newcomm)
+{
+	int rc =
+		PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[],
+			  const int degrees[], const int destinations[],
+			  const int weights[], MPI_Info info, int reorder,
+			  MPI_Comm *newcomm)
+{
+	int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations,
+					weights, info, reorder, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree,
+				   const int sources[],
+				   const int sourceweights[], int outdegree,
+				   const int destinations[],
+				   const int destweights[], MPI_Info info,
+				   int reorder, MPI_Comm *newcomm)
+{
+	int rc = PMPI_Dist_graph_create_adjacent(
+		comm, indegree, sources, sourceweights, outdegree, destinations,
+		destweights, info, reorder, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made(comm, *newcomm);
+	return rc;
+}

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Core completions as MPI requests: generalized requests, completed on
+ * an application thread once the core has marked them.
+ *
+ * - MPICH: MPIX_Grequest_start's poll function, which MPICH's progress
+ *   calls from every completion call, reads the mark.
+ * - Open MPI 4.1 has no public poll hook (ompi_grequestx_start is not
+ *   exported before 5.0), but what it does is register a progress
+ *   callback, and opal_progress_register is exported by libopen-pal.  The
+ *   callback reads the core's completion queue, and the core's done
+ *   function completes each request it marks.
+ *
+ * Either way the engine thread never calls MPI, and every completion call
+ * (Wait, Test, the any/some/all forms, Request_free), mixed with the
+ * MPI's own requests, works on them as on any request.
+ */
+#include <dlfcn.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "tgf_req.h"
+
+struct tgf_nb {
+	struct tg_req *r;
+	MPI_Request mreq;
+	atomic_bool completed; /* MPI_Grequest_complete was called */
+};
+
+static atomic_int tgf_outstanding;
+
+static void tgf_nb_complete(struct tgf_nb *nb)
+{
+	bool was = false;
+
+	if (!atomic_compare_exchange_strong(&nb->completed, &was, true))
+		return;
+	atomic_fetch_sub(&tgf_outstanding, 1);
+	/* nb may be freed by another thread as soon as this returns */
+	PMPI_Grequest_complete(nb->mreq);
+}
+
+static int tgf_query(void *state, MPI_Status *status)
+{
+	struct tgf_nb *nb = state;
+
+	PMPI_Status_set_elements(status, MPI_BYTE, 0);
+	PMPI_Status_set_cancelled(status, 0);
+	status->MPI_SOURCE = MPI_UNDEFINED;
+	status->MPI_TAG = MPI_UNDEFINED;
+	return tg_req_err(nb->r) ? MPI_ERR_OTHER : MPI_SUCCESS;
+}
+
+static int tgf_free(void *state)
+{
+	struct tgf_nb *nb = state;
+
+	tg_req_free(nb->r);
+	free(nb);
+	return MPI_SUCCESS;
+}
+
+/* A collective cannot be withdrawn: it completes as if not cancelled. */
+static int tgf_cancel(void *state, int complete)
+{
+	(void)state;
+	(void)complete;
+	return MPI_SUCCESS;
+}
+
+#if TGF_MPICH
+static int tgf_poll(void *state, MPI_Status *status)
+{
+	struct tgf_nb *nb = state;
+
+	(void)status;
+	tg_poll();
+	if (tg_req_done(nb->r))
+		tgf_nb_complete(nb);
+	else
+		/* MPICH's wait loop never yields: on a host with fewer cores
+		 * than ranks the engine that does the work would wait for a
+		 * time slice (12 ms per call at 5 ranks on 2 cores) */
+		sched_yield();
+	return MPI_SUCCESS;
+}
+
+static int tgf_wait(int count, void **states, double timeout,
+		    MPI_Status *status)
+{
+	(void)timeout;
+	(void)status;
+	for (int i = 0; i < count; i++) {
+		struct tgf_nb *nb = states[i];
+
+		tg_req_wait(nb->r);
+		tgf_nb_complete(nb);
+	}
+	return MPI_SUCCESS;
+}
+
+static void tgf_done(struct tg_req *r, void *owner)
+{
+	(void)r;
+	(void)owner; /* the poll function completes it */
+}
+
+int tgf_req_init(void)
+{
+	tg_set_done_fn(tgf_done);
+	return 0;
+}
+
+void tgf_req_fini(void)
+{
+}
+#else
+typedef int (*tgf_opal_cb)(void);
+static int (*tgf_unregister)(tgf_opal_cb);
+
+static void tgf_done(struct tg_req *r, void *owner)
+{
+	(void)r;
+	if (owner)
+		tgf_nb_complete(owner);
+}
+
+static int tgf_progress(void)
+{
+	/* one atomic load on every opal_progress pass while none waits */
+	if (!atomic_load_explicit(&tgf_outstanding, memory_order_relaxed))
+		return 0;
+	return tg_poll();
+}
+
+int tgf_req_init(void)
+{
+	int (*reg)(tgf_opal_cb) = (int (*)(tgf_opal_cb))dlsym(
+		RTLD_DEFAULT, "opal_progress_register");
+
+	tgf_unregister = (int (*)(tgf_opal_cb))dlsym(
+		RTLD_DEFAULT, "opal_progress_unregister");
+	tg_set_done_fn(tgf_done);
+	if (!reg || reg(tgf_progress))
+		return -1;
+	return 0;
+}
+
+void tgf_req_fini(void)
+{
+	if (tgf_unregister)
+		tgf_unregister(tgf_progress);
+}
+#endif
+
+struct tg_req *tgf_nb_begin(MPI_Request *request)
+{
+	struct tgf_nb *nb = calloc(1, sizeof(*nb));
+	int rc;
+
+	if (!nb)
+		return NULL;
+	nb->r = tg_req_new(nb);
+	if (!nb->r) {
+		free(nb);
+		return NULL;
+	}
+#if TGF_MPICH
+	rc = MPIX_Grequest_start(tgf_query, tgf_free, tgf_cancel, tgf_poll,
+				 tgf_wait, nb, request);
+#else
+	rc = PMPI_Grequest_start(tgf_query, tgf_free, tgf_cancel, nb, request);
+#endif
+	if (rc != MPI_SUCCESS) {
+		tg_req_free(nb->r);
+		free(nb);
+		return NULL;
+	}
+	nb->mreq = *request;
+	atomic_fetch_add(&tgf_outstanding, 1);
+	return nb->r;
+}
+
+void tgf_nb_abort(MPI_Request *request, struct tg_req *r)
+{
+	if (!r)
+		return;
+	tgf_nb_complete(tg_req_owner(r));
+	PMPI_Request_free(request);
+	*request = MPI_REQUEST_NULL;
+}

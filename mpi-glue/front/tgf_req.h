@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Core requests as MPI requests (tgf_req.c). */
+#ifndef TGF_REQ_H
+#define TGF_REQ_H
+
+#include "tgf.h"
+
+/* Installs the completion path; -1 when this MPI offers none (then
+ * non-blocking calls fall back). */
+int tgf_req_init(void);
+void tgf_req_fini(void);
+/* Starts an MPI request for a core request about to be posted. */
+struct tg_req *tgf_nb_begin(MPI_Request *request);
+/* The post was refused: the MPI request goes, *request is reset. */
+void tgf_nb_abort(MPI_Request *request, struct tg_req *r);
+
+#endif /* TGF_REQ_H */

@@ -1,0 +1,712 @@
+/*
+ * glue_coll: the MPI glue's collectives, checked exactly, run with the
+ * glue preloaded (tests/mpi/check-glue.sh) under Open MPI and MPICH.
+ *
+ * Every offloaded call, blocking and non-blocking, x datatype x op x
+ * count (1, 7, 48 B worth, 4 KiB, and 1 MiB on the world) x communicator
+ * kind (world, dup, split with reversed keys, create, create_group) x
+ * root; MPI_IN_PLACE; guard bytes past every result and input buffers
+ * checked unchanged; MAXLOC/MINLOC with ties, a user op and a derived
+ * datatype (fallbacks); non-blocking collectives mixed with
+ * point-to-point requests in Waitall, Waitany and Testsome; results
+ * watched in memory, with no MPI call, while the rank sleeps; two threads
+ * on two communicators under MPI_THREAD_MULTIPLE.
+ */
+#include "mpitest.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GUARD 64
+#define GB    0xa5
+
+struct dt {
+	MPI_Datatype mpi;
+	int size;
+	int kind; /* 0 signed int, 1 unsigned int, 2 floating */
+	const char *name;
+};
+
+static struct dt dts[7];
+static int ndts;
+
+static void dts_init(void)
+{
+	struct dt d[] = {
+		{MPI_INT, 4, 0, "int"},		  {MPI_LONG, 8, 0, "long"},
+		{MPI_UNSIGNED_CHAR, 1, 1, "uchar"}, {MPI_SHORT, 2, 0, "short"},
+		{MPI_UNSIGNED, 4, 1, "unsigned"},   {MPI_FLOAT, 4, 2, "float"},
+		{MPI_DOUBLE, 8, 2, "double"},
+	};
+	memcpy(dts, d, sizeof(d));
+	ndts = (int)(sizeof(d) / sizeof(d[0]));
+}
+
+struct op {
+	MPI_Op mpi;
+	int id; /* 0 sum 1 prod 2 min 3 max 4 land 5 lor 6 band 7 bor 8 bxor */
+	const char *name;
+};
+
+static struct op ops[9];
+
+static void ops_init(void)
+{
+	struct op o[] = {{MPI_SUM, 0, "sum"},	{MPI_PROD, 1, "prod"},
+			 {MPI_MIN, 2, "min"},	{MPI_MAX, 3, "max"},
+			 {MPI_LAND, 4, "land"}, {MPI_LOR, 5, "lor"},
+			 {MPI_BAND, 6, "band"}, {MPI_BOR, 7, "bor"},
+			 {MPI_BXOR, 8, "bxor"}};
+	memcpy(ops, o, sizeof(o));
+}
+
+static int64_t val(int op, int rank, size_t i)
+{
+	if (op == 1) /* prod: stay small */
+		return (int64_t)((rank + i) % 2 + 1);
+	if (op == 4 || op == 5) /* logical: zeros too */
+		return (int64_t)((rank * 3 + i) % 3 == 0 ? 0 : 1);
+	return (int64_t)((rank * 131 + i * 7) % 101 + 1);
+}
+
+static void put(const struct dt *d, void *buf, size_t i, int64_t v)
+{
+	char *p = (char *)buf + i * (size_t)d->size;
+
+	switch (d->size * 10 + d->kind) {
+	case 40: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+	case 80: { int64_t x = v; memcpy(p, &x, 8); break; }
+	case 11: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+	case 20: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
+	case 41: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+	case 42: { float x = (float)v; memcpy(p, &x, 4); break; }
+	case 82: { double x = (double)v; memcpy(p, &x, 8); break; }
+	}
+}
+
+/* The reference fold, in the type's own arithmetic. */
+static void fold(const struct dt *d, int op, void *acc, size_t i, int64_t v)
+{
+	char *p = (char *)acc + i * (size_t)d->size;
+
+#define FOLD(T)                                                                \
+	do {                                                                   \
+		T a, b = (T)v;                                                 \
+		memcpy(&a, p, sizeof(T));                                      \
+		switch (op) {                                                  \
+		case 0: a = (T)(a + b); break;                                 \
+		case 1: a = (T)(a * b); break;                                 \
+		case 2: a = a < b ? a : b; break;                              \
+		case 3: a = a > b ? a : b; break;                              \
+		case 4: a = (T)(a && b); break;                                \
+		case 5: a = (T)(a || b); break;                                \
+		}                                                              \
+		memcpy(p, &a, sizeof(T));                                      \
+	} while (0)
+#define FOLDI(T)                                                               \
+	do {                                                                   \
+		T a, b = (T)v;                                                 \
+		memcpy(&a, p, sizeof(T));                                      \
+		if (op == 6) a = (T)(a & b);                                   \
+		else if (op == 7) a = (T)(a | b);                              \
+		else if (op == 8) a = (T)(a ^ b);                              \
+		memcpy(p, &a, sizeof(T));                                      \
+	} while (0)
+	switch (d->size * 10 + d->kind) {
+	case 40: if (op >= 6) FOLDI(int32_t); else FOLD(int32_t); break;
+	case 80: if (op >= 6) FOLDI(int64_t); else FOLD(int64_t); break;
+	case 11: if (op >= 6) FOLDI(uint8_t); else FOLD(uint8_t); break;
+	case 20: if (op >= 6) FOLDI(int16_t); else FOLD(int16_t); break;
+	case 41: if (op >= 6) FOLDI(uint32_t); else FOLD(uint32_t); break;
+	case 42: FOLD(float); break;
+	case 82: FOLD(double); break;
+	}
+}
+
+static bool op_fits(const struct dt *d, const struct op *o)
+{
+	return d->kind != 2 || o->id <= 3;
+}
+
+struct cx {
+	MPI_Comm comm;
+	const char *label;
+	int rank, size;
+	bool big; /* 1 MiB counts too */
+};
+
+#define CK(c, ...) MT_CHECK(c, "%s: %s", x->label, mt_fmt(__VA_ARGS__))
+
+/* A buffer with guard bytes past its end. */
+static void *gbuf(size_t len)
+{
+	char *p = malloc(len + GUARD);
+
+	MT_CHECK(p != NULL, "out of memory");
+	memset(p, GB, len + GUARD);
+	return p;
+}
+
+static void guard_ok(const struct cx *x, const void *buf, size_t len,
+		     const char *what)
+{
+	const unsigned char *p = (const unsigned char *)buf + len;
+
+	for (int i = 0; i < GUARD; i++)
+		CK(p[i] == GB, "%s: byte %d past the end written", what, i);
+}
+
+/* Blocking or not, the same check: nb waits with MPI_Wait. */
+static void done(MPI_Request *req)
+{
+	if (req)
+		MT_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
+}
+
+static size_t counts_for(const struct cx *x, const struct dt *d, size_t *out)
+{
+	size_t n = 0;
+
+	out[n++] = 1;
+	out[n++] = 7;
+	out[n++] = 48 / (size_t)d->size;
+	out[n++] = 4096 / (size_t)d->size;
+	if (x->big)
+		out[n++] = (1u << 20) / (size_t)d->size;
+	return n;
+}
+
+static void t_reductions(struct cx *x, bool nb)
+{
+	size_t counts[5];
+
+	for (int di = 0; di < ndts; di++) {
+		const struct dt *d = &dts[di];
+		size_t nc = counts_for(x, d, counts);
+
+		for (int oi = 0; oi < 9; oi++) {
+			const struct op *o = &ops[oi];
+
+			if (!op_fits(d, o))
+				continue;
+			for (size_t ci = 0; ci < nc; ci++) {
+				size_t n = counts[ci], len = n * (size_t)d->size;
+				/* the big count on a few ops only: time */
+				if (n * (size_t)d->size > 4096 && (oi > 0 || di > 1))
+					continue;
+				char *in = gbuf(len), *keep = gbuf(len);
+				char *out = gbuf(len * (size_t)x->size);
+				char *ref = gbuf(len * (size_t)x->size);
+				int root = (int)((ci + (size_t)oi) % (size_t)x->size);
+				MPI_Request rq, *req = nb ? &rq : NULL;
+
+				for (size_t i = 0; i < n; i++)
+					put(d, in, i, val(o->id, x->rank, i));
+				memcpy(keep, in, len);
+				for (size_t i = 0; i < n; i++) {
+					put(d, ref, i, val(o->id, 0, i));
+					for (int r = 1; r < x->size; r++)
+						fold(d, o->id, ref, i,
+						     val(o->id, r, i));
+				}
+				/* allreduce */
+				if (nb)
+					MT_MPI(MPI_Iallreduce(in, out, (int)n, d->mpi, o->mpi, x->comm, req));
+				else
+					MT_MPI(MPI_Allreduce(in, out, (int)n, d->mpi, o->mpi, x->comm));
+				done(req);
+				CK(!memcmp(out, ref, len), "allreduce %s %s n=%zu", d->name, o->name, n);
+				guard_ok(x, out, len, "allreduce");
+				CK(!memcmp(in, keep, len), "allreduce input changed");
+				/* reduce */
+				memset(out, GB, len);
+				if (nb)
+					MT_MPI(MPI_Ireduce(in, out, (int)n, d->mpi, o->mpi, root, x->comm, req));
+				else
+					MT_MPI(MPI_Reduce(in, out, (int)n, d->mpi, o->mpi, root, x->comm));
+				done(req);
+				if (x->rank == root)
+					CK(!memcmp(out, ref, len), "reduce %s %s n=%zu root %d", d->name, o->name, n, root);
+				guard_ok(x, out, len, "reduce");
+				CK(!memcmp(in, keep, len), "reduce input changed");
+				/* in place */
+				memcpy(out, in, len);
+				if (nb)
+					MT_MPI(MPI_Iallreduce(MPI_IN_PLACE, out, (int)n, d->mpi, o->mpi, x->comm, req));
+				else
+					MT_MPI(MPI_Allreduce(MPI_IN_PLACE, out, (int)n, d->mpi, o->mpi, x->comm));
+				done(req);
+				CK(!memcmp(out, ref, len), "allreduce in place %s %s n=%zu", d->name, o->name, n);
+				memcpy(out, in, len);
+				if (!nb) {
+					MT_MPI(MPI_Reduce(x->rank == root ? MPI_IN_PLACE : in, out, (int)n, d->mpi, o->mpi, root, x->comm));
+					if (x->rank == root)
+						CK(!memcmp(out, ref, len), "reduce in place %s %s", d->name, o->name);
+				}
+				/* reduce_scatter_block: slice r of the fold of
+				 * everyone's n * size vector */
+				if (!nb && n <= 1024) {
+					char *vin = gbuf(len * (size_t)x->size);
+					char *vref = gbuf(len);
+
+					for (size_t i = 0; i < n * (size_t)x->size; i++)
+						put(d, vin, i, val(o->id, x->rank, i));
+					for (size_t i = 0; i < n; i++) {
+						size_t g = (size_t)x->rank * n + i;
+
+						put(d, vref, i, val(o->id, 0, g));
+						for (int r = 1; r < x->size; r++)
+							fold(d, o->id, vref, i, val(o->id, r, g));
+					}
+					MT_MPI(MPI_Reduce_scatter_block(vin, out, (int)n, d->mpi, o->mpi, x->comm));
+					CK(!memcmp(out, vref, len), "reduce_scatter_block %s %s n=%zu", d->name, o->name, n);
+					guard_ok(x, out, len, "reduce_scatter_block");
+					memcpy(out, vin, len * (size_t)x->size);
+					MT_MPI(MPI_Reduce_scatter_block(MPI_IN_PLACE, out, (int)n, d->mpi, o->mpi, x->comm));
+					CK(!memcmp(out, vref, len), "reduce_scatter_block in place");
+					free(vin);
+					free(vref);
+				}
+				free(in);
+				free(keep);
+				free(out);
+				free(ref);
+			}
+		}
+	}
+}
+
+static unsigned char bval(int rank, size_t i, int to)
+{
+	return (unsigned char)(rank * 29 + (int)i * 3 + to * 7 + 1);
+}
+
+static void t_movers(struct cx *x, bool nb)
+{
+	size_t sizes[] = {1, 7, 48, 4096, 1u << 20};
+	int nsz = x->big ? 5 : 4;
+
+	for (int si = 0; si < nsz; si++) {
+		size_t b = sizes[si], all = b * (size_t)x->size;
+		char *s = gbuf(all), *keep = gbuf(all), *r = gbuf(all);
+		MPI_Request rq, *req = nb ? &rq : NULL;
+		int root = si % x->size;
+
+		/* bcast */
+		memset(r, GB, all);
+		for (size_t i = 0; i < b; i++)
+			r[i] = x->rank == root ? (char)bval(root, i, 0) : 0;
+		if (nb)
+			MT_MPI(MPI_Ibcast(r, (int)b, MPI_BYTE, root, x->comm, req));
+		else
+			MT_MPI(MPI_Bcast(r, (int)b, MPI_BYTE, root, x->comm));
+		done(req);
+		for (size_t i = 0; i < b; i++)
+			CK((unsigned char)r[i] == bval(root, i, 0), "bcast %zu B root %d at %zu", b, root, i);
+		guard_ok(x, r, b, "bcast");
+		/* allgather */
+		for (size_t i = 0; i < b; i++)
+			s[i] = (char)bval(x->rank, i, 0);
+		memcpy(keep, s, b);
+		memset(r, 0, all);
+		if (nb)
+			MT_MPI(MPI_Iallgather(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, x->comm, req));
+		else
+			MT_MPI(MPI_Allgather(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, x->comm));
+		done(req);
+		for (int p = 0; p < x->size; p++)
+			for (size_t i = 0; i < b; i++)
+				CK((unsigned char)r[(size_t)p * b + i] == bval(p, i, 0), "allgather %zu B from %d", b, p);
+		guard_ok(x, r, all, "allgather");
+		CK(!memcmp(s, keep, b), "allgather input changed");
+		/* allgather in place */
+		memset(r, 0, all);
+		memcpy(r + (size_t)x->rank * b, s, b);
+		MT_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, (int)b, MPI_BYTE, x->comm));
+		for (int p = 0; p < x->size; p++)
+			CK((unsigned char)r[(size_t)p * b] == bval(p, 0, 0), "allgather in place from %d", p);
+		if (all > (4u << 20))
+			goto next; /* alltoall of 1 MiB slices: enough above */
+		/* alltoall */
+		for (int p = 0; p < x->size; p++)
+			for (size_t i = 0; i < b; i++)
+				s[(size_t)p * b + i] = (char)bval(x->rank, i, p);
+		memcpy(keep, s, all);
+		if (nb)
+			MT_MPI(MPI_Ialltoall(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, x->comm, req));
+		else
+			MT_MPI(MPI_Alltoall(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, x->comm));
+		done(req);
+		for (int p = 0; p < x->size; p++)
+			for (size_t i = 0; i < b; i++)
+				CK((unsigned char)r[(size_t)p * b + i] == bval(p, i, x->rank), "alltoall %zu B from %d", b, p);
+		guard_ok(x, r, all, "alltoall");
+		CK(!memcmp(s, keep, all), "alltoall input changed");
+		memcpy(r, s, all);
+		MT_MPI(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, (int)b, MPI_BYTE, x->comm));
+		for (int p = 0; p < x->size; p++)
+			CK((unsigned char)r[(size_t)p * b] == bval(p, 0, x->rank), "alltoall in place from %d", p);
+		/* gather, scatter (blocking only: the glue offers no
+		 * non-blocking form) */
+		if (!nb) {
+			for (size_t i = 0; i < b; i++)
+				s[i] = (char)bval(x->rank, i, 1);
+			memset(r, 0, all);
+			MT_MPI(MPI_Gather(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, root, x->comm));
+			if (x->rank == root)
+				for (int p = 0; p < x->size; p++)
+					CK((unsigned char)r[(size_t)p * b + b - 1] == bval(p, b - 1, 1), "gather from %d", p);
+			if (x->rank == root) {
+				memset(r, 0, all);
+				memcpy(r + (size_t)root * b, s, b);
+			}
+			MT_MPI(MPI_Gather(x->rank == root ? MPI_IN_PLACE : s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, root, x->comm));
+			if (x->rank == root)
+				for (int p = 0; p < x->size; p++)
+					CK((unsigned char)r[(size_t)p * b] == bval(p, 0, 1), "gather in place from %d", p);
+			for (int p = 0; p < x->size; p++)
+				for (size_t i = 0; i < b; i++)
+					s[(size_t)p * b + i] = (char)bval(root, i, p);
+			memset(r, GB, all);
+			MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, root, x->comm));
+			for (size_t i = 0; i < b; i++)
+				CK((unsigned char)r[i] == bval(root, i, x->rank), "scatter %zu B at %zu", b, i);
+			guard_ok(x, r, b, "scatter");
+			MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE, x->rank == root ? MPI_IN_PLACE : r, (int)b, MPI_BYTE, root, x->comm));
+		}
+next:
+		free(s);
+		free(keep);
+		free(r);
+	}
+}
+
+/* Member p sends (p + q) % 5 * 3 ints to member q (zero counts too). */
+static void t_alltoallv(struct cx *x, bool nb)
+{
+	int n = x->size, *sc = calloc((size_t)n, sizeof(int)), *sd = calloc((size_t)n, sizeof(int));
+	int *rc = calloc((size_t)n, sizeof(int)), *rd = calloc((size_t)n, sizeof(int));
+	int st = 0, rt = 0;
+	MPI_Request rq, *req = nb ? &rq : NULL;
+
+	for (int q = 0; q < n; q++) {
+		sc[q] = (x->rank + q) % 5 * 3;
+		rc[q] = (q + x->rank) % 5 * 3;
+		sd[q] = st + 1; /* a hole before each */
+		rd[q] = rt + 2;
+		st += sc[q] + 1;
+		rt += rc[q] + 2;
+	}
+	int *s = calloc((size_t)st + 1, sizeof(int)), *r = gbuf(((size_t)rt + 1) * sizeof(int));
+	memset(r, 0, ((size_t)rt + 1) * sizeof(int));
+	for (int q = 0; q < n; q++)
+		for (int i = 0; i < sc[q]; i++)
+			s[sd[q] + i] = x->rank * 1000 + q * 10 + i;
+	if (nb)
+		MT_MPI(MPI_Ialltoallv(s, sc, sd, MPI_INT, r, rc, rd, MPI_INT, x->comm, req));
+	else
+		MT_MPI(MPI_Alltoallv(s, sc, sd, MPI_INT, r, rc, rd, MPI_INT, x->comm));
+	done(req);
+	for (int p = 0; p < n; p++) {
+		for (int i = 0; i < rc[p]; i++)
+			CK(r[rd[p] + i] == p * 1000 + x->rank * 10 + i, "alltoallv from %d at %d: %d", p, i, r[rd[p] + i]);
+		CK(r[rd[p] - 1] == 0, "alltoallv wrote a hole");
+	}
+	guard_ok(x, r, ((size_t)rt + 1) * sizeof(int), "alltoallv");
+	free(s);
+	free(r);
+	free(sc);
+	free(sd);
+	free(rc);
+	free(rd);
+}
+
+static void t_barrier(struct cx *x)
+{
+	MPI_Request rq;
+
+	MT_MPI(MPI_Barrier(x->comm));
+	MT_MPI(MPI_Ibarrier(x->comm, &rq));
+	MT_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+}
+
+/* MAXLOC/MINLOC with ties (lowest index wins), a user op, a vector type:
+ * the fallbacks, results checked as well. */
+static void my_sum(void *in, void *io, int *len, MPI_Datatype *dt)
+{
+	(void)dt;
+	for (int i = 0; i < *len; i++)
+		((int *)io)[i] += ((int *)in)[i];
+}
+
+static void t_fallbacks(struct cx *x)
+{
+	struct { int v, i; } a[4], b[4];
+	MPI_Op op;
+	MPI_Datatype vec;
+	int in[8], out[8];
+
+	for (int k = 0; k < 4; k++) {
+		a[k].v = k == 0 ? 5 : (x->rank % 2) * 10 + k; /* ties at k 0 */
+		a[k].i = x->rank;
+	}
+	MT_MPI(MPI_Allreduce(a, b, 4, MPI_2INT, MPI_MAXLOC, x->comm));
+	CK(b[0].v == 5 && b[0].i == 0, "maxloc tie: %d at %d", b[0].v, b[0].i);
+	if (x->size > 1)
+		CK(b[1].v == 11 && b[1].i == 1, "maxloc: %d at %d", b[1].v, b[1].i);
+	MT_MPI(MPI_Allreduce(a, b, 4, MPI_2INT, MPI_MINLOC, x->comm));
+	CK(b[0].v == 5 && b[0].i == 0, "minloc tie");
+	CK(b[1].v == 1 && b[1].i == 0, "minloc: %d at %d", b[1].v, b[1].i);
+	MT_MPI(MPI_Op_create(my_sum, 1, &op));
+	for (int k = 0; k < 8; k++)
+		in[k] = x->rank + k;
+	MT_MPI(MPI_Allreduce(in, out, 8, MPI_INT, op, x->comm));
+	for (int k = 0; k < 8; k++)
+		CK(out[k] == x->size * (x->size - 1) / 2 + x->size * k, "user op");
+	MT_MPI(MPI_Op_free(&op));
+	MT_MPI(MPI_Type_vector(4, 1, 2, MPI_INT, &vec));
+	MT_MPI(MPI_Type_commit(&vec));
+	for (int k = 0; k < 8; k++)
+		out[k] = x->rank == 0 ? 100 + k : -1;
+	MT_MPI(MPI_Bcast(out, 1, vec, 0, x->comm));
+	for (int k = 0; k < 8; k++)
+		CK(out[k] == (k % 2 == 0 || x->rank == 0 ? 100 + k : -1), "vector bcast at %d", k);
+	MT_MPI(MPI_Type_free(&vec));
+}
+
+/* Non-blocking collectives with point-to-point requests in one array. */
+static void t_mixed(struct cx *x)
+{
+	int n = x->size, right = (x->rank + 1) % n, left = (x->rank + n - 1) % n;
+	int sv = x->rank, rv = -1, in = x->rank + 1, sum = 0, ag[64];
+	MPI_Request rq[5];
+	int idx, outc, outi[5], left_n = 4;
+
+	MT_MPI(MPI_Irecv(&rv, 1, MPI_INT, left, 7, x->comm, &rq[0]));
+	MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_SUM, x->comm, &rq[1]));
+	MT_MPI(MPI_Isend(&sv, 1, MPI_INT, right, 7, x->comm, &rq[2]));
+	MT_MPI(MPI_Iallgather(&in, 1, MPI_INT, ag, 1, MPI_INT, x->comm, &rq[3]));
+	MT_MPI(MPI_Waitall(4, rq, MPI_STATUSES_IGNORE));
+	CK(rv == left && sum == n * (n + 1) / 2 && ag[n - 1] == n, "waitall mix");
+	/* Waitany, then Testsome */
+	rv = -1;
+	MT_MPI(MPI_Ibarrier(x->comm, &rq[0]));
+	MT_MPI(MPI_Irecv(&rv, 1, MPI_INT, left, 8, x->comm, &rq[1]));
+	MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_MAX, x->comm, &rq[2]));
+	MT_MPI(MPI_Isend(&sv, 1, MPI_INT, right, 8, x->comm, &rq[3]));
+	MT_MPI(MPI_Waitany(4, rq, &idx, MPI_STATUS_IGNORE));
+	CK(idx >= 0 && idx < 4 && rq[idx] == MPI_REQUEST_NULL, "waitany");
+	left_n--;
+	while (left_n > 0) {
+		MT_MPI(MPI_Testsome(4, rq, &outc, outi, MPI_STATUSES_IGNORE));
+		CK(outc != MPI_UNDEFINED, "testsome: nothing active");
+		left_n -= outc;
+	}
+	CK(rv == left && sum == n, "waitany/testsome results");
+	/* Request_free on a collective, then a barrier that orders it */
+	MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_SUM, x->comm, &rq[0]));
+	MT_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+}
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Post, then no MPI call at all: the result must appear in memory (the
+ * provider's engine does the work), watched for up to 10 s. */
+static void t_sleep(struct cx *x)
+{
+	enum { N = 4096 };
+	static int in[N], out[N], a2a_s[64 * 16], a2a_r[64 * 16];
+	static char bc[65536];
+	volatile int *vo = out, *va = a2a_r;
+	volatile char *vb = bc;
+	MPI_Request rq[3];
+	int n = x->size, want_last = 0;
+	double t0;
+	bool ok = false;
+
+	for (int i = 0; i < N; i++)
+		in[i] = x->rank + i;
+	for (int r = 0; r < n; r++)
+		want_last += r + N - 1;
+	memset(out, 0, sizeof(out));
+	for (int p = 0; p < n; p++)
+		for (int i = 0; i < 16; i++)
+			a2a_s[p * 16 + i] = x->rank * 100 + p + 1;
+	memset(a2a_r, 0, sizeof(a2a_r));
+	memset(bc, 0, sizeof(bc));
+	if (x->rank == 0)
+		memset(bc, 0x5a, sizeof(bc));
+	MT_MPI(MPI_Barrier(x->comm));
+	MT_MPI(MPI_Iallreduce(in, out, N, MPI_INT, MPI_SUM, x->comm, &rq[0]));
+	MT_MPI(MPI_Ialltoall(a2a_s, 16, MPI_INT, a2a_r, 16, MPI_INT, x->comm, &rq[1]));
+	MT_MPI(MPI_Ibcast(bc, (int)sizeof(bc), MPI_CHAR, 0, x->comm, &rq[2]));
+	t0 = now();
+	while (now() - t0 < 10.0) {
+		if (vo[N - 1] == want_last &&
+		    va[(n - 1) * 16 + 15] == (n - 1) * 100 + x->rank + 1 &&
+		    vb[sizeof(bc) - 1] == 0x5a) {
+			ok = true;
+			break;
+		}
+		usleep(1000);
+	}
+	CK(ok, "no progress without MPI calls: allreduce %d (want %d), "
+	       "alltoall %d, bcast %d after %.1f s",
+	   vo[N - 1], want_last, va[(n - 1) * 16 + 15], vb[sizeof(bc) - 1],
+	   now() - t0);
+	MT_MPI(MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
+}
+
+struct th {
+	MPI_Comm comm;
+	int rank, size, bad;
+};
+
+static void *thread_main(void *arg)
+{
+	struct th *t = arg;
+
+	for (int k = 0; k < 200; k++) {
+		int in = t->rank + k, out = -1;
+		MPI_Request rq;
+
+		if (k % 2)
+			MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_SUM, t->comm);
+		else {
+			MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_SUM, t->comm, &rq);
+			MPI_Wait(&rq, MPI_STATUS_IGNORE);
+		}
+		if (out != t->size * (t->size - 1) / 2 + t->size * k)
+			t->bad++;
+	}
+	return NULL;
+}
+
+static void t_threads(int provided)
+{
+	struct th t[2];
+	pthread_t id[2];
+
+	if (provided < MPI_THREAD_MULTIPLE)
+		return;
+	for (int i = 0; i < 2; i++) {
+		MT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &t[i].comm));
+		MPI_Comm_rank(t[i].comm, &t[i].rank);
+		MPI_Comm_size(t[i].comm, &t[i].size);
+		t[i].bad = 0;
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_create(&id[i], NULL, thread_main, &t[i]);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(id[i], NULL);
+		MT_CHECK(!t[i].bad, "thread %d: %d wrong sums", i, t[i].bad);
+		MT_MPI(MPI_Comm_free(&t[i].comm));
+	}
+}
+
+static void run_all(struct cx *x)
+{
+	mt_phase(x->label);
+	MPI_Comm_rank(x->comm, &x->rank);
+	MPI_Comm_size(x->comm, &x->size);
+	t_barrier(x);
+	t_reductions(x, false);
+	t_reductions(x, true);
+	t_movers(x, false);
+	t_movers(x, true);
+	t_alltoallv(x, false);
+	t_alltoallv(x, true);
+	t_fallbacks(x);
+	t_mixed(x);
+}
+
+int main(int argc, char **argv)
+{
+	int provided = 0, wr, ws;
+	bool threads = argc > 1 && !strcmp(argv[1], "--threads");
+
+	mt_init_thread(&argc, &argv, "glue_coll",
+		       threads ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, 1,
+		       &provided);
+	dts_init();
+	ops_init();
+	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+	MPI_Comm_size(MPI_COMM_WORLD, &ws);
+
+	struct cx world = {.comm = MPI_COMM_WORLD, .label = "world", .big = true};
+	run_all(&world);
+	t_sleep(&world);
+
+	struct cx dup = {.label = "dup"};
+	MT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &dup.comm));
+	/* two sub-communicators used concurrently: the dup and a split
+	 * with reversed keys, first used in opposite orders by odd ranks */
+	struct cx split = {.label = "split"};
+	MT_MPI(MPI_Comm_split(MPI_COMM_WORLD, wr % 2, ws - wr, &split.comm));
+	{
+		int a = wr, s1 = 0, s2 = 0, n2;
+		MPI_Request r1, r2;
+
+		MPI_Comm_size(split.comm, &n2);
+		if (wr % 2) {
+			MT_MPI(MPI_Iallreduce(&a, &s2, 1, MPI_INT, MPI_SUM, split.comm, &r2));
+			MT_MPI(MPI_Iallreduce(&a, &s1, 1, MPI_INT, MPI_SUM, dup.comm, &r1));
+		} else {
+			MT_MPI(MPI_Iallreduce(&a, &s1, 1, MPI_INT, MPI_SUM, dup.comm, &r1));
+			MT_MPI(MPI_Iallreduce(&a, &s2, 1, MPI_INT, MPI_SUM, split.comm, &r2));
+		}
+		MT_MPI(MPI_Wait(&r1, MPI_STATUS_IGNORE));
+		MT_MPI(MPI_Wait(&r2, MPI_STATUS_IGNORE));
+		int want2 = 0;
+		for (int r = wr % 2; r < ws; r += 2)
+			want2 += r;
+		MT_CHECK(s1 == ws * (ws - 1) / 2 && s2 == want2, "concurrent comms: %d %d", s1, s2);
+	}
+	run_all(&dup);
+	run_all(&split);
+	MT_MPI(MPI_Comm_free(&split.comm));
+
+	/* create: the world's group in reverse */
+	MPI_Group wg, rg;
+	int *rev = malloc((size_t)ws * sizeof(int));
+	for (int i = 0; i < ws; i++)
+		rev[i] = ws - 1 - i;
+	MPI_Comm_group(MPI_COMM_WORLD, &wg);
+	MPI_Group_incl(wg, ws, rev, &rg);
+	struct cx created = {.label = "create"};
+	MT_MPI(MPI_Comm_create(MPI_COMM_WORLD, rg, &created.comm));
+	run_all(&created);
+	MT_MPI(MPI_Comm_free(&created.comm));
+	/* create_group: the first half, or rank 0 alone */
+	MPI_Group hg;
+	int half = ws / 2 ? ws / 2 : 1;
+	MPI_Group_range_incl(wg, 1, (int[][3]){{0, half - 1, 1}}, &hg);
+	if (wr < half) {
+		struct cx cg = {.label = "create_group"};
+		MT_MPI(MPI_Comm_create_group(MPI_COMM_WORLD, hg, 5, &cg.comm));
+		run_all(&cg);
+		MT_MPI(MPI_Comm_free(&cg.comm));
+	}
+	MPI_Group_free(&hg);
+	MPI_Group_free(&rg);
+	MPI_Group_free(&wg);
+	free(rev);
+	MT_MPI(MPI_Comm_free(&dup.comm));
+	if (threads)
+		t_threads(provided);
+	mt_finish("collectives through the glue%s",
+		  threads && provided >= MPI_THREAD_MULTIPLE ? ", two threads"
+							     : "");
+	return 0;
+}
