@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+#
+# "make check" entry point for the MPI glue (mpi-glue/, tnbc-mpi(7)): runs
+# tests/mpi/glue-bin/glue_coll under each MPI the glue was built for, at
+# 1, 2, 3, 4, 5 and 8 ranks, through tnbc-mpirun with the glue just built,
+# and checks what the report says was offloaded.
+#
+# Environment:
+#   GLUE_TEST_NPS     rank counts (default "1 2 3 4 5 8")
+#   GLUE_TEST_MPIS    "openmpi mpich" (default: those built)
+#   FI_PROVIDER_PATH  as for check-mpi.sh: the provider just built
+set -u
+
+nps=${GLUE_TEST_NPS:-1 2 3 4 5 8}
+if [ -z "${FI_PROVIDER_PATH:-}" ] && [ -e .libs/libtnbc-fi.so ]; then
+	FI_PROVIDER_PATH=$PWD/.libs
+fi
+export FI_PROVIDER_PATH
+export TNBC_MPI_LIBDIR=$PWD/mpi-glue/.libs
+export MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-240}
+run=$PWD/mpi-glue/tnbc-mpirun
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fails=0
+
+mpis=${GLUE_TEST_MPIS:-}
+if [ -z "$mpis" ]; then
+	for m in openmpi mpich; do
+		[ -x "tests/mpi/glue-bin/glue_coll.$m" ] && mpis="$mpis $m"
+	done
+fi
+
+# launch MPI NP [LAUNCHER-ARGS...] -- PROGRAM-ARGS...: one run, output
+# in $out; the exit status is the job's
+launch() {
+	local mpi=$1 np=$2
+	shift 2
+	local largs=() pargs=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		largs+=("$1")
+		shift
+	done
+	[ $# -gt 0 ] && shift
+	pargs=("$@")
+	if [ "$mpi" = openmpi ]; then
+		largs=(--allow-run-as-root --oversubscribe
+			--mca btl "${OMPI_BTL:-self,vader}" "${largs[@]}")
+	fi
+	timeout 600 "$run" "${largs[@]}" -np "$np" \
+		"tests/mpi/glue-bin/glue_coll.$mpi" "${pargs[@]}" >"$out" 2>&1
+}
+
+# result NAME STATUS: PASS needs status 0 and the program's PASS line
+result() {
+	if [ "$2" -eq 0 ] && grep -q 'glue_coll: PASS' "$out"; then
+		echo "PASS: $1"
+	else
+		echo "FAIL: $1 (exit $2)"
+		tail -20 "$out" | sed 's/^/    /'
+		fails=$((fails + 1))
+	fi
+}
+
+# expect NAME REGEX...: each line must be in the last run's output
+expect() {
+	local name=$1 re
+	shift
+	for re in "$@"; do
+		if ! grep -Eq "$re" "$out"; then
+			echo "FAIL: $name: no line matching: $re"
+			grep '^tnbc-mpi:' "$out" | sed 's/^/    /'
+			fails=$((fails + 1))
+			return
+		fi
+	done
+	echo "PASS: $name"
+}
+
+all_offloaded=()
+for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
+	Reduce_scatter_block Gather Scatter Iallreduce Ireduce Ibcast \
+	Ibarrier Iallgather Ialltoall Ialltoallv; do
+	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
+done
+
+for mpi in $mpis; do
+	for np in $nps; do
+		st=0
+		targs=()
+		# two threads on two communicators where the MPI gives
+		# MPI_THREAD_MULTIPLE, at two sizes
+		case $np in 2 | 5) targs=(--threads) ;; esac
+		TNBC_MPI_OFFLOAD=all TNBC_MPI_REPORT=1 launch "$mpi" "$np" -- \
+			"${targs[@]}" || st=$?
+		result "$mpi np=$np${targs:+ ${targs[*]}}" "$st"
+		if [ "$np" = 3 ]; then
+			# every function offloaded, the fallbacks counted
+			expect "$mpi np=3 report" "${all_offloaded[@]}" \
+				'^tnbc-mpi: MPI_Allreduce offloaded [0-9]+ fallback [1-9][0-9]* \(.*type'
+		fi
+	done
+	# the default policy: non-blocking calls offloaded, blocking ones
+	# where measured faster
+	st=0
+	TNBC_MPI_REPORT=1 launch "$mpi" 2 || st=$?
+	result "$mpi np=2 default policy" "$st"
+	expect "$mpi default policy report" \
+		'^tnbc-mpi: MPI_Iallreduce offloaded [1-9][0-9]* fallback 0' \
+		'^tnbc-mpi: MPI_Ialltoallv offloaded [1-9][0-9]* fallback 0'
+	# the glue switched off: everything falls back, and still passes
+	st=0
+	TNBC_MPI=0 TNBC_MPI_REPORT=1 launch "$mpi" 2 -- --no-progress-check ||
+		st=$?
+	result "$mpi np=2 TNBC_MPI=0" "$st"
+	expect "$mpi TNBC_MPI=0 report" \
+		'^tnbc-mpi: MPI_Iallreduce offloaded 0 fallback [1-9][0-9]* \(off'
+done
+
+# Open MPI's other point-to-point stack: cm with the OFI MTL on tnbc,
+# beside the glue's own tnbc endpoint in the same process
+case " $mpis " in
+*" openmpi "*)
+	st=0
+	OMPI_BTL=self TNBC_MPI_OFFLOAD=all launch openmpi 3 --mca pml cm \
+		--mca mtl ofi --mca mtl_ofi_provider_include tnbc \
+		--mca mpi_yield_when_idle 1 || st=$?
+	result "openmpi np=3 cm/ofi on tnbc" "$st"
+	;;
+esac
+
+[ -n "$mpis" ] || { echo "SKIP: no MPI glue built"; exit 77; }
+[ "$fails" -eq 0 ]
