@@ -36,4 +36,22 @@ if [ "$(printf '%s\n' "$prov" | grep -c '^tnbc$')" -ne 4 ]; then
 	echo "main-job: not every one of the 4 ranks selected tnbc"
 	[ "$status" -ne 0 ] || status=1
 fi
+
+# The same program through the MPI glue (mpi-glue/, tnbc-mpi(7)):
+# tnbc-mpirun preloads the glue into every rank; collectives go to tnbc's
+# engine, and a non-blocking allreduce completes while every rank sleeps
+# with no MPI call.  The report says, per collective, what was offloaded.
+echo "== tnbc-mpirun -np 4, the MPI glue preloaded, OFI MTL on tnbc"
+glue_status=0
+TNBC_MPI_REPORT=1 tnbc-mpirun --allow-run-as-root --oversubscribe \
+	--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tnbc \
+	--mca btl self --mca mpi_yield_when_idle 1 -np 4 \
+	"$top/build/tests/mpi/bin/tnbc_main_job" --require-tnbc --glue \
+	>"$out" 2>&1 || glue_status=$?
+grep -v -E -e 'mtl:ofi:' "$out" || true
+if ! grep -q '^tnbc-mpi: MPI_Iallreduce offloaded [1-9]' "$out"; then
+	echo "main-job: the glue offloaded no MPI_Iallreduce"
+	[ "$glue_status" -ne 0 ] || glue_status=1
+fi
+[ "$status" -ne 0 ] || status=$glue_status
 exit $status
