@@ -98,6 +98,15 @@ struct fi_tnbc_ops_domain {
 	size_t size; /* sizeof(struct fi_tnbc_ops_domain) */
 	int (*engine_stats)(struct fid_domain *domain,
 			    struct fi_tnbc_engine_stats *stats);
+	/* The calling thread stops driving progress: it posted work and
+	 * goes off to compute or sleep.  While application threads poll,
+	 * the engine leaves progress to them and naps, for up to 16 of
+	 * FI_TNBC_APP_WINDOW_US; after this call it takes over at once (at
+	 * the price of a wake-up, a system call, when it napped).  A
+	 * library that posts non-blocking work on the application's behalf
+	 * (the MPI glue) calls it as it returns.  Present when size covers
+	 * it. */
+	int (*handoff)(struct fid_domain *domain);
 };
 
 /*
