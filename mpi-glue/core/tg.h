@@ -42,6 +42,10 @@ int tg_connect(const void *names, size_t len, int n, int my);
  * ending). */
 void tg_close(void);
 bool tg_ready(void);
+/* The application leaves after a non-blocking post of bytes: from
+ * TNBC_MPI_HANDOFF bytes on (default: never), the provider's engine takes
+ * progress over at once instead of after its nap. */
+void tg_handoff(size_t bytes);
 int tg_world_rank(void);
 int tg_world_size(void);
 
@@ -161,8 +165,14 @@ enum tg_why {
 };
 
 const char *tg_fn_name(enum tg_fn fn);
-/* Reads TNBC_MPI_* once. */
-void tg_policy_init(void);
+/* Reads TNBC_MPI_* once.  mpi names the MPI ("openmpi", "mpich") and
+ * oversub says whether some host runs more ranks than it has cores, as
+ * agreed by every member, for the table of measured cutoffs. */
+void tg_policy_init(const char *mpi, bool oversub);
+/* -1 when some call of fn may go to the offload, else why none does
+ * (enum tg_why): a wrapper that gets a reason passes its call through at
+ * once, so that the glue costs a call it does not take next to nothing. */
+int tg_policy_may(enum tg_fn fn);
 /* Whether a blocking call of fn over bytes (one member's share, the
  * same on every member) on a group of size members goes to the offload.
  * Non-blocking calls always do.  Every member decides the same. */

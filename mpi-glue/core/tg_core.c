@@ -88,6 +88,16 @@ int tg_open(void **name, size_t *len)
 		ret = -FI_ENOSYS;
 		goto err;
 	}
+	if (fi_open_ops(&tg.domain->fid, FI_TNBC_DOMAIN_OPS_1, 0,
+			(void **)&tg.dom_ops, NULL) ||
+	    tg.dom_ops->size < sizeof(*tg.dom_ops) || !tg.dom_ops->handoff)
+		tg.dom_ops = NULL;
+	{
+		const char *v = getenv("TNBC_MPI_HANDOFF");
+
+		tg.handoff_min =
+			v && *v ? (size_t)strtoull(v, NULL, 0) : SIZE_MAX;
+	}
 	fi_getname(&tg.ep->fid, NULL, &n);
 	*name = calloc(1, n ? n : 1);
 	if (!*name) {
@@ -145,6 +155,12 @@ void tg_close(void)
 	fi_freeinfo(tg.info);
 	tg.info = NULL;
 	pthread_mutex_unlock(&tg.lock);
+}
+
+void tg_handoff(size_t bytes)
+{
+	if (tg.ready && tg.dom_ops && bytes >= tg.handoff_min)
+		tg.dom_ops->handoff(tg.domain);
 }
 
 bool tg_ready(void)

@@ -4,8 +4,9 @@
  *
  * Non-blocking calls always go to the offload: that is where progress
  * matters.  A blocking call goes there where the offload was measured at
- * least as fast as the MPI's own algorithm, from tg_cut[] (bytes of one
- * member's share at or above which the offload wins, by group size);
+ * least as fast as the MPI's own algorithm, from tg_cuts[] (bytes of one
+ * member's share at or above which the offload wins, by MPI and by
+ * whether a host has more ranks than cores);
  * how the table was measured is in tnbc-mpi(7).  Every input of the
  * decision is the same on every member, so all members decide alike.
  *
@@ -54,12 +55,57 @@ static const char *const tg_why_names[TG_NWHY] = {
 enum tg_mode { TG_AUTO, TG_ON, TG_OFF };
 
 /*
- * Cutoffs for blocking calls (bytes of one member's share; SIZE_MAX:
- * never), at 2 members and at more.  Measured on the 2-core development
- * host, Open MPI 4.1 (vader) and MPICH 4.0 alike: see tnbc-mpi(7),
- * "How the defaults were measured".
+ * Cutoffs for blocking calls: bytes of one member's share at or above
+ * which the offload goes first (SIZE_MAX: never), per MPI, for hosts
+ * whose ranks have a core each and for hosts with more ranks than cores
+ * (oversubscribed: then every rank's wait competes with the engines).
+ * Measured on the 2-core development host with tests/mpi/bench-glue.sh
+ * (OSU's method, back to back; 2 ranks, and 4 ranks oversubscribed):
+ *
+ * - Open MPI 4.1 (ob1/vader), 2 ranks: its own algorithms won at every
+ *   size (tnbc's post costs 2-3 us, vader's small collectives 0.1-1 us).
+ *   4 ranks: the offload won allgather and alltoall from 128 KiB (0.61
+ *   and 0.74 of the time).
+ * - MPICH 4.0 (ch4:ucx), 2 ranks: the offload won allreduce from 32 KiB
+ *   (0.61-0.83) and reduce from 128 KiB (0.29-0.98).  4 ranks: MPICH's
+ *   own wait loops never yield, and its collectives took 0.1 to 24 ms
+ *   per call; the offload 2 to 870 us: it wins at every size.
+ *
+ * tnbc-mpi(7), "Policy", has the tables.
  */
-static size_t tg_cut[TG_NFN][2];
+static const struct tg_cut_row {
+	const char *mpi;
+	bool oversub;
+	size_t cut[TG_IALLREDUCE]; /* the blocking functions */
+} tg_cuts[] = {
+	{"openmpi",
+	 true,
+	 {[TG_ALLGATHER] = 131072,
+	  [TG_ALLTOALL] = 131072,
+	  [TG_ALLREDUCE] = SIZE_MAX,
+	  [TG_REDUCE] = SIZE_MAX,
+	  [TG_BCAST] = SIZE_MAX,
+	  [TG_BARRIER] = SIZE_MAX,
+	  [TG_ALLTOALLV] = SIZE_MAX,
+	  [TG_REDUCE_SCATTER_BLOCK] = SIZE_MAX,
+	  [TG_GATHER] = SIZE_MAX,
+	  [TG_SCATTER] = SIZE_MAX}},
+	{"mpich",
+	 false,
+	 {[TG_ALLREDUCE] = 32768,
+	  [TG_REDUCE] = 131072,
+	  [TG_ALLGATHER] = SIZE_MAX,
+	  [TG_ALLTOALL] = SIZE_MAX,
+	  [TG_BCAST] = SIZE_MAX,
+	  [TG_BARRIER] = SIZE_MAX,
+	  [TG_ALLTOALLV] = SIZE_MAX,
+	  [TG_REDUCE_SCATTER_BLOCK] = SIZE_MAX,
+	  [TG_GATHER] = SIZE_MAX,
+	  [TG_SCATTER] = SIZE_MAX}},
+	{"mpich", true, {0}}, /* always */
+};
+
+static size_t tg_cut[TG_NFN];
 
 static struct {
 	bool init;
@@ -74,13 +120,19 @@ const char *tg_fn_name(enum tg_fn fn)
 	return (unsigned)fn < TG_NFN ? tg_names[fn] : "?";
 }
 
-static void tg_policy_defaults(void)
+static void tg_policy_defaults(const char *mpi, bool oversub)
 {
+	const struct tg_cut_row *row = NULL;
+
+	for (size_t i = 0; i < sizeof(tg_cuts) / sizeof(tg_cuts[0]); i++)
+		if (!strcmp(tg_cuts[i].mpi, mpi) &&
+		    tg_cuts[i].oversub == oversub)
+			row = &tg_cuts[i];
 	for (int f = 0; f < TG_NFN; f++)
-		tg_cut[f][0] = tg_cut[f][1] = SIZE_MAX;
+		tg_cut[f] = row && f < TG_IALLREDUCE ? row->cut[f] : SIZE_MAX;
 }
 
-void tg_policy_init(void)
+void tg_policy_init(const char *mpi, bool oversub)
 {
 	const char *v;
 	enum tg_mode all = TG_AUTO;
@@ -88,7 +140,7 @@ void tg_policy_init(void)
 	if (tgp.init)
 		return;
 	tgp.init = true;
-	tg_policy_defaults();
+	tg_policy_defaults(mpi, oversub);
 	v = getenv("TNBC_MPI");
 	tgp.off = v && !strcmp(v, "0");
 	v = getenv("TNBC_MPI_REPORT");
@@ -115,13 +167,23 @@ void tg_policy_init(void)
 		strcat(var, "_MIN");
 		v = getenv(var);
 		if (v && *v)
-			tg_cut[f][0] = tg_cut[f][1] =
-				(size_t)strtoull(v, NULL, 0);
+			tg_cut[f] = (size_t)strtoull(v, NULL, 0);
 	}
+}
+
+int tg_policy_may(enum tg_fn fn)
+{
+	if (tgp.off || !tg.ready)
+		return TG_WHY_OFF;
+	if (tgp.mode[fn] == TG_OFF ||
+	    (tgp.mode[fn] == TG_AUTO && tg_cut[fn] == SIZE_MAX))
+		return TG_WHY_POLICY;
+	return -1;
 }
 
 bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size)
 {
+	(void)size; /* measured apart only by oversubscription so far */
 	if (tgp.off || !tg.ready)
 		return false;
 	switch (tgp.mode[fn]) {
@@ -130,7 +192,7 @@ bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size)
 	case TG_OFF:
 		return false;
 	default:
-		return bytes >= tg_cut[fn][size > 2];
+		return bytes >= tg_cut[fn];
 	}
 }
 

@@ -50,6 +50,8 @@ struct tg_state {
 	struct fid_cq *cq;
 	struct fid_eq *eq;
 	struct fi_tnbc_ops_coll *coll_ops;
+	struct fi_tnbc_ops_domain *dom_ops; /* NULL: no handoff */
+	size_t handoff_min; /* bytes from which a post hands off */
 	int rank, size;
 	bool ready;
 	tg_done_fn done_fn;

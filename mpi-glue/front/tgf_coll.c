@@ -186,6 +186,17 @@ static int tgf_finish(MPI_Comm comm, struct tg_req *r)
 	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
 }
 
+/* The first line of every wrapper: a function the policy never offloads
+ * goes straight to the MPI, before any handle is looked at. */
+#define TGF_SHORTCUT(FN, FALLBACK)                                             \
+	do {                                                                   \
+		int may_ = tg_policy_may(FN);                                  \
+		if (may_ >= 0) {                                               \
+			tg_count(FN, false, (enum tg_why)may_);                \
+			return FALLBACK;                                       \
+		}                                                              \
+	} while (0)
+
 /* The dance every wrapper does; POST uses r, FALLBACK is the PMPI call. */
 #define TGF_BLOCKING(FN, WHY, POST, FALLBACK)                                  \
 	do {                                                                   \
@@ -203,7 +214,7 @@ static int tgf_finish(MPI_Comm comm, struct tg_req *r)
 		return FALLBACK;                                               \
 	} while (0)
 
-#define TGF_NB(FN, WHY, POST, FALLBACK)                                        \
+#define TGF_NB(FN, WHY, BYTES, POST, FALLBACK)                                 \
 	do {                                                                   \
 		int why_ = (WHY);                                              \
 		if (why_ == TGF_OK && !tgf_nb_enabled())                       \
@@ -212,6 +223,7 @@ static int tgf_finish(MPI_Comm comm, struct tg_req *r)
 			struct tg_req *r = tgf_nb_begin(request);              \
 			if (r && !(POST)) {                                    \
 				tg_count(FN, true, 0);                         \
+				tg_handoff(BYTES);                             \
 				return MPI_SUCCESS;                            \
 			}                                                      \
 			tgf_nb_abort(request, r);                              \
@@ -409,6 +421,7 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 
 int MPI_Barrier(MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_BARRIER, PMPI_Barrier(comm));
 	struct tgf_comm *fc = NULL;
 	int why = tgf_comm_check(comm, &fc);
 
@@ -418,6 +431,7 @@ int MPI_Barrier(MPI_Comm comm)
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
 	struct tgf_comm *fc = NULL;
 	int why = tgf_comm_check(comm, &fc);
 	size_t bytes = 0;
@@ -436,6 +450,8 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		  MPI_Op op, MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_ALLREDUCE,
+		     PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm));
 	struct tgf_red a = {0};
 	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
 				      FI_ALLREDUCE, &a);
@@ -449,6 +465,8 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	       MPI_Op op, int root, MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_REDUCE,
+		     PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm));
 	struct tgf_red a = {0};
 	int why = tgf_check_reduce(comm, sbuf, rbuf, count, dt, op, root, &a);
 
@@ -461,6 +479,9 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int count,
 			     MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
+	TGF_SHORTCUT(
+		TG_REDUCE_SCATTER_BLOCK,
+		PMPI_Reduce_scatter_block(sbuf, rbuf, count, dt, op, comm));
 	struct tgf_red a = {0};
 	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
 				      FI_REDUCE_SCATTER, &a);
@@ -476,6 +497,8 @@ int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int count,
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		  int rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_ALLGATHER, PMPI_Allgather(sbuf, scount, stype, rbuf,
+						  rcount, rtype, comm));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
 				     rtype, &a);
@@ -489,6 +512,8 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		 int rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_ALLTOALL, PMPI_Alltoall(sbuf, scount, stype, rbuf,
+						rcount, rtype, comm));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
 				     rtype, &a);
@@ -502,6 +527,8 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 	       int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_GATHER, PMPI_Gather(sbuf, scount, stype, rbuf, rcount,
+					    rtype, root, comm));
 	struct tgf_mov a = {0};
 	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
 				   rtype, root, true, &a);
@@ -515,6 +542,8 @@ int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_SCATTER, PMPI_Scatter(sbuf, scount, stype, rbuf, rcount,
+					      rtype, root, comm));
 	struct tgf_mov a = {0};
 	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
 				   rtype, root, false, &a);
@@ -529,6 +558,9 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		  MPI_Datatype stype, void *rbuf, const int rcounts[],
 		  const int rdispls[], MPI_Datatype rtype, MPI_Comm comm)
 {
+	TGF_SHORTCUT(TG_ALLTOALLV,
+		     PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf,
+				    rcounts, rdispls, rtype, comm));
 	struct tgf_v a = {0};
 	int why = tgf_check_alltoallv(comm, sbuf, scounts, sdispls, stype, rbuf,
 				      rcounts, rdispls, rtype, &a);
@@ -560,16 +592,19 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 {
+	TGF_SHORTCUT(TG_IBARRIER, PMPI_Ibarrier(comm, request));
 	struct tgf_comm *fc = NULL;
 	int why = tgf_comm_check(comm, &fc);
 
-	TGF_NB(TG_IBARRIER, tgf_policy(why, TG_IBARRIER, 0, fc),
+	TGF_NB(TG_IBARRIER, tgf_policy(why, TG_IBARRIER, 0, fc), 0,
 	       tg_barrier(fc->tc, r), PMPI_Ibarrier(comm, request));
 }
 
 int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
 	       MPI_Request *request)
 {
+	TGF_SHORTCUT(TG_IBCAST,
+		     PMPI_Ibcast(buf, count, dt, root, comm, request));
 	struct tgf_comm *fc = NULL;
 	int why = tgf_comm_check(comm, &fc);
 	size_t bytes = 0;
@@ -580,7 +615,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
 		why = count < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
 	if (why == TGF_OK && (!bytes || !buf))
 		why = TG_WHY_ARGS;
-	TGF_NB(TG_IBCAST, tgf_policy(why, TG_IBCAST, bytes, fc),
+	TGF_NB(TG_IBCAST, tgf_policy(why, TG_IBCAST, bytes, fc), bytes,
 	       tg_bcast(fc->tc, buf, bytes, root, r),
 	       PMPI_Ibcast(buf, count, dt, root, comm, request));
 }
@@ -588,11 +623,14 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
 int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		   MPI_Op op, MPI_Comm comm, MPI_Request *request)
 {
+	TGF_SHORTCUT(TG_IALLREDUCE,
+		     PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm, request));
 	struct tgf_red a = {0};
 	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
 				      FI_ALLREDUCE, &a);
 
 	TGF_NB(TG_IALLREDUCE, tgf_policy(why, TG_IALLREDUCE, a.bytes, a.fc),
+	       a.bytes,
 	       tg_allreduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op,
 			    r),
 	       PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm, request));
@@ -601,10 +639,12 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
 {
+	TGF_SHORTCUT(TG_IREDUCE, PMPI_Ireduce(sbuf, rbuf, count, dt, op, root,
+					      comm, request));
 	struct tgf_red a = {0};
 	int why = tgf_check_reduce(comm, sbuf, rbuf, count, dt, op, root, &a);
 
-	TGF_NB(TG_IREDUCE, tgf_policy(why, TG_IREDUCE, a.bytes, a.fc),
+	TGF_NB(TG_IREDUCE, tgf_policy(why, TG_IREDUCE, a.bytes, a.fc), a.bytes,
 	       tg_reduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op,
 			 root, r),
 	       PMPI_Ireduce(sbuf, rbuf, count, dt, op, root, comm, request));
@@ -614,12 +654,15 @@ int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		   int rcount, MPI_Datatype rtype, MPI_Comm comm,
 		   MPI_Request *request)
 {
+	TGF_SHORTCUT(TG_IALLGATHER,
+		     PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype,
+				     comm, request));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
 				     rtype, &a);
 
 	TGF_NB(TG_IALLGATHER, tgf_policy(why, TG_IALLGATHER, a.bytes, a.fc),
-	       tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+	       a.bytes, tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
 	       PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm,
 			       request));
 }
@@ -628,12 +671,15 @@ int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		  int rcount, MPI_Datatype rtype, MPI_Comm comm,
 		  MPI_Request *request)
 {
+	TGF_SHORTCUT(TG_IALLTOALL,
+		     PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype,
+				    comm, request));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
 				     rtype, &a);
 
 	TGF_NB(TG_IALLTOALL, tgf_policy(why, TG_IALLTOALL, a.bytes, a.fc),
-	       tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+	       a.bytes, tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
 	       PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm,
 			      request));
 }
@@ -643,6 +689,9 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		   const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
 		   MPI_Request *request)
 {
+	TGF_SHORTCUT(TG_IALLTOALLV,
+		     PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf,
+				     rcounts, rdispls, rtype, comm, request));
 	struct tgf_v a = {0};
 	int why = tgf_check_alltoallv(comm, sbuf, scounts, sdispls, stype, rbuf,
 				      rcounts, rdispls, rtype, &a);
@@ -657,6 +706,7 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 				       a.rd, r)) {
 			free(a.sc);
 			tg_count(TG_IALLTOALLV, true, 0);
+			tg_handoff(SIZE_MAX);
 			return MPI_SUCCESS;
 		}
 		tgf_nb_abort(request, r);

@@ -7,8 +7,11 @@
  * Every path that cannot offload calls the PMPI_ function with the very
  * arguments it got: correct first, always.
  */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tgf_coll.h"
 #include "tgf_req.h"
@@ -170,6 +173,30 @@ void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
 /* ------------------------------------------------------------------ */
 /* Start and end                                                        */
 
+/* Whether some host runs more ranks than the cores they may use: agreed
+ * by every rank, so that the policy decides alike everywhere. */
+static bool tgf_oversubscribed(void)
+{
+	MPI_Comm node;
+	int here = 0, over, any = 0;
+	cpu_set_t set;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
+		cores = CPU_COUNT(&set);
+	if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+				 MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+		PMPI_Comm_size(node, &here);
+		PMPI_Comm_free(&node);
+	}
+	/* a rank bound to one core sees one: count the host's instead */
+	if (cores < sysconf(_SC_NPROCESSORS_ONLN) && cores == 1)
+		cores = sysconf(_SC_NPROCESSORS_ONLN);
+	over = here > cores;
+	PMPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	return any != 0;
+}
+
 static void tgf_start(void)
 {
 	int bad, lens[2], mylens[2];
@@ -178,7 +205,7 @@ static void tgf_start(void)
 	char *all = NULL, *mine = NULL;
 	int rank, size, rc;
 
-	tg_policy_init();
+	tg_policy_init(TGF_MPICH ? "mpich" : "openmpi", tgf_oversubscribed());
 	PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	PMPI_Comm_size(MPI_COMM_WORLD, &size);
 	{
