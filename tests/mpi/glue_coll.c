@@ -641,6 +641,29 @@ static void run_all(struct cx *x)
 	t_mixed(x);
 }
 
+/*
+ * Bad input the MPI cannot see and the provider can: an allreduce whose
+ * counts differ between the members.  Every member's call must fail
+ * through the communicator's error handler (MPI_ERRORS_RETURN here), not
+ * hang and not return a wrong sum.  Run with every call offloaded.
+ */
+static void t_mismatch(void)
+{
+	int in[8] = {1, 1, 1, 1, 1, 1, 1, 1}, out[8], rc, rank;
+	MPI_Comm c;
+
+	MT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+	MT_MPI(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+	MPI_Comm_rank(c, &rank);
+	rc = MPI_Allreduce(in, out, 4 + (rank == 0), MPI_INT, MPI_SUM, c);
+	MT_CHECK(rc != MPI_SUCCESS, "mismatched counts returned success "
+				    "(sum %d)",
+		 out[0]);
+	/* the communicator stays usable for matched calls */
+	MT_MPI(MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, c));
+	MT_MPI(MPI_Comm_free(&c));
+}
+
 int main(int argc, char **argv)
 {
 	int provided = 0, wr, ws;
@@ -654,6 +677,11 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
 	MPI_Comm_size(MPI_COMM_WORLD, &ws);
 
+	if (argc > 1 && !strcmp(argv[argc - 1], "--mismatch")) {
+		t_mismatch();
+		mt_finish("mismatched counts failed on every rank");
+		return 0;
+	}
 	struct cx world = {.comm = MPI_COMM_WORLD, .label = "world", .big = true};
 	run_all(&world);
 	/* without the glue (TNBC_MPI=0) the MPI makes no progress here: the

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Fortran entry points (mpif.h and `use mpi`) for Open MPI.
+ *
+ * Open MPI 4.1's Fortran bindings call PMPI_* directly, so a Fortran
+ * program's collectives never reach the C wrappers: these entry points,
+ * in the four manglings Open MPI itself exports, turn Fortran handles
+ * into C ones and call the wrappers.  MPICH's Fortran bindings call the
+ * C MPI_* functions, which the glue already wraps: nothing here is built
+ * for it.  `use mpi_f08` has bindings of its own (mpi_*_f08) that are
+ * not wrapped: those programs fall back, correct and not offloaded.
+ *
+ * MPI_IN_PLACE and MPI_BOTTOM are, in Fortran, the addresses of Open
+ * MPI's own common blocks; they are found by name once.
+ */
+#include <dlfcn.h>
+
+#include "tgf.h"
+
+#if !TGF_MPICH
+
+static void *tgf_f_in_place, *tgf_f_bottom;
+
+static void tgf_f_init(void)
+{
+	static int done;
+
+	if (done)
+		return;
+	done = 1;
+	tgf_f_in_place = dlsym(RTLD_DEFAULT, "mpi_fortran_in_place_");
+	tgf_f_bottom = dlsym(RTLD_DEFAULT, "mpi_fortran_bottom_");
+}
+
+static void *tgf_f_buf(void *b)
+{
+	tgf_f_init();
+	if (b && b == tgf_f_in_place)
+		return MPI_IN_PLACE;
+	if (b && b == tgf_f_bottom)
+		return MPI_BOTTOM;
+	return b;
+}
+
+#define C_COMM(f) PMPI_Comm_f2c(*(f))
+#define C_TYPE(f) PMPI_Type_f2c(*(f))
+#define C_OP(f)	  PMPI_Op_f2c(*(f))
+#define B(x)	  tgf_f_buf(x)
+
+/* One entry point and Open MPI's three other spellings of it. */
+#define TGF_FORTRAN(lower, upper, params)                                      \
+	void lower params __attribute__((alias(#lower "_")));                  \
+	void lower##__ params __attribute__((alias(#lower "_")));              \
+	void upper params __attribute__((alias(#lower "_")));                  \
+	void lower##_ params
+
+TGF_FORTRAN(mpi_init, MPI_INIT, (MPI_Fint * ierr))
+{
+	*ierr = MPI_Init(NULL, NULL);
+}
+
+TGF_FORTRAN(mpi_init_thread, MPI_INIT_THREAD,
+	    (MPI_Fint * required, MPI_Fint *provided, MPI_Fint *ierr))
+{
+	int p = 0;
+
+	*ierr = MPI_Init_thread(NULL, NULL, *required, &p);
+	*provided = p;
+}
+
+TGF_FORTRAN(mpi_finalize, MPI_FINALIZE, (MPI_Fint * ierr))
+{
+	*ierr = MPI_Finalize();
+}
+
+TGF_FORTRAN(mpi_comm_dup, MPI_COMM_DUP,
+	    (MPI_Fint * comm, MPI_Fint *newcomm, MPI_Fint *ierr))
+{
+	MPI_Comm c;
+
+	*ierr = MPI_Comm_dup(C_COMM(comm), &c);
+	if (*ierr == MPI_SUCCESS)
+		*newcomm = PMPI_Comm_c2f(c);
+}
+
+TGF_FORTRAN(mpi_comm_split, MPI_COMM_SPLIT,
+	    (MPI_Fint * comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm,
+	     MPI_Fint *ierr))
+{
+	MPI_Comm c;
+
+	*ierr = MPI_Comm_split(C_COMM(comm), *color, *key, &c);
+	if (*ierr == MPI_SUCCESS)
+		*newcomm = PMPI_Comm_c2f(c);
+}
+
+TGF_FORTRAN(mpi_comm_create, MPI_COMM_CREATE,
+	    (MPI_Fint * comm, MPI_Fint *group, MPI_Fint *newcomm,
+	     MPI_Fint *ierr))
+{
+	MPI_Comm c;
+
+	*ierr = MPI_Comm_create(C_COMM(comm), PMPI_Group_f2c(*group), &c);
+	if (*ierr == MPI_SUCCESS)
+		*newcomm = PMPI_Comm_c2f(c);
+}
+
+TGF_FORTRAN(mpi_cart_create, MPI_CART_CREATE,
+	    (MPI_Fint * comm, MPI_Fint *ndims, MPI_Fint *dims,
+	     MPI_Fint *periods, MPI_Fint *reorder, MPI_Fint *newcomm,
+	     MPI_Fint *ierr))
+{
+	int n = *ndims, d[64], p[64];
+	MPI_Comm c;
+
+	if (n < 0 || n > 64) {
+		*ierr = MPI_ERR_DIMS;
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		d[i] = dims[i];
+		p[i] = periods[i] != 0; /* Fortran LOGICAL */
+	}
+	*ierr = MPI_Cart_create(C_COMM(comm), n, d, p, *reorder != 0, &c);
+	if (*ierr == MPI_SUCCESS)
+		*newcomm = PMPI_Comm_c2f(c);
+}
+
+TGF_FORTRAN(mpi_barrier, MPI_BARRIER, (MPI_Fint * comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Barrier(C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_bcast, MPI_BCAST,
+	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root,
+	     MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Bcast(B(buf), *count, C_TYPE(type), *root, C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_allreduce, MPI_ALLREDUCE,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Allreduce(B(s), B(r), *count, C_TYPE(type), C_OP(op),
+			      C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_reduce, MPI_REDUCE,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Reduce(B(s), B(r), *count, C_TYPE(type), C_OP(op), *root,
+			   C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Reduce_scatter_block(B(s), B(r), *count, C_TYPE(type),
+					 C_OP(op), C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_allgather, MPI_ALLGATHER,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Allgather(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt),
+			      C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_alltoall, MPI_ALLTOALL,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Alltoall(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt),
+			     C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_gather, MPI_GATHER,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Gather(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt), *root,
+			   C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_scatter, MPI_SCATTER,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Scatter(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt), *root,
+			    C_COMM(comm));
+}
+
+/* MPI_Fint and int are one width here (both 4 bytes on Debian's builds);
+ * the arrays pass through. */
+_Static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not an int");
+
+TGF_FORTRAN(mpi_alltoallv, MPI_ALLTOALLV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
+	     MPI_Fint *ierr))
+{
+	*ierr = MPI_Alltoallv(B(s), sc, sd, C_TYPE(st), B(r), rc, rd,
+			      C_TYPE(rt), C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_ibarrier, MPI_IBARRIER,
+	    (MPI_Fint * comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ibarrier(C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(mpi_ibcast, MPI_IBCAST,
+	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root,
+	     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ibcast(B(buf), *count, C_TYPE(type), *root, C_COMM(comm),
+			   &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(mpi_iallreduce, MPI_IALLREDUCE,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Iallreduce(B(s), B(r), *count, C_TYPE(type), C_OP(op),
+			       C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(mpi_ireduce, MPI_IREDUCE,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ireduce(B(s), B(r), *count, C_TYPE(type), C_OP(op), *root,
+			    C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(mpi_iallgather, MPI_IALLGATHER,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Iallgather(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt),
+			       C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(mpi_ialltoall, MPI_IALLTOALL,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ialltoall(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt),
+			      C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(mpi_ialltoallv, MPI_IALLTOALLV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
+	     MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ialltoallv(B(s), sc, sd, C_TYPE(st), B(r), rc, rd,
+			       C_TYPE(rt), C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+#endif /* !TGF_MPICH */

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
+#
+# The MPI glue side by side with the MPI's own collectives, in one run:
+# bench_glue (OSU's method: blocking latency as the slowest rank's
+# average, and non-blocking overlap with a compute phase that sleeps or
+# busy-loops) for each MPI the glue was built for, at 2 and 4 ranks on
+# this host, three ways: the MPI alone (mpi), the glue with its default
+# policy (glue), and the glue with every blocking call offloaded
+# (glue-all).  Figures only: nothing passes or fails on time.
+#
+# usage: tests/mpi/bench-glue.sh [BUILDDIR]   (default: build)
+# environment: NPS="2 4", MPIS="openmpi mpich", MAXB=1048576, ITER=200,
+#              OUT=DIR (default ./bench-glue-YYYYmmdd-HHMMSS), PLOT=0
+# OUT holds results.csv (every row), ratio.csv (glue-all over mpi per
+# blocking size; overlap per non-blocking size), table.txt and
+# bench_glue.png.
+set -euo pipefail
+
+b=$(cd "${1:-build}" && pwd)
+out=${OUT:-$PWD/bench-glue-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$b/.libs}
+export TNBC_MPI_LIBDIR=$b/mpi-glue/.libs
+run=$b/mpi-glue/tnbc-mpirun
+csv=$out/results.csv
+echo "label,mpi,np,coll,bytes,us,pure_us,total_us,overlap_pct,post_us,wait_us,compute" >"$csv"
+
+for mpi in ${MPIS:-openmpi mpich}; do
+	bin=$b/tests/mpi/glue-bin/bench_glue.$mpi
+	[ -x "$bin" ] || { echo "no $bin (make check builds it)"; continue; }
+	for np in ${NPS:-2 4}; do
+		for compute in sleep busy; do
+			args=(-m "${MAXB:-1048576}" -i "${ITER:-200}" -c "$compute")
+			if [ "$mpi" = openmpi ]; then
+				plain=(mpirun.openmpi --allow-run-as-root --oversubscribe)
+				lopts=(--allow-run-as-root --oversubscribe)
+			else
+				plain=(mpirun.mpich)
+				lopts=()
+			fi
+			echo "== $mpi np=$np compute=$compute" >&2
+			"${plain[@]}" -np "$np" "$bin" -l mpi "${args[@]}" |
+				tail -n +2 | sed "s/\$/,$compute/" >>"$csv"
+			"$run" "${lopts[@]}" -np "$np" "$bin" -l glue "${args[@]}" |
+				tail -n +2 | sed "s/\$/,$compute/" >>"$csv"
+			TNBC_MPI_OFFLOAD=all "$run" "${lopts[@]}" -np "$np" "$bin" \
+				-l glue-all "${args[@]}" | tail -n +2 |
+				sed "s/\$/,$compute/" >>"$csv"
+		done
+	done
+done
+
+python3 - "$out" "${PLOT:-1}" <<'PY'
+import csv, sys, collections
+out, plot = sys.argv[1], sys.argv[2] != "0"
+rows = list(csv.DictReader(open(out + "/results.csv")))
+blk = collections.defaultdict(dict)
+ovl = collections.defaultdict(dict)
+for r in rows:
+    key = (r["mpi"], r["np"], r["coll"], int(r["bytes"]))
+    if r["us"]:
+        if r["compute"] == "sleep":  # blocking rows: once per compute mode
+            blk[key][r["label"]] = float(r["us"])
+    else:
+        ovl[key + (r["compute"],)][r["label"]] = (float(r["overlap_pct"]),
+            float(r["post_us"]), float(r["wait_us"]), float(r["pure_us"]))
+with open(out + "/ratio.csv", "w") as f, open(out + "/table.txt", "w") as t:
+    f.write("kind,mpi,np,coll,bytes,compute,mpi_us,glue_us,glue_all_us,glue_x,glue_all_x,mpi_overlap,glue_overlap\n")
+    t.write("blocking: us per call (slowest rank's average); x = over the MPI's own\n")
+    t.write("%-8s %2s %-10s %8s %9s %9s %9s %6s %6s\n" % ("mpi", "np", "coll", "bytes", "mpi", "glue", "glue-all", "x", "x-all"))
+    for k in sorted(blk):
+        v = blk[k]
+        m, g, a = v.get("mpi"), v.get("glue"), v.get("glue-all")
+        if not (m and g and a):
+            continue
+        f.write("blocking,%s,%s,%s,%d,,%.3f,%.3f,%.3f,%.2f,%.2f,,\n" % (k + (m, g, a, g / m, a / m)))
+        t.write("%-8s %2s %-10s %8d %9.2f %9.2f %9.2f %6.2f %6.2f\n" % (k + (m, g, a, g / m, a / m)))
+    t.write("\nnon-blocking: OSU overlap %% (post and wait us of the glue)\n")
+    t.write("%-8s %2s %-11s %8s %-6s %7s %7s %8s %8s %8s\n" % ("mpi", "np", "coll", "bytes", "comp", "mpi%", "glue%", "pure", "post", "wait"))
+    for k in sorted(ovl):
+        v = ovl[k]
+        m, g = v.get("mpi"), v.get("glue")
+        if not (m and g):
+            continue
+        f.write("overlap,%s,%s,%s,%d,%s,,,,,,%.1f,%.1f\n" % (k + (m[0], g[0])))
+        t.write("%-8s %2s %-11s %8d %-6s %7.1f %7.1f %8.2f %8.2f %8.2f\n" % (k + (m[0], g[0], g[3], g[1], g[2])))
+print(open(out + "/table.txt").read())
+if plot:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 2, figsize=(13, 5))
+    series = collections.defaultdict(list)
+    for k in sorted(blk):
+        v = blk[k]
+        if "mpi" in v and "glue-all" in v:
+            series[(k[0], k[1], k[2])].append((k[3] or 1, v["glue-all"] / v["mpi"]))
+    for s, pts in sorted(series.items()):
+        ax[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="%s np=%s %s" % s)
+    ax[0].axhline(1.0, color="k", lw=0.8)
+    ax[0].set_xscale("log", base=2); ax[0].set_yscale("log")
+    ax[0].set_xlabel("bytes"); ax[0].set_ylabel("offloaded / MPI's own (lower: glue faster)")
+    ax[0].set_title("blocking collectives, every call offloaded")
+    ax[0].legend(fontsize=5)
+    series = collections.defaultdict(list)
+    for k in sorted(ovl):
+        v = ovl[k]
+        for lab in ("mpi", "glue"):
+            if lab in v:
+                series[(lab,) + k[:3] + (k[4],)].append((k[3], v[lab][0]))
+    for s, pts in sorted(series.items()):
+        ax[1].plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label="%s %s np=%s %s %s" % s,
+                   ls="-" if s[0] == "glue" else ":")
+    ax[1].set_xscale("log", base=2); ax[1].set_ylim(-2, 102)
+    ax[1].set_xlabel("bytes"); ax[1].set_ylabel("overlap % (OSU)")
+    ax[1].set_title("non-blocking overlap, compute sleeps or busy-loops")
+    ax[1].legend(fontsize=4)
+    fig.tight_layout()
+    fig.savefig(out + "/bench_glue.png", dpi=120)
+    print("wrote", out + "/bench_glue.png")
+PY
+echo "results in $out"
