@@ -126,6 +126,17 @@ int tg_gather(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 	      int root, struct tg_req *req);
 int tg_scatter(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 	       int root, struct tg_req *req);
+/* MAXLOC and MINLOC on value/location pairs, by seed 002's descriptors
+ * (fi_tnbc_coll(3)) on a tree of the group: count pairs of a 4-byte
+ * value and an int (wide false: MPI_2INT, MPI_FLOAT_INT), or of an
+ * 8-byte value, an int and padding (wide true: MPI_DOUBLE_INT,
+ * MPI_LONG_INT), width an enum fi_tnbc_red_width; the lowest location
+ * wins ties.  At most FI_TNBC_RED_INLINE bytes of pairs in the
+ * descriptors' layout (6 narrow, 3 wide): -FI_EOPNOTSUPP above. */
+int tg_allreduce_loc(struct tg_comm *c, const void *sbuf, void *rbuf,
+		     size_t count, bool wide, int width, bool max,
+		     struct tg_req *req);
+
 /* Whether the provider takes (coll, dt, op) at all. */
 bool tg_query(enum fi_collective_op coll, enum fi_datatype dt, enum fi_op op);
 

@@ -337,3 +337,117 @@ out:
 	pthread_mutex_unlock(&tg.lock);
 	return ret;
 }
+
+/* ------------------------------------------------------------------ */
+/* MAXLOC and MINLOC: seed 002's descriptors                            */
+
+/* Branch degree of the glue's descriptor trees: member i's parent is
+ * (i - 1) / TG_LOC_DEGREE, rooted at member 0. */
+#define TG_LOC_DEGREE 8
+
+int tg_allreduce_loc(struct tg_comm *c, const void *sbuf, void *rbuf,
+		     size_t count, bool wide, int width, bool max,
+		     struct tg_req *req)
+{
+	size_t pair = wide ? sizeof(struct fi_tnbc_loc64)
+			   : sizeof(struct fi_tnbc_loc32);
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fi_tnbc_red_desc r = {.size = sizeof(r)};
+	struct fi_tnbc_bcast_desc b = {.size = sizeof(b)};
+	const char *in = sbuf ? sbuf : rbuf;
+	int me = c->rank, nk = 0, ret;
+	void *result;
+
+	if (!tg.ready)
+		return -FI_EOPBADSTATE;
+	if (!count || count * pair > FI_TNBC_RED_INLINE)
+		return -FI_EOPNOTSUPP;
+	pthread_mutex_lock(&tg.lock);
+	/* the contribution, in the descriptors' layout */
+	if (wide) {
+		struct fi_tnbc_loc64 *d = (struct fi_tnbc_loc64 *)r.data;
+
+		for (size_t i = 0; i < count; i++) {
+			int32_t loc;
+
+			memcpy(&d[i].value, in + i * 16, 8);
+			memcpy(&loc, in + i * 16 + 8, 4);
+			d[i].loc = loc;
+		}
+		req->sink = calloc(count, pair);
+		if (!req->sink) {
+			ret = -FI_ENOMEM;
+			goto out;
+		}
+		req->loc_out = rbuf;
+		req->loc_count = count;
+		result = req->sink;
+	} else {
+		memcpy(r.data, in, count * pair);
+		result = rbuf;
+	}
+	for (int k = TG_LOC_DEGREE * me + 1;
+	     k <= TG_LOC_DEGREE * me + TG_LOC_DEGREE && k < c->size; k++)
+		req->kids[nk++] = (fi_addr_t)c->world[k];
+	if (!me) { /* the root's broadcast fires on its reduce's end */
+		ret = fi_cntr_open(tg.domain, &ca, &req->cntr, NULL);
+		if (ret)
+			goto out;
+	}
+	r.flags = FI_TNBC_RED_CP;
+	r.tag = (uint64_t)c->id << 20 | (c->dseq & 0xfffffu);
+	r.order = (uint32_t)me;
+	r.degree = TG_LOC_DEGREE;
+	r.children = (uint32_t)nk;
+	r.cpcnt = (uint64_t)nk;
+	r.op = max ? FI_TNBC_RED_MAXLOC : FI_TNBC_RED_MINLOC;
+	r.width = (uint8_t)width;
+	r.count = (uint16_t)count;
+	r.dest = me ? (fi_addr_t)c->world[(me - 1) / TG_LOC_DEGREE]
+		    : FI_ADDR_NOTAVAIL;
+	r.result = me ? NULL : result;
+	r.comp_cntr = me ? NULL : req->cntr;
+	r.context = req;
+	b.tag = r.tag;
+	b.trig_cntr = me ? NULL : req->cntr;
+	b.threshold = 1;
+	b.src = me ? r.dest : FI_ADDR_UNSPEC;
+	b.dests = req->kids;
+	b.ndests = (size_t)nk;
+	b.result = result;
+	b.len = count * pair;
+	b.context = req;
+	/* the root: one completion (the broadcast's; the reduce's goes to
+	 * the counter); the others: the reduce's and the broadcast's */
+	tg_req_posted(req, c, me ? 2 : 1);
+	/* The reduce first: its checks are the same on every member, so a
+	 * refusal is everyone's, and all fall back alike.  The root's
+	 * broadcast, posted after, finds its counter already reached if the
+	 * reduce ended meanwhile; a result that reaches a member before its
+	 * broadcast descriptor waits for it, as contributions do. */
+	ret = tg.coll_ops->reduce(tg.ep, &r);
+	if (ret)
+		goto unpost;
+	c->dseq++;
+	ret = tg.coll_ops->bcast(tg.ep, &b);
+	if (ret) {
+		/* the reduce went out: the call fails once it is done (the
+		 * root's reduce counts in the counter only: fail it now) */
+		tg_req_part_done(req, ret);
+	}
+	pthread_mutex_unlock(&tg.lock);
+	return 0;
+unpost:
+	req->posted = false;
+	atomic_fetch_sub(&c->inflight, 1);
+out:
+	if (req->cntr) {
+		fi_close(&req->cntr->fid);
+		req->cntr = NULL;
+	}
+	free(req->sink);
+	req->sink = NULL;
+	req->loc_out = NULL;
+	pthread_mutex_unlock(&tg.lock);
+	return ret;
+}

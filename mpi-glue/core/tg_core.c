@@ -217,6 +217,8 @@ void tg_req_set_owner(struct tg_req *req, void *owner)
 
 static void tg_req_release(struct tg_req *r)
 {
+	if (r->cntr)
+		fi_close(&r->cntr->fid);
 	free(r->tmp);
 	free(r->sink);
 	free(r);
@@ -254,6 +256,17 @@ void tg_req_part_done(struct tg_req *r, int err)
 		return;
 	if (r->comm)
 		atomic_fetch_sub(&r->comm->inflight, 1);
+	if (r->loc_out && !r->err) {
+		const struct fi_tnbc_loc64 *p = r->sink;
+
+		for (size_t i = 0; i < r->loc_count; i++) {
+			char *o = (char *)r->loc_out + i * 16;
+			int32_t loc = (int32_t)p[i].loc;
+
+			memcpy(o, &p[i].value, 8);
+			memcpy(o + 8, &loc, 4);
+		}
+	}
 	atomic_store_explicit(&r->done, true, memory_order_release);
 	if (r->freed)
 		tg_req_release(r);

@@ -25,6 +25,12 @@ struct tg_req {
 	void *tmp; /* the core's copy of an in-place input */
 	void *sink; /* a result nobody keeps (a scatter root in place) */
 	struct tg_comm *comm; /* counts the group's operations in flight */
+	/* wide value/location pairs land in sink, in the descriptors'
+	 * layout, and are copied out to loc_out in MPI's */
+	void *loc_out;
+	size_t loc_count;
+	struct fid_cntr *cntr; /* a root's trigger for its broadcast */
+	fi_addr_t kids[8];
 };
 
 struct tg_comm {
@@ -36,7 +42,8 @@ struct tg_comm {
 	fi_addr_t coll;
 	atomic_int inflight;
 	bool closing; /* freed by its owner, closed when idle */
-	uint32_t seq; /* alltoallv and descriptor operations posted */
+	uint32_t seq; /* alltoallv operations posted */
+	uint32_t dseq; /* descriptor reductions posted */
 	struct tg_comm *next; /* tg.closing */
 };
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <rdma/fi_errno.h>
+#include <rdma/fi_ext_tnbc.h>
 
 #include "tgf_coll.h"
 #include "tgf_req.h"
@@ -416,6 +417,45 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 	return TGF_OK;
 }
 
+/* MAXLOC/MINLOC on the pair types the descriptors carry: TGF_OK and the
+ * layout, or why it falls back. */
+static int tgf_check_loc(MPI_Comm comm, const void *sbuf, void *rbuf, int count,
+			 MPI_Datatype dt, struct tgf_comm **fc, bool *wide,
+			 int *width)
+{
+	int why = tgf_comm_check(comm, fc);
+
+	if (why != TGF_OK)
+		return why;
+	if (dt == MPI_2INT || dt == MPI_2INTEGER) {
+		*wide = false;
+		*width = FI_TNBC_RED_INT32;
+	} else if (dt == MPI_FLOAT_INT) {
+		*wide = false;
+		*width = FI_TNBC_RED_FLOAT;
+	} else if (dt == MPI_DOUBLE_INT) {
+		*wide = true;
+		*width = FI_TNBC_RED_DOUBLE;
+	} else if (dt == MPI_LONG_INT) {
+		*wide = true;
+		*width = FI_TNBC_RED_INT64;
+	} else
+		return TG_WHY_TYPE;
+	if (count <= 0 || !rbuf || !sbuf || sbuf == rbuf)
+		return TG_WHY_ARGS;
+	/* the layouts the descriptors' pairs are copied from */
+	{
+		int size;
+
+		PMPI_Type_size(dt, &size);
+		if (size != (*wide ? 12 : 8))
+			return TG_WHY_TYPE;
+	}
+	if ((size_t)count * (*wide ? 16u : 8u) > FI_TNBC_RED_INLINE)
+		return TG_WHY_TYPE;
+	return TGF_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* Blocking                                                             */
 
@@ -453,8 +493,24 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	TGF_SHORTCUT(TG_ALLREDUCE,
 		     PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm));
 	struct tgf_red a = {0};
-	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
-				      FI_ALLREDUCE, &a);
+	int why, width = 0;
+	bool wide = false;
+
+	if (op == MPI_MAXLOC || op == MPI_MINLOC) {
+		why = tgf_check_loc(comm, sbuf, rbuf, count, dt, &a.fc, &wide,
+				    &width);
+		TGF_BLOCKING(
+			TG_ALLREDUCE,
+			tgf_policy(why, TG_ALLREDUCE,
+				   (size_t)count * (wide ? 16 : 8), a.fc),
+			tg_allreduce_loc(a.fc->tc,
+					 sbuf == MPI_IN_PLACE ? NULL : sbuf,
+					 rbuf, (size_t)count, wide, width,
+					 op == MPI_MAXLOC, r),
+			PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm));
+	}
+	why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op, FI_ALLREDUCE,
+				  &a);
 
 	TGF_BLOCKING(TG_ALLREDUCE, tgf_policy(why, TG_ALLREDUCE, a.bytes, a.fc),
 		     tg_allreduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt,
@@ -626,8 +682,25 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	TGF_SHORTCUT(TG_IALLREDUCE,
 		     PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm, request));
 	struct tgf_red a = {0};
-	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
-				      FI_ALLREDUCE, &a);
+	int why, width = 0;
+	bool wide = false;
+
+	if (op == MPI_MAXLOC || op == MPI_MINLOC) {
+		why = tgf_check_loc(comm, sbuf, rbuf, count, dt, &a.fc, &wide,
+				    &width);
+		TGF_NB(TG_IALLREDUCE,
+		       tgf_policy(why, TG_IALLREDUCE,
+				  (size_t)count * (wide ? 16 : 8), a.fc),
+		       (size_t)count * 16,
+		       tg_allreduce_loc(a.fc->tc,
+					sbuf == MPI_IN_PLACE ? NULL : sbuf,
+					rbuf, (size_t)count, wide, width,
+					op == MPI_MAXLOC, r),
+		       PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm,
+				       request));
+	}
+	why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op, FI_ALLREDUCE,
+				  &a);
 
 	TGF_NB(TG_IALLREDUCE, tgf_policy(why, TG_IALLREDUCE, a.bytes, a.fc),
 	       a.bytes,

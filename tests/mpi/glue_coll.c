@@ -472,6 +472,62 @@ static void t_fallbacks(struct cx *x)
 	MT_MPI(MPI_Allreduce(a, b, 4, MPI_2INT, MPI_MINLOC, x->comm));
 	CK(b[0].v == 5 && b[0].i == 0, "minloc tie");
 	CK(b[1].v == 1 && b[1].i == 0, "minloc: %d at %d", b[1].v, b[1].i);
+	/* the same, non-blocking, in place */
+	{
+		MPI_Request rq;
+
+		memcpy(b, a, sizeof(a));
+		MT_MPI(MPI_Iallreduce(MPI_IN_PLACE, b, 4, MPI_2INT, MPI_MAXLOC, x->comm, &rq));
+		MT_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+		CK(b[0].v == 5 && b[0].i == 0, "imaxloc tie: %d at %d", b[0].v, b[0].i);
+	}
+	/* 8-byte values with an int location (the wide layout) */
+	{
+		struct { double v; int i; } da[3], db[3];
+		struct { long v; int i; } la[3], lb[3];
+
+		for (int k = 0; k < 3; k++) {
+			da[k].v = k == 0 ? 2.5 : (double)((x->rank * 7 + k) % 5);
+			da[k].i = x->rank + 100;
+			la[k].v = k == 1 ? -3 : (long)((x->rank * 3 + k) % 4);
+			la[k].i = x->rank + 200;
+		}
+		MT_MPI(MPI_Allreduce(da, db, 3, MPI_DOUBLE_INT, MPI_MAXLOC, x->comm));
+		CK(db[0].v == 2.5 && db[0].i == 100, "double maxloc tie: %g at %d", db[0].v, db[0].i);
+		for (int k = 1; k < 3; k++) {
+			double best = -1;
+			int at = -1;
+
+			for (int r = 0; r < x->size; r++)
+				if ((double)((r * 7 + k) % 5) > best) {
+					best = (double)((r * 7 + k) % 5);
+					at = r + 100;
+				}
+			CK(db[k].v == best && db[k].i == at, "double maxloc %d: %g at %d, want %g at %d", k, db[k].v, db[k].i, best, at);
+		}
+		MT_MPI(MPI_Allreduce(la, lb, 3, MPI_LONG_INT, MPI_MINLOC, x->comm));
+		CK(lb[1].v == -3 && lb[1].i == 200, "long minloc tie: %ld at %d", lb[1].v, lb[1].i);
+	}
+	/* more pairs than one descriptor carries: falls back, same answer */
+	{
+		struct { int v, i; } ma[9], mb[9];
+
+		for (int k = 0; k < 9; k++) {
+			ma[k].v = (x->rank + k) % 3;
+			ma[k].i = x->rank;
+		}
+		MT_MPI(MPI_Allreduce(ma, mb, 9, MPI_2INT, MPI_MINLOC, x->comm));
+		for (int k = 0; k < 9; k++) {
+			int best = 3, at = -1;
+
+			for (int r = 0; r < x->size; r++)
+				if ((r + k) % 3 < best) {
+					best = (r + k) % 3;
+					at = r;
+				}
+			CK(mb[k].v == best && mb[k].i == at, "minloc of 9 at %d: %d at %d", k, mb[k].v, mb[k].i);
+		}
+	}
 	MT_MPI(MPI_Op_create(my_sum, 1, &op));
 	for (int k = 0; k < 8; k++)
 		in[k] = x->rank + k;
