@@ -26,33 +26,15 @@
 		(int)_r;                                                       \
 	})
 
+/* An element's size, as the provider tells it (a data mover takes any
+ * datatype it knows). */
 static size_t tg_dt_size(enum fi_datatype dt)
 {
-	switch (dt) {
-	case FI_INT8:
-	case FI_UINT8:
-		return 1;
-	case FI_INT16:
-	case FI_UINT16:
-		return 2;
-	case FI_INT32:
-	case FI_UINT32:
-	case FI_FLOAT:
-		return 4;
-	case FI_INT64:
-	case FI_UINT64:
-	case FI_DOUBLE:
-	case FI_FLOAT_COMPLEX:
-		return 8;
-	case FI_DOUBLE_COMPLEX:
-		return 16;
-	case FI_LONG_DOUBLE:
-		return sizeof(long double);
-	case FI_LONG_DOUBLE_COMPLEX:
-		return 2 * sizeof(long double);
-	default:
-		return 0;
-	}
+	struct fi_collective_attr attr = {.op = FI_NOOP, .datatype = dt};
+
+	return fi_query_collective(tg.domain, FI_GATHER, &attr, 0)
+		       ? 0
+		       : attr.datatype_attr.size;
 }
 
 bool tg_query(enum fi_collective_op coll, enum fi_datatype dt, enum fi_op op)

@@ -76,33 +76,14 @@ enum tg_mode { TG_AUTO, TG_ON, TG_OFF };
 static const struct tg_cut_row {
 	const char *mpi;
 	bool oversub;
-	size_t cut[TG_IALLREDUCE]; /* the blocking functions */
+	int fn; /* an enum tg_fn, or -1: every blocking function */
+	size_t cut;
 } tg_cuts[] = {
-	{"openmpi",
-	 true,
-	 {[TG_ALLGATHER] = 131072,
-	  [TG_ALLTOALL] = 131072,
-	  [TG_ALLREDUCE] = SIZE_MAX,
-	  [TG_REDUCE] = SIZE_MAX,
-	  [TG_BCAST] = SIZE_MAX,
-	  [TG_BARRIER] = SIZE_MAX,
-	  [TG_ALLTOALLV] = SIZE_MAX,
-	  [TG_REDUCE_SCATTER_BLOCK] = SIZE_MAX,
-	  [TG_GATHER] = SIZE_MAX,
-	  [TG_SCATTER] = SIZE_MAX}},
-	{"mpich",
-	 false,
-	 {[TG_ALLREDUCE] = 32768,
-	  [TG_REDUCE] = 131072,
-	  [TG_ALLGATHER] = SIZE_MAX,
-	  [TG_ALLTOALL] = SIZE_MAX,
-	  [TG_BCAST] = SIZE_MAX,
-	  [TG_BARRIER] = SIZE_MAX,
-	  [TG_ALLTOALLV] = SIZE_MAX,
-	  [TG_REDUCE_SCATTER_BLOCK] = SIZE_MAX,
-	  [TG_GATHER] = SIZE_MAX,
-	  [TG_SCATTER] = SIZE_MAX}},
-	{"mpich", true, {0}}, /* always */
+	{"openmpi", true, TG_ALLGATHER, 131072},
+	{"openmpi", true, TG_ALLTOALL, 131072},
+	{"mpich", false, TG_ALLREDUCE, 32768},
+	{"mpich", false, TG_REDUCE, 131072},
+	{"mpich", true, -1, 0},
 };
 
 static size_t tg_cut[TG_NFN];
@@ -120,16 +101,20 @@ const char *tg_fn_name(enum tg_fn fn)
 	return (unsigned)fn < TG_NFN ? tg_names[fn] : "?";
 }
 
+/* Every function never, then the rows measured for this MPI and host. */
 static void tg_policy_defaults(const char *mpi, bool oversub)
 {
-	const struct tg_cut_row *row = NULL;
-
-	for (size_t i = 0; i < sizeof(tg_cuts) / sizeof(tg_cuts[0]); i++)
-		if (!strcmp(tg_cuts[i].mpi, mpi) &&
-		    tg_cuts[i].oversub == oversub)
-			row = &tg_cuts[i];
 	for (int f = 0; f < TG_NFN; f++)
-		tg_cut[f] = row && f < TG_IALLREDUCE ? row->cut[f] : SIZE_MAX;
+		tg_cut[f] = SIZE_MAX;
+	for (size_t i = 0; i < sizeof(tg_cuts) / sizeof(tg_cuts[0]); i++) {
+		const struct tg_cut_row *row = &tg_cuts[i];
+
+		if (strcmp(row->mpi, mpi) || row->oversub != oversub)
+			continue;
+		for (int f = 0; f < TG_IALLREDUCE; f++)
+			if (row->fn < 0 || row->fn == f)
+				tg_cut[f] = row->cut;
+	}
 }
 
 void tg_policy_init(const char *mpi, bool oversub)
