@@ -92,6 +92,11 @@ struct fi_tnbc_engine_stats {
 	 * present when size covers them */
 	uint64_t spilled_pkts;
 	uint64_t senders_held;
+	/* domains of this process the domain's engine thread serves (this
+	 * one among them; 0: no engine thread): one thread serves every
+	 * domain whose doorbell is shared memory's (FI_TNBC_ENGINE_SHARED);
+	 * present when size covers it */
+	uint64_t engine_domains;
 };
 
 struct fi_tnbc_ops_domain {

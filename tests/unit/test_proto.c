@@ -2,6 +2,7 @@
  * Wire format, iovec helpers, the shm ring (wrap-around and a full
  * queue), and robustness against malformed packets.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -1650,6 +1651,120 @@ START_TEST(proto_two_transports)
 }
 END_TEST
 
+
+/* Engine threads of this process: threads named tnbc-engine in
+ * /proc/self/task. */
+static int engine_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		char path[300], name[32] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue; /* a thread that just ended */
+		if (fgets(name, sizeof(name), f) &&
+		    !strcmp(name, "tnbc-engine\n"))
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * One engine thread serves every domain of a process (an MPI's
+ * point-to-point domain and the MPI glue's): three domains, one thread
+ * named tnbc-engine, the same engine in each, and a message into the
+ * second domain completes while nobody calls into it (the engine woke on
+ * that domain's doorbell, and moved it).  With FI_TNBC_ENGINE_SHARED off
+ * the second domain brings a thread of its own again, which shows what
+ * the count measures.  Loop 0: shared (the default); 1: not.
+ */
+START_TEST(proto_one_engine)
+{
+	bool shared = _i == 0;
+	int saved = tnbc_env.engine_shared, t0, t2;
+	struct tu_dom d;
+	struct xdom_side a, b;
+	struct tnbc_domain *ta, *tb;
+	struct fi_tnbc_engine_stats st;
+	char s[64] = "one engine", r[64] = "";
+	volatile char *vr = r;
+	uint64_t end;
+
+	tnbc_env.engine_shared = shared;
+	t0 = engine_threads();
+	tu_dom_open(&d, NULL);
+	xdom_open(&d, &a);
+	xdom_open(&d, &b);
+	t2 = engine_threads();
+	ta = tnbc_container_of(a.domain, struct tnbc_domain, domain_fid);
+	tb = tnbc_container_of(b.domain, struct tnbc_domain, domain_fid);
+	/* three domains (tu_dom_open's, a's and b's): one engine thread,
+	 * or three */
+	ck_assert_int_eq(t0, 0);
+	tu_engine_stats(b.domain, &st);
+	ck_assert_uint_eq(st.engine_domains, shared ? 3 : 1);
+	if (shared) {
+		ck_assert_int_eq(t2, 1);
+		ck_assert(ta->engine.shared && tb->engine.shared);
+		ck_assert_uint_eq(atomic_load(&ta->engine.self),
+				  atomic_load(&tb->engine.self));
+	} else {
+		ck_assert_int_eq(t2, 3);
+		ck_assert_uint_ne(atomic_load(&ta->engine.self),
+				  atomic_load(&tb->engine.self));
+	}
+	ck_assert_int_eq(fi_av_insert(a.av, &b.e.addr, 1, &a.peer, 0, NULL), 1);
+	/* both engines asleep for good, then a message into b, which no
+	 * call of this thread touches until it has landed */
+	tu_sleep_ms(20);
+	tu_engine_stats(b.domain, &st);
+	uint64_t before = st.engine_pkts;
+	ck_assert_int_eq(fi_trecv(b.e.ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 7,
+				  0, &ctx[0]),
+			 0);
+	ck_assert_int_eq(
+		fi_tsend(a.e.ep, s, sizeof(s), NULL, a.peer, 7, &ctx[1]), 0);
+	for (end = tu_now_ms() + TU_WAIT_MS; vr[0] != 'o' && tu_now_ms() < end;)
+		tu_sleep_ms(1);
+	ck_assert_str_eq((const char *)r, s);
+	tu_engine_stats(b.domain, &st);
+	ck_assert_uint_gt(st.engine_pkts, before);
+	xdom_wait(b.e.rx_cq, b.rx_fd, &ctx[0], "a->b receive", 0);
+	xdom_wait(a.e.tx_cq, a.tx_fd, &ctx[1], "a->b send", 0);
+	/* the first domain goes; the thread serves the second alone */
+	xdom_close(&a);
+	xdom_open(&d, &a);
+	ck_assert_int_eq(fi_av_insert(b.av, &a.e.addr, 1, &b.peer, 0, NULL), 1);
+	memset(r, 0, sizeof(r));
+	ck_assert_int_eq(fi_trecv(a.e.ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 8,
+				  0, &ctx[2]),
+			 0);
+	ck_assert_int_eq(
+		fi_tsend(b.e.ep, s, sizeof(s), NULL, b.peer, 8, &ctx[3]), 0);
+	xdom_wait(a.e.rx_cq, a.rx_fd, &ctx[2], "b->a receive", 1);
+	xdom_wait(b.e.tx_cq, b.tx_fd, &ctx[3], "b->a send", 1);
+	ck_assert_str_eq((const char *)r, s);
+	xdom_close(&a);
+	xdom_close(&b);
+	tu_dom_close(&d);
+	tnbc_env.engine_shared = saved;
+	/* every engine thread is gone with its domains */
+	ck_assert_int_eq(engine_threads(), 0);
+}
+END_TEST
+
 Suite *tu_proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -1677,6 +1792,7 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tr, proto_svc_in_use);
 	tcase_add_test(tr, proto_svc_reopen);
 	tcase_add_test(tr, proto_cross_domain_wakeup);
+	tcase_add_loop_test(tr, proto_one_engine, 0, 2);
 	tcase_add_test(tr, proto_two_transports);
 	tcase_add_test(tr, proto_rx_posted_settles);
 	tcase_add_test(tr, proto_posted_burst_no_calls);

@@ -278,6 +278,12 @@ struct tnbc_engine {
 	/* the engine thread's pthread_self(), stored by the thread itself
 	 * (0 until it runs) */
 	atomic_uintptr_t self;
+	/* served by the process's engine thread with other domains
+	 * (tnbc_engine_attach), not a thread of its own */
+	bool shared;
+	/* engine thread only: its turns' state (tnbc_engine_turn) */
+	uint64_t t_last, t_check, t_nap_ns;
+	bool t_app;
 };
 
 #define TNBC_MR_HASH 1024
@@ -1191,6 +1197,8 @@ void tnbc_engine_kick(struct tnbc_domain *domain);
 void tnbc_engine_nudge(struct tnbc_domain *domain);
 /* Around a blocking wait of an application thread. */
 void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
+/* Domains the engine thread of dom serves (0: it has none). */
+int tnbc_engine_domains(struct tnbc_domain *dom);
 
 /* Frames (tnbc_frame.c).  pack writes hdr's frame for xops and returns
  * its length; unpack copies a frame out of a packet that arrived at the

@@ -33,6 +33,7 @@ struct tnbc_env {
 	size_t app_window_us; /* how long an app poll keeps peers quiet */
 	int engine; /* run the engine thread at all */
 	int engine_batch; /* the engine thread runs as SCHED_BATCH */
+	int engine_shared; /* one engine thread for the process's domains */
 	char *engine_cpus; /* hwloc list string, or NULL for automatic */
 	char *xports; /* FI_TNBC_XPORTS as given */
 	char *tcp_iface; /* address or interface TCP endpoints give peers */

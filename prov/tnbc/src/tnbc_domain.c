@@ -216,10 +216,13 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 		st->forged_pkts = atomic_load(&e->forged_pkts);
 		st->strangers_closed = xs.strangers;
 	}
-	if (st->size >= sizeof(*st)) {
+	if (st->size >= offsetof(struct fi_tnbc_engine_stats, senders_held) +
+				sizeof(st->senders_held)) {
 		st->spilled_pkts = xs.spilled;
 		st->senders_held = xs.held;
 	}
+	if (st->size >= sizeof(*st))
+		st->engine_domains = (uint64_t)tnbc_engine_domains(dom);
 	return 0;
 }
 

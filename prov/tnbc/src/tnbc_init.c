@@ -30,6 +30,7 @@ struct tnbc_env tnbc_env = {
 	.app_window_us = 200,
 	.engine = 1,
 	.engine_batch = 1,
+	.engine_shared = 1,
 	.unexp_pull = 256 * 1024,
 	.unexp_max = 32 * 1024 * 1024,
 	.coll_degree = 8,
@@ -313,6 +314,12 @@ static void tnbc_init_env(void)
 			"doorbell then does not preempt the thread running on "
 			"a busy CPU (default: %s)",
 			tnbc_env.engine_batch ? "true" : "false");
+	fi_param_define(&tnbc_prov, "engine_shared", FI_PARAM_BOOL,
+			"One engine thread serves every domain of the process "
+			"whose doorbell is shared memory's (an MPI's "
+			"point-to-point domain and the MPI glue's, say); off "
+			"gives each domain a thread of its own (default: %s)",
+			tnbc_env.engine_shared ? "true" : "false");
 	fi_param_define(
 		&tnbc_prov, "engine_cpus", FI_PARAM_STRING,
 		"CPUs the progress engine thread may run on, as an hwloc "
@@ -415,6 +422,8 @@ static void tnbc_init_env(void)
 		tnbc_env.engine = !!b;
 	if (fi_param_get_bool(&tnbc_prov, "engine_batch", &b) == FI_SUCCESS)
 		tnbc_env.engine_batch = !!b;
+	if (fi_param_get_bool(&tnbc_prov, "engine_shared", &b) == FI_SUCCESS)
+		tnbc_env.engine_shared = !!b;
 	fi_param_get_str(&tnbc_prov, "engine_cpus", &tnbc_env.engine_cpus);
 	fi_param_get_str(&tnbc_prov, "tcp_iface", &tnbc_env.tcp_iface);
 	tnbc_param_size("tcp_eager_size", &tnbc_env.tcp_eager_size, 0,

@@ -1,5 +1,6 @@
 /*
- * Progress: the per-domain engine thread and the opportunistic progress
+ * Progress: the engine thread (one per process where the domains'
+ * doorbells allow, else one per domain) and the opportunistic progress
  * done inside application calls.  See the design comment in tnbc.h.
  */
 #define _GNU_SOURCE
@@ -12,7 +13,11 @@
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <linux/futex.h>
 
 #include "tnbc.h"
 
@@ -342,10 +347,18 @@ static void tnbc_engine_kick_wait(struct tnbc_engine *e, uint64_t timeout_ns)
 	(void)ppoll(&pfd, 1, timeout_ns ? &ts : NULL, NULL);
 }
 
-/* Sleeps until a peer rings the bell, a thread kicks, or the timeout
- * passes; returns app (whether an application thread was polling, in
- * which case the nap was bounded). */
-static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
+/* A sleep one domain's engine prepared: the doorbell's token and how
+ * long (ns, 0: no bound). */
+struct tnbc_nap {
+	unsigned token;
+	uint64_t timeout;
+};
+
+/* Prepares dom's sleep until a peer rings the bell, a thread kicks, or
+ * the timeout passes (tnbc_engine_nap waits).  False when it must not
+ * sleep at all (work found, a kick pending): nothing is left to undo. */
+static bool tnbc_engine_nap_begin(struct tnbc_domain *dom, uint64_t *nap_ns,
+				  bool app, struct tnbc_nap *np)
 {
 	const struct tnbc_xport_ops *xops = dom->xops;
 	struct tnbc_engine *e = &dom->engine;
@@ -425,16 +438,41 @@ static bool tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 		if (e->kick_fd < 0)
 			xops->sleep_cancel(dom->xdom);
 		atomic_store(&e->napping, false);
-		return app;
+		return false;
 	}
+	np->token = token;
+	np->timeout = timeout;
 	atomic_fetch_add_explicit(&e->sleeps, 1, memory_order_relaxed);
+	return true;
+}
+
+/* The end of a sleep tnbc_engine_nap_begin prepared, slept or not. */
+static void tnbc_engine_nap_end(struct tnbc_domain *dom, bool slept)
+{
+	struct tnbc_engine *e = &dom->engine;
+
 	if (e->kick_fd < 0)
-		xops->sleep_wait(dom->xdom, token, timeout);
-	else
-		tnbc_engine_kick_wait(e, timeout);
+		dom->xops->sleep_cancel(dom->xdom);
 	atomic_store(&e->napping, false);
+	/* a sleep another domain's work called off still counts as one
+	 * that ended, so that sleeps - wakeups says who sleeps now */
+	(void)slept;
 	atomic_fetch_add_explicit(&e->wakeups, 1, memory_order_relaxed);
-	return app;
+}
+
+/* One domain's sleep, on its own doorbell or eventfd. */
+static void tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
+{
+	struct tnbc_engine *e = &dom->engine;
+	struct tnbc_nap np;
+
+	if (!tnbc_engine_nap_begin(dom, nap_ns, app, &np))
+		return;
+	if (e->kick_fd < 0)
+		dom->xops->sleep_wait(dom->xdom, np.token, np.timeout);
+	else
+		tnbc_engine_kick_wait(e, np.timeout);
+	tnbc_engine_nap_end(dom, true);
 }
 
 /*
@@ -524,69 +562,339 @@ static void tnbc_engine_batch(void)
 			"engine thread stays SCHED_OTHER: %s\n", strerror(err));
 }
 
+/* The engine thread's own state of a domain, before its first turn. */
+static void tnbc_engine_run_init(struct tnbc_domain *dom)
+{
+	struct tnbc_engine *e = &dom->engine;
+	uint64_t now = tnbc_now_ns();
+
+	e->window_ns = tnbc_env.app_window_us * 1000u;
+	e->active_ns = now;
+	e->busy = false;
+	e->load_ns = 0;
+	e->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	e->t_last = e->t_check = now;
+	e->t_nap_ns = 0;
+	e->t_app = false;
+}
+
+/*
+ * One turn of the engine for dom.  While an application thread polls,
+ * it moves the data itself: working or spinning here would only take the
+ * core it needs, so the engine naps and steps in once the polls stop.
+ * True: look again at once (it moved something, or spins); false: it
+ * would sleep now (e->t_app says whether an application polls).
+ */
+static bool tnbc_engine_turn(struct tnbc_domain *dom)
+{
+	struct tnbc_engine *e = &dom->engine;
+	uint64_t window = tnbc_env.app_window_us * 1000u;
+
+	if (!e->t_app) {
+		int n = tnbc_engine_pass(dom);
+		uint64_t now = tnbc_now_ns();
+
+		/* Under steady traffic the engine never runs out of work:
+		 * look once a window for a polling thread. */
+		if (now - e->t_check >= window) {
+			e->t_check = now;
+			e->t_app = tnbc_engine_app_polls(dom);
+			if (e->t_app)
+				return false;
+		}
+		if (n) {
+			e->t_last = e->active_ns = now;
+			return true;
+		}
+		if (now - e->t_last < tnbc_env.spin_us * 1000u) {
+			tnbc_cpu_relax();
+			return true;
+		}
+	}
+	e->t_app = tnbc_engine_app_polls(dom);
+	return false;
+}
+
+/* After a sleep (or one that found work before it began). */
+static void tnbc_engine_woke(struct tnbc_domain *dom)
+{
+	struct tnbc_engine *e = &dom->engine;
+
+	atomic_store_explicit(&e->cpu, sched_getcpu(), memory_order_relaxed);
+	e->t_last = e->t_check = tnbc_now_ns();
+	tnbc_engine_load_check(dom, e->t_last);
+	/* Woken by a sender that did not see the application poll, or by
+	 * the end of a nap: a polling application takes the packets
+	 * itself, and a pass now would only fight it for the endpoint
+	 * locks and the core. */
+	e->t_app = tnbc_engine_app_polls(dom);
+}
+
 static void *tnbc_engine_main(void *arg)
 {
 	struct tnbc_engine_boot *boot = arg;
 	struct tnbc_domain *dom = boot->dom;
 	struct tnbc_engine *e = &dom->engine;
-	uint64_t spin_ns = tnbc_env.spin_us * 1000u;
-	uint64_t window = tnbc_env.app_window_us * 1000u;
-	uint64_t last = tnbc_now_ns(), check = last;
-	uint64_t nap_ns = 0;
-	bool app = false;
 
 	atomic_store_explicit(&e->self, (uintptr_t)pthread_self(),
 			      memory_order_relaxed);
-	e->window_ns = window;
-	e->active_ns = last;
-	e->busy = false;
-	e->load_ns = 0;
-	e->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	/* what ps -L and the tests count */
+	pthread_setname_np(pthread_self(), "tnbc-engine");
+	tnbc_engine_run_init(dom);
 	tnbc_engine_place();
 	tnbc_engine_batch();
 	sem_post(&boot->placed); /* boot is gone from here on */
 	atomic_store(&e->cpu, sched_getcpu());
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-		/* While an application thread polls, it moves the data
-		 * itself: working or spinning here would only take the core
-		 * it needs.  The engine steps in once the polls stop. */
-		if (!app) {
-			int n = tnbc_engine_pass(dom);
-			uint64_t now = tnbc_now_ns();
-
-			/* Under steady traffic the engine never runs out of
-			 * work: look once a window for a polling thread. */
-			if (now - check >= window) {
-				check = now;
-				app = tnbc_engine_app_polls(dom);
-				if (app)
-					goto nap;
-			}
-			if (n) {
-				last = e->active_ns = now;
-				continue;
-			}
-			if (now - last < spin_ns) {
-				tnbc_cpu_relax();
-				continue;
-			}
-		}
-		app = tnbc_engine_app_polls(dom);
-	nap:
-		tnbc_engine_nap(dom, &nap_ns, app);
-		atomic_store_explicit(&e->cpu, sched_getcpu(),
-				      memory_order_relaxed);
-		last = check = tnbc_now_ns();
-		tnbc_engine_load_check(dom, last);
-		/* Woken by a sender that did not see the application poll,
-		 * or by the end of a nap: a polling application takes the
-		 * packets itself, and a pass now would only fight it for the
-		 * endpoint locks and the core. */
-		app = tnbc_engine_app_polls(dom);
+		if (tnbc_engine_turn(dom))
+			continue;
+		tnbc_engine_nap(dom, &e->t_nap_ns, e->t_app);
+		tnbc_engine_woke(dom);
 	}
 	if (e->load_fd >= 0)
 		close(e->load_fd);
 	return NULL;
+}
+
+/*
+ * One engine thread for the domains of a process.
+ *
+ * A process whose point-to-point traffic runs on tnbc (Open MPI's OFI
+ * MTL) and whose collectives do too (the MPI glue) opens two domains;
+ * two engine threads would fight for the cores the ranks need.  Domains
+ * whose doorbell is a futex word (shared memory's; sleep_word) are served
+ * by this one thread instead: each takes its turn in a round, and once
+ * every one of them would sleep, the thread sleeps on all their words
+ * at once (futex_waitv, Linux 5.16), with the shortest of their
+ * timeouts, so a ring or a kick of any of them wakes it.  A domain
+ * without one (an eventfd engine: TCP or verbs first) keeps a thread of
+ * its own, as do domains past TNBC_ENGINE_DOMS.
+ *
+ * Locks: tnbc_host.lock guards the list and the thread's life.  The
+ * thread takes a snapshot of the list under it at the top of each round
+ * and publishes seen = gen, so a domain that leaves waits for a round
+ * that no longer holds it (tnbc_engine_detach).
+ */
+#define TNBC_ENGINE_DOMS 16
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct tnbc_domain *doms[TNBC_ENGINE_DOMS];
+	int ndoms;
+	uint64_t gen, seen;
+	bool running, stop;
+	pthread_t thread;
+	uintptr_t self;
+	int waitv; /* 1: futex_waitv works; -1: it does not; 0: unknown */
+} tnbc_host = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+/* One round: every domain's turn, then, if all would sleep, one sleep on
+ * all their doorbells. */
+static void tnbc_engine_round(struct tnbc_domain **doms, int n)
+{
+	struct futex_waitv w[TNBC_ENGINE_DOMS];
+	struct tnbc_nap np[TNBC_ENGINE_DOMS];
+	bool begun[TNBC_ENGINE_DOMS], sleep = true, again = false;
+	uint64_t timeout = 0;
+	struct timespec ts;
+
+	for (int i = 0; i < n; i++)
+		again |= tnbc_engine_turn(doms[i]);
+	if (again)
+		return;
+	for (int i = 0; i < n; i++) {
+		struct tnbc_engine *e = &doms[i]->engine;
+
+		begun[i] = tnbc_engine_nap_begin(doms[i], &e->t_nap_ns,
+						 e->t_app, &np[i]);
+		sleep &= begun[i];
+		if (!begun[i])
+			continue;
+		if (np[i].timeout && (!timeout || np[i].timeout < timeout))
+			timeout = np[i].timeout;
+	}
+	if (sleep) {
+		for (int i = 0; i < n; i++) {
+			atomic_uint *word = doms[i]->xops->sleep_word(
+				doms[i]->xdom, np[i].timeout);
+
+			w[i] = (struct futex_waitv){
+				.val = np[i].token,
+				.uaddr = (uint64_t)(uintptr_t)word,
+				.flags = FUTEX_32,
+			};
+		}
+		if (timeout) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			timeout += (uint64_t)ts.tv_nsec;
+			ts.tv_sec += (time_t)(timeout / 1000000000u);
+			ts.tv_nsec = (long)(timeout % 1000000000u);
+		}
+		(void)syscall(SYS_futex_waitv, w, (unsigned)n, 0,
+			      timeout ? &ts : NULL, CLOCK_MONOTONIC);
+	}
+	for (int i = 0; i < n; i++) {
+		if (begun[i])
+			tnbc_engine_nap_end(doms[i], sleep);
+		tnbc_engine_woke(doms[i]);
+	}
+}
+
+static void *tnbc_engine_host_main(void *arg)
+{
+	struct tnbc_engine_boot *boot = arg;
+	struct tnbc_domain *doms[TNBC_ENGINE_DOMS];
+	int n;
+
+	tnbc_host.self = (uintptr_t)pthread_self();
+	pthread_setname_np(pthread_self(), "tnbc-engine");
+	tnbc_engine_place();
+	tnbc_engine_batch();
+	sem_post(&boot->placed); /* boot is gone from here on */
+	pthread_mutex_lock(&tnbc_host.lock);
+	while (!tnbc_host.stop) {
+		tnbc_host.seen = tnbc_host.gen;
+		pthread_cond_broadcast(&tnbc_host.cond);
+		n = tnbc_host.ndoms;
+		memcpy(doms, tnbc_host.doms, (size_t)n * sizeof(doms[0]));
+		pthread_mutex_unlock(&tnbc_host.lock);
+		tnbc_engine_round(doms, n);
+		pthread_mutex_lock(&tnbc_host.lock);
+	}
+	tnbc_host.seen = tnbc_host.gen;
+	pthread_cond_broadcast(&tnbc_host.cond);
+	pthread_mutex_unlock(&tnbc_host.lock);
+	return NULL;
+}
+
+/* Whether the kernel waits on several futex words (Linux 5.16). */
+static bool tnbc_engine_waitv_works(void)
+{
+	atomic_uint word = 1;
+	struct futex_waitv w = {.val = 0,
+				.uaddr = (uint64_t)(uintptr_t)&word,
+				.flags = FUTEX_32};
+
+	/* the word is not 0: a kernel that knows the call says EAGAIN */
+	if (!tnbc_host.waitv)
+		tnbc_host.waitv = syscall(SYS_futex_waitv, &w, 1u, 0, NULL,
+					  CLOCK_MONOTONIC) < 0 &&
+						  errno == EAGAIN
+					  ? 1
+					  : -1;
+	return tnbc_host.waitv > 0;
+}
+
+/* Serves dom from the process's engine thread, started with the first;
+ * -FI_EAGAIN when dom must have a thread of its own. */
+static int tnbc_engine_attach(struct tnbc_domain *dom)
+{
+	struct tnbc_engine_boot boot = {.dom = dom};
+	struct tnbc_domain *old = NULL;
+	int ret = 0;
+
+	if (!tnbc_env.engine_shared || dom->engine.kick_fd >= 0 ||
+	    !dom->xops->sleep_word)
+		return -FI_EAGAIN;
+	pthread_mutex_lock(&tnbc_host.lock);
+	if (!tnbc_engine_waitv_works() || tnbc_host.ndoms == TNBC_ENGINE_DOMS) {
+		pthread_mutex_unlock(&tnbc_host.lock);
+		return -FI_EAGAIN;
+	}
+	tnbc_engine_run_init(dom);
+	if (!tnbc_host.running) {
+		if (sem_init(&boot.placed, 0, 0)) {
+			ret = -FI_EOTHER;
+			goto out;
+		}
+		ret = pthread_create(&tnbc_host.thread, NULL,
+				     tnbc_engine_host_main, &boot);
+		/* placed before the application goes on, as for a domain's
+		 * own thread (tnbc_engine_start) */
+		if (!ret)
+			while (sem_wait(&boot.placed) && errno == EINTR)
+				;
+		sem_destroy(&boot.placed);
+		if (ret) {
+			FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+				"cannot start the progress engine: %s\n",
+				strerror(ret));
+			ret = -FI_EOTHER;
+			goto out;
+		}
+		tnbc_host.running = true;
+	} else {
+		old = tnbc_host.doms[0];
+	}
+	tnbc_host.doms[tnbc_host.ndoms++] = dom;
+	tnbc_host.gen++;
+	atomic_store_explicit(&dom->engine.self, tnbc_host.self,
+			      memory_order_relaxed);
+	dom->engine.shared = true;
+	dom->engine.running = true;
+out:
+	pthread_mutex_unlock(&tnbc_host.lock);
+	/* a thread asleep on the others' doorbells looks at the new one
+	 * once woken */
+	if (!ret && old)
+		tnbc_engine_kick(old);
+	if (ret && dom->engine.load_fd >= 0)
+		close(dom->engine.load_fd);
+	return ret;
+}
+
+int tnbc_engine_domains(struct tnbc_domain *dom)
+{
+	int n;
+
+	if (!dom->engine.running)
+		return 0;
+	if (!dom->engine.shared)
+		return 1;
+	pthread_mutex_lock(&tnbc_host.lock);
+	n = tnbc_host.ndoms;
+	pthread_mutex_unlock(&tnbc_host.lock);
+	return n;
+}
+
+static void tnbc_engine_detach(struct tnbc_domain *dom)
+{
+	uint64_t gen;
+	bool last;
+
+	pthread_mutex_lock(&tnbc_host.lock);
+	for (int i = 0; i < tnbc_host.ndoms; i++)
+		if (tnbc_host.doms[i] == dom) {
+			tnbc_host.doms[i] = tnbc_host.doms[--tnbc_host.ndoms];
+			break;
+		}
+	gen = ++tnbc_host.gen;
+	last = !tnbc_host.ndoms;
+	tnbc_host.stop = last;
+	pthread_mutex_unlock(&tnbc_host.lock);
+	/* the thread may sleep on dom's doorbell: ring it */
+	dom->xops->wake(dom->xdom);
+	if (last) {
+		pthread_join(tnbc_host.thread, NULL);
+		pthread_mutex_lock(&tnbc_host.lock);
+		tnbc_host.running = false;
+		tnbc_host.stop = false;
+		pthread_mutex_unlock(&tnbc_host.lock);
+	} else {
+		pthread_mutex_lock(&tnbc_host.lock);
+		while (tnbc_host.seen < gen)
+			pthread_cond_wait(&tnbc_host.cond, &tnbc_host.lock);
+		pthread_mutex_unlock(&tnbc_host.lock);
+	}
+	if (dom->engine.load_fd >= 0)
+		close(dom->engine.load_fd);
+	dom->engine.load_fd = -1;
+	dom->engine.shared = false;
+	dom->engine.running = false;
 }
 
 int tnbc_engine_start(struct tnbc_domain *dom)
@@ -594,6 +902,9 @@ int tnbc_engine_start(struct tnbc_domain *dom)
 	struct tnbc_engine_boot boot = {.dom = dom};
 	int ret;
 
+	ret = tnbc_engine_attach(dom);
+	if (ret != -FI_EAGAIN)
+		return ret;
 	if (sem_init(&boot.placed, 0, 0))
 		return -FI_EOTHER;
 	atomic_store(&dom->engine.stop, false);
@@ -635,6 +946,10 @@ void tnbc_engine_stop(struct tnbc_domain *dom)
 {
 	if (!dom->engine.running)
 		return;
+	if (dom->engine.shared) {
+		tnbc_engine_detach(dom);
+		return;
+	}
 	atomic_store(&dom->engine.stop, true);
 	tnbc_engine_wake(dom);
 	pthread_join(dom->engine.thread, NULL);

@@ -472,7 +472,8 @@ struct tnbc_xport_ops {
 		      size_t count, uint64_t *keys, void **reg);
 	void (*unexpose)(struct tnbc_xpeer *peer, void *reg);
 
-	/* Engine sleep/wake.  One engine per domain.  It sleeps on the
+	/* Engine sleep/wake.  One engine per domain (one thread may serve
+	 * several, see sleep_word).  It sleeps on the
 	 * doorbell of the domain's first transport when that one has one
 	 * (TNBC_XPORT_DOORBELL: sleep_cancel, sleep_wait and wake go to it,
 	 * and are NULL in every other transport), else on an eventfd of the
@@ -510,6 +511,12 @@ struct tnbc_xport_ops {
 	void (*sleep_cancel)(struct tnbc_xdom *xdom);
 	void (*sleep_wait)(struct tnbc_xdom *xdom, unsigned token,
 			   uint64_t timeout_ns);
+	/* A doorbell that is a futex word (shared, 32 bits): what
+	 * sleep_wait would wait on, after what sleep_wait does first for a
+	 * wait of timeout_ns (0: none).  An engine that serves several
+	 * domains waits on all their words at once (futex_waitv), then
+	 * calls sleep_cancel.  NULL where the doorbell is no futex word. */
+	atomic_uint *(*sleep_word)(struct tnbc_xdom *xdom, uint64_t timeout_ns);
 	void (*wake)(struct tnbc_xdom *xdom);
 	void (*stats)(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st);
 };

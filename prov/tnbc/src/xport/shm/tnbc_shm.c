@@ -2021,20 +2021,26 @@ static void tnbc_shm_sleep_cancel(struct tnbc_xdom *xdom)
 	atomic_store(&xdom->bell->sleeping, TNBC_SHM_AWAKE);
 }
 
+static atomic_uint *tnbc_shm_sleep_word(struct tnbc_xdom *xdom,
+					uint64_t timeout_ns)
+{
+	/* an unbounded sleep bounded after all (a retry): senders may
+	 * leave packets to a polling application, as in a nap.  A short
+	 * sleep stays a sleep: the application is away, and every packet
+	 * rings. */
+	if (timeout_ns && xdom->sleep_how == TNBC_SLEEP_LONG)
+		atomic_store_explicit(&xdom->bell->sleeping, TNBC_SHM_NAPPING,
+				      memory_order_relaxed);
+	return &xdom->bell->seq;
+}
+
 static void tnbc_shm_sleep_wait(struct tnbc_xdom *xdom, unsigned seq,
 				uint64_t timeout_ns)
 {
 	struct timespec ts, *tsp = NULL;
 
+	(void)tnbc_shm_sleep_word(xdom, timeout_ns);
 	if (timeout_ns) {
-		/* an unbounded sleep bounded after all (a retry): senders
-		 * may leave packets to a polling application, as in a nap.
-		 * A short sleep stays a sleep: the application is away, and
-		 * every packet rings. */
-		if (xdom->sleep_how == TNBC_SLEEP_LONG)
-			atomic_store_explicit(&xdom->bell->sleeping,
-					      TNBC_SHM_NAPPING,
-					      memory_order_relaxed);
 		ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
 		ts.tv_nsec = (long)(timeout_ns % 1000000000u);
 		tsp = &ts;
@@ -2097,6 +2103,7 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.set_window = tnbc_shm_set_window,
 	.sleep_begin = tnbc_shm_sleep_begin,
 	.sleep_cancel = tnbc_shm_sleep_cancel,
+	.sleep_word = tnbc_shm_sleep_word,
 	.sleep_wait = tnbc_shm_sleep_wait,
 	.wake = tnbc_shm_wake,
 	.stats = tnbc_shm_stats,
