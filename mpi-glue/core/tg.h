@@ -42,6 +42,10 @@ int tg_connect(const void *names, size_t len, int n, int my);
  * ending). */
 void tg_close(void);
 bool tg_ready(void);
+/* The engine statistics of the glue's domain: the domains of this process
+ * its engine thread serves (the MPI's own on tnbc among them), and the
+ * packets it moved. */
+int tg_engine(uint64_t *domains, uint64_t *engine_pkts);
 /* The application leaves after a non-blocking post of bytes: from
  * TNBC_MPI_HANDOFF bytes on (default: never), the provider's engine takes
  * progress over at once instead of after its nap. */

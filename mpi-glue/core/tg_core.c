@@ -163,6 +163,25 @@ void tg_handoff(size_t bytes)
 		tg.dom_ops->handoff(tg.domain);
 }
 
+int tg_engine(uint64_t *domains, uint64_t *engine_pkts)
+{
+	struct fi_tnbc_ops_domain *ops;
+	struct fi_tnbc_engine_stats st = {.size = sizeof(st)};
+	int ret;
+
+	if (!tg.ready)
+		return -FI_EOPBADSTATE;
+	ret = fi_open_ops(&tg.domain->fid, FI_TNBC_DOMAIN_OPS_1, 0,
+			  (void **)&ops, NULL);
+	if (!ret)
+		ret = ops->engine_stats(tg.domain, &st);
+	if (ret)
+		return ret;
+	*domains = st.engine_domains;
+	*engine_pkts = st.engine_pkts;
+	return 0;
+}
+
 bool tg_ready(void)
 {
 	return tg.ready;

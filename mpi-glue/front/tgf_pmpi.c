@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -278,11 +279,26 @@ static void tgf_report(void)
 	uint64_t mine[N], sums[N];
 	int rank;
 
+	uint64_t eng[2] = {0, 0}, emax[2] = {0, 0}, emin = 0;
+
 	tg_counts(mine);
 	PMPI_Reduce(mine, sums, N, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+	/* one engine thread per process serves the glue's domain and the
+	 * MPI's own on tnbc: the domains it serves, fewest and most */
+	tg_engine(&eng[0], &eng[1]);
+	PMPI_Reduce(eng, emax, 2, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+	PMPI_Reduce(&eng[0], &emin, 1, MPI_UINT64_T, MPI_MIN, 0,
+		    MPI_COMM_WORLD);
 	PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	if (rank == 0)
+	if (rank == 0) {
 		tg_report_print(sums);
+		if (tg_ready())
+			fprintf(stderr,
+				"tnbc-mpi: engine: one thread per process "
+				"serves %llu to %llu tnbc domains\n",
+				(unsigned long long)emin,
+				(unsigned long long)emax[0]);
+	}
 }
 
 int MPI_Finalize(void)

@@ -151,10 +151,14 @@ done
 case " $mpis " in
 *" openmpi "*)
 	st=0
-	OMPI_BTL=self TNBC_MPI_OFFLOAD=all launch openmpi 3 --mca pml cm \
-		--mca mtl ofi --mca mtl_ofi_provider_include tnbc \
+	OMPI_BTL=self TNBC_MPI_OFFLOAD=all TNBC_MPI_REPORT=1 GLUE_ENGINES=1 \
+		launch openmpi 3 --mca pml cm --mca mtl ofi \
+		--mca mtl_ofi_provider_include tnbc \
 		--mca mpi_yield_when_idle 1 || st=$?
 	result "openmpi np=3 cm/ofi on tnbc" "$st"
+	# the MTL's domain and the glue's: one engine thread serves both
+	expect "openmpi cm/ofi: one engine for two domains" \
+		'^tnbc-mpi: engine: one thread per process serves 2 to 2 tnbc domains'
 	;;
 esac
 

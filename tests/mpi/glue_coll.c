@@ -15,7 +15,9 @@
 #define _GNU_SOURCE
 #include "mpitest.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -802,6 +804,31 @@ int main(int argc, char **argv)
 	MT_MPI(MPI_Comm_free(&dup.comm));
 	if (threads)
 		t_threads(provided);
+	/* GLUE_ENGINES=N: this process runs N threads named tnbc-engine
+	 * (the provider's engines), however many tnbc domains it has */
+	if (getenv("GLUE_ENGINES")) {
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *de;
+		int n = 0;
+
+		MT_CHECK(d != NULL, "no /proc/self/task");
+		while ((de = readdir(d))) {
+			char path[300], name[32] = "";
+			FILE *f;
+
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+			f = fopen(path, "r");
+			if (!f)
+				continue;
+			if (fgets(name, sizeof(name), f) && !strcmp(name, "tnbc-engine\n"))
+				n++;
+			fclose(f);
+		}
+		closedir(d);
+		MT_CHECK(n == atoi(getenv("GLUE_ENGINES")), "%d engine threads, expected %s", n, getenv("GLUE_ENGINES"));
+	}
 	mt_finish("collectives through the glue%s",
 		  threads && provided >= MPI_THREAD_MULTIPLE ? ", two threads"
 							     : "");
