@@ -806,6 +806,7 @@ static int tnbc_engine_attach(struct tnbc_domain *dom)
 		return -FI_EAGAIN;
 	}
 	tnbc_engine_run_init(dom);
+	atomic_store(&dom->engine.stop, false);
 	if (!tnbc_host.running) {
 		if (sem_init(&boot.placed, 0, 0)) {
 			ret = -FI_EOTHER;
@@ -876,7 +877,11 @@ static void tnbc_engine_detach(struct tnbc_domain *dom)
 	last = !tnbc_host.ndoms;
 	tnbc_host.stop = last;
 	pthread_mutex_unlock(&tnbc_host.lock);
-	/* the thread may sleep on dom's doorbell: ring it */
+	/* The thread's round may still hold dom, and take its doorbell's
+	 * token after the ring below: the stop mark, set before the ring,
+	 * calls that sleep off (tnbc_engine_nap_begin looks at it after
+	 * the token), and a sleep begun before it ends with the ring. */
+	atomic_store(&dom->engine.stop, true);
 	dom->xops->wake(dom->xdom);
 	if (last) {
 		pthread_join(tnbc_host.thread, NULL);
