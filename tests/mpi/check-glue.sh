@@ -146,6 +146,29 @@ for mpi in $mpis; do
 	fi
 done
 
+# a member killed during an offloaded collective: Open MPI's launcher
+# keeps the job (--enable-recovery), and every survivor's call fails
+# within the provider's bound (MPICH's hydra ends the job with the rank)
+case " $mpis " in
+*" openmpi "*)
+	for np in 3 5; do
+		st=0
+		MPITEST_TIMEOUT=30 TNBC_MPI_OFFLOAD=all launch openmpi "$np" \
+			--enable-recovery -- --member-death || st=$?
+		n=$(grep -c 'the allreduce failed .* ms after the post' "$out")
+		if [ "$n" -eq $((np - 1)) ]; then
+			echo "PASS: openmpi np=$np member death:" \
+				"$(grep -o 'failed [0-9]* ms' "$out" | tr '\n' ' ')"
+		else
+			echo "FAIL: openmpi np=$np member death: $n of" \
+				"$((np - 1)) survivors saw their call fail (exit $st)"
+			tail -20 "$out" | sed 's/^/    /'
+			fails=$((fails + 1))
+		fi
+	done
+	;;
+esac
+
 # Open MPI's other point-to-point stack: cm with the OFI MTL on tnbc,
 # beside the glue's own tnbc endpoint in the same process
 case " $mpis " in

@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -547,6 +548,14 @@ static void t_fallbacks(struct cx *x)
 	MT_MPI(MPI_Type_free(&vec));
 }
 
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* Non-blocking collectives with point-to-point requests in one array. */
 static void t_mixed(struct cx *x)
 {
@@ -576,18 +585,35 @@ static void t_mixed(struct cx *x)
 		left_n -= outc;
 	}
 	CK(rv == left && sum == n, "waitany/testsome results");
-	/* Request_free on a collective, then a barrier that orders it */
-	MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_SUM, x->comm, &rq[0]));
-	MT_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+	/* Testall, Testany, Waitsome over a collective and a receive */
+	{
+		int flag = 0, got = 0, idx2, outs[2], nout;
+
+		rv = -1;
+		MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_SUM, x->comm, &rq[0]));
+		MT_MPI(MPI_Irecv(&rv, 1, MPI_INT, left, 9, x->comm, &rq[1]));
+		MT_MPI(MPI_Send(&sv, 1, MPI_INT, right, 9, x->comm));
+		while (!flag)
+			MT_MPI(MPI_Testall(2, rq, &flag, MPI_STATUSES_IGNORE));
+		CK(sum == n * (n + 1) / 2 && rv == left, "testall");
+		MT_MPI(MPI_Ibcast(&sum, 1, MPI_INT, 0, x->comm, &rq[0]));
+		MT_MPI(MPI_Ibarrier(x->comm, &rq[1]));
+		while (got < 2) {
+			flag = 0;
+			MT_MPI(MPI_Testany(2, rq, &idx2, &flag, MPI_STATUS_IGNORE));
+			if (flag && idx2 != MPI_UNDEFINED)
+				got++;
+		}
+		MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_MIN, x->comm, &rq[0]));
+		MT_MPI(MPI_Ibarrier(x->comm, &rq[1]));
+		for (got = 0; got < 2; got += nout)
+			MT_MPI(MPI_Waitsome(2, rq, &nout, outs, MPI_STATUSES_IGNORE));
+		CK(sum == 1, "waitsome: min %d", sum);
+	}
+	/* (MPI_Request_free: erroneous for a non-blocking collective's
+	 * request, MPI-3.1 section 5.12, and Open MPI's own refuse it) */
 }
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Post, then no MPI call at all: the result must appear in memory (the
  * provider's engine does the work), watched for up to 10 s. */
@@ -722,6 +748,39 @@ static void t_mismatch(void)
 	MT_MPI(MPI_Comm_free(&c));
 }
 
+/*
+ * A member killed during an offloaded collective: the last rank dies
+ * (SIGKILL) after the others posted an allreduce it never joins; each of
+ * them must see its call fail, through the error handler, within the
+ * provider's bound (about 200 ms per tree level, fi_tnbc(7)), watched
+ * here for 10 s.  The launcher must let the job outlive a rank.
+ */
+static void t_member_death(void)
+{
+	int in[4] = {1, 2, 3, 4}, out[4], rank, size, rc;
+	MPI_Request rq;
+	MPI_Comm c;
+	double t0;
+
+	MT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+	MT_MPI(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+	MPI_Comm_rank(c, &rank);
+	MPI_Comm_size(c, &size);
+	MT_MPI(MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, c)); /* joined */
+	if (rank == size - 1)
+		raise(SIGKILL);
+	mt_sleep_ms(100);
+	t0 = mt_now();
+	MT_MPI(MPI_Iallreduce(in, out, 4, MPI_INT, MPI_SUM, c, &rq));
+	rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+	MT_CHECK(rc != MPI_SUCCESS, "the allreduce succeeded without a member");
+	printf("glue_coll: rank %d: the allreduce failed %.0f ms after the "
+	       "post, its member dead\n",
+	       rank, (mt_now() - t0) * 1e3);
+	fflush(stdout);
+	_exit(0); /* MPI_Finalize would wait for the dead rank */
+}
+
 int main(int argc, char **argv)
 {
 	int provided = 0, wr, ws;
@@ -735,6 +794,8 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
 	MPI_Comm_size(MPI_COMM_WORLD, &ws);
 
+	if (argc > 1 && !strcmp(argv[argc - 1], "--member-death"))
+		t_member_death();
 	if (argc > 1 && !strcmp(argv[argc - 1], "--mismatch")) {
 		t_mismatch();
 		mt_finish("mismatched counts failed on every rank");
