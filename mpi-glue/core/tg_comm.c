@@ -62,7 +62,33 @@ struct tg_comm *tg_comm_new(uint32_t id, const int *world_ranks, int n)
 		free(c);
 		return NULL;
 	}
+	pthread_mutex_lock(&tg.lock);
+	c->all_next = tg.all;
+	tg.all = c;
+	pthread_mutex_unlock(&tg.lock);
 	return c;
+}
+
+static void tg_comm_unlist(struct tg_comm *c)
+{
+	for (struct tg_comm **p = &tg.all; *p; p = &(*p)->all_next)
+		if (*p == c) {
+			*p = c->all_next;
+			return;
+		}
+}
+
+void tg_comm_close_all(void)
+{
+	for (struct tg_comm *c = tg.all; c; c = c->all_next) {
+		if (c->mc)
+			fi_close(&c->mc->fid);
+		if (c->set)
+			fi_close(&c->set->fid);
+		c->mc = NULL;
+		c->set = NULL;
+	}
+	tg.all = NULL; /* their memory goes with their communicators */
 }
 
 int tg_comm_size(const struct tg_comm *c)
@@ -117,6 +143,7 @@ static int tg_comm_close(struct tg_comm *c)
 	}
 	if (c->set)
 		fi_close(&c->set->fid);
+	tg_comm_unlist(c);
 	free(c->world);
 	free(c);
 	return 0;

@@ -146,6 +146,7 @@ void tg_close(void)
 	tg.ready = false;
 	tg_comm_reap();
 	tg.closing = NULL; /* what is still busy goes with the endpoint */
+	tg_comm_close_all();
 	tg_close_fid(&tg.ep);
 	tg_close_fid(&tg.cq);
 	tg_close_fid(&tg.eq);

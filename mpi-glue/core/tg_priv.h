@@ -45,6 +45,7 @@ struct tg_comm {
 	uint32_t seq; /* alltoallv operations posted */
 	uint32_t dseq; /* descriptor reductions posted */
 	struct tg_comm *next; /* tg.closing */
+	struct tg_comm *all_next; /* tg.all */
 };
 
 struct tg_state {
@@ -63,6 +64,7 @@ struct tg_state {
 	bool ready;
 	tg_done_fn done_fn;
 	struct tg_comm *closing; /* groups waiting for their operations */
+	struct tg_comm *all; /* every group not yet closed */
 };
 
 extern struct tg_state tg;
@@ -77,5 +79,9 @@ void tg_req_part_done(struct tg_req *req, int err);
 int tg_poll_held(void);
 /* Tries to close groups freed while busy; under tg.lock. */
 void tg_comm_reap(void);
+/* Closes what every group still holds of the provider, the end of the
+ * process's endpoint (communicators a program never freed); under
+ * tg.lock. */
+void tg_comm_close_all(void);
 
 #endif /* TG_PRIV_H */

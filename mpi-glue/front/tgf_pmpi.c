@@ -8,6 +8,7 @@
  * arguments it got: correct first, always.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,9 @@ struct tgf_cg {
 	struct tgf_cg *next;
 };
 static struct tgf_cg *tgf_cgs;
+/* MPI_THREAD_MULTIPLE: groups of one parent may be made by two threads
+ * at once (each collective over its own group) */
+static pthread_mutex_t tgf_cg_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
 			 MPI_Comm newcomm)
@@ -158,17 +162,22 @@ void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
 		key = tg_comm_child_id(key, (uint32_t)world[i]);
 	free(world);
 	(void)group;
+	pthread_mutex_lock(&tgf_cg_lock);
 	for (cg = tgf_cgs; cg && cg->key != key; cg = cg->next)
 		;
 	if (!cg) {
 		cg = calloc(1, sizeof(*cg));
-		if (!cg)
+		if (!cg) {
+			pthread_mutex_unlock(&tgf_cg_lock);
 			return;
+		}
 		cg->key = key;
 		cg->next = tgf_cgs;
 		tgf_cgs = cg;
 	}
-	tgf_comm_name(newcomm, tg_comm_child_id(key, cg->count++));
+	key = tg_comm_child_id(key, cg->count++);
+	pthread_mutex_unlock(&tgf_cg_lock);
+	tgf_comm_name(newcomm, key);
 }
 
 /* ------------------------------------------------------------------ */
