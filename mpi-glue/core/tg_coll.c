@@ -37,11 +37,29 @@ static size_t tg_dt_size(enum fi_datatype dt)
 		       : attr.datatype_attr.size;
 }
 
+/* The provider's answers, asked once per (collective, datatype, op):
+ * 0 unknown, 1 yes, 2 no.  The answer of one domain never changes. */
+static _Atomic uint8_t tg_qcache[FI_GATHER + 1][FI_DATATYPE_LAST]
+				[FI_ATOMIC_OP_LAST];
+
 bool tg_query(enum fi_collective_op coll, enum fi_datatype dt, enum fi_op op)
 {
 	struct fi_collective_attr attr = {.op = op, .datatype = dt};
+	uint8_t q;
 
-	return tg.ready && !fi_query_collective(tg.domain, coll, &attr, 0);
+	if (!tg.ready)
+		return false;
+	if ((unsigned)coll > FI_GATHER || (unsigned)dt >= FI_DATATYPE_LAST ||
+	    (unsigned)op >= FI_ATOMIC_OP_LAST)
+		return !fi_query_collective(tg.domain, coll, &attr, 0);
+	q = atomic_load_explicit(&tg_qcache[coll][dt][op],
+				 memory_order_relaxed);
+	if (!q) {
+		q = fi_query_collective(tg.domain, coll, &attr, 0) ? 2 : 1;
+		atomic_store_explicit(&tg_qcache[coll][dt][op], q,
+				      memory_order_relaxed);
+	}
+	return q == 1;
 }
 
 /* Enters the core for one post: the group joined, req counted. */
