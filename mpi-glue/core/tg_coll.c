@@ -39,8 +39,8 @@ static size_t tg_dt_size(enum fi_datatype dt)
 
 /* The provider's answers, asked once per (collective, datatype, op):
  * 0 unknown, 1 yes, 2 no.  The answer of one domain never changes. */
-static _Atomic uint8_t tg_qcache[FI_GATHER + 1][FI_DATATYPE_LAST]
-				[FI_ATOMIC_OP_LAST];
+static _Atomic uint8_t
+	tg_qcache[FI_GATHER + 1][FI_DATATYPE_LAST][FI_ATOMIC_OP_LAST];
 
 bool tg_query(enum fi_collective_op coll, enum fi_datatype dt, enum fi_op op)
 {

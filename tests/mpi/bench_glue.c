@@ -47,8 +47,9 @@ static double now(void)
 static void compute(double secs)
 {
 	if (!strcmp(mode, "sleep")) {
-		struct timespec t = {.tv_sec = (time_t)secs,
-				     .tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9)};
+		struct timespec t = {
+			.tv_sec = (time_t)secs,
+			.tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9)};
 
 		nanosleep(&t, NULL);
 		return;
@@ -58,8 +59,8 @@ static void compute(double secs)
 }
 
 enum { ALLREDUCE, REDUCE, BCAST, BARRIER, ALLGATHER, ALLTOALL, NB };
-static const char *names[] = {"allreduce", "reduce", "bcast", "barrier",
-			      "allgather", "alltoall"};
+static const char *names[] = {"allreduce", "reduce",	"bcast",
+			      "barrier",   "allgather", "alltoall"};
 
 static char *sbuf, *rbuf;
 
@@ -70,30 +71,39 @@ static void call(int c, size_t bytes, MPI_Request *req)
 	switch (c) {
 	case ALLREDUCE:
 		if (req)
-			MPI_Iallreduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req);
+			MPI_Iallreduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM,
+				       MPI_COMM_WORLD, req);
 		else
-			MPI_Allreduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+			MPI_Allreduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM,
+				      MPI_COMM_WORLD);
 		break;
 	case REDUCE:
-		MPI_Reduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+		MPI_Reduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM, 0,
+			   MPI_COMM_WORLD);
 		break;
 	case BCAST:
 		if (req)
-			MPI_Ibcast(sbuf, (int)bytes, MPI_CHAR, 0, MPI_COMM_WORLD, req);
+			MPI_Ibcast(sbuf, (int)bytes, MPI_CHAR, 0,
+				   MPI_COMM_WORLD, req);
 		else
-			MPI_Bcast(sbuf, (int)bytes, MPI_CHAR, 0, MPI_COMM_WORLD);
+			MPI_Bcast(sbuf, (int)bytes, MPI_CHAR, 0,
+				  MPI_COMM_WORLD);
 		break;
 	case BARRIER:
 		MPI_Barrier(MPI_COMM_WORLD);
 		break;
 	case ALLGATHER:
-		MPI_Allgather(sbuf, (int)bytes, MPI_CHAR, rbuf, (int)bytes, MPI_CHAR, MPI_COMM_WORLD);
+		MPI_Allgather(sbuf, (int)bytes, MPI_CHAR, rbuf, (int)bytes,
+			      MPI_CHAR, MPI_COMM_WORLD);
 		break;
 	case ALLTOALL:
 		if (req)
-			MPI_Ialltoall(sbuf, (int)bytes, MPI_CHAR, rbuf, (int)bytes, MPI_CHAR, MPI_COMM_WORLD, req);
+			MPI_Ialltoall(sbuf, (int)bytes, MPI_CHAR, rbuf,
+				      (int)bytes, MPI_CHAR, MPI_COMM_WORLD,
+				      req);
 		else
-			MPI_Alltoall(sbuf, (int)bytes, MPI_CHAR, rbuf, (int)bytes, MPI_CHAR, MPI_COMM_WORLD);
+			MPI_Alltoall(sbuf, (int)bytes, MPI_CHAR, rbuf,
+				     (int)bytes, MPI_CHAR, MPI_COMM_WORLD);
 		break;
 	}
 }
@@ -132,11 +142,14 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	MPI_Get_library_version(ver, &len);
-	mpi = strstr(ver, "Open MPI") ? "openmpi" : strstr(ver, "MPICH") ? "mpich" : "?";
+	mpi = strstr(ver, "Open MPI") ? "openmpi"
+	      : strstr(ver, "MPICH")  ? "mpich"
+				      : "?";
 	sbuf = calloc(maxb * (size_t)size, 1);
 	rbuf = calloc(maxb * (size_t)size, 1);
 	if (!rank)
-		printf("label,mpi,np,coll,bytes,us,pure_us,total_us,overlap_pct,post_us,wait_us\n");
+		printf("label,mpi,np,coll,bytes,us,pure_us,total_us,overlap_"
+		       "pct,post_us,wait_us\n");
 	for (int k = 0; k < NB; k++) {
 		for (size_t b = 8; b <= maxb; b *= 4) {
 			size_t bytes = k == BARRIER ? 0 : b;
@@ -152,7 +165,8 @@ int main(int argc, char **argv)
 				call(k, bytes, NULL);
 			double us = slowest((now() - t0) / it) * 1e6;
 			if (!rank)
-				printf("%s,%s,%d,%s,%zu,%.3f,,,,,\n", label, mpi, size, names[k], bytes, us);
+				printf("%s,%s,%d,%s,%zu,%.3f,,,,,\n", label,
+				       mpi, size, names[k], bytes, us);
 			if (k == BARRIER)
 				break;
 		}
@@ -201,9 +215,14 @@ int main(int argc, char **argv)
 			ov = ov < 0 ? 0 : ov > 100 ? 100 : ov;
 			double ovmin;
 			total = slowest(total);
-			MPI_Allreduce(&ov, &ovmin, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+			MPI_Allreduce(&ov, &ovmin, 1, MPI_DOUBLE, MPI_MIN,
+				      MPI_COMM_WORLD);
 			if (!rank)
-				printf("%s,%s,%d,i%s,%zu,,%.3f,%.3f,%.1f,%.3f,%.3f\n", label, mpi, size, names[k], b, pure * 1e6, total * 1e6, ovmin, tp * 1e6, tw * 1e6);
+				printf("%s,%s,%d,i%s,%zu,,%.3f,%.3f,%.1f,%.3f,%"
+				       ".3f\n",
+				       label, mpi, size, names[k], b,
+				       pure * 1e6, total * 1e6, ovmin, tp * 1e6,
+				       tw * 1e6);
 		}
 	}
 	fflush(stdout);

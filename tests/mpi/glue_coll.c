@@ -42,9 +42,12 @@ static int ndts;
 static void dts_init(void)
 {
 	struct dt d[] = {
-		{MPI_INT, 4, 0, "int"},		  {MPI_LONG, 8, 0, "long"},
-		{MPI_UNSIGNED_CHAR, 1, 1, "uchar"}, {MPI_SHORT, 2, 0, "short"},
-		{MPI_UNSIGNED, 4, 1, "unsigned"},   {MPI_FLOAT, 4, 2, "float"},
+		{MPI_INT, 4, 0, "int"},
+		{MPI_LONG, 8, 0, "long"},
+		{MPI_UNSIGNED_CHAR, 1, 1, "uchar"},
+		{MPI_SHORT, 2, 0, "short"},
+		{MPI_UNSIGNED, 4, 1, "unsigned"},
+		{MPI_FLOAT, 4, 2, "float"},
 		{MPI_DOUBLE, 8, 2, "double"},
 	};
 	memcpy(dts, d, sizeof(d));
@@ -83,13 +86,41 @@ static void put(const struct dt *d, void *buf, size_t i, int64_t v)
 	char *p = (char *)buf + i * (size_t)d->size;
 
 	switch (d->size * 10 + d->kind) {
-	case 40: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-	case 80: { int64_t x = v; memcpy(p, &x, 8); break; }
-	case 11: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-	case 20: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
-	case 41: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-	case 42: { float x = (float)v; memcpy(p, &x, 4); break; }
-	case 82: { double x = (double)v; memcpy(p, &x, 8); break; }
+	case 40: {
+		int32_t x = (int32_t)v;
+		memcpy(p, &x, 4);
+		break;
+	}
+	case 80: {
+		int64_t x = v;
+		memcpy(p, &x, 8);
+		break;
+	}
+	case 11: {
+		uint8_t x = (uint8_t)v;
+		memcpy(p, &x, 1);
+		break;
+	}
+	case 20: {
+		int16_t x = (int16_t)v;
+		memcpy(p, &x, 2);
+		break;
+	}
+	case 41: {
+		uint32_t x = (uint32_t)v;
+		memcpy(p, &x, 4);
+		break;
+	}
+	case 42: {
+		float x = (float)v;
+		memcpy(p, &x, 4);
+		break;
+	}
+	case 82: {
+		double x = (double)v;
+		memcpy(p, &x, 8);
+		break;
+	}
 	}
 }
 
@@ -103,12 +134,24 @@ static void fold(const struct dt *d, int op, void *acc, size_t i, int64_t v)
 		T a, b = (T)v;                                                 \
 		memcpy(&a, p, sizeof(T));                                      \
 		switch (op) {                                                  \
-		case 0: a = (T)(a + b); break;                                 \
-		case 1: a = (T)(a * b); break;                                 \
-		case 2: a = a < b ? a : b; break;                              \
-		case 3: a = a > b ? a : b; break;                              \
-		case 4: a = (T)(a && b); break;                                \
-		case 5: a = (T)(a || b); break;                                \
+		case 0:                                                        \
+			a = (T)(a + b);                                        \
+			break;                                                 \
+		case 1:                                                        \
+			a = (T)(a * b);                                        \
+			break;                                                 \
+		case 2:                                                        \
+			a = a < b ? a : b;                                     \
+			break;                                                 \
+		case 3:                                                        \
+			a = a > b ? a : b;                                     \
+			break;                                                 \
+		case 4:                                                        \
+			a = (T)(a && b);                                       \
+			break;                                                 \
+		case 5:                                                        \
+			a = (T)(a || b);                                       \
+			break;                                                 \
 		}                                                              \
 		memcpy(p, &a, sizeof(T));                                      \
 	} while (0)
@@ -116,19 +159,51 @@ static void fold(const struct dt *d, int op, void *acc, size_t i, int64_t v)
 	do {                                                                   \
 		T a, b = (T)v;                                                 \
 		memcpy(&a, p, sizeof(T));                                      \
-		if (op == 6) a = (T)(a & b);                                   \
-		else if (op == 7) a = (T)(a | b);                              \
-		else if (op == 8) a = (T)(a ^ b);                              \
+		if (op == 6)                                                   \
+			a = (T)(a & b);                                        \
+		else if (op == 7)                                              \
+			a = (T)(a | b);                                        \
+		else if (op == 8)                                              \
+			a = (T)(a ^ b);                                        \
 		memcpy(p, &a, sizeof(T));                                      \
 	} while (0)
 	switch (d->size * 10 + d->kind) {
-	case 40: if (op >= 6) FOLDI(int32_t); else FOLD(int32_t); break;
-	case 80: if (op >= 6) FOLDI(int64_t); else FOLD(int64_t); break;
-	case 11: if (op >= 6) FOLDI(uint8_t); else FOLD(uint8_t); break;
-	case 20: if (op >= 6) FOLDI(int16_t); else FOLD(int16_t); break;
-	case 41: if (op >= 6) FOLDI(uint32_t); else FOLD(uint32_t); break;
-	case 42: FOLD(float); break;
-	case 82: FOLD(double); break;
+	case 40:
+		if (op >= 6)
+			FOLDI(int32_t);
+		else
+			FOLD(int32_t);
+		break;
+	case 80:
+		if (op >= 6)
+			FOLDI(int64_t);
+		else
+			FOLD(int64_t);
+		break;
+	case 11:
+		if (op >= 6)
+			FOLDI(uint8_t);
+		else
+			FOLD(uint8_t);
+		break;
+	case 20:
+		if (op >= 6)
+			FOLDI(int16_t);
+		else
+			FOLD(int16_t);
+		break;
+	case 41:
+		if (op >= 6)
+			FOLDI(uint32_t);
+		else
+			FOLD(uint32_t);
+		break;
+	case 42:
+		FOLD(float);
+		break;
+	case 82:
+		FOLD(double);
+		break;
 	}
 }
 
@@ -199,14 +274,17 @@ static void t_reductions(struct cx *x, bool nb)
 			if (!op_fits(d, o))
 				continue;
 			for (size_t ci = 0; ci < nc; ci++) {
-				size_t n = counts[ci], len = n * (size_t)d->size;
+				size_t n = counts[ci],
+				       len = n * (size_t)d->size;
 				/* the big count on a few ops only: time */
-				if (n * (size_t)d->size > 4096 && (oi > 0 || di > 1))
+				if (n * (size_t)d->size > 4096 &&
+				    (oi > 0 || di > 1))
 					continue;
 				char *in = gbuf(len), *keep = gbuf(len);
 				char *out = gbuf(len * (size_t)x->size);
 				char *ref = gbuf(len * (size_t)x->size);
-				int root = (int)((ci + (size_t)oi) % (size_t)x->size);
+				int root = (int)((ci + (size_t)oi) %
+						 (size_t)x->size);
 				MPI_Request rq, *req = nb ? &rq : NULL;
 
 				for (size_t i = 0; i < n; i++)
@@ -220,32 +298,52 @@ static void t_reductions(struct cx *x, bool nb)
 				}
 				/* allreduce */
 				if (nb)
-					MT_MPI(MPI_Iallreduce(in, out, (int)n, d->mpi, o->mpi, x->comm, req));
+					MT_MPI(MPI_Iallreduce(in, out, (int)n,
+							      d->mpi, o->mpi,
+							      x->comm, req));
 				else
-					MT_MPI(MPI_Allreduce(in, out, (int)n, d->mpi, o->mpi, x->comm));
+					MT_MPI(MPI_Allreduce(in, out, (int)n,
+							     d->mpi, o->mpi,
+							     x->comm));
 				done(req);
-				CK(!memcmp(out, ref, len), "allreduce %s %s n=%zu", d->name, o->name, n);
+				CK(!memcmp(out, ref, len),
+				   "allreduce %s %s n=%zu", d->name, o->name,
+				   n);
 				guard_ok(x, out, len, "allreduce");
-				CK(!memcmp(in, keep, len), "allreduce input changed");
+				CK(!memcmp(in, keep, len),
+				   "allreduce input changed");
 				/* reduce */
 				memset(out, GB, len);
 				if (nb)
-					MT_MPI(MPI_Ireduce(in, out, (int)n, d->mpi, o->mpi, root, x->comm, req));
+					MT_MPI(MPI_Ireduce(in, out, (int)n,
+							   d->mpi, o->mpi, root,
+							   x->comm, req));
 				else
-					MT_MPI(MPI_Reduce(in, out, (int)n, d->mpi, o->mpi, root, x->comm));
+					MT_MPI(MPI_Reduce(in, out, (int)n,
+							  d->mpi, o->mpi, root,
+							  x->comm));
 				done(req);
 				if (x->rank == root)
-					CK(!memcmp(out, ref, len), "reduce %s %s n=%zu root %d", d->name, o->name, n, root);
+					CK(!memcmp(out, ref, len),
+					   "reduce %s %s n=%zu root %d",
+					   d->name, o->name, n, root);
 				guard_ok(x, out, len, "reduce");
-				CK(!memcmp(in, keep, len), "reduce input changed");
+				CK(!memcmp(in, keep, len),
+				   "reduce input changed");
 				/* in place */
 				memcpy(out, in, len);
 				if (nb)
-					MT_MPI(MPI_Iallreduce(MPI_IN_PLACE, out, (int)n, d->mpi, o->mpi, x->comm, req));
+					MT_MPI(MPI_Iallreduce(
+						MPI_IN_PLACE, out, (int)n,
+						d->mpi, o->mpi, x->comm, req));
 				else
-					MT_MPI(MPI_Allreduce(MPI_IN_PLACE, out, (int)n, d->mpi, o->mpi, x->comm));
+					MT_MPI(MPI_Allreduce(MPI_IN_PLACE, out,
+							     (int)n, d->mpi,
+							     o->mpi, x->comm));
 				done(req);
-				CK(!memcmp(out, ref, len), "allreduce in place %s %s n=%zu", d->name, o->name, n);
+				CK(!memcmp(out, ref, len),
+				   "allreduce in place %s %s n=%zu", d->name,
+				   o->name, n);
 				memcpy(out, in, len);
 				if (!nb) {
 					int ir = root;
@@ -253,13 +351,20 @@ static void t_reductions(struct cx *x, bool nb)
 					/* MPICH 4.0.2's own MPI_Reduce in place
 					 * at a root other than 0 reads
 					 * MPI_IN_PLACE as a buffer and crashes:
-					 * keep to root 0 where it may fall back */
+					 * keep to root 0 where it may fall back
+					 */
 					ir = 0;
 #endif
 					root = ir;
-					MT_MPI(MPI_Reduce(x->rank == root ? MPI_IN_PLACE : in, out, (int)n, d->mpi, o->mpi, root, x->comm));
+					MT_MPI(MPI_Reduce(
+						x->rank == root ? MPI_IN_PLACE
+								: in,
+						out, (int)n, d->mpi, o->mpi,
+						root, x->comm));
 					if (x->rank == root)
-						CK(!memcmp(out, ref, len), "reduce in place %s %s", d->name, o->name);
+						CK(!memcmp(out, ref, len),
+						   "reduce in place %s %s",
+						   d->name, o->name);
 				}
 				/* reduce_scatter_block: slice r of the fold of
 				 * everyone's n * size vector */
@@ -267,21 +372,35 @@ static void t_reductions(struct cx *x, bool nb)
 					char *vin = gbuf(len * (size_t)x->size);
 					char *vref = gbuf(len);
 
-					for (size_t i = 0; i < n * (size_t)x->size; i++)
-						put(d, vin, i, val(o->id, x->rank, i));
+					for (size_t i = 0;
+					     i < n * (size_t)x->size; i++)
+						put(d, vin, i,
+						    val(o->id, x->rank, i));
 					for (size_t i = 0; i < n; i++) {
-						size_t g = (size_t)x->rank * n + i;
+						size_t g =
+							(size_t)x->rank * n + i;
 
-						put(d, vref, i, val(o->id, 0, g));
-						for (int r = 1; r < x->size; r++)
-							fold(d, o->id, vref, i, val(o->id, r, g));
+						put(d, vref, i,
+						    val(o->id, 0, g));
+						for (int r = 1; r < x->size;
+						     r++)
+							fold(d, o->id, vref, i,
+							     val(o->id, r, g));
 					}
-					MT_MPI(MPI_Reduce_scatter_block(vin, out, (int)n, d->mpi, o->mpi, x->comm));
-					CK(!memcmp(out, vref, len), "reduce_scatter_block %s %s n=%zu", d->name, o->name, n);
-					guard_ok(x, out, len, "reduce_scatter_block");
+					MT_MPI(MPI_Reduce_scatter_block(
+						vin, out, (int)n, d->mpi,
+						o->mpi, x->comm));
+					CK(!memcmp(out, vref, len),
+					   "reduce_scatter_block %s %s n=%zu",
+					   d->name, o->name, n);
+					guard_ok(x, out, len,
+						 "reduce_scatter_block");
 					memcpy(out, vin, len * (size_t)x->size);
-					MT_MPI(MPI_Reduce_scatter_block(MPI_IN_PLACE, out, (int)n, d->mpi, o->mpi, x->comm));
-					CK(!memcmp(out, vref, len), "reduce_scatter_block in place");
+					MT_MPI(MPI_Reduce_scatter_block(
+						MPI_IN_PLACE, out, (int)n,
+						d->mpi, o->mpi, x->comm));
+					CK(!memcmp(out, vref, len),
+					   "reduce_scatter_block in place");
 					free(vin);
 					free(vref);
 				}
@@ -315,12 +434,14 @@ static void t_movers(struct cx *x, bool nb)
 		for (size_t i = 0; i < b; i++)
 			r[i] = x->rank == root ? (char)bval(root, i, 0) : 0;
 		if (nb)
-			MT_MPI(MPI_Ibcast(r, (int)b, MPI_BYTE, root, x->comm, req));
+			MT_MPI(MPI_Ibcast(r, (int)b, MPI_BYTE, root, x->comm,
+					  req));
 		else
 			MT_MPI(MPI_Bcast(r, (int)b, MPI_BYTE, root, x->comm));
 		done(req);
 		for (size_t i = 0; i < b; i++)
-			CK((unsigned char)r[i] == bval(root, i, 0), "bcast %zu B root %d at %zu", b, root, i);
+			CK((unsigned char)r[i] == bval(root, i, 0),
+			   "bcast %zu B root %d at %zu", b, root, i);
 		guard_ok(x, r, b, "bcast");
 		/* allgather */
 		for (size_t i = 0; i < b; i++)
@@ -328,71 +449,99 @@ static void t_movers(struct cx *x, bool nb)
 		memcpy(keep, s, b);
 		memset(r, 0, all);
 		if (nb)
-			MT_MPI(MPI_Iallgather(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, x->comm, req));
+			MT_MPI(MPI_Iallgather(s, (int)b, MPI_BYTE, r, (int)b,
+					      MPI_BYTE, x->comm, req));
 		else
-			MT_MPI(MPI_Allgather(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, x->comm));
+			MT_MPI(MPI_Allgather(s, (int)b, MPI_BYTE, r, (int)b,
+					     MPI_BYTE, x->comm));
 		done(req);
 		for (int p = 0; p < x->size; p++)
 			for (size_t i = 0; i < b; i++)
-				CK((unsigned char)r[(size_t)p * b + i] == bval(p, i, 0), "allgather %zu B from %d", b, p);
+				CK((unsigned char)r[(size_t)p * b + i] ==
+					   bval(p, i, 0),
+				   "allgather %zu B from %d", b, p);
 		guard_ok(x, r, all, "allgather");
 		CK(!memcmp(s, keep, b), "allgather input changed");
 		/* allgather in place */
 		memset(r, 0, all);
 		memcpy(r + (size_t)x->rank * b, s, b);
-		MT_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, (int)b, MPI_BYTE, x->comm));
+		MT_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r,
+				     (int)b, MPI_BYTE, x->comm));
 		for (int p = 0; p < x->size; p++)
-			CK((unsigned char)r[(size_t)p * b] == bval(p, 0, 0), "allgather in place from %d", p);
+			CK((unsigned char)r[(size_t)p * b] == bval(p, 0, 0),
+			   "allgather in place from %d", p);
 		if (all > (4u << 20))
 			goto next; /* alltoall of 1 MiB slices: enough above */
 		/* alltoall */
 		for (int p = 0; p < x->size; p++)
 			for (size_t i = 0; i < b; i++)
-				s[(size_t)p * b + i] = (char)bval(x->rank, i, p);
+				s[(size_t)p * b + i] =
+					(char)bval(x->rank, i, p);
 		memcpy(keep, s, all);
 		if (nb)
-			MT_MPI(MPI_Ialltoall(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, x->comm, req));
+			MT_MPI(MPI_Ialltoall(s, (int)b, MPI_BYTE, r, (int)b,
+					     MPI_BYTE, x->comm, req));
 		else
-			MT_MPI(MPI_Alltoall(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, x->comm));
+			MT_MPI(MPI_Alltoall(s, (int)b, MPI_BYTE, r, (int)b,
+					    MPI_BYTE, x->comm));
 		done(req);
 		for (int p = 0; p < x->size; p++)
 			for (size_t i = 0; i < b; i++)
-				CK((unsigned char)r[(size_t)p * b + i] == bval(p, i, x->rank), "alltoall %zu B from %d", b, p);
+				CK((unsigned char)r[(size_t)p * b + i] ==
+					   bval(p, i, x->rank),
+				   "alltoall %zu B from %d", b, p);
 		guard_ok(x, r, all, "alltoall");
 		CK(!memcmp(s, keep, all), "alltoall input changed");
 		memcpy(r, s, all);
-		MT_MPI(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, (int)b, MPI_BYTE, x->comm));
+		MT_MPI(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r,
+				    (int)b, MPI_BYTE, x->comm));
 		for (int p = 0; p < x->size; p++)
-			CK((unsigned char)r[(size_t)p * b] == bval(p, 0, x->rank), "alltoall in place from %d", p);
+			CK((unsigned char)r[(size_t)p * b] ==
+				   bval(p, 0, x->rank),
+			   "alltoall in place from %d", p);
 		/* gather, scatter (blocking only: the glue offers no
 		 * non-blocking form) */
 		if (!nb) {
 			for (size_t i = 0; i < b; i++)
 				s[i] = (char)bval(x->rank, i, 1);
 			memset(r, 0, all);
-			MT_MPI(MPI_Gather(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, root, x->comm));
+			MT_MPI(MPI_Gather(s, (int)b, MPI_BYTE, r, (int)b,
+					  MPI_BYTE, root, x->comm));
 			if (x->rank == root)
 				for (int p = 0; p < x->size; p++)
-					CK((unsigned char)r[(size_t)p * b + b - 1] == bval(p, b - 1, 1), "gather from %d", p);
+					CK((unsigned char)r[(size_t)p * b + b -
+							    1] ==
+						   bval(p, b - 1, 1),
+					   "gather from %d", p);
 			if (x->rank == root) {
 				memset(r, 0, all);
 				memcpy(r + (size_t)root * b, s, b);
 			}
-			MT_MPI(MPI_Gather(x->rank == root ? MPI_IN_PLACE : s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, root, x->comm));
+			MT_MPI(MPI_Gather(x->rank == root ? MPI_IN_PLACE : s,
+					  (int)b, MPI_BYTE, r, (int)b, MPI_BYTE,
+					  root, x->comm));
 			if (x->rank == root)
 				for (int p = 0; p < x->size; p++)
-					CK((unsigned char)r[(size_t)p * b] == bval(p, 0, 1), "gather in place from %d", p);
+					CK((unsigned char)r[(size_t)p * b] ==
+						   bval(p, 0, 1),
+					   "gather in place from %d", p);
 			for (int p = 0; p < x->size; p++)
 				for (size_t i = 0; i < b; i++)
-					s[(size_t)p * b + i] = (char)bval(root, i, p);
+					s[(size_t)p * b + i] =
+						(char)bval(root, i, p);
 			memset(r, GB, all);
-			MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, root, x->comm));
+			MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE, r, (int)b,
+					   MPI_BYTE, root, x->comm));
 			for (size_t i = 0; i < b; i++)
-				CK((unsigned char)r[i] == bval(root, i, x->rank), "scatter %zu B at %zu", b, i);
+				CK((unsigned char)r[i] ==
+					   bval(root, i, x->rank),
+				   "scatter %zu B at %zu", b, i);
 			guard_ok(x, r, b, "scatter");
-			MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE, x->rank == root ? MPI_IN_PLACE : r, (int)b, MPI_BYTE, root, x->comm));
+			MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE,
+					   x->rank == root ? MPI_IN_PLACE : r,
+					   (int)b, MPI_BYTE, root, x->comm));
 		}
-next:
+	next:
 		free(s);
 		free(keep);
 		free(r);
@@ -402,8 +551,10 @@ next:
 /* Member p sends (p + q) % 5 * 3 ints to member q (zero counts too). */
 static void t_alltoallv(struct cx *x, bool nb)
 {
-	int n = x->size, *sc = calloc((size_t)n, sizeof(int)), *sd = calloc((size_t)n, sizeof(int));
-	int *rc = calloc((size_t)n, sizeof(int)), *rd = calloc((size_t)n, sizeof(int));
+	int n = x->size, *sc = calloc((size_t)n, sizeof(int)),
+	    *sd = calloc((size_t)n, sizeof(int));
+	int *rc = calloc((size_t)n, sizeof(int)),
+	    *rd = calloc((size_t)n, sizeof(int));
 	int st = 0, rt = 0;
 	MPI_Request rq, *req = nb ? &rq : NULL;
 
@@ -415,19 +566,23 @@ static void t_alltoallv(struct cx *x, bool nb)
 		st += sc[q] + 1;
 		rt += rc[q] + 2;
 	}
-	int *s = calloc((size_t)st + 1, sizeof(int)), *r = gbuf(((size_t)rt + 1) * sizeof(int));
+	int *s = calloc((size_t)st + 1, sizeof(int)),
+	    *r = gbuf(((size_t)rt + 1) * sizeof(int));
 	memset(r, 0, ((size_t)rt + 1) * sizeof(int));
 	for (int q = 0; q < n; q++)
 		for (int i = 0; i < sc[q]; i++)
 			s[sd[q] + i] = x->rank * 1000 + q * 10 + i;
 	if (nb)
-		MT_MPI(MPI_Ialltoallv(s, sc, sd, MPI_INT, r, rc, rd, MPI_INT, x->comm, req));
+		MT_MPI(MPI_Ialltoallv(s, sc, sd, MPI_INT, r, rc, rd, MPI_INT,
+				      x->comm, req));
 	else
-		MT_MPI(MPI_Alltoallv(s, sc, sd, MPI_INT, r, rc, rd, MPI_INT, x->comm));
+		MT_MPI(MPI_Alltoallv(s, sc, sd, MPI_INT, r, rc, rd, MPI_INT,
+				     x->comm));
 	done(req);
 	for (int p = 0; p < n; p++) {
 		for (int i = 0; i < rc[p]; i++)
-			CK(r[rd[p] + i] == p * 1000 + x->rank * 10 + i, "alltoallv from %d at %d: %d", p, i, r[rd[p] + i]);
+			CK(r[rd[p] + i] == p * 1000 + x->rank * 10 + i,
+			   "alltoallv from %d at %d: %d", p, i, r[rd[p] + i]);
 		CK(r[rd[p] - 1] == 0, "alltoallv wrote a hole");
 	}
 	guard_ok(x, r, ((size_t)rt + 1) * sizeof(int), "alltoallv");
@@ -459,7 +614,9 @@ static void my_sum(void *in, void *io, int *len, MPI_Datatype *dt)
 
 static void t_fallbacks(struct cx *x)
 {
-	struct { int v, i; } a[4], b[4];
+	struct {
+		int v, i;
+	} a[4], b[4];
 	MPI_Op op;
 	MPI_Datatype vec;
 	int in[8], out[8];
@@ -471,7 +628,8 @@ static void t_fallbacks(struct cx *x)
 	MT_MPI(MPI_Allreduce(a, b, 4, MPI_2INT, MPI_MAXLOC, x->comm));
 	CK(b[0].v == 5 && b[0].i == 0, "maxloc tie: %d at %d", b[0].v, b[0].i);
 	if (x->size > 1)
-		CK(b[1].v == 11 && b[1].i == 1, "maxloc: %d at %d", b[1].v, b[1].i);
+		CK(b[1].v == 11 && b[1].i == 1, "maxloc: %d at %d", b[1].v,
+		   b[1].i);
 	MT_MPI(MPI_Allreduce(a, b, 4, MPI_2INT, MPI_MINLOC, x->comm));
 	CK(b[0].v == 5 && b[0].i == 0, "minloc tie");
 	CK(b[1].v == 1 && b[1].i == 0, "minloc: %d at %d", b[1].v, b[1].i);
@@ -480,23 +638,34 @@ static void t_fallbacks(struct cx *x)
 		MPI_Request rq;
 
 		memcpy(b, a, sizeof(a));
-		MT_MPI(MPI_Iallreduce(MPI_IN_PLACE, b, 4, MPI_2INT, MPI_MAXLOC, x->comm, &rq));
+		MT_MPI(MPI_Iallreduce(MPI_IN_PLACE, b, 4, MPI_2INT, MPI_MAXLOC,
+				      x->comm, &rq));
 		MT_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
-		CK(b[0].v == 5 && b[0].i == 0, "imaxloc tie: %d at %d", b[0].v, b[0].i);
+		CK(b[0].v == 5 && b[0].i == 0, "imaxloc tie: %d at %d", b[0].v,
+		   b[0].i);
 	}
 	/* 8-byte values with an int location (the wide layout) */
 	{
-		struct { double v; int i; } da[3], db[3];
-		struct { long v; int i; } la[3], lb[3];
+		struct {
+			double v;
+			int i;
+		} da[3], db[3];
+		struct {
+			long v;
+			int i;
+		} la[3], lb[3];
 
 		for (int k = 0; k < 3; k++) {
-			da[k].v = k == 0 ? 2.5 : (double)((x->rank * 7 + k) % 5);
+			da[k].v =
+				k == 0 ? 2.5 : (double)((x->rank * 7 + k) % 5);
 			da[k].i = x->rank + 100;
 			la[k].v = k == 1 ? -3 : (long)((x->rank * 3 + k) % 4);
 			la[k].i = x->rank + 200;
 		}
-		MT_MPI(MPI_Allreduce(da, db, 3, MPI_DOUBLE_INT, MPI_MAXLOC, x->comm));
-		CK(db[0].v == 2.5 && db[0].i == 100, "double maxloc tie: %g at %d", db[0].v, db[0].i);
+		MT_MPI(MPI_Allreduce(da, db, 3, MPI_DOUBLE_INT, MPI_MAXLOC,
+				     x->comm));
+		CK(db[0].v == 2.5 && db[0].i == 100,
+		   "double maxloc tie: %g at %d", db[0].v, db[0].i);
 		for (int k = 1; k < 3; k++) {
 			double best = -1;
 			int at = -1;
@@ -506,14 +675,20 @@ static void t_fallbacks(struct cx *x)
 					best = (double)((r * 7 + k) % 5);
 					at = r + 100;
 				}
-			CK(db[k].v == best && db[k].i == at, "double maxloc %d: %g at %d, want %g at %d", k, db[k].v, db[k].i, best, at);
+			CK(db[k].v == best && db[k].i == at,
+			   "double maxloc %d: %g at %d, want %g at %d", k,
+			   db[k].v, db[k].i, best, at);
 		}
-		MT_MPI(MPI_Allreduce(la, lb, 3, MPI_LONG_INT, MPI_MINLOC, x->comm));
-		CK(lb[1].v == -3 && lb[1].i == 200, "long minloc tie: %ld at %d", lb[1].v, lb[1].i);
+		MT_MPI(MPI_Allreduce(la, lb, 3, MPI_LONG_INT, MPI_MINLOC,
+				     x->comm));
+		CK(lb[1].v == -3 && lb[1].i == 200,
+		   "long minloc tie: %ld at %d", lb[1].v, lb[1].i);
 	}
 	/* more pairs than one descriptor carries: falls back, same answer */
 	{
-		struct { int v, i; } ma[9], mb[9];
+		struct {
+			int v, i;
+		} ma[9], mb[9];
 
 		for (int k = 0; k < 9; k++) {
 			ma[k].v = (x->rank + k) % 3;
@@ -528,7 +703,8 @@ static void t_fallbacks(struct cx *x)
 					best = (r + k) % 3;
 					at = r;
 				}
-			CK(mb[k].v == best && mb[k].i == at, "minloc of 9 at %d: %d at %d", k, mb[k].v, mb[k].i);
+			CK(mb[k].v == best && mb[k].i == at,
+			   "minloc of 9 at %d: %d at %d", k, mb[k].v, mb[k].i);
 		}
 	}
 	MT_MPI(MPI_Op_create(my_sum, 1, &op));
@@ -536,7 +712,8 @@ static void t_fallbacks(struct cx *x)
 		in[k] = x->rank + k;
 	MT_MPI(MPI_Allreduce(in, out, 8, MPI_INT, op, x->comm));
 	for (int k = 0; k < 8; k++)
-		CK(out[k] == x->size * (x->size - 1) / 2 + x->size * k, "user op");
+		CK(out[k] == x->size * (x->size - 1) / 2 + x->size * k,
+		   "user op");
 	MT_MPI(MPI_Op_free(&op));
 	MT_MPI(MPI_Type_vector(4, 1, 2, MPI_INT, &vec));
 	MT_MPI(MPI_Type_commit(&vec));
@@ -544,7 +721,8 @@ static void t_fallbacks(struct cx *x)
 		out[k] = x->rank == 0 ? 100 + k : -1;
 	MT_MPI(MPI_Bcast(out, 1, vec, 0, x->comm));
 	for (int k = 0; k < 8; k++)
-		CK(out[k] == (k % 2 == 0 || x->rank == 0 ? 100 + k : -1), "vector bcast at %d", k);
+		CK(out[k] == (k % 2 == 0 || x->rank == 0 ? 100 + k : -1),
+		   "vector bcast at %d", k);
 	MT_MPI(MPI_Type_free(&vec));
 }
 
@@ -559,7 +737,8 @@ static double now(void)
 /* Non-blocking collectives with point-to-point requests in one array. */
 static void t_mixed(struct cx *x)
 {
-	int n = x->size, right = (x->rank + 1) % n, left = (x->rank + n - 1) % n;
+	int n = x->size, right = (x->rank + 1) % n,
+	    left = (x->rank + n - 1) % n;
 	int sv = x->rank, rv = -1, in = x->rank + 1, sum = 0, ag[64];
 	MPI_Request rq[5];
 	int idx, outc, outi[5], left_n = 4;
@@ -567,9 +746,11 @@ static void t_mixed(struct cx *x)
 	MT_MPI(MPI_Irecv(&rv, 1, MPI_INT, left, 7, x->comm, &rq[0]));
 	MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_SUM, x->comm, &rq[1]));
 	MT_MPI(MPI_Isend(&sv, 1, MPI_INT, right, 7, x->comm, &rq[2]));
-	MT_MPI(MPI_Iallgather(&in, 1, MPI_INT, ag, 1, MPI_INT, x->comm, &rq[3]));
+	MT_MPI(MPI_Iallgather(&in, 1, MPI_INT, ag, 1, MPI_INT, x->comm,
+			      &rq[3]));
 	MT_MPI(MPI_Waitall(4, rq, MPI_STATUSES_IGNORE));
-	CK(rv == left && sum == n * (n + 1) / 2 && ag[n - 1] == n, "waitall mix");
+	CK(rv == left && sum == n * (n + 1) / 2 && ag[n - 1] == n,
+	   "waitall mix");
 	/* Waitany, then Testsome */
 	rv = -1;
 	MT_MPI(MPI_Ibarrier(x->comm, &rq[0]));
@@ -590,7 +771,8 @@ static void t_mixed(struct cx *x)
 		int flag = 0, got = 0, idx2, outs[2], nout;
 
 		rv = -1;
-		MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_SUM, x->comm, &rq[0]));
+		MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_SUM, x->comm,
+				      &rq[0]));
 		MT_MPI(MPI_Irecv(&rv, 1, MPI_INT, left, 9, x->comm, &rq[1]));
 		MT_MPI(MPI_Send(&sv, 1, MPI_INT, right, 9, x->comm));
 		while (!flag)
@@ -600,20 +782,22 @@ static void t_mixed(struct cx *x)
 		MT_MPI(MPI_Ibarrier(x->comm, &rq[1]));
 		while (got < 2) {
 			flag = 0;
-			MT_MPI(MPI_Testany(2, rq, &idx2, &flag, MPI_STATUS_IGNORE));
+			MT_MPI(MPI_Testany(2, rq, &idx2, &flag,
+					   MPI_STATUS_IGNORE));
 			if (flag && idx2 != MPI_UNDEFINED)
 				got++;
 		}
-		MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_MIN, x->comm, &rq[0]));
+		MT_MPI(MPI_Iallreduce(&in, &sum, 1, MPI_INT, MPI_MIN, x->comm,
+				      &rq[0]));
 		MT_MPI(MPI_Ibarrier(x->comm, &rq[1]));
 		for (got = 0; got < 2; got += nout)
-			MT_MPI(MPI_Waitsome(2, rq, &nout, outs, MPI_STATUSES_IGNORE));
+			MT_MPI(MPI_Waitsome(2, rq, &nout, outs,
+					    MPI_STATUSES_IGNORE));
 		CK(sum == 1, "waitsome: min %d", sum);
 	}
 	/* (MPI_Request_free: erroneous for a non-blocking collective's
 	 * request, MPI-3.1 section 5.12, and Open MPI's own refuse it) */
 }
-
 
 /* Post, then no MPI call at all: the result must appear in memory (the
  * provider's engine does the work), watched for up to 10 s. */
@@ -643,7 +827,8 @@ static void t_sleep(struct cx *x)
 		memset(bc, 0x5a, sizeof(bc));
 	MT_MPI(MPI_Barrier(x->comm));
 	MT_MPI(MPI_Iallreduce(in, out, N, MPI_INT, MPI_SUM, x->comm, &rq[0]));
-	MT_MPI(MPI_Ialltoall(a2a_s, 16, MPI_INT, a2a_r, 16, MPI_INT, x->comm, &rq[1]));
+	MT_MPI(MPI_Ialltoall(a2a_s, 16, MPI_INT, a2a_r, 16, MPI_INT, x->comm,
+			     &rq[1]));
 	MT_MPI(MPI_Ibcast(bc, (int)sizeof(bc), MPI_CHAR, 0, x->comm, &rq[2]));
 	t0 = now();
 	while (now() - t0 < 10.0) {
@@ -655,8 +840,9 @@ static void t_sleep(struct cx *x)
 		}
 		usleep(1000);
 	}
-	CK(ok, "no progress without MPI calls: allreduce %d (want %d), "
-	       "alltoall %d, bcast %d after %.1f s",
+	CK(ok,
+	   "no progress without MPI calls: allreduce %d (want %d), "
+	   "alltoall %d, bcast %d after %.1f s",
 	   vo[N - 1], want_last, va[(n - 1) * 16 + 15], vb[sizeof(bc) - 1],
 	   now() - t0);
 	MT_MPI(MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
@@ -678,7 +864,8 @@ static void *thread_main(void *arg)
 		if (k % 2)
 			MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_SUM, t->comm);
 		else {
-			MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_SUM, t->comm, &rq);
+			MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_SUM, t->comm,
+				       &rq);
 			MPI_Wait(&rq, MPI_STATUS_IGNORE);
 		}
 		if (out != t->size * (t->size - 1) / 2 + t->size * k)
@@ -740,8 +927,9 @@ static void t_mismatch(void)
 	MT_MPI(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
 	MPI_Comm_rank(c, &rank);
 	rc = MPI_Allreduce(in, out, 4 + (rank == 0), MPI_INT, MPI_SUM, c);
-	MT_CHECK(rc != MPI_SUCCESS, "mismatched counts returned success "
-				    "(sum %d)",
+	MT_CHECK(rc != MPI_SUCCESS,
+		 "mismatched counts returned success "
+		 "(sum %d)",
 		 out[0]);
 	/* the communicator stays usable for matched calls */
 	MT_MPI(MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, c));
@@ -801,7 +989,8 @@ int main(int argc, char **argv)
 		mt_finish("mismatched counts failed on every rank");
 		return 0;
 	}
-	struct cx world = {.comm = MPI_COMM_WORLD, .label = "world", .big = true};
+	struct cx world = {
+		.comm = MPI_COMM_WORLD, .label = "world", .big = true};
 	run_all(&world);
 	/* without the glue (TNBC_MPI=0) the MPI makes no progress here: the
 	 * check would fail, as it should */
@@ -820,18 +1009,23 @@ int main(int argc, char **argv)
 
 		MPI_Comm_size(split.comm, &n2);
 		if (wr % 2) {
-			MT_MPI(MPI_Iallreduce(&a, &s2, 1, MPI_INT, MPI_SUM, split.comm, &r2));
-			MT_MPI(MPI_Iallreduce(&a, &s1, 1, MPI_INT, MPI_SUM, dup.comm, &r1));
+			MT_MPI(MPI_Iallreduce(&a, &s2, 1, MPI_INT, MPI_SUM,
+					      split.comm, &r2));
+			MT_MPI(MPI_Iallreduce(&a, &s1, 1, MPI_INT, MPI_SUM,
+					      dup.comm, &r1));
 		} else {
-			MT_MPI(MPI_Iallreduce(&a, &s1, 1, MPI_INT, MPI_SUM, dup.comm, &r1));
-			MT_MPI(MPI_Iallreduce(&a, &s2, 1, MPI_INT, MPI_SUM, split.comm, &r2));
+			MT_MPI(MPI_Iallreduce(&a, &s1, 1, MPI_INT, MPI_SUM,
+					      dup.comm, &r1));
+			MT_MPI(MPI_Iallreduce(&a, &s2, 1, MPI_INT, MPI_SUM,
+					      split.comm, &r2));
 		}
 		MT_MPI(MPI_Wait(&r1, MPI_STATUS_IGNORE));
 		MT_MPI(MPI_Wait(&r2, MPI_STATUS_IGNORE));
 		int want2 = 0;
 		for (int r = wr % 2; r < ws; r += 2)
 			want2 += r;
-		MT_CHECK(s1 == ws * (ws - 1) / 2 && s2 == want2, "concurrent comms: %d %d", s1, s2);
+		MT_CHECK(s1 == ws * (ws - 1) / 2 && s2 == want2,
+			 "concurrent comms: %d %d", s1, s2);
 	}
 	run_all(&dup);
 	run_all(&split);
@@ -879,16 +1073,20 @@ int main(int argc, char **argv)
 
 			if (de->d_name[0] == '.')
 				continue;
-			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+			snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+				 de->d_name);
 			f = fopen(path, "r");
 			if (!f)
 				continue;
-			if (fgets(name, sizeof(name), f) && !strcmp(name, "tnbc-engine\n"))
+			if (fgets(name, sizeof(name), f) &&
+			    !strcmp(name, "tnbc-engine\n"))
 				n++;
 			fclose(f);
 		}
 		closedir(d);
-		MT_CHECK(n == atoi(getenv("GLUE_ENGINES")), "%d engine threads, expected %s", n, getenv("GLUE_ENGINES"));
+		MT_CHECK(n == atoi(getenv("GLUE_ENGINES")),
+			 "%d engine threads, expected %s", n,
+			 getenv("GLUE_ENGINES"));
 	}
 	mt_finish("collectives through the glue%s",
 		  threads && provided >= MPI_THREAD_MULTIPLE ? ", two threads"

@@ -306,7 +306,8 @@ int main(int argc, char **argv)
 		MT_MPI(MPI_Allreduce(&late, &any_late, 1, MPI_INT, MPI_MAX,
 				     MPI_COMM_WORLD));
 		if (mt_rank == 0)
-			printf("overlap        : MPI_Iallreduce of 512 KiB, then "
+			printf("overlap        : MPI_Iallreduce of 512 KiB, "
+			       "then "
 			       "a sleep with no MPI call: %s\n",
 			       any_late ? "NOT complete after 3 s (no "
 					  "progress without MPI calls)"

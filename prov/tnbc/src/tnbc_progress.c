@@ -771,6 +771,37 @@ static void *tnbc_engine_host_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Starts an engine thread running fn(boot) and returns once it has placed
+ * itself.  The engine places itself first, and the application goes on
+ * only then: hwloc's discovery loads and unloads its plugins, and beside
+ * the application's first calls, which map and unmap queues,
+ * ThreadSanitizer took a plugin's reuse of such memory for a race (a
+ * clean-clone CI run, 1 in about 15).  Run by the application's thread
+ * instead, it cost SEMI's receive a third, for reasons not found.
+ */
+static int tnbc_engine_spawn(pthread_t *thread, void *(*fn)(void *),
+			     struct tnbc_domain *dom)
+{
+	struct tnbc_engine_boot boot = {.dom = dom};
+	int ret;
+
+	if (sem_init(&boot.placed, 0, 0))
+		return -FI_EOTHER;
+	ret = pthread_create(thread, NULL, fn, &boot);
+	if (!ret)
+		while (sem_wait(&boot.placed) && errno == EINTR)
+			;
+	sem_destroy(&boot.placed);
+	if (ret) {
+		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
+			"cannot start the progress engine: %s\n",
+			strerror(ret));
+		return -FI_EOTHER;
+	}
+	return 0;
+}
+
 /* Whether the kernel waits on several futex words (Linux 5.16). */
 static bool tnbc_engine_waitv_works(void)
 {
@@ -793,7 +824,6 @@ static bool tnbc_engine_waitv_works(void)
  * -FI_EAGAIN when dom must have a thread of its own. */
 static int tnbc_engine_attach(struct tnbc_domain *dom)
 {
-	struct tnbc_engine_boot boot = {.dom = dom};
 	struct tnbc_domain *old = NULL;
 	int ret = 0;
 
@@ -808,25 +838,10 @@ static int tnbc_engine_attach(struct tnbc_domain *dom)
 	tnbc_engine_run_init(dom);
 	atomic_store(&dom->engine.stop, false);
 	if (!tnbc_host.running) {
-		if (sem_init(&boot.placed, 0, 0)) {
-			ret = -FI_EOTHER;
+		ret = tnbc_engine_spawn(&tnbc_host.thread,
+					tnbc_engine_host_main, dom);
+		if (ret)
 			goto out;
-		}
-		ret = pthread_create(&tnbc_host.thread, NULL,
-				     tnbc_engine_host_main, &boot);
-		/* placed before the application goes on, as for a domain's
-		 * own thread (tnbc_engine_start) */
-		if (!ret)
-			while (sem_wait(&boot.placed) && errno == EINTR)
-				;
-		sem_destroy(&boot.placed);
-		if (ret) {
-			FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
-				"cannot start the progress engine: %s\n",
-				strerror(ret));
-			ret = -FI_EOTHER;
-			goto out;
-		}
 		tnbc_host.running = true;
 	} else {
 		old = tnbc_host.doms[0];
@@ -904,34 +919,14 @@ static void tnbc_engine_detach(struct tnbc_domain *dom)
 
 int tnbc_engine_start(struct tnbc_domain *dom)
 {
-	struct tnbc_engine_boot boot = {.dom = dom};
-	int ret;
+	int ret = tnbc_engine_attach(dom);
 
-	ret = tnbc_engine_attach(dom);
 	if (ret != -FI_EAGAIN)
 		return ret;
-	if (sem_init(&boot.placed, 0, 0))
-		return -FI_EOTHER;
 	atomic_store(&dom->engine.stop, false);
-	ret = pthread_create(&dom->engine.thread, NULL, tnbc_engine_main,
-			     &boot);
-	/* The engine places itself first, and the application goes on
-	 * only then: hwloc's discovery loads and unloads its plugins, and
-	 * beside the application's first calls, which map and unmap
-	 * queues, ThreadSanitizer took a plugin's reuse of such memory
-	 * for a race (a clean-clone CI run, 1 in about 15).  Run by the
-	 * application's thread instead, it cost SEMI's receive a third,
-	 * for reasons not found. */
-	if (!ret)
-		while (sem_wait(&boot.placed) && errno == EINTR)
-			;
-	sem_destroy(&boot.placed);
-	if (ret) {
-		FI_WARN(&tnbc_prov, FI_LOG_DOMAIN,
-			"cannot start the progress engine: %s\n",
-			strerror(ret));
-		return -FI_EOTHER;
-	}
+	ret = tnbc_engine_spawn(&dom->engine.thread, tnbc_engine_main, dom);
+	if (ret)
+		return ret;
 	dom->engine.running = true;
 	return 0;
 }
