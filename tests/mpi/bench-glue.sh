@@ -11,7 +11,8 @@
 #
 # usage: tests/mpi/bench-glue.sh [BUILDDIR]   (default: build)
 # environment: NPS="2 4", MPIS="openmpi mpich", MAXB=1048576, ITER=200,
-#              OUT=DIR (default ./bench-glue-YYYYmmdd-HHMMSS), PLOT=0
+#              OUT=DIR (default ./bench-glue-YYYYmmdd-HHMMSS), PLOT=0,
+#              TABLES_ONLY=1 (tables and plot again from OUT/results.csv)
 # OUT holds results.csv (every row), ratio.csv (glue-all over mpi per
 # blocking size; overlap per non-blocking size), table.txt and
 # bench_glue.png.
@@ -24,9 +25,13 @@ export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$b/.libs}
 export TNBC_MPI_LIBDIR=$b/mpi-glue/.libs
 run=$b/mpi-glue/tnbc-mpirun
 csv=$out/results.csv
-echo "label,mpi,np,coll,bytes,us,pure_us,total_us,overlap_pct,post_us,wait_us,compute" >"$csv"
+# Debian's python3, with Debian's matplotlib, before another on PATH
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+[ "${TABLES_ONLY:-0}" = 1 ] ||
+	echo "label,mpi,np,coll,bytes,us,pure_us,total_us,overlap_pct,post_us,wait_us,compute" >"$csv"
 
-for mpi in ${MPIS:-openmpi mpich}; do
+[ "${TABLES_ONLY:-0}" = 1 ] || for mpi in ${MPIS:-openmpi mpich}; do
 	bin=$b/tests/mpi/glue-bin/bench_glue.$mpi
 	[ -x "$bin" ] || { echo "no $bin (make check builds it)"; continue; }
 	for np in ${NPS:-2 4}; do
@@ -51,7 +56,7 @@ for mpi in ${MPIS:-openmpi mpich}; do
 	done
 done
 
-python3 - "$out" "${PLOT:-1}" <<'PY'
+"$py" - "$out" "${PLOT:-1}" <<'PY'
 import csv, sys, collections
 out, plot = sys.argv[1], sys.argv[2] != "0"
 rows = list(csv.DictReader(open(out + "/results.csv")))
