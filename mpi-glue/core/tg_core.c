@@ -288,10 +288,35 @@ void tg_req_part_done(struct tg_req *r, int err)
 		}
 	}
 	atomic_store_explicit(&r->done, true, memory_order_release);
-	if (r->freed)
+	if (r->freed) {
 		tg_req_release(r);
-	else if (tg.done_fn)
+	} else if (r->owner && tg.done_fn) {
+		/* A blocking call's request (no owner) is freed by its
+		 * waiter as soon as it sees the mark: only owned ones wait
+		 * here, and their owner frees them only once told. */
+		r->done_next =
+			atomic_load_explicit(&tg.done, memory_order_relaxed);
+		atomic_store_explicit(&tg.done, r, memory_order_relaxed);
+	}
+}
+
+/* Tells the owners of what completed, with tg.lock let go: done_fn is
+ * an MPI call (MPI_Grequest_complete), and no MPI call runs under the
+ * core's lock. */
+static void tg_tell_owners(void)
+{
+	struct tg_req *r;
+
+	pthread_mutex_lock(&tg.lock);
+	r = atomic_exchange_explicit(&tg.done, NULL, memory_order_relaxed);
+	pthread_mutex_unlock(&tg.lock);
+	while (r) {
+		struct tg_req *next = r->done_next;
+
+		/* r may be freed by its owner once told */
 		tg.done_fn(r, r->owner);
+		r = next;
+	}
 }
 
 static void tg_drain_eq(void)
@@ -358,6 +383,10 @@ int tg_poll(void)
 		return 0;
 	done = tg_poll_held();
 	pthread_mutex_unlock(&tg.lock);
+	/* a list filled by a posting thread's own look (TG_POST) is told
+	 * at the next poll */
+	if (atomic_load_explicit(&tg.done, memory_order_relaxed))
+		tg_tell_owners();
 	return done;
 }
 

@@ -22,6 +22,7 @@ struct tg_req {
 	bool posted;
 	bool freed; /* the owner let go; free once done */
 	void *owner;
+	struct tg_req *done_next; /* tg.done, until its owner is told */
 	void *tmp; /* the core's copy of an in-place input */
 	void *sink; /* a result nobody keeps (a scatter root in place) */
 	struct tg_comm *comm; /* counts the group's operations in flight */
@@ -63,6 +64,9 @@ struct tg_state {
 	int rank, size;
 	bool ready;
 	tg_done_fn done_fn;
+	/* owned requests marked done under tg.lock, told to their owners
+	 * (done_fn, an MPI call) once it is let go */
+	struct tg_req *_Atomic done;
 	struct tg_comm *closing; /* groups waiting for their operations */
 	struct tg_comm *all; /* every group not yet closed */
 };

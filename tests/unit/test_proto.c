@@ -1651,7 +1651,6 @@ START_TEST(proto_two_transports)
 }
 END_TEST
 
-
 /* Engine threads of this process: threads named tnbc-engine in
  * /proc/self/task. */
 static int engine_threads(void)
