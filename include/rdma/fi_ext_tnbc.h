@@ -106,12 +106,25 @@ struct fi_tnbc_ops_domain {
 	/* The calling thread stops driving progress: it posted work and
 	 * goes off to compute or sleep.  While application threads poll,
 	 * the engine leaves progress to them and naps, for up to 16 of
-	 * FI_TNBC_APP_WINDOW_US; after this call it takes over at once (at
-	 * the price of a wake-up, a system call, when it napped).  A
-	 * library that posts non-blocking work on the application's behalf
-	 * (the MPI glue) calls it as it returns.  Present when size covers
-	 * it. */
+	 * FI_TNBC_APP_WINDOW_US, and peers do not wake it; after this call
+	 * the next packet for this domain wakes it, and it is woken now if
+	 * work already waits (a system call).  A library that posts
+	 * non-blocking work on the application's behalf (the MPI glue)
+	 * calls it as it returns, and when its last one completes.
+	 * Returns 1 when work waited and the engine was woken for it (on
+	 * a host whose cores the application's threads take, a thread
+	 * that then spins in another library starves it: yield), 0 when
+	 * none did.  Present when size covers it. */
 	int (*handoff)(struct fid_domain *domain);
+	/* on != 0: triggered work the calling thread makes ready from now
+	 * on (the first steps of a collective it posts, among them copies
+	 * of its payload) is left to the engine, woken for it, instead of
+	 * run in the posting call; 0: run in the call again, the default.
+	 * For a post the caller will not wait for at once: the call
+	 * returns in the time it takes to build the work.  Per thread;
+	 * no effect without an engine thread.  Present when size covers
+	 * it. */
+	int (*defer)(struct fid_domain *domain, int on);
 };
 
 /*

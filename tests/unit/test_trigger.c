@@ -2010,6 +2010,81 @@ START_TEST(trig_app_runs_long)
 }
 END_TEST
 
+/* Who ran a step, and that it ran. */
+struct tt_who {
+	pthread_t by;
+	atomic_bool ran;
+};
+
+static int tt_who_step(void *arg)
+{
+	struct tt_who *who = arg;
+
+	who->by = pthread_self();
+	atomic_store(&who->ran, true);
+	return 0;
+}
+
+/*
+ * The domain's defer (fi_ext_tnbc.h): work a thread makes ready while it
+ * defers is the engine's, woken for it, and the releasing call returns
+ * without having run it; without defer the same call runs it itself
+ * (loop 1, the contrast).  The engine runs it with no further call of
+ * this thread, watched for seconds.  Handoff with nothing waiting says
+ * so; both reject a NULL domain.
+ */
+START_TEST(trig_defer)
+{
+	bool defer = _i == 0;
+	struct tu_world w;
+	struct tnbc_domain *dom;
+	struct fid_cntr *T;
+	struct fi_tnbc_ops_domain *ops = NULL;
+	struct tt_who who = {0};
+	struct tnbc_trig_req r = {.op = TNBC_TRIG_FN, .threshold = 1};
+	uint64_t end;
+
+	tt_world_open(&w, 1, false);
+	dom = tu_tnbc_domain(&w.d);
+	ck_assert_int_eq(fi_open_ops(&w.d.domain->fid, FI_TNBC_DOMAIN_OPS_1, 0,
+				     (void **)&ops, NULL),
+			 0);
+	ck_assert_uint_ge(ops->size, sizeof(*ops));
+	ck_assert_int_eq(ops->defer(NULL, 1), -FI_EINVAL);
+	ck_assert_int_eq(ops->handoff(NULL), -FI_EINVAL);
+	T = tt_cntr(w.d.domain);
+	r.cntr = tnbc_cntr_fid(&T->fid);
+	r.step.fn = tt_who_step;
+	r.step.arg = &who;
+	ck_assert_int_eq(tnbc_trig_submit(dom, &r), 0);
+	for (end = tu_now_ms() + TU_WAIT_MS;
+	     !atomic_load(&dom->engine.self) && tu_now_ms() < end;)
+		tu_sleep_ms(1);
+	ck_assert(atomic_load(&dom->engine.self));
+	ck_assert_int_eq(ops->defer(w.d.domain, defer), 0);
+	ck_assert_int_eq(fi_cntr_add(T, 1), 0);
+	ck_assert_int_eq(ops->defer(w.d.domain, 0), 0);
+	if (!defer) {
+		ck_assert_msg(atomic_load(&who.ran),
+			      "without defer the releasing call runs the step");
+		ck_assert(pthread_equal(who.by, pthread_self()));
+	} else {
+		TU_WATCH_BEGIN();
+		for (end = tu_now_ms() + TU_WAIT_MS;
+		     !atomic_load(&who.ran) && tu_now_ms() < end;)
+			tu_sleep_ms(1);
+		TU_WATCH_END();
+		ck_assert_msg(atomic_load(&who.ran),
+			      "the deferred step did not run without calls");
+		ck_assert(pthread_equal(
+			who.by, (pthread_t)atomic_load(&dom->engine.self)));
+	}
+	ck_assert_int_eq(ops->handoff(w.d.domain), 0);
+	ck_assert_int_eq(fi_close(&T->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
 /*
  * A reduce step folds its source into its destination once its counter
  * reaches the threshold, and not before; a copy step chained on its
@@ -2206,6 +2281,7 @@ Suite *tu_trigger_suite(void)
 	tcase_add_test(tc, trig_deferred_rma);
 	tcase_add_loop_test(tc, trig_engine_fires, 0, 2);
 	tcase_add_test(tc, trig_app_runs_long);
+	tcase_add_loop_test(tc, trig_defer, 0, 2);
 	tcase_add_test(tc, trig_reduce_steps);
 	tcase_add_test(tc, trig_reduce_bad_input);
 	tcase_add_test(tc, trig_reduce_by_engine);

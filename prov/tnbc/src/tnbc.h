@@ -1197,6 +1197,7 @@ void tnbc_engine_kick(struct tnbc_domain *domain);
 void tnbc_engine_nudge(struct tnbc_domain *domain);
 /* Around a blocking wait of an application thread. */
 void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
+bool tnbc_engine_handoff(struct tnbc_domain *domain);
 /* Domains the engine thread of dom serves (0: it has none). */
 int tnbc_engine_domains(struct tnbc_domain *dom);
 
@@ -1330,9 +1331,17 @@ static inline bool tnbc_trig_has_ready(struct tnbc_domain *dom)
 }
 /* Runs ready requests.  Must be called with no provider lock held.  Every
  * poll calls it: with nothing ready it is one load. */
+/* Set by fi_tnbc_ops_domain's defer: triggered work this thread makes
+ * ready is the engine's to run, not this thread's. */
+extern __thread bool tnbc_defer_tls;
+
 static inline void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
 {
-	if (tnbc_trig_has_ready(dom))
+	if (!tnbc_trig_has_ready(dom))
+		return;
+	if (!engine && tnbc_defer_tls && dom->engine.running)
+		tnbc_engine_kick(dom);
+	else
 		tnbc_trig_run_ready(dom, engine);
 }
 ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,

@@ -226,18 +226,21 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	return 0;
 }
 
-/* A polling thread's mark would keep the engine napping for the rest
- * of its window: a wait's begin clears it and ends the nap, as for a
- * thread that blocks, and its end says nobody waits. */
 static int tnbc_domain_handoff(struct fid_domain *domain)
 {
-	struct tnbc_domain *dom;
-
 	if (!domain)
 		return -FI_EINVAL;
-	dom = tnbc_container_of(domain, struct tnbc_domain, domain_fid);
-	tnbc_app_wait(dom, true);
-	tnbc_app_wait(dom, false);
+	return tnbc_engine_handoff(
+		tnbc_container_of(domain, struct tnbc_domain, domain_fid));
+}
+
+__thread bool tnbc_defer_tls;
+
+static int tnbc_domain_defer(struct fid_domain *domain, int on)
+{
+	if (!domain)
+		return -FI_EINVAL;
+	tnbc_defer_tls = on != 0;
 	return 0;
 }
 
@@ -245,6 +248,7 @@ static struct fi_tnbc_ops_domain tnbc_ext_domain_ops = {
 	.size = sizeof(struct fi_tnbc_ops_domain),
 	.engine_stats = tnbc_engine_stats,
 	.handoff = tnbc_domain_handoff,
+	.defer = tnbc_domain_defer,
 };
 
 static int tnbc_domain_ops_open(struct fid *fid, const char *name,

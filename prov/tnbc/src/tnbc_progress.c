@@ -968,6 +968,51 @@ void tnbc_app_wait(struct tnbc_domain *dom, bool begin)
 	tnbc_engine_kick(dom);
 }
 
+/*
+ * The application thread goes off to compute or sleep (fi_tnbc(7)'s
+ * domain handoff).  Its poll mark would keep the engine napping for the
+ * rest of its window, and peers from ringing: cleared, the next packet
+ * rings, and the engine wakes when there is work, not now.  Waking it
+ * now cost the posting thread its core on a host without a spare one
+ * (posts 3 to 20 times slower on 2 cores).  Packets that came while the
+ * mark still stood were left to this thread: their senders published
+ * before looking at the mark, this thread looks at the queues after
+ * clearing it (the fences pair), so either they rang or it sees them
+ * and kicks.  A sender that skips its fence (membarrier on both sides)
+ * leaves such a packet to the end of the bounded nap at worst.
+ */
+bool tnbc_engine_handoff(struct tnbc_domain *dom)
+{
+	struct tnbc_list *it;
+	bool work = false;
+
+	if (!dom->engine.running)
+		return false;
+	tnbc_dom_xapp_mark(dom, false);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (pthread_rwlock_tryrdlock(&dom->ep_lock)) {
+		tnbc_engine_kick(dom);
+		return true;
+	}
+	for (it = dom->ep_list.next; !work && it != &dom->ep_list;
+	     it = it->next) {
+		struct tnbc_ep *ep =
+			tnbc_container_of(it, struct tnbc_ep, dom_entry);
+
+		/* a busy lock: another thread is in there, polling */
+		if (pthread_mutex_trylock(&ep->lock))
+			continue;
+		work = tnbc_ep_xpending(ep) || tnbc_ep_xstalled(ep) ||
+		       atomic_load_explicit(&ep->work, memory_order_relaxed);
+		pthread_mutex_unlock(&ep->lock);
+	}
+	pthread_rwlock_unlock(&dom->ep_lock);
+	work = work || tnbc_trig_has_ready(dom);
+	if (work)
+		tnbc_engine_kick(dom);
+	return work;
+}
+
 /* One kick per sleep is written, however many threads ask.  Woken, the
  * engine may wait for a CPU for milliseconds (a batch thread on a host
  * whose cores the application's threads poll on), and every packet
