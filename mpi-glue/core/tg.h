@@ -46,10 +46,20 @@ bool tg_ready(void);
  * its engine thread serves (the MPI's own on tnbc among them), and the
  * packets it moved. */
 int tg_engine(uint64_t *domains, uint64_t *engine_pkts);
-/* The application leaves after a non-blocking post of bytes: from
- * TNBC_MPI_HANDOFF bytes on (default: never), the provider's engine takes
- * progress over at once instead of after its nap. */
-void tg_handoff(size_t bytes);
+/* The application leaves after a non-blocking post of bytes, or its
+ * last one completed (TG_HANDOFF_LAST): from TNBC_MPI_HANDOFF bytes on
+ * (default: TNBC_MPI_DEFER's; off: never, but for the last) the
+ * provider's engine is told at once instead of after its nap.  True when
+ * work was left to the engine. */
+#define TG_HANDOFF_LAST SIZE_MAX
+bool tg_handoff(size_t bytes);
+/* Whether work was left to the engine within the last TG_OWED_NS: a
+ * thread that spins meanwhile (in the MPI's own waits) should yield. */
+bool tg_engine_owed(void);
+/* Around a non-blocking post of bytes: from TNBC_MPI_DEFER bytes on
+ * (default 8192; off: never) its first steps, copies of the payload among
+ * them, are left to the engine instead of run in the posting call. */
+void tg_defer(size_t bytes, bool on);
 int tg_world_rank(void);
 int tg_world_size(void);
 

@@ -61,6 +61,9 @@ struct tg_state {
 	struct fi_tnbc_ops_coll *coll_ops;
 	struct fi_tnbc_ops_domain *dom_ops; /* NULL: no handoff */
 	size_t handoff_min; /* bytes from which a post hands off */
+	size_t defer_min; /* bytes from which a post's steps are deferred */
+	_Atomic uint64_t owed_until; /* tg_engine_owed's end, ns; 0: none */
+	atomic_bool deferred; /* a post was deferred since the last handoff */
 	int rank, size;
 	bool ready;
 	tg_done_fn done_fn;

@@ -222,7 +222,13 @@ static int tgf_finish(MPI_Comm comm, struct tg_req *r)
 			why_ = TG_WHY_OFF;                                     \
 		if (why_ == TGF_OK) {                                          \
 			struct tg_req *r = tgf_nb_begin(request);              \
-			if (r && !(POST)) {                                    \
+			int bad_ = 1;                                          \
+			if (r) {                                               \
+				tg_defer(BYTES, true);                         \
+				bad_ = (POST);                                 \
+				tg_defer(BYTES, false);                        \
+			}                                                      \
+			if (!bad_) {                                           \
 				tg_count(FN, true, 0);                         \
 				tg_handoff(BYTES);                             \
 				return MPI_SUCCESS;                            \
@@ -774,9 +780,15 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		why = TG_WHY_OFF;
 	if (why == TGF_OK) {
 		struct tg_req *r = tgf_nb_begin(request);
+		int bad = 1;
 
-		if (r && !tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, rbuf, a.rc,
-				       a.rd, r)) {
+		if (r) {
+			tg_defer(SIZE_MAX, true);
+			bad = tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, rbuf,
+					   a.rc, a.rd, r);
+			tg_defer(SIZE_MAX, false);
+		}
+		if (!bad) {
 			free(a.sc);
 			tg_count(TG_IALLTOALLV, true, 0);
 			tg_handoff(SIZE_MAX);
