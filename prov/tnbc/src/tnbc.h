@@ -1321,6 +1321,8 @@ void tnbc_trig_check(struct tnbc_cntr *cntr);
  * the released work at once instead of waking the engine for it. */
 void tnbc_trig_check_app(struct tnbc_cntr *cntr);
 uint64_t tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine);
+/* Frees the requests kept for reuse (the provider's cleanup). */
+void tnbc_trig_cache_drain(void);
 /* Waits until no thread is starting triggered work: a request holds
  * its objects until its start returned, and the application may have
  * seen it complete before that. */

@@ -474,6 +474,7 @@ static void tnbc_cleanup(void)
 		tnbc_engine_stop(
 			tnbc_container_of(it, struct tnbc_domain, prov_entry));
 	pthread_mutex_unlock(&tnbc_state.lock);
+	tnbc_trig_cache_drain();
 }
 
 struct fi_provider tnbc_prov = {
