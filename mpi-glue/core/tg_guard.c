@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The page guard (tg_guard.h).  Ranges are found by the fault handler in
+ * a sorted array of pointers published whole (a writer builds a new one
+ * under tg_gd.lock and swaps it in): a binary search, O(log n), with no
+ * lock a faulting thread could find held.  Two counts keep what the
+ * handler reads alive without a lock: map readers (held only for the
+ * lookup) let a writer free the array it replaced, and a range's users
+ * (held while the handler waits for its data) let a release free it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tg_guard.h"
+
+enum { TG_GUARD_SHUT, TG_GUARD_OPENING, TG_GUARD_OPEN };
+
+struct tg_guard_range {
+	uintptr_t lo, hi;
+	void *stage;
+	const atomic_uint *ready;
+	atomic_int state;
+	atomic_int users;
+	int err; /* of the opening, written before state turns open */
+};
+
+struct tg_guard_map {
+	size_t n;
+	struct tg_guard_range *r[];
+};
+
+static struct {
+	pthread_mutex_t lock; /* writers: map swaps, init and fini */
+	struct tg_guard_map *_Atomic map;
+	atomic_int readers;
+	atomic_uint_fast64_t faults;
+	int users; /* tg_guard_init calls not yet finished */
+	struct sigaction old_segv, old_bus;
+} tg_gd = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A wait a signal handler may make: yield, then sleep in short steps. */
+static void tg_guard_pause(unsigned *spins)
+{
+	if (++*spins < 64) {
+		sched_yield();
+	} else {
+		struct timespec ts = {0, 20000};
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* The range holding a, with a user counted, or NULL. */
+static struct tg_guard_range *tg_guard_find(uintptr_t a)
+{
+	struct tg_guard_range *found = NULL;
+	struct tg_guard_map *m;
+
+	atomic_fetch_add(&tg_gd.readers, 1);
+	m = atomic_load_explicit(&tg_gd.map, memory_order_acquire);
+	if (m) {
+		size_t lo = 0, hi = m->n;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			struct tg_guard_range *r = m->r[mid];
+
+			if (a < r->lo) {
+				hi = mid;
+			} else if (a >= r->hi) {
+				lo = mid + 1;
+			} else {
+				found = r;
+				break;
+			}
+		}
+		if (found)
+			atomic_fetch_add(&found->users, 1);
+	}
+	atomic_fetch_sub(&tg_gd.readers, 1);
+	return found;
+}
+
+/*
+ * Waits for r's data and opens it; any thread, a signal handler among
+ * them.  The first to get there moves the staging pages over the range;
+ * the others wait until it has.  If the move fails (the kernel's map
+ * count), the data is copied instead: then a thread that does not fault
+ * may see it half written, which the move exists to prevent.
+ */
+static void tg_guard_open_range(struct tg_guard_range *r)
+{
+	int shut = TG_GUARD_SHUT;
+	unsigned spins = 0;
+	size_t len = r->hi - r->lo;
+
+	if (!atomic_compare_exchange_strong(&r->state, &shut,
+					    TG_GUARD_OPENING)) {
+		while (atomic_load_explicit(&r->state, memory_order_acquire) !=
+		       TG_GUARD_OPEN)
+			tg_guard_pause(&spins);
+		return;
+	}
+	while (!atomic_load_explicit(r->ready, memory_order_acquire))
+		tg_guard_pause(&spins);
+	if (mremap(r->stage, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   (void *)r->lo) == MAP_FAILED) {
+		r->err = -errno;
+		if (!mprotect((void *)r->lo, len, PROT_READ | PROT_WRITE))
+			memcpy((void *)r->lo, r->stage, len);
+		munmap(r->stage, len);
+	}
+	r->stage = NULL;
+	atomic_store_explicit(&r->state, TG_GUARD_OPEN, memory_order_release);
+}
+
+/* Hands a fault that is not the guard's to whoever had it before. */
+static void tg_guard_chain(int sig, siginfo_t *info, void *uctx)
+{
+	const struct sigaction *old =
+		sig == SIGBUS ? &tg_gd.old_bus : &tg_gd.old_segv;
+
+	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+		old->sa_sigaction(sig, info, uctx);
+		return;
+	}
+	if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
+		return;
+	}
+	/* the default action, as the kernel takes it for a fault it
+	 * cannot deliver: the instruction runs again and faults into it */
+	signal(sig, SIG_DFL);
+}
+
+static void tg_guard_handler(int sig, siginfo_t *info, void *uctx)
+{
+	int saved = errno;
+	struct tg_guard_range *r =
+		info ? tg_guard_find((uintptr_t)info->si_addr) : NULL;
+
+	if (!r) {
+		errno = saved;
+		tg_guard_chain(sig, info, uctx);
+		return;
+	}
+	atomic_fetch_add_explicit(&tg_gd.faults, 1, memory_order_relaxed);
+	tg_guard_open_range(r);
+	atomic_fetch_sub(&r->users, 1);
+	errno = saved;
+}
+
+int tg_guard_init(void)
+{
+	struct sigaction sa;
+	int ret = 0;
+
+	pthread_mutex_lock(&tg_gd.lock);
+	if (tg_gd.users++)
+		goto out;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = tg_guard_handler;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &tg_gd.old_segv)) {
+		ret = -errno;
+	} else if (sigaction(SIGBUS, &sa, &tg_gd.old_bus)) {
+		ret = -errno;
+		sigaction(SIGSEGV, &tg_gd.old_segv, NULL);
+	}
+	if (ret)
+		tg_gd.users--;
+out:
+	pthread_mutex_unlock(&tg_gd.lock);
+	return ret;
+}
+
+void tg_guard_fini(void)
+{
+	pthread_mutex_lock(&tg_gd.lock);
+	if (tg_gd.users && !--tg_gd.users) {
+		sigaction(SIGSEGV, &tg_gd.old_segv, NULL);
+		sigaction(SIGBUS, &tg_gd.old_bus, NULL);
+	}
+	pthread_mutex_unlock(&tg_gd.lock);
+}
+
+/* Publishes m in place of the current map and frees the old one once no
+ * lookup reads it.  tg_gd.lock held. */
+static void tg_guard_swap(struct tg_guard_map *m)
+{
+	struct tg_guard_map *old =
+		atomic_exchange_explicit(&tg_gd.map, m, memory_order_acq_rel);
+	unsigned spins = 0;
+
+	while (atomic_load(&tg_gd.readers))
+		tg_guard_pause(&spins);
+	free(old);
+}
+
+/* The map with r inserted (r not NULL) or removed; NULL on overlap or
+ * without memory.  tg_gd.lock held. */
+static struct tg_guard_map *tg_guard_edit(struct tg_guard_range *add,
+					  struct tg_guard_range *drop)
+{
+	struct tg_guard_map *cur = atomic_load(&tg_gd.map);
+	size_t n = cur ? cur->n : 0, k = 0;
+	struct tg_guard_map *m = malloc(sizeof(*m) + (n + 1) * sizeof(m->r[0]));
+
+	if (!m)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct tg_guard_range *r = cur->r[i];
+
+		if (r == drop)
+			continue;
+		if (add && r->hi > add->lo && r->lo < add->hi) {
+			free(m);
+			return NULL;
+		}
+		if (add && add->hi <= r->lo) {
+			m->r[k++] = add;
+			add = NULL;
+		}
+		m->r[k++] = r;
+	}
+	if (add)
+		m->r[k++] = add;
+	m->n = k;
+	return m;
+}
+
+int tg_guard_protect(void *addr, size_t len, const atomic_uint *ready,
+		     void **stage, struct tg_guard_range **out)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct tg_guard_range *r;
+	struct tg_guard_map *m;
+	int ret;
+
+	if (!addr || !len || !ready || !stage || !out || page <= 0 ||
+	    ((uintptr_t)addr | len) % (size_t)page)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->lo = (uintptr_t)addr;
+	r->hi = r->lo + len;
+	r->ready = ready;
+	r->stage = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (r->stage == MAP_FAILED) {
+		ret = -errno;
+		goto err_range;
+	}
+	pthread_mutex_lock(&tg_gd.lock);
+	if (!tg_gd.users) {
+		ret = -EPERM; /* no handler to serve the faults */
+		goto err_locked;
+	}
+	m = tg_guard_edit(r, NULL);
+	if (!m) {
+		ret = atomic_load(&tg_gd.map) ? -EEXIST : -ENOMEM;
+		goto err_locked;
+	}
+	/* published before the protection: a fault right after it finds
+	 * the range */
+	tg_guard_swap(m);
+	if (mprotect(addr, len, PROT_NONE)) {
+		ret = -errno;
+		m = tg_guard_edit(NULL, r);
+		if (m)
+			tg_guard_swap(m);
+		goto err_locked;
+	}
+	pthread_mutex_unlock(&tg_gd.lock);
+	*stage = r->stage;
+	*out = r;
+	return 0;
+err_locked:
+	pthread_mutex_unlock(&tg_gd.lock);
+	munmap(r->stage, len);
+err_range:
+	free(r);
+	return ret;
+}
+
+int tg_guard_release(struct tg_guard_range *r)
+{
+	struct tg_guard_map *m;
+	unsigned spins = 0;
+	int err;
+
+	if (!r)
+		return -EINVAL;
+	tg_guard_open_range(r);
+	pthread_mutex_lock(&tg_gd.lock);
+	/* without memory for a smaller map the range stays in it, open:
+	 * a fault can no longer find it shut, and the memory is kept */
+	m = tg_guard_edit(NULL, r);
+	if (m)
+		tg_guard_swap(m);
+	pthread_mutex_unlock(&tg_gd.lock);
+	if (!m)
+		return r->err ? r->err : -ENOMEM;
+	while (atomic_load(&r->users))
+		tg_guard_pause(&spins);
+	err = r->err;
+	free(r);
+	return err;
+}
+
+void tg_guard_open_overlap(const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr, end = a + len;
+	struct tg_guard_map *m;
+
+	if (!len || !atomic_load_explicit(&tg_gd.map, memory_order_relaxed))
+		return;
+	for (;;) {
+		struct tg_guard_range *r = NULL;
+
+		/* the first shut range that overlaps, with a user counted */
+		atomic_fetch_add(&tg_gd.readers, 1);
+		m = atomic_load_explicit(&tg_gd.map, memory_order_acquire);
+		for (size_t i = 0; m && i < m->n; i++) {
+			struct tg_guard_range *c = m->r[i];
+
+			if (c->hi <= a || c->lo >= end ||
+			    atomic_load(&c->state) == TG_GUARD_OPEN)
+				continue;
+			r = c;
+			atomic_fetch_add(&r->users, 1);
+			break;
+		}
+		atomic_fetch_sub(&tg_gd.readers, 1);
+		if (!r)
+			return;
+		tg_guard_open_range(r);
+		atomic_fetch_sub(&r->users, 1);
+	}
+}
+
+bool tg_guard_is_open(const struct tg_guard_range *r)
+{
+	return atomic_load(&((struct tg_guard_range *)r)->state) ==
+	       TG_GUARD_OPEN;
+}
+
+uint64_t tg_guard_faults(void)
+{
+	return atomic_load(&tg_gd.faults);
+}
