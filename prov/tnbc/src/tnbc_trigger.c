@@ -224,10 +224,11 @@ static const struct tnbc_trig_kind *tnbc_trig_kind_of(enum fi_op_type op)
  * caught.
  */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TNBC_TRIG_CACHE_MAX 0u
+#define TNBC_TRIG_CACHE 0
 #else
-#define TNBC_TRIG_CACHE_MAX 256u
+#define TNBC_TRIG_CACHE 1
 #endif
+#define TNBC_TRIG_CACHE_MAX 256u
 enum { TNBC_TRIG_CLS_STEP = 1, TNBC_TRIG_CLS_MSG, TNBC_TRIG_NCLS };
 
 static const size_t tnbc_trig_cls_size[TNBC_TRIG_NCLS] = {
@@ -255,7 +256,7 @@ static struct tnbc_trig *tnbc_trig_alloc(enum fi_op_type op)
 					      : 0;
 	if (!cls)
 		return calloc(1, k->size);
-	if (TNBC_TRIG_CACHE_MAX) {
+	if (TNBC_TRIG_CACHE) {
 		pthread_mutex_lock(&tnbc_trig_cache.lock);
 		got = tnbc_trig_cache.head[cls];
 		if (got) {
@@ -280,7 +281,7 @@ static void tnbc_trig_free(struct tnbc_trig *t)
 {
 	uint8_t cls = t->cls;
 
-	if (cls && TNBC_TRIG_CACHE_MAX) {
+	if (cls && TNBC_TRIG_CACHE) {
 		pthread_mutex_lock(&tnbc_trig_cache.lock);
 		if (tnbc_trig_cache.n[cls] < TNBC_TRIG_CACHE_MAX) {
 			t->entry.next = tnbc_trig_cache.head[cls];
