@@ -58,8 +58,16 @@ static void tg_guard_pause(unsigned *spins)
 	}
 }
 
-/* The range holding a, with a user counted, or NULL. */
-static struct tg_guard_range *tg_guard_find(uintptr_t a)
+/*
+ * The first range overlapping [a, end), with a user counted, or NULL;
+ * shut_only: the first of them not open yet.  Ranges never overlap, so
+ * the array is sorted by both ends: a binary search finds the first
+ * whose end is past a.  The fault handler asks with shut_only false: a
+ * range another thread has just opened is still the guard's fault, not
+ * one for the application's handler.
+ */
+static struct tg_guard_range *tg_guard_take(uintptr_t a, uintptr_t end,
+					    bool shut_only)
 {
 	struct tg_guard_range *found = NULL;
 	struct tg_guard_map *m;
@@ -71,19 +79,20 @@ static struct tg_guard_range *tg_guard_find(uintptr_t a)
 
 		while (lo < hi) {
 			size_t mid = lo + (hi - lo) / 2;
-			struct tg_guard_range *r = m->r[mid];
 
-			if (a < r->lo) {
-				hi = mid;
-			} else if (a >= r->hi) {
+			if (m->r[mid]->hi <= a)
 				lo = mid + 1;
-			} else {
-				found = r;
-				break;
-			}
+			else
+				hi = mid;
 		}
-		if (found)
+		for (; lo < m->n && m->r[lo]->lo < end; lo++) {
+			if (shut_only &&
+			    atomic_load(&m->r[lo]->state) == TG_GUARD_OPEN)
+				continue;
+			found = m->r[lo];
 			atomic_fetch_add(&found->users, 1);
+			break;
+		}
 	}
 	atomic_fetch_sub(&tg_gd.readers, 1);
 	return found;
@@ -144,8 +153,8 @@ static void tg_guard_chain(int sig, siginfo_t *info, void *uctx)
 static void tg_guard_handler(int sig, siginfo_t *info, void *uctx)
 {
 	int saved = errno;
-	struct tg_guard_range *r =
-		info ? tg_guard_find((uintptr_t)info->si_addr) : NULL;
+	uintptr_t a = info ? (uintptr_t)info->si_addr : 0;
+	struct tg_guard_range *r = info ? tg_guard_take(a, a + 1, false) : NULL;
 
 	if (!r) {
 		errno = saved;
@@ -321,29 +330,11 @@ int tg_guard_release(struct tg_guard_range *r)
 void tg_guard_open_overlap(const void *addr, size_t len)
 {
 	uintptr_t a = (uintptr_t)addr, end = a + len;
-	struct tg_guard_map *m;
+	struct tg_guard_range *r;
 
 	if (!len || !atomic_load_explicit(&tg_gd.map, memory_order_relaxed))
 		return;
-	for (;;) {
-		struct tg_guard_range *r = NULL;
-
-		/* the first shut range that overlaps, with a user counted */
-		atomic_fetch_add(&tg_gd.readers, 1);
-		m = atomic_load_explicit(&tg_gd.map, memory_order_acquire);
-		for (size_t i = 0; m && i < m->n; i++) {
-			struct tg_guard_range *c = m->r[i];
-
-			if (c->hi <= a || c->lo >= end ||
-			    atomic_load(&c->state) == TG_GUARD_OPEN)
-				continue;
-			r = c;
-			atomic_fetch_add(&r->users, 1);
-			break;
-		}
-		atomic_fetch_sub(&tg_gd.readers, 1);
-		if (!r)
-			return;
+	while ((r = tg_guard_take(a, end, true))) {
 		tg_guard_open_range(r);
 		atomic_fetch_sub(&r->users, 1);
 	}
