@@ -649,8 +649,11 @@ static void kside_big(struct tu_kside *k, struct tu_kside *r, const void *raddr,
 		0);
 	ck_assert_int_eq(fi_tsend(k->ep, s, len, NULL, to, tag, s), 0);
 	/* the sender's completion needs the receiver's progress: read both */
-	for (unsigned ms = 0, got = 0; got < 2; ms++) {
-		ck_assert_msg(ms < TU_WAIT_MS, "%zu B did not arrive", len);
+	/* bounded by the clock: a spin count ran out in tens of ms when a
+	 * loaded host delayed the 4 MiB transfer */
+	for (uint64_t t0 = tu_now_ms(), got = 0; got < 2;) {
+		ck_assert_msg(tu_now_ms() - t0 < TU_WAIT_MS,
+			      "%zu B did not arrive", len);
 		if (fi_cq_read(r->cq, &e, 1) == 1) {
 			ck_assert_ptr_eq(e.op_context, buf);
 			got++;
