@@ -27,6 +27,7 @@ struct tg_guard_range {
 	uintptr_t lo, hi;
 	void *stage;
 	const atomic_uint *ready;
+	unsigned nready;
 	atomic_int state;
 	atomic_int users;
 	int err; /* of the opening, written before state turns open */
@@ -118,8 +119,10 @@ static void tg_guard_open_range(struct tg_guard_range *r)
 			tg_guard_pause(&spins);
 		return;
 	}
-	while (!atomic_load_explicit(r->ready, memory_order_acquire))
-		tg_guard_pause(&spins);
+	for (unsigned i = 0; i < r->nready; i++)
+		while (!atomic_load_explicit(&r->ready[i],
+					     memory_order_acquire))
+			tg_guard_pause(&spins);
 	if (mremap(r->stage, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
 		   (void *)r->lo) == MAP_FAILED) {
 		r->err = -errno;
@@ -248,14 +251,14 @@ static struct tg_guard_map *tg_guard_edit(struct tg_guard_range *add,
 }
 
 int tg_guard_protect(void *addr, size_t len, const atomic_uint *ready,
-		     void **stage, struct tg_guard_range **out)
+		     unsigned nready, void **stage, struct tg_guard_range **out)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	struct tg_guard_range *r;
 	struct tg_guard_map *m;
 	int ret;
 
-	if (!addr || !len || !ready || !stage || !out || page <= 0 ||
+	if (!addr || !len || !ready || !nready || !stage || !out || page <= 0 ||
 	    ((uintptr_t)addr | len) % (size_t)page)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
@@ -264,6 +267,7 @@ int tg_guard_protect(void *addr, size_t len, const atomic_uint *ready,
 	r->lo = (uintptr_t)addr;
 	r->hi = r->lo + len;
 	r->ready = ready;
+	r->nready = nready;
 	r->stage = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (r->stage == MAP_FAILED) {

@@ -8,10 +8,10 @@
  * A guarded range is whole pages of anonymous private memory (the caller
  * keeps the first and last page of an unaligned buffer out: nothing
  * foreign is ever protected).  Its data lands in a staging mapping of the
- * same size, which the transfer fills; the range's ready word turns
- * nonzero once the last byte is there (the provider's engine writes it,
- * a triggered copy step after the range's receives).  Opening the range
- * moves the staging pages over the protected ones (mremap): the data
+ * same size, which the transfer fills; the range's ready words turn
+ * nonzero once the last byte is there (the provider's engine writes
+ * each, a triggered copy step after each receive that lands there).  Opening
+ * the range moves the staging pages over the protected ones (mremap): the data
  * appears whole, never half written, without a copy.
  *
  * A fault inside a guarded range is served by the guard's SIGSEGV/SIGBUS
@@ -44,12 +44,14 @@ void tg_guard_fini(void);
 /*
  * Guards [addr, addr + len), both page-aligned, len > 0: maps a staging
  * area of len bytes (returned in *stage, where the data must land), then
- * makes the range PROT_NONE.  ready: the word that turns nonzero when
- * the staging area holds all of the range's data.  Returns 0 or a
- * negative errno; nothing is protected on error.
+ * makes the range PROT_NONE.  ready: nready words that have all turned
+ * nonzero when the staging area holds all of the range's data (one per
+ * message that lands in it).  Returns 0 or a negative errno; nothing is
+ * protected on error.
  */
 int tg_guard_protect(void *addr, size_t len, const atomic_uint *ready,
-		     void **stage, struct tg_guard_range **out);
+		     unsigned nready, void **stage,
+		     struct tg_guard_range **out);
 /* Waits for the range's data and opens it (idempotent), then forgets it.
  * Not from a signal handler.  Returns 0 or a negative errno (the range
  * is then left readable, its data lost: the staging area could not be

@@ -108,7 +108,8 @@ static void last_byte_first(void)
 	pthread_t t;
 	int bad = 0;
 
-	CHECK(tg_guard_protect(buf, len, &ready, &stage, &r) == 0, "protect");
+	CHECK(tg_guard_protect(buf, len, &ready, 1, &stage, &r) == 0,
+	      "protect");
 	pthread_create(&t, NULL, land, &l);
 	CHECK(((volatile unsigned char *)buf)[len - 1] == pattern(0, len - 1),
 	      "last byte");
@@ -122,6 +123,36 @@ static void last_byte_first(void)
 	pthread_join(t, NULL);
 	CHECK(tg_guard_release(r) == 0, "release");
 	munmap(buf, len);
+}
+
+/* A range two messages land in (a page they share): a touch waits for
+ * both words, the later one too. */
+static void two_words(void)
+{
+	size_t order[1] = {0};
+	unsigned char *buf = guarded(1);
+	atomic_uint ready[2];
+	void *stage;
+	struct tg_guard_range *r;
+	/* the lander fills the page and sets the second word; the first
+	 * is set now, as if its message came long ago */
+	struct lander l = {1, pg, &stage, &ready[1], order, 30};
+	pthread_t t;
+	int bad = 0;
+
+	atomic_init(&ready[0], 1);
+	atomic_init(&ready[1], 0);
+	CHECK(tg_guard_protect(buf, pg, ready, 2, &stage, &r) == 0, "protect");
+	pthread_create(&t, NULL, land, &l);
+	CHECK(((volatile unsigned char *)buf)[0] == pattern(0, 0),
+	      "first byte");
+	CHECK(atomic_load(&ready[1]), "opened before the second word");
+	for (size_t i = 0; i < pg; i++)
+		bad += buf[i] != pattern(0, i);
+	CHECK(!bad, "%d bytes wrong", bad);
+	pthread_join(t, NULL);
+	CHECK(tg_guard_release(r) == 0, "release");
+	munmap(buf, pg);
 }
 
 struct reader {
@@ -175,8 +206,8 @@ static void random_pages_two_threads(void)
 	shuffle(o2, NR, &seed);
 	for (size_t i = 0; i < NR; i++) {
 		atomic_init(&ready[i], 0);
-		CHECK(tg_guard_protect(buf + i * pg, pg, &ready[i], &stage[i],
-				       &r[i]) == 0,
+		CHECK(tg_guard_protect(buf + i * pg, pg, &ready[i], 1,
+				       &stage[i], &r[i]) == 0,
 		      "protect %zu", i);
 	}
 	pthread_create(&tl, NULL, land, &l);
@@ -202,7 +233,7 @@ static void write_waits(void)
 	struct lander l = {1, pg, &stage, &ready, order, 20};
 	pthread_t t;
 
-	CHECK(tg_guard_protect(buf, pg, &ready, &stage, &r) == 0, "protect");
+	CHECK(tg_guard_protect(buf, pg, &ready, 1, &stage, &r) == 0, "protect");
 	pthread_create(&t, NULL, land, &l);
 	buf[5] = 0x42;
 	pthread_join(t, NULL);
@@ -227,7 +258,7 @@ static void kernel_efault_and_open_overlap(void)
 	/* a pipe copies what is written (/dev/null does not look) */
 	CHECK(!pipe(pfd), "pipe");
 	fd = pfd[1];
-	CHECK(tg_guard_protect(buf, 2 * pg, &ready, &stage, &r) == 0,
+	CHECK(tg_guard_protect(buf, 2 * pg, &ready, 1, &stage, &r) == 0,
 	      "protect");
 	memset(stage, 0x5a, 2 * pg);
 	atomic_store(&ready, 1);
@@ -285,7 +316,7 @@ static void fork_child_opens(void)
 	pid_t pid;
 	int st = 0;
 
-	CHECK(tg_guard_protect(buf, pg, &ready, &stage, &r) == 0, "protect");
+	CHECK(tg_guard_protect(buf, pg, &ready, 1, &stage, &r) == 0, "protect");
 	memset(stage, 0x77, pg);
 	atomic_store(&ready, 1);
 	pid = fork();
@@ -305,16 +336,19 @@ static void bad_arguments(void)
 	void *stage;
 	struct tg_guard_range *r, *r2;
 
-	CHECK(tg_guard_protect(buf + 1, pg, &ready, &stage, &r) == -EINVAL,
+	CHECK(tg_guard_protect(buf + 1, pg, &ready, 1, &stage, &r) == -EINVAL,
 	      "unaligned");
-	CHECK(tg_guard_protect(buf, pg + 3, &ready, &stage, &r) == -EINVAL,
+	CHECK(tg_guard_protect(buf, pg + 3, &ready, 1, &stage, &r) == -EINVAL,
 	      "partial page");
-	CHECK(tg_guard_protect(buf, 0, &ready, &stage, &r) == -EINVAL, "empty");
-	CHECK(tg_guard_protect(buf, pg, NULL, &stage, &r) == -EINVAL,
+	CHECK(tg_guard_protect(buf, 0, &ready, 1, &stage, &r) == -EINVAL,
+	      "empty");
+	CHECK(tg_guard_protect(buf, pg, NULL, 1, &stage, &r) == -EINVAL,
 	      "no ready word");
-	CHECK(tg_guard_protect(buf, 2 * pg, &ready, &stage, &r) == 0,
+	CHECK(tg_guard_protect(buf, pg, &ready, 0, &stage, &r) == -EINVAL,
+	      "no ready words");
+	CHECK(tg_guard_protect(buf, 2 * pg, &ready, 1, &stage, &r) == 0,
 	      "protect");
-	CHECK(tg_guard_protect(buf + pg, pg, &ready, &stage, &r2) == -EEXIST,
+	CHECK(tg_guard_protect(buf + pg, pg, &ready, 1, &stage, &r2) == -EEXIST,
 	      "overlap");
 	CHECK(tg_guard_release(NULL) == -EINVAL, "release NULL");
 	tg_guard_release(r);
@@ -337,7 +371,7 @@ int main(void)
 		struct tg_guard_range *r;
 
 		CHECK(tg_guard_protect(&probe - ((uintptr_t)&probe % pg), pg,
-				       &ready, &stage, &r) == -EPERM,
+				       &ready, 1, &stage, &r) == -EPERM,
 		      "protect without a handler");
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -349,6 +383,7 @@ int main(void)
 		return 1;
 	}
 	last_byte_first();
+	two_words();
 	random_pages_two_threads();
 	write_waits();
 	kernel_efault_and_open_overlap();
