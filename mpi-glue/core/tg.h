@@ -136,6 +136,31 @@ int tg_alltoall(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
 		 const size_t *sdispls, void *rbuf, const size_t *rcounts,
 		 const size_t *rdispls, struct tg_req *req);
+/*
+ * T-NBC (seed 000, tnbc-mpi(7)): the blocking alltoallv above, returning
+ * before its data has arrived where it can.  The pages of rbuf the
+ * messages cover completely stay PROT_NONE until their data has landed
+ * (a touch waits for it); the call waits only for messages that land on
+ * other pages.  The send data is copied: sbuf is free on return.  Same
+ * messages as tg_alltoallv: members may mix the two.  *early: some data
+ * had not arrived on return.  Returns 0, or a negative fi_errno with
+ * nothing posted (the caller falls back).
+ */
+int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
+		      const size_t *scounts, const size_t *sdispls, void *rbuf,
+		      const size_t *rcounts, const size_t *rdispls,
+		      bool *early);
+/* A T-NBC call on c that returned early and failed afterwards: its
+ * error, once (0: none), for the communicator's error handler. */
+int tg_tnbc_error(struct tg_comm *c);
+/* Before a buffer goes to the MPI or the kernel: opens what T-NBC
+ * guards in it, waiting for that data. */
+void tg_tnbc_open(const void *buf, size_t len);
+/* Whether T-NBC guards anything now (one load: the wrappers' fast
+ * path). */
+bool tg_tnbc_guarding(void);
+/* Faults T-NBC's guard served in this process. */
+uint64_t tg_tnbc_faults(void);
 int tg_gather(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 	      int root, struct tg_req *req);
 int tg_scatter(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
@@ -204,8 +229,17 @@ int tg_policy_may(enum tg_fn fn);
 bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size);
 bool tg_report_wanted(void);
 void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why);
-/* This process's counts: TG_NFN x (1 + TG_NWHY) (offloaded, then the
- * fallbacks by reason), for the front-end to sum over the world. */
+/* A T-NBC call of fn returned before all its data had arrived. */
+void tg_count_early(enum tg_fn fn);
+/* Whether a blocking call of fn whose largest message is bytes goes to
+ * T-NBC (TNBC_MPI_TNBC, TNBC_MPI_TNBC_MIN); false for a function T-NBC
+ * does not take. */
+bool tg_policy_tnbc(enum tg_fn fn, size_t bytes);
+/* Counts per function: offloaded, the fallbacks by reason, then the
+ * T-NBC calls that returned early. */
+#define TG_NCOUNT (2 + TG_NWHY)
+/* This process's counts: TG_NFN x TG_NCOUNT, for the front-end to sum
+ * over the world. */
 void tg_counts(uint64_t *out);
 /* Prints the summed counts (rank 0). */
 void tg_report_print(const uint64_t *sums);

@@ -168,6 +168,9 @@ void tg_comm_free(struct tg_comm *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&tg.lock);
+	/* MPI_Comm_free finishes what T-NBC left outstanding on c */
+	if (tg.ready)
+		tg_tnbc_reap(c, true);
 	if (tg.ready && tg_comm_close(c)) {
 		/* MPI lets a communicator go with operations in flight */
 		c->closing = true;

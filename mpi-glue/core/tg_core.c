@@ -161,6 +161,9 @@ static void tg_close_fid(void *fidp)
 void tg_close(void)
 {
 	pthread_mutex_lock(&tg.lock);
+	/* guarded data first: the program may read it after Finalize */
+	tg_tnbc_reap(NULL, true);
+	tg_tnbc_close();
 	tg.ready = false;
 	tg_comm_reap();
 	tg.closing = NULL; /* what is still busy goes with the endpoint */
@@ -276,8 +279,10 @@ struct tg_req *tg_req_new(void *owner)
 {
 	struct tg_req *r = calloc(1, sizeof(*r));
 
-	if (r)
+	if (r) {
+		r->self = r;
 		r->owner = owner;
+	}
 	return r;
 }
 
@@ -420,7 +425,7 @@ int tg_poll_held(void)
 			if (fi_cq_readerr(tg.cq, &err, 0) == 1 &&
 			    err.op_context) {
 				tg_req_part_done(
-					err.op_context,
+					tg_ctx_req(err.op_context),
 					-(int)(err.err ? err.err : FI_EIO));
 				done++;
 			}
@@ -431,7 +436,7 @@ int tg_poll_held(void)
 		for (ssize_t i = 0; i < n; i++) {
 			if (!e[i].op_context)
 				continue;
-			tg_req_part_done(e[i].op_context, 0);
+			tg_req_part_done(tg_ctx_req(e[i].op_context), 0);
 			done++;
 		}
 	}

@@ -9,6 +9,7 @@
  * (held while the handler waits for its data) let a release free it.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +46,7 @@ static struct {
 	atomic_int readers;
 	atomic_uint_fast64_t faults;
 	int users; /* tg_guard_init calls not yet finished */
+	atomic_bool installed; /* the guard's handler is the kernel's */
 	struct sigaction old_segv, old_bus;
 } tg_gd = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -123,15 +126,82 @@ static void tg_guard_open_range(struct tg_guard_range *r)
 		while (!atomic_load_explicit(&r->ready[i],
 					     memory_order_acquire))
 			tg_guard_pause(&spins);
-	if (mremap(r->stage, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-		   (void *)r->lo) == MAP_FAILED) {
+	/* the system calls themselves: an MPI's memory hooks (UCX's ucm
+	 * patches mremap, and drops its new-address argument) must not
+	 * stand between a signal handler and the kernel */
+	if ((void *)syscall(SYS_mremap, r->stage, len, len,
+			    MREMAP_MAYMOVE | MREMAP_FIXED,
+			    (void *)r->lo) == MAP_FAILED) {
 		r->err = -errno;
-		if (!mprotect((void *)r->lo, len, PROT_READ | PROT_WRITE))
+		if (!syscall(SYS_mprotect, (void *)r->lo, len,
+			     PROT_READ | PROT_WRITE))
 			memcpy((void *)r->lo, r->stage, len);
-		munmap(r->stage, len);
+		syscall(SYS_munmap, r->stage, len);
 	}
 	r->stage = NULL;
 	atomic_store_explicit(&r->state, TG_GUARD_OPEN, memory_order_release);
+}
+
+/*
+ * The program's own handlers.  A program that installs a SIGSEGV or SIGBUS
+ * handler after the guard's would take the guard's faults too: while the
+ * guard is installed, sigaction(2) and signal(3) for those two signals
+ * (interposed below) only change the handler the guard hands other
+ * faults to, and report it as the one installed.
+ */
+typedef int (*tg_sigaction_fn)(int, const struct sigaction *,
+			       struct sigaction *);
+
+static int tg_real_sigaction(int sig, const struct sigaction *act,
+			     struct sigaction *old)
+{
+	static tg_sigaction_fn real;
+
+	if (!real)
+		real = (tg_sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real(sig, act, old);
+}
+
+/* The slot of the program's handler for sig, when the guard holds it. */
+static struct sigaction *tg_guard_slot(int sig)
+{
+	if ((sig != SIGSEGV && sig != SIGBUS) ||
+	    !atomic_load_explicit(&tg_gd.installed, memory_order_acquire))
+		return NULL;
+	return sig == SIGBUS ? &tg_gd.old_bus : &tg_gd.old_segv;
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	struct sigaction *slot;
+
+	pthread_mutex_lock(&tg_gd.lock);
+	slot = tg_guard_slot(sig);
+	if (slot) {
+		if (old)
+			*old = *slot;
+		if (act)
+			*slot = *act;
+	}
+	pthread_mutex_unlock(&tg_gd.lock);
+	return slot ? 0 : tg_real_sigaction(sig, act, old);
+}
+
+sighandler_t signal(int sig, sighandler_t handler)
+{
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(sig, &sa, &old))
+		return SIG_ERR;
+	return old.sa_handler;
 }
 
 /* Hands a fault that is not the guard's to whoever had it before. */
@@ -150,7 +220,13 @@ static void tg_guard_chain(int sig, siginfo_t *info, void *uctx)
 	}
 	/* the default action, as the kernel takes it for a fault it
 	 * cannot deliver: the instruction runs again and faults into it */
-	signal(sig, SIG_DFL);
+	{
+		struct sigaction dfl;
+
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		tg_real_sigaction(sig, &dfl, NULL);
+	}
 }
 
 static void tg_guard_handler(int sig, siginfo_t *info, void *uctx)
@@ -182,14 +258,16 @@ int tg_guard_init(void)
 	sa.sa_sigaction = tg_guard_handler;
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGSEGV, &sa, &tg_gd.old_segv)) {
+	if (tg_real_sigaction(SIGSEGV, &sa, &tg_gd.old_segv)) {
 		ret = -errno;
-	} else if (sigaction(SIGBUS, &sa, &tg_gd.old_bus)) {
+	} else if (tg_real_sigaction(SIGBUS, &sa, &tg_gd.old_bus)) {
 		ret = -errno;
-		sigaction(SIGSEGV, &tg_gd.old_segv, NULL);
+		tg_real_sigaction(SIGSEGV, &tg_gd.old_segv, NULL);
 	}
 	if (ret)
 		tg_gd.users--;
+	else
+		atomic_store(&tg_gd.installed, true);
 out:
 	pthread_mutex_unlock(&tg_gd.lock);
 	return ret;
@@ -199,8 +277,9 @@ void tg_guard_fini(void)
 {
 	pthread_mutex_lock(&tg_gd.lock);
 	if (tg_gd.users && !--tg_gd.users) {
-		sigaction(SIGSEGV, &tg_gd.old_segv, NULL);
-		sigaction(SIGBUS, &tg_gd.old_bus, NULL);
+		atomic_store(&tg_gd.installed, false);
+		tg_real_sigaction(SIGSEGV, &tg_gd.old_segv, NULL);
+		tg_real_sigaction(SIGBUS, &tg_gd.old_bus, NULL);
 	}
 	pthread_mutex_unlock(&tg_gd.lock);
 }
@@ -209,8 +288,15 @@ void tg_guard_fini(void)
  * lookup reads it.  tg_gd.lock held. */
 static void tg_guard_swap(struct tg_guard_map *m)
 {
-	struct tg_guard_map *old =
-		atomic_exchange_explicit(&tg_gd.map, m, memory_order_acq_rel);
+	struct tg_guard_map *old;
+
+	/* an empty map is none: a caller with nothing guarded pays one
+	 * load (tg_guard_any) */
+	if (m && !m->n) {
+		free(m);
+		m = NULL;
+	}
+	old = atomic_exchange_explicit(&tg_gd.map, m, memory_order_acq_rel);
 	unsigned spins = 0;
 
 	while (atomic_load(&tg_gd.readers))
@@ -331,6 +417,32 @@ int tg_guard_release(struct tg_guard_range *r)
 	return err;
 }
 
+void tg_guard_abandon(struct tg_guard_range *r)
+{
+	struct tg_guard_map *m;
+	unsigned spins = 0;
+
+	if (!r)
+		return;
+	/* readable again before it leaves the map: a stray touch meanwhile
+	 * finds it still guarded, never a protected page nobody serves */
+	mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
+	atomic_store(&r->state, TG_GUARD_OPEN);
+	pthread_mutex_lock(&tg_gd.lock);
+	m = tg_guard_edit(NULL, r);
+	if (m)
+		tg_guard_swap(m);
+	pthread_mutex_unlock(&tg_gd.lock);
+	if (r->stage)
+		munmap(r->stage, r->hi - r->lo);
+	r->stage = NULL;
+	if (!m)
+		return; /* kept in the map, open, as tg_guard_release does */
+	while (atomic_load(&r->users))
+		tg_guard_pause(&spins);
+	free(r);
+}
+
 void tg_guard_open_overlap(const void *addr, size_t len)
 {
 	uintptr_t a = (uintptr_t)addr, end = a + len;
@@ -348,6 +460,11 @@ bool tg_guard_is_open(const struct tg_guard_range *r)
 {
 	return atomic_load(&((struct tg_guard_range *)r)->state) ==
 	       TG_GUARD_OPEN;
+}
+
+bool tg_guard_any(void)
+{
+	return atomic_load_explicit(&tg_gd.map, memory_order_relaxed) != NULL;
 }
 
 uint64_t tg_guard_faults(void)

@@ -21,6 +21,10 @@
  * when several threads fault at once, and hands every other fault to the
  * handler installed before it (or to the default action).
  *
+ * While the handler is installed, a program's sigaction(2) and signal(3)
+ * for SIGSEGV and SIGBUS (interposed here) set the handler the guard
+ * chains to, and the guard's stays the kernel's.
+ *
  * The kernel does not fault on a protected page, it fails (EFAULT): a
  * library call that passes a buffer to the kernel must open the ranges
  * it overlaps first (tg_guard_open_overlap).
@@ -57,11 +61,17 @@ int tg_guard_protect(void *addr, size_t len, const atomic_uint *ready,
  * is then left readable, its data lost: the staging area could not be
  * moved). */
 int tg_guard_release(struct tg_guard_range *r);
+/* Forgets a range no data was sent to, as it was before
+ * tg_guard_protect (its contents kept): a call that cannot go on.  No
+ * thread may touch the range meanwhile. */
+void tg_guard_abandon(struct tg_guard_range *r);
 /* Opens every guarded range that overlaps [addr, addr + len), waiting
  * for their data: before a buffer goes to the kernel or to the MPI. */
 void tg_guard_open_overlap(const void *addr, size_t len);
 /* Whether r has been opened (by a fault or a release). */
 bool tg_guard_is_open(const struct tg_guard_range *r);
+/* Whether any range is guarded (one load). */
+bool tg_guard_any(void);
 /* Faults the handler served since init, for reports and tests. */
 uint64_t tg_guard_faults(void);
 

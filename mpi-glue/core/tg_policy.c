@@ -17,12 +17,16 @@
  *   TNBC_MPI_<FN>=auto|on|off  one function (FN as in MPI_<Fn>, upper
  *                              case: ALLREDUCE, IALLTOALLV, ...)
  *   TNBC_MPI_<FN>_MIN=bytes    move that function's cutoff
+ *   TNBC_MPI_TNBC=list|all     T-NBC for these blocking functions
+ *                              (MPI_Alltoall, MPI_Alltoallv)
+ *   TNBC_MPI_TNBC_MIN=bytes    from this largest message on (4096)
  *   TNBC_MPI_REPORT=1          rank 0 prints the counts at MPI_Finalize
  */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "tg_priv.h"
 
@@ -98,12 +102,25 @@ static const struct tg_cut_row {
 
 static size_t tg_cut[TG_NFN];
 
+/* T-NBC's cutoff, the largest message of a call: seed 000 found it not
+ * worth its cost below 256 B and clearly worth it above 4 KiB, where a
+ * message fills a page of its own that can be guarded. */
+#define TG_TNBC_MIN 4096u
+
+/* The blocking functions T-NBC takes. */
+static bool tg_tnbc_takes(int fn)
+{
+	return fn == TG_ALLTOALL || fn == TG_ALLTOALLV;
+}
+
 static struct {
 	bool init;
 	bool off;
 	bool report;
 	enum tg_mode mode[TG_NFN];
-	_Atomic uint64_t count[TG_NFN][1 + TG_NWHY];
+	bool tnbc[TG_NFN];
+	size_t tnbc_min;
+	_Atomic uint64_t count[TG_NFN][TG_NCOUNT];
 } tgp;
 
 const char *tg_fn_name(enum tg_fn fn)
@@ -127,6 +144,43 @@ static void tg_policy_defaults(const char *mpi, bool oversub)
 	}
 }
 
+/* TNBC_MPI_TNBC: "all", or names with or without "MPI_", any case,
+ * separated by commas; a name T-NBC does not take is said once. */
+static void tg_tnbc_parse(const char *v)
+{
+	char *copy, *tok, *save = NULL;
+
+	if (!v || !*v)
+		return;
+	copy = strdup(v);
+	if (!copy)
+		return;
+	for (tok = strtok_r(copy, ", ", &save); tok;
+	     tok = strtok_r(NULL, ", ", &save)) {
+		bool known = false;
+
+		if (!strcasecmp(tok, "all")) {
+			for (int f = 0; f < TG_NFN; f++)
+				tgp.tnbc[f] = tg_tnbc_takes(f);
+			continue;
+		}
+		for (int f = 0; f < TG_NFN; f++) {
+			const char *n = tg_names[f];
+
+			if (strcasecmp(tok, n) && strcasecmp(tok, n + 4))
+				continue;
+			known = tg_tnbc_takes(f);
+			tgp.tnbc[f] = known;
+		}
+		if (!known)
+			fprintf(stderr,
+				"tnbc-mpi: TNBC_MPI_TNBC: %s is not a function "
+				"T-NBC takes (MPI_Alltoall, MPI_Alltoallv)\n",
+				tok);
+	}
+	free(copy);
+}
+
 void tg_policy_init(const char *mpi, bool oversub)
 {
 	const char *v;
@@ -145,6 +199,9 @@ void tg_policy_init(const char *mpi, bool oversub)
 		all = TG_ON;
 	else if (v && !strcmp(v, "none"))
 		all = TG_OFF;
+	tg_tnbc_parse(getenv("TNBC_MPI_TNBC"));
+	v = getenv("TNBC_MPI_TNBC_MIN");
+	tgp.tnbc_min = v && *v ? (size_t)strtoull(v, NULL, 0) : TG_TNBC_MIN;
 	for (int f = 0; f < TG_NFN; f++) {
 		char var[64], *p;
 
@@ -170,6 +227,8 @@ int tg_policy_may(enum tg_fn fn)
 {
 	if (tgp.off || !tg.ready)
 		return TG_WHY_OFF;
+	if (tgp.tnbc[fn])
+		return -1;
 	if (tgp.mode[fn] == TG_OFF ||
 	    (tgp.mode[fn] == TG_AUTO && tg_cut[fn] == SIZE_MAX))
 		return TG_WHY_POLICY;
@@ -191,6 +250,18 @@ bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size)
 	}
 }
 
+bool tg_policy_tnbc(enum tg_fn fn, size_t bytes)
+{
+	return !tgp.off && tg.ready && (unsigned)fn < TG_NFN && tgp.tnbc[fn] &&
+	       bytes >= tgp.tnbc_min;
+}
+
+void tg_count_early(enum tg_fn fn)
+{
+	atomic_fetch_add_explicit(&tgp.count[fn][1 + TG_NWHY], 1,
+				  memory_order_relaxed);
+}
+
 bool tg_report_wanted(void)
 {
 	return tgp.report;
@@ -205,17 +276,16 @@ void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why)
 void tg_counts(uint64_t *out)
 {
 	for (int f = 0; f < TG_NFN; f++)
-		for (int w = 0; w <= TG_NWHY; w++)
-			out[f * (1 + TG_NWHY) + w] =
-				atomic_load(&tgp.count[f][w]);
+		for (int w = 0; w < TG_NCOUNT; w++)
+			out[f * TG_NCOUNT + w] = atomic_load(&tgp.count[f][w]);
 }
 
 void tg_report_print(const uint64_t *sums)
 {
 	for (int f = 0; f < TG_NFN; f++) {
-		const uint64_t *s = sums + f * (1 + TG_NWHY);
+		const uint64_t *s = sums + f * TG_NCOUNT;
 		uint64_t fb = 0;
-		char why[256] = "";
+		char why[256] = "", early[48] = "";
 		size_t o = 0;
 
 		for (int w = 0; w < TG_NWHY; w++)
@@ -230,9 +300,13 @@ void tg_report_print(const uint64_t *sums)
 					(unsigned long long)s[1 + w]);
 		if (o)
 			snprintf(why + o, sizeof(why) - o, ")");
-		fprintf(stderr, "tnbc-mpi: %s offloaded %llu fallback %llu%s\n",
+		if (tgp.tnbc[f])
+			snprintf(early, sizeof(early), " early %llu",
+				 (unsigned long long)s[1 + TG_NWHY]);
+		fprintf(stderr,
+			"tnbc-mpi: %s offloaded %llu fallback %llu%s%s\n",
 			tg_names[f], (unsigned long long)s[0],
-			(unsigned long long)fb, why);
+			(unsigned long long)fb, early, why);
 	}
 	fflush(stderr);
 }

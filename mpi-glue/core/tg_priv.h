@@ -15,6 +15,10 @@
 #include "tg.h"
 
 struct tg_req {
+	/* first: a completion's op_context points at a word that holds the
+	 * request, this one or the first word of a deferred work's context
+	 * (tg_ctx_req) */
+	struct tg_req *self;
 	/* completions still to come (an alltoallv has one per message) */
 	atomic_int left;
 	atomic_bool done;
@@ -34,6 +38,14 @@ struct tg_req {
 	fi_addr_t kids[8];
 };
 
+/* The request a completion's op_context names. */
+static inline struct tg_req *tg_ctx_req(void *op_context)
+{
+	return *(struct tg_req **)op_context;
+}
+
+struct tg_tnbc_op;
+
 struct tg_comm {
 	uint32_t id;
 	int size, rank;
@@ -45,6 +57,7 @@ struct tg_comm {
 	bool closing; /* freed by its owner, closed when idle */
 	uint32_t seq; /* alltoallv operations posted */
 	uint32_t dseq; /* descriptor reductions posted */
+	int tnbc_err; /* a T-NBC call that returned early failed later */
 	struct tg_comm *next; /* tg.closing */
 	struct tg_comm *all_next; /* tg.all */
 };
@@ -72,6 +85,10 @@ struct tg_state {
 	struct tg_req *_Atomic done;
 	struct tg_comm *closing; /* groups waiting for their operations */
 	struct tg_comm *all; /* every group not yet closed */
+	struct tg_tnbc_op *tnbc; /* T-NBC calls not yet finished */
+	struct fid_cntr *go; /* stays 0: deferred work at threshold 0 */
+	struct fid_cntr **cntr_free; /* counters to reuse */
+	size_t ncntr_free, cntr_cap;
 };
 
 extern struct tg_state tg;
@@ -90,5 +107,11 @@ void tg_comm_reap(void);
  * process's endpoint (communicators a program never freed); under
  * tg.lock. */
 void tg_comm_close_all(void);
+/* Finishes T-NBC calls: of c (NULL: all), waiting for their data and
+ * opening their ranges; or, wait false, only those already complete
+ * whose ranges are open.  Under tg.lock. */
+void tg_tnbc_reap(struct tg_comm *c, bool wait);
+/* Closes the counters T-NBC kept for reuse; under tg.lock. */
+void tg_tnbc_close(void);
 
 #endif /* TG_PRIV_H */

@@ -13,6 +13,7 @@
 
 #include "tgf_coll.h"
 #include "tgf_req.h"
+#include "tgf_tnbc.h"
 
 #define TGF_OK (-1)
 
@@ -170,7 +171,7 @@ static int tgf_policy(int why, enum tg_fn fn, size_t bytes,
 	return why;
 }
 
-static int tgf_fail(MPI_Comm comm, int err)
+int tgf_fail(MPI_Comm comm, int err)
 {
 	int code = err == -FI_ETRUNC || err == -FI_EMSGSIZE ? MPI_ERR_TRUNCATE
 							    : MPI_ERR_OTHER;
@@ -179,12 +180,30 @@ static int tgf_fail(MPI_Comm comm, int err)
 	return code;
 }
 
-static int tgf_finish(MPI_Comm comm, struct tg_req *r)
+int tgf_finish(MPI_Comm comm, struct tg_req *r)
 {
 	int err = tg_req_wait(r);
 
 	tg_req_free(r);
 	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
+}
+
+/* Before anything else: what T-NBC guards in the call's buffers opens
+ * (one load when nothing is guarded). */
+#define TGF_OPEN(...)                                                          \
+	do {                                                                   \
+		if (tg_tnbc_guarding()) {                                      \
+			__VA_ARGS__;                                           \
+		}                                                              \
+	} while (0)
+
+static int tgf_size(MPI_Comm comm)
+{
+	int n = 0;
+
+	if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
+		return 0;
+	return n;
 }
 
 /* The first line of every wrapper: a function the policy never offloads
@@ -477,6 +496,7 @@ int MPI_Barrier(MPI_Comm comm)
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open(buf, count, dt));
 	TGF_SHORTCUT(TG_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
 	struct tgf_comm *fc = NULL;
 	int why = tgf_comm_check(comm, &fc);
@@ -496,6 +516,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		  MPI_Op op, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open(sbuf, count, dt); tgf_open(rbuf, count, dt));
 	TGF_SHORTCUT(TG_ALLREDUCE,
 		     PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm));
 	struct tgf_red a = {0};
@@ -527,6 +548,7 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	       MPI_Op op, int root, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open(sbuf, count, dt); tgf_open(rbuf, count, dt));
 	TGF_SHORTCUT(TG_REDUCE,
 		     PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm));
 	struct tgf_red a = {0};
@@ -541,6 +563,11 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int count,
 			     MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open(sbuf, (MPI_Aint)count * tgf_size(comm), dt);
+		 tgf_open(rbuf,
+			  (MPI_Aint)count *
+				  (sbuf == MPI_IN_PLACE ? tgf_size(comm) : 1),
+			  dt));
 	TGF_SHORTCUT(
 		TG_REDUCE_SCATTER_BLOCK,
 		PMPI_Reduce_scatter_block(sbuf, rbuf, count, dt, op, comm));
@@ -559,6 +586,8 @@ int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int count,
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		  int rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open(sbuf, scount, stype);
+		 tgf_open(rbuf, (MPI_Aint)rcount * tgf_size(comm), rtype));
 	TGF_SHORTCUT(TG_ALLGATHER, PMPI_Allgather(sbuf, scount, stype, rbuf,
 						  rcount, rtype, comm));
 	struct tgf_mov a = {0};
@@ -574,12 +603,17 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		 int rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open(sbuf, (MPI_Aint)scount * tgf_size(comm), stype);
+		 tgf_open(rbuf, (MPI_Aint)rcount * tgf_size(comm), rtype));
 	TGF_SHORTCUT(TG_ALLTOALL, PMPI_Alltoall(sbuf, scount, stype, rbuf,
 						rcount, rtype, comm));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
 				     rtype, &a);
 
+	if (why == TGF_OK && tg_policy_tnbc(TG_ALLTOALL, a.bytes))
+		return tgf_tnbc_alltoall(comm, a.fc->tc, a.sbuf, a.rbuf,
+					 a.bytes);
 	TGF_BLOCKING(
 		TG_ALLTOALL, tgf_policy(why, TG_ALLTOALL, a.bytes, a.fc),
 		tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
@@ -589,6 +623,8 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 	       int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open(sbuf, scount, stype);
+		 tgf_open(rbuf, (MPI_Aint)rcount * tgf_size(comm), rtype));
 	TGF_SHORTCUT(TG_GATHER, PMPI_Gather(sbuf, scount, stype, rbuf, rcount,
 					    rtype, root, comm));
 	struct tgf_mov a = {0};
@@ -604,6 +640,8 @@ int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open(sbuf, (MPI_Aint)scount * tgf_size(comm), stype);
+		 tgf_open(rbuf, rcount, rtype));
 	TGF_SHORTCUT(TG_SCATTER, PMPI_Scatter(sbuf, scount, stype, rbuf, rcount,
 					      rtype, root, comm));
 	struct tgf_mov a = {0};
@@ -620,6 +658,8 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		  MPI_Datatype stype, void *rbuf, const int rcounts[],
 		  const int rdispls[], MPI_Datatype rtype, MPI_Comm comm)
 {
+	TGF_OPEN(tgf_open_v(sbuf, scounts, sdispls, stype, tgf_size(comm));
+		 tgf_open_v(rbuf, rcounts, rdispls, rtype, tgf_size(comm)));
 	TGF_SHORTCUT(TG_ALLTOALLV,
 		     PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf,
 				    rcounts, rdispls, rtype, comm));
@@ -628,8 +668,26 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 				      rcounts, rdispls, rtype, &a);
 	int rc;
 
-	/* counts differ per member: only the group size may decide */
-	why = tgf_policy(why, TG_ALLTOALLV, 0, a.fc);
+	/* With T-NBC named, every member sends the offload's messages (the
+	 * variable is the same everywhere); each then receives by T-NBC or
+	 * not by its own largest message, which the others cannot know. */
+	if (why == TGF_OK && tg_policy_tnbc(TG_ALLTOALLV, SIZE_MAX)) {
+		size_t big = 0;
+
+		for (int i = 0; i < tg_comm_size(a.fc->tc); i++)
+			big = a.rc[i] > big ? a.rc[i] : big;
+		if (tg_policy_tnbc(TG_ALLTOALLV, big)) {
+			rc = tgf_tnbc_run(comm, a.fc->tc, TG_ALLTOALLV, a.sbuf,
+					  a.sc, a.sd, rbuf, a.rc, a.rd);
+			free(a.sc);
+			return rc;
+		}
+		why = TGF_OK;
+	} else {
+		/* counts differ per member: only the group size may
+		 * decide */
+		why = tgf_policy(why, TG_ALLTOALLV, 0, a.fc);
+	}
 	if (why == TGF_OK) {
 		struct tg_req *r = tg_req_new(NULL);
 
@@ -665,6 +723,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
 	       MPI_Request *request)
 {
+	TGF_OPEN(tgf_open(buf, count, dt));
 	TGF_SHORTCUT(TG_IBCAST,
 		     PMPI_Ibcast(buf, count, dt, root, comm, request));
 	struct tgf_comm *fc = NULL;
@@ -685,6 +744,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
 int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		   MPI_Op op, MPI_Comm comm, MPI_Request *request)
 {
+	TGF_OPEN(tgf_open(sbuf, count, dt); tgf_open(rbuf, count, dt));
 	TGF_SHORTCUT(TG_IALLREDUCE,
 		     PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm, request));
 	struct tgf_red a = {0};
@@ -718,6 +778,7 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
 {
+	TGF_OPEN(tgf_open(sbuf, count, dt); tgf_open(rbuf, count, dt));
 	TGF_SHORTCUT(TG_IREDUCE, PMPI_Ireduce(sbuf, rbuf, count, dt, op, root,
 					      comm, request));
 	struct tgf_red a = {0};
@@ -733,6 +794,8 @@ int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		   int rcount, MPI_Datatype rtype, MPI_Comm comm,
 		   MPI_Request *request)
 {
+	TGF_OPEN(tgf_open(sbuf, scount, stype);
+		 tgf_open(rbuf, (MPI_Aint)rcount * tgf_size(comm), rtype));
 	TGF_SHORTCUT(TG_IALLGATHER,
 		     PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype,
 				     comm, request));
@@ -750,6 +813,8 @@ int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		  int rcount, MPI_Datatype rtype, MPI_Comm comm,
 		  MPI_Request *request)
 {
+	TGF_OPEN(tgf_open(sbuf, (MPI_Aint)scount * tgf_size(comm), stype);
+		 tgf_open(rbuf, (MPI_Aint)rcount * tgf_size(comm), rtype));
 	TGF_SHORTCUT(TG_IALLTOALL,
 		     PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype,
 				    comm, request));
@@ -768,6 +833,8 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		   const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
 		   MPI_Request *request)
 {
+	TGF_OPEN(tgf_open_v(sbuf, scounts, sdispls, stype, tgf_size(comm));
+		 tgf_open_v(rbuf, rcounts, rdispls, rtype, tgf_size(comm)));
 	TGF_SHORTCUT(TG_IALLTOALLV,
 		     PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf,
 				     rcounts, rdispls, rtype, comm, request));

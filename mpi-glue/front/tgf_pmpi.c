@@ -284,7 +284,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 static void tgf_report(void)
 {
-	enum { N = TG_NFN * (1 + TG_NWHY) };
+	enum { N = TG_NFN * TG_NCOUNT };
 	uint64_t mine[N], sums[N];
 	int rank;
 

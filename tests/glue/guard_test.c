@@ -305,6 +305,52 @@ static void chains_to_application(void)
 	munmap(buf, pg);
 }
 
+static volatile sig_atomic_t late_faults;
+
+static void late_handler(int sig)
+{
+	(void)sig;
+	late_faults++;
+	siglongjmp(app_jump, 1);
+}
+
+/* A handler the application installs after the guard's gets its own
+ * faults, and the guard keeps serving its ranges: sigaction and signal
+ * only change what the guard chains to. */
+static void handler_installed_later(void)
+{
+	struct sigaction sa, prev, now;
+	unsigned char *buf = guarded(1), *g = guarded(1);
+	atomic_uint ready = 0;
+	void *stage;
+	struct tg_guard_range *r;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = late_handler;
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGSEGV, &sa, &prev) == 0, "sigaction");
+	CHECK(prev.sa_sigaction == app_handler,
+	      "the handler before is the application's");
+	CHECK(sigaction(SIGSEGV, NULL, &now) == 0 &&
+		      now.sa_handler == late_handler,
+	      "sigaction reports the application's new handler");
+	CHECK(tg_guard_protect(g, pg, &ready, 1, &stage, &r) == 0, "protect");
+	memset(stage, 0x42, pg);
+	atomic_store(&ready, 1);
+	CHECK(((volatile unsigned char *)g)[9] == 0x42, "guarded read");
+	CHECK(late_faults == 0, "the guard's fault reached the application");
+	mprotect(buf, pg, PROT_NONE);
+	if (!sigsetjmp(app_jump, 1))
+		(void)((volatile unsigned char *)buf)[3];
+	CHECK(late_faults == 1, "the later handler ran %d times",
+	      (int)late_faults);
+	CHECK(signal(SIGSEGV, SIG_DFL) == late_handler, "signal's old handler");
+	CHECK(sigaction(SIGSEGV, &prev, NULL) == 0, "sigaction back");
+	CHECK(tg_guard_release(r) == 0, "release");
+	munmap(buf, pg);
+	munmap(g, pg);
+}
+
 /* fork with a range shut whose data is ready: the child's touch opens
  * its own copy. */
 static void fork_child_opens(void)
@@ -388,6 +434,7 @@ int main(void)
 	write_waits();
 	kernel_efault_and_open_overlap();
 	chains_to_application();
+	handler_installed_later();
 	fork_child_opens();
 	bad_arguments();
 	tg_guard_fini();

@@ -1,0 +1,694 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * T-NBC (seed 000): a blocking alltoall(v) that returns before its data
+ * has arrived.  docs/t-nbc-design.md has the reasons; tnbc-mpi(7) what a
+ * program sees.
+ *
+ * The schedule is the glue's alltoallv (one tagged message each way per
+ * member, the same tags), so a member may take either path on its own.
+ * What differs is where the data lands:
+ *
+ * - The receive buffer is cut into ranges of whole pages that messages
+ *   cover completely, one range per run of pages the same messages
+ *   land in (a message's interior, or a page two share).  Each range is
+ *   guarded (tg_guard.h): PROT_NONE until the messages that land in it
+ *   have all arrived, their bytes gathered in a staging mapping.
+ * - Every other page (the first and last of an unaligned buffer, a page
+ *   shared with data outside the messages) is foreign: never protected.
+ *   The messages that touch one are received in place and waited for
+ *   before the call returns.
+ * - A receive is deferred work with a counter of its own; a copy step
+ *   triggered by that counter writes the message's ready word, so the
+ *   provider's engine opens the way with no application thread in the
+ *   loop.  A fault on a range waits for the words of exactly the
+ *   messages that land in it.
+ * - The send data is copied during the call (the buffer is the
+ *   program's again when it returns) and sent from the copy, in rank
+ *   order, the order NPB FT and IS read their results in.
+ *
+ * A call stays on tg.tnbc until its messages have completed and its
+ * ranges are open; a later T-NBC call, MPI_Comm_free and MPI_Finalize
+ * finish those still outstanding.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <rdma/fi_errno.h>
+#include <rdma/fi_trigger.h>
+
+#include "tg_guard.h"
+#include "tg_priv.h"
+
+/* A message lands in at most three ranges (a page shared with the
+ * previous message, its interior, a page shared with the next) and in
+ * place between and around them: seven pieces. */
+#define TG_TNBC_IOV 8
+
+/* A call's calls outstanding at once: beyond this the oldest is
+ * finished first (each holds staging memory and counters). */
+#define TG_TNBC_MAX_OPS 64
+
+struct tg_tnbc_msg {
+	/* the receive, deferred work on tg.go; its context's first word
+	 * names the request (tg_ctx_req) */
+	struct fi_deferred_work w;
+	struct fi_op_tagged t;
+	struct iovec iov[TG_TNBC_IOV];
+	/* the copy step that writes the ready word */
+	struct fi_deferred_work cw;
+	struct fi_tnbc_op_copy cp;
+	struct fid_cntr *k;
+	size_t off, len;
+	int src; /* member */
+	bool wait; /* lands on a foreign page: the call waits for it */
+};
+
+struct tg_tnbc_rng {
+	uintptr_t lo, hi;
+	int mlo, mhi; /* the messages that land in it, by position */
+	void *stage; /* NULL: not guarded (the data lands in place) */
+	struct tg_guard_range *g;
+};
+
+struct tg_tnbc_op {
+	struct tg_req *req;
+	struct tg_comm *c;
+	void *scopy;
+	int n;
+	struct tg_tnbc_msg *m; /* by position in the receive buffer */
+	atomic_uint *ready; /* one per message */
+	int nr;
+	struct tg_tnbc_rng *r;
+	struct tg_tnbc_op *next;
+};
+
+static const atomic_uint tg_tnbc_one = 1;
+static bool tg_tnbc_guard_on; /* under tg.lock */
+
+/* A child has no engine to land what its parent still waits for: the
+ * guarded data lands and opens before the fork. */
+static void tg_tnbc_prefork(void)
+{
+	if (tg_guard_any())
+		tg_guard_open_overlap(NULL, SIZE_MAX);
+}
+
+static void tg_tnbc_atfork(void)
+{
+	pthread_atfork(tg_tnbc_prefork, NULL, NULL);
+}
+
+/* Under tg.lock: posts, making room while the provider's queues are
+ * full. */
+#define TG_POST_ONE(call)                                                      \
+	({                                                                     \
+		ssize_t _r;                                                    \
+		while ((_r = (call)) == -FI_EAGAIN)                            \
+			tg_poll_held();                                        \
+		(int)_r;                                                       \
+	})
+
+/* ------------------------------------------------------------------ */
+/* Counters, kept for reuse                                             */
+
+static struct fid_cntr *tg_cntr_get(void)
+{
+	struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP,
+				 .wait_obj = FI_WAIT_NONE};
+	struct fid_cntr *k;
+
+	if (tg.ncntr_free)
+		return tg.cntr_free[--tg.ncntr_free];
+	return fi_cntr_open(tg.domain, &a, &k, NULL) ? NULL : k;
+}
+
+static void tg_cntr_put(struct fid_cntr *k)
+{
+	if (!k)
+		return;
+	/* one that saw an error is not worth resetting */
+	if (fi_cntr_readerr(k) || fi_cntr_set(k, 0)) {
+		fi_close(&k->fid);
+		return;
+	}
+	if (tg.ncntr_free == tg.cntr_cap) {
+		size_t cap = tg.cntr_cap ? 2 * tg.cntr_cap : 64;
+		struct fid_cntr **a =
+			realloc(tg.cntr_free, cap * sizeof(*tg.cntr_free));
+
+		if (!a) {
+			fi_close(&k->fid);
+			return;
+		}
+		tg.cntr_free = a;
+		tg.cntr_cap = cap;
+	}
+	tg.cntr_free[tg.ncntr_free++] = k;
+}
+
+void tg_tnbc_close(void)
+{
+	while (tg.ncntr_free)
+		fi_close(&tg.cntr_free[--tg.ncntr_free]->fid);
+	free(tg.cntr_free);
+	tg.cntr_free = NULL;
+	tg.cntr_cap = 0;
+	if (tg.go)
+		fi_close(&tg.go->fid);
+	tg.go = NULL;
+	if (tg_tnbc_guard_on)
+		tg_guard_fini();
+	tg_tnbc_guard_on = false;
+}
+
+/* ------------------------------------------------------------------ */
+/* Finishing                                                            */
+
+static bool tg_tnbc_landed(const struct tg_tnbc_op *op)
+{
+	for (int j = 0; j < op->n; j++)
+		if (!atomic_load_explicit(&op->ready[j], memory_order_acquire))
+			return false;
+	return true;
+}
+
+static void tg_tnbc_free(struct tg_tnbc_op *op)
+{
+	for (int i = 0; i < op->nr; i++)
+		if (op->r[i].g)
+			tg_guard_release(op->r[i].g);
+	for (int j = 0; j < op->n; j++)
+		tg_cntr_put(op->m[j].k);
+	if (op->req->err && !op->c->tnbc_err)
+		op->c->tnbc_err = op->req->err;
+	tg_req_free(op->req);
+	free(op->scopy);
+	free(op->m);
+	free(op->ready);
+	free(op->r);
+	free(op);
+}
+
+/* Under tg.lock: waits (polling) until op's messages have completed
+ * and its data has landed, then opens its ranges. */
+static void tg_tnbc_finish(struct tg_tnbc_op *op)
+{
+	unsigned spins = 0;
+
+	while (!tg_req_done(op->req) || !tg_tnbc_landed(op)) {
+		if (tg_poll_held())
+			continue;
+		if (++spins > 64)
+			sched_yield();
+	}
+	tg_tnbc_free(op);
+}
+
+void tg_tnbc_reap(struct tg_comm *c, bool wait)
+{
+	struct tg_tnbc_op **pp = &tg.tnbc;
+
+	while (*pp) {
+		struct tg_tnbc_op *op = *pp;
+		bool go = false;
+
+		if (wait) {
+			go = !c || op->c == c;
+		} else if (tg_req_done(op->req) && tg_tnbc_landed(op)) {
+			go = true;
+			for (int i = 0; i < op->nr && go; i++)
+				go = !op->r[i].g ||
+				     tg_guard_is_open(op->r[i].g);
+		}
+		if (!go) {
+			pp = &op->next;
+			continue;
+		}
+		*pp = op->next;
+		tg_tnbc_finish(op);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The layout of the receive buffer                                     */
+
+static int tg_msg_cmp(const void *a, const void *b)
+{
+	const struct tg_tnbc_msg *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/*
+ * The ranges: walks the pages that runs of adjacent messages cover
+ * completely, and starts a range wherever the messages landing in a
+ * page change.  op->m sorted, op->r sized for the worst case (3 per
+ * message).
+ */
+static void tg_tnbc_ranges(struct tg_tnbc_op *op, uintptr_t base, size_t pg)
+{
+	int j = 0;
+
+	op->nr = 0;
+	while (j < op->n) {
+		/* a run: messages that follow one another without a gap */
+		int a = j;
+		uintptr_t s = base + op->m[j].off, e = s + op->m[j].len;
+
+		while (j + 1 < op->n && op->m[j + 1].off == e - base) {
+			j++;
+			e += op->m[j].len;
+		}
+		j++;
+		uintptr_t p = (s + pg - 1) / pg * pg, end = e / pg * pg;
+		int lo = a;
+
+		for (; p < end; p += pg) {
+			int mlo, mhi;
+
+			/* the messages overlapping [p, p + pg) */
+			while (base + op->m[lo].off + op->m[lo].len <= p)
+				lo++;
+			mlo = lo;
+			mhi = lo;
+			while (mhi < j && base + op->m[mhi].off < p + pg)
+				mhi++;
+			if (op->nr && op->r[op->nr - 1].hi == p &&
+			    op->r[op->nr - 1].mlo == mlo &&
+			    op->r[op->nr - 1].mhi == mhi) {
+				op->r[op->nr - 1].hi = p + pg;
+				continue;
+			}
+			op->r[op->nr++] = (struct tg_tnbc_rng){
+				.lo = p, .hi = p + pg, .mlo = mlo, .mhi = mhi};
+		}
+	}
+}
+
+/* Message j's pieces: staging where a guarded range takes it, in place
+ * elsewhere (and then the call waits for it). */
+static int tg_tnbc_pieces(struct tg_tnbc_op *op, int j, uintptr_t base)
+{
+	struct tg_tnbc_msg *m = &op->m[j];
+	uintptr_t s = base + m->off, e = s + m->len, at = s;
+	size_t k = 0;
+
+	for (int i = 0; i < op->nr && at < e; i++) {
+		const struct tg_tnbc_rng *r = &op->r[i];
+
+		if (r->hi <= at || !r->stage)
+			continue;
+		if (r->lo >= e)
+			break;
+		if (r->lo > at) { /* in place, up to the range */
+			if (k == TG_TNBC_IOV)
+				return -FI_E2BIG;
+			m->iov[k++] = (struct iovec){(void *)at, r->lo - at};
+			m->wait = true;
+			at = r->lo;
+		}
+
+		uintptr_t stop = e < r->hi ? e : r->hi;
+
+		if (k == TG_TNBC_IOV)
+			return -FI_E2BIG;
+		m->iov[k++] = (struct iovec){(char *)r->stage + (at - r->lo),
+					     stop - at};
+		at = stop;
+	}
+	if (at < e) {
+		if (k == TG_TNBC_IOV)
+			return -FI_E2BIG;
+		m->iov[k++] = (struct iovec){(void *)at, e - at};
+		m->wait = true;
+	}
+	m->t.msg.iov_count = k;
+	return 0;
+}
+
+static void tg_tnbc_scatter(const struct tg_tnbc_msg *m, const char *src)
+{
+	for (size_t k = 0; k < m->t.msg.iov_count; k++) {
+		memcpy(m->iov[k].iov_base, src, m->iov[k].iov_len);
+		src += m->iov[k].iov_len;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The call                                                             */
+
+/* Posts message j's receive and the copy step behind it. */
+static int tg_tnbc_post_recv(struct tg_tnbc_op *op, int j, uint64_t tag)
+{
+	struct tg_tnbc_msg *m = &op->m[j];
+	int ret;
+
+	m->k = tg_cntr_get();
+	if (!m->k)
+		return -FI_ENOMEM;
+	m->cp = (struct fi_tnbc_op_copy){.size = sizeof(m->cp),
+					 .dst = &op->ready[j],
+					 .src = &tg_tnbc_one,
+					 .len = sizeof(op->ready[j])};
+	m->cw = (struct fi_deferred_work){.threshold = 1,
+					  .triggering_cntr = m->k};
+	fi_tnbc_work_copy(&m->cw, &m->cp);
+	ret = fi_control(&tg.domain->fid, FI_QUEUE_WORK, &m->cw);
+	if (ret)
+		return ret;
+	m->t.ep = tg.ep;
+	m->t.msg.msg_iov = m->iov;
+	m->t.msg.addr = (fi_addr_t)op->c->world[m->src];
+	m->t.msg.tag = tag;
+	m->t.flags = FI_COMPLETION;
+	m->w = (struct fi_deferred_work){.threshold = 0,
+					 .triggering_cntr = tg.go,
+					 .completion_cntr = m->k,
+					 .op_type = FI_OP_TRECV,
+					 .op.tagged = &m->t};
+	m->w.context.internal[0] = op->req;
+	while ((ret = fi_control(&tg.domain->fid, FI_QUEUE_WORK, &m->w)) ==
+	       -FI_EAGAIN)
+		tg_poll_held();
+	return ret;
+}
+
+int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
+		      const size_t *scounts, const size_t *sdispls, void *rbuf,
+		      const size_t *rcounts, const size_t *rdispls, bool *early)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), rlo = SIZE_MAX, rhi = 0;
+	size_t slo = SIZE_MAX, shi = 0, stot = 0, maxmsg = 0;
+	const char *src;
+	struct tg_tnbc_op *op;
+	int ret, me = c->rank, parts = 1, nops = 0, self = -1, sent = 0;
+	uint64_t tag;
+
+	*early = false;
+	if (!tg.ready)
+		return -FI_EOPBADSTATE;
+	if (!sbuf) { /* in place: the sends come from the receive buffer */
+		sbuf = rbuf;
+		scounts = rcounts;
+		sdispls = rdispls;
+	}
+	for (int i = 0; i < c->size; i++) {
+		if (rcounts[i]) {
+			rlo = rdispls[i] < rlo ? rdispls[i] : rlo;
+			if (rdispls[i] + rcounts[i] > rhi)
+				rhi = rdispls[i] + rcounts[i];
+		}
+		if (scounts[i]) {
+			slo = sdispls[i] < slo ? sdispls[i] : slo;
+			if (sdispls[i] + scounts[i] > shi)
+				shi = sdispls[i] + scounts[i];
+			stot += scounts[i];
+			maxmsg = scounts[i] > maxmsg ? scounts[i] : maxmsg;
+		}
+	}
+	/* what earlier calls guard in these buffers opens first */
+	if (rhi)
+		tg_guard_open_overlap((char *)rbuf + rlo, rhi - rlo);
+	if (shi)
+		tg_guard_open_overlap((const char *)sbuf + slo, shi - slo);
+
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -FI_ENOMEM;
+	op->req = tg_req_new(NULL);
+	op->m = calloc((size_t)c->size, sizeof(*op->m));
+	op->ready = calloc((size_t)c->size, sizeof(*op->ready));
+	op->r = calloc(3 * (size_t)c->size, sizeof(*op->r));
+	op->scopy = malloc(stot ? stot : 1);
+	if (!op->req || !op->m || !op->ready || !op->r || !op->scopy) {
+		ret = -FI_ENOMEM;
+		goto err_free;
+	}
+	op->c = c;
+	/* the send data, packed in rank order; the own slice among it
+	 * (in place, it is in the buffer about to be protected) */
+	{
+		char *d = op->scopy;
+
+		for (int i = 0; i < c->size; i++) {
+			memcpy(d, (const char *)sbuf + sdispls[i], scounts[i]);
+			d += scounts[i];
+		}
+	}
+	for (int i = 0; i < c->size; i++) {
+		if (!rcounts[i])
+			continue;
+		op->m[op->n++] = (struct tg_tnbc_msg){
+			.off = rdispls[i], .len = rcounts[i], .src = i};
+	}
+	qsort(op->m, (size_t)op->n, sizeof(*op->m), tg_msg_cmp);
+	for (int j = 0; j + 1 < op->n; j++)
+		if (op->m[j].off + op->m[j].len > op->m[j + 1].off) {
+			ret = -FI_EINVAL; /* overlapping receives: MPI's to
+					     judge */
+			goto err_free;
+		}
+
+	pthread_mutex_lock(&tg.lock);
+	ret = tg_comm_join(c);
+	if (!ret && !tg_tnbc_guard_on) {
+		/* the fault handler, installed by the first call */
+		static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+		ret = tg_guard_init() ? -FI_EOTHER : 0;
+		tg_tnbc_guard_on = !ret;
+		pthread_once(&once, tg_tnbc_atfork);
+	}
+	if (!ret && !tg.go) {
+		struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP,
+					 .wait_obj = FI_WAIT_NONE};
+
+		ret = fi_cntr_open(tg.domain, &a, &tg.go, NULL);
+	}
+	if (ret)
+		goto err_unlock;
+	tg_tnbc_reap(NULL, false);
+	for (struct tg_tnbc_op *o = tg.tnbc; o; o = o->next)
+		nops++;
+	if (nops >= TG_TNBC_MAX_OPS) {
+		struct tg_tnbc_op **pp = &tg.tnbc;
+
+		while ((*pp)->next)
+			pp = &(*pp)->next;
+		tg_tnbc_finish(*pp);
+		*pp = NULL;
+	}
+
+	/* Guard every range, or none: a range the guard refuses (the
+	 * kernel's map count) makes the call a plain blocking one, with
+	 * the buffer as it was. */
+	tg_tnbc_ranges(op, (uintptr_t)rbuf, pg);
+	for (int i = 0; i < op->nr; i++) {
+		struct tg_tnbc_rng *r = &op->r[i];
+
+		if (!tg_guard_protect(
+			    (void *)r->lo, r->hi - r->lo, &op->ready[r->mlo],
+			    (unsigned)(r->mhi - r->mlo), &r->stage, &r->g))
+			continue;
+		while (i--)
+			tg_guard_abandon(op->r[i].g);
+		op->nr = 0;
+		break;
+	}
+	for (int j = 0; j < op->n; j++) {
+		if (tg_tnbc_pieces(op, j, (uintptr_t)rbuf)) {
+			/* cannot happen (TG_TNBC_IOV): then in place */
+			for (int i = 0; i < op->nr; i++)
+				tg_guard_abandon(op->r[i].g);
+			op->nr = 0;
+			j = -1;
+			continue;
+		}
+	}
+	for (int j = 0; j < op->n; j++) {
+		if (op->m[j].src == me)
+			self = j;
+		else
+			parts++;
+	}
+	for (int i = 0; i < c->size; i++)
+		if (i != me && scounts[i])
+			parts++;
+	tag = (uint64_t)c->id << 32 | c->seq;
+	c->seq++;
+	tg_req_posted(op->req, c, parts);
+	/* From here on the others go on with the exchange: a post that
+	 * fails fails the call once what was posted has completed. */
+	if (self >= 0) {
+		src = (const char *)op->scopy;
+		for (int i = 0; i < me; i++)
+			src += scounts[i];
+		tg_tnbc_scatter(&op->m[self], src);
+		atomic_store(&op->ready[self], 1);
+	}
+	for (int j = 0; j < op->n; j++) {
+		if (j == self)
+			continue;
+		ret = tg_tnbc_post_recv(op, j, tag);
+		if (ret) {
+			/* its word and those of the ones after it say
+			 * landed, for the guard; the data is lost */
+			for (int k = j; k < op->n; k++)
+				if (k != self) {
+					atomic_store(&op->ready[k], 1);
+					atomic_fetch_sub(&op->req->left, 1);
+				}
+			break;
+		}
+	}
+	tg_defer(maxmsg, true);
+	src = (const char *)op->scopy;
+	for (int i = 0; i < c->size && !ret; i++) {
+		if (i != me && scounts[i]) {
+			ret = TG_POST_ONE(fi_tsend(tg.ep, src, scounts[i], NULL,
+						   (fi_addr_t)c->world[i], tag,
+						   op->req));
+			sent++;
+		}
+		src += scounts[i];
+	}
+	tg_defer(maxmsg, false);
+	if (ret) {
+		int unsent = 0;
+
+		for (int i = 0; i < c->size; i++)
+			unsent += i != me && scounts[i];
+		atomic_fetch_sub(&op->req->left, unsent - sent + 1);
+	}
+	tg_req_part_done(op->req, ret);
+	op->next = tg.tnbc;
+	tg.tnbc = op;
+	pthread_mutex_unlock(&tg.lock);
+	tg_handoff(maxmsg);
+
+	/* the messages on foreign pages, before the call returns */
+	for (int j = 0; j < op->n; j++) {
+		unsigned spins = 0;
+
+		if (!op->m[j].wait)
+			continue;
+		while (!atomic_load_explicit(&op->ready[j],
+					     memory_order_acquire)) {
+			if (tg_poll())
+				continue;
+			if (++spins > 64)
+				sched_yield();
+		}
+	}
+	for (int j = 0; j < op->n && !*early; j++)
+		*early = !atomic_load_explicit(&op->ready[j],
+					       memory_order_acquire);
+	return 0;
+
+err_unlock:
+	pthread_mutex_unlock(&tg.lock);
+err_free:
+	tg_req_free(op->req);
+	free(op->scopy);
+	free(op->m);
+	free(op->ready);
+	free(op->r);
+	free(op);
+	return ret;
+}
+
+int tg_tnbc_error(struct tg_comm *c)
+{
+	int err;
+
+	pthread_mutex_lock(&tg.lock);
+	tg_tnbc_reap(NULL, false);
+	err = c->tnbc_err;
+	c->tnbc_err = 0;
+	pthread_mutex_unlock(&tg.lock);
+	return err;
+}
+
+void tg_tnbc_open(const void *buf, size_t len)
+{
+	tg_guard_open_overlap(buf, len);
+}
+
+bool tg_tnbc_guarding(void)
+{
+	return tg_guard_any();
+}
+
+uint64_t tg_tnbc_faults(void)
+{
+	return tg_guard_faults();
+}
+
+/*
+ * Memory given back while T-NBC guards part of it: malloc hands it out
+ * again, and a later write by the kernel there (read(2), a peer's
+ * single-copy write) would fail on a page still protected.  free and
+ * realloc (interposed here, the glue being preloaded or linked before
+ * libc) open what they give back first, then call the allocator that
+ * comes next (libc's, or one the program brought); with nothing guarded
+ * that costs one load.  munmap is not interposed: a program that unmaps
+ * a buffer it never read after a T-NBC call must open it first
+ * (tnbc-mpi(7)).
+ */
+void __libc_free(void *p);
+void *__libc_realloc(void *p, size_t n);
+
+static struct {
+	void (*free)(void *);
+	void *(*realloc)(void *, size_t);
+	size_t (*usable)(void *);
+} tg_next;
+static _Thread_local bool tg_next_busy;
+
+/* The next allocator's functions, found once; a free inside the lookup
+ * itself is libc's (dlsym allocates only from libc). */
+static bool tg_next_init(void)
+{
+	if (tg_next.free)
+		return true;
+	if (tg_next_busy)
+		return false;
+	tg_next_busy = true;
+	tg_next.usable =
+		(size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+	tg_next.realloc =
+		(void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
+	tg_next.free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+	tg_next_busy = false;
+	return tg_next.free && tg_next.realloc;
+}
+
+static void tg_open_block(void *p)
+{
+	if (p && tg_guard_any() && tg_next.usable)
+		tg_guard_open_overlap(p, tg_next.usable(p));
+}
+
+void free(void *p)
+{
+	if (!tg_next_init()) {
+		__libc_free(p);
+		return;
+	}
+	tg_open_block(p);
+	tg_next.free(p);
+}
+
+void *realloc(void *p, size_t n)
+{
+	if (!tg_next_init())
+		return __libc_realloc(p, n);
+	tg_open_block(p);
+	return tg_next.realloc(p, n);
+}

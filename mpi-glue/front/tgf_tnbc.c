@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * T-NBC in the front-end (tnbc-mpi(7), "T-NBC"): the blocking alltoall
+ * and alltoallv that return early, and the wrappers that open what T-NBC
+ * guards before a buffer goes to the MPI.
+ *
+ * The kernel does not fault on a protected page, it fails (EFAULT): a
+ * peer's single-copy read, a socket send, a registration.  So every MPI
+ * call that takes a buffer opens the guarded ranges the buffer overlaps
+ * first, waiting for their data.  With nothing guarded that costs one
+ * load.
+ */
+#include <stdlib.h>
+
+#include "tgf_tnbc.h"
+
+/* [lo, hi) of count elements of dt at buf: the bytes the MPI may touch. */
+static bool tgf_span(const void *buf, MPI_Aint count, MPI_Datatype dt,
+		     const char **lo, size_t *len)
+{
+	MPI_Aint tlb, textent, lb, extent;
+
+	if (!buf || buf == MPI_IN_PLACE || buf == MPI_BOTTOM || count <= 0 ||
+	    dt == MPI_DATATYPE_NULL ||
+	    PMPI_Type_get_true_extent(dt, &tlb, &textent) != MPI_SUCCESS ||
+	    PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS)
+		return false;
+	if (extent < 0 || textent <= 0)
+		return false;
+	*lo = (const char *)buf + tlb;
+	*len = (size_t)((count - 1) * extent + textent);
+	return true;
+}
+
+void tgf_open(const void *buf, MPI_Aint count, MPI_Datatype dt)
+{
+	const char *lo;
+	size_t len;
+
+	if (tg_tnbc_guarding() && tgf_span(buf, count, dt, &lo, &len))
+		tg_tnbc_open(lo, len);
+}
+
+void tgf_open_v(const void *buf, const int *counts, const int *displs,
+		MPI_Datatype dt, int n)
+{
+	MPI_Aint lb, extent;
+
+	if (!tg_tnbc_guarding() || !buf || !counts || n <= 0 ||
+	    PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS)
+		return;
+	for (int i = 0; i < n; i++)
+		tgf_open((const char *)buf + (displs ? displs[i] : 0) * extent,
+			 counts[i], dt);
+}
+
+/* ------------------------------------------------------------------ */
+/* The calls T-NBC takes                                                */
+
+int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
+		 const void *sbuf, const size_t *sc, const size_t *sd,
+		 void *rbuf, const size_t *rc, const size_t *rd)
+{
+	bool early = false;
+	int err = tg_tnbc_error(tc), ret;
+
+	/* a call that returned early and failed later fails the next */
+	if (err)
+		return tgf_fail(comm, err);
+	ret = tg_tnbc_alltoallv(tc, sbuf, sc, sd, rbuf, rc, rd, &early);
+	if (ret) {
+		/* nothing posted here, while the others expect these very
+		 * messages: the glue's plain alltoallv sends them */
+		struct tg_req *r = tg_req_new(NULL);
+
+		if (!r)
+			return tgf_fail(comm, -FI_ENOMEM);
+		ret = tg_alltoallv(tc, sbuf, sc, sd, rbuf, rc, rd, r);
+		if (ret) {
+			tg_req_free(r);
+			return tgf_fail(comm, ret);
+		}
+		tg_count(fn, true, 0);
+		return tgf_finish(comm, r);
+	}
+	tg_count(fn, true, 0);
+	if (early)
+		tg_count_early(fn);
+	return MPI_SUCCESS;
+}
+
+int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *sbuf,
+		      void *rbuf, size_t bytes)
+{
+	int n = tg_comm_size(tc), rc;
+	size_t *a = malloc(2 * (size_t)n * sizeof(*a));
+
+	if (!a)
+		return tgf_fail(comm, -FI_ENOMEM);
+	/* every count the same, displacements in rank order */
+	for (int i = 0; i < n; i++) {
+		a[i] = bytes;
+		a[n + i] = (size_t)i * bytes;
+	}
+	rc = tgf_tnbc_run(comm, tc, TG_ALLTOALL, sbuf, a, a + n, rbuf, a,
+			  a + n);
+	free(a);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Calls that take a buffer: open it first                              */
+
+int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+	     MPI_Comm comm)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Send(buf, count, dt, dest, tag, comm);
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+	      MPI_Comm comm)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Ssend(buf, count, dt, dest, tag, comm);
+}
+
+int MPI_Bsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+	      MPI_Comm comm)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Bsend(buf, count, dt, dest, tag, comm);
+}
+
+int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+	      MPI_Comm comm)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Rsend(buf, count, dt, dest, tag, comm);
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+	      MPI_Comm comm, MPI_Request *req)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Isend(buf, count, dt, dest, tag, comm, req);
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+	       MPI_Comm comm, MPI_Request *req)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Issend(buf, count, dt, dest, tag, comm, req);
+}
+
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+	       MPI_Comm comm, MPI_Request *req)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Ibsend(buf, count, dt, dest, tag, comm, req);
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+	       MPI_Comm comm, MPI_Request *req)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Irsend(buf, count, dt, dest, tag, comm, req);
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag,
+	     MPI_Comm comm, MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Recv(buf, count, dt, src, tag, comm, st);
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag,
+	      MPI_Comm comm, MPI_Request *req)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Irecv(buf, count, dt, src, tag, comm, req);
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest,
+		 int stag, void *rbuf, int rcount, MPI_Datatype rtype, int src,
+		 int rtag, MPI_Comm comm, MPI_Status *st)
+{
+	tgf_open(sbuf, scount, stype);
+	tgf_open(rbuf, rcount, rtype);
+	return PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount,
+			     rtype, src, rtag, comm, st);
+}
+
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest,
+			 int stag, int src, int rtag, MPI_Comm comm,
+			 MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_Sendrecv_replace(buf, count, dt, dest, stag, src, rtag,
+				     comm, st);
+}
+
+int MPI_Put(const void *obuf, int ocount, MPI_Datatype otype, int target,
+	    MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Win win)
+{
+	tgf_open(obuf, ocount, otype);
+	return PMPI_Put(obuf, ocount, otype, target, disp, tcount, ttype, win);
+}
+
+int MPI_Get(void *obuf, int ocount, MPI_Datatype otype, int target,
+	    MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Win win)
+{
+	tgf_open(obuf, ocount, otype);
+	return PMPI_Get(obuf, ocount, otype, target, disp, tcount, ttype, win);
+}
+
+int MPI_Accumulate(const void *obuf, int ocount, MPI_Datatype otype, int target,
+		   MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
+		   MPI_Win win)
+{
+	tgf_open(obuf, ocount, otype);
+	return PMPI_Accumulate(obuf, ocount, otype, target, disp, tcount, ttype,
+			       op, win);
+}
+
+int MPI_Get_accumulate(const void *obuf, int ocount, MPI_Datatype otype,
+		       void *rbuf, int rcount, MPI_Datatype rtype, int target,
+		       MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op,
+		       MPI_Win win)
+{
+	tgf_open(obuf, ocount, otype);
+	tgf_open(rbuf, rcount, rtype);
+	return PMPI_Get_accumulate(obuf, ocount, otype, rbuf, rcount, rtype,
+				   target, disp, tcount, ttype, op, win);
+}
+
+int MPI_Rput(const void *obuf, int ocount, MPI_Datatype otype, int target,
+	     MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Win win,
+	     MPI_Request *req)
+{
+	tgf_open(obuf, ocount, otype);
+	return PMPI_Rput(obuf, ocount, otype, target, disp, tcount, ttype, win,
+			 req);
+}
+
+int MPI_Rget(void *obuf, int ocount, MPI_Datatype otype, int target,
+	     MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Win win,
+	     MPI_Request *req)
+{
+	tgf_open(obuf, ocount, otype);
+	return PMPI_Rget(obuf, ocount, otype, target, disp, tcount, ttype, win,
+			 req);
+}
+
+int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		   const int rcounts[], const int displs[], MPI_Datatype rtype,
+		   MPI_Comm comm)
+{
+	int n = 0;
+
+	tgf_open(sbuf, scount, stype);
+	if (tg_tnbc_guarding() && PMPI_Comm_size(comm, &n) == MPI_SUCCESS)
+		tgf_open_v(rbuf, rcounts, displs, rtype, n);
+	return PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs,
+			       rtype, comm);
+}
+
+int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[],
+		       MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+	int n = 0, me = 0, total = 0;
+
+	if (tg_tnbc_guarding() && PMPI_Comm_size(comm, &n) == MPI_SUCCESS &&
+	    PMPI_Comm_rank(comm, &me) == MPI_SUCCESS && rcounts) {
+		for (int i = 0; i < n; i++)
+			total += rcounts[i];
+		tgf_open(sbuf == MPI_IN_PLACE ? rbuf : sbuf, total, dt);
+		tgf_open(rbuf, rcounts[me], dt);
+	}
+	return PMPI_Reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm);
+}
+
+int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+	     MPI_Op op, MPI_Comm comm)
+{
+	tgf_open(sbuf, count, dt);
+	tgf_open(rbuf, count, dt);
+	return PMPI_Scan(sbuf, rbuf, count, dt, op, comm);
+}
+
+int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+	       MPI_Op op, MPI_Comm comm)
+{
+	tgf_open(sbuf, count, dt);
+	tgf_open(rbuf, count, dt);
+	return PMPI_Exscan(sbuf, rbuf, count, dt, op, comm);
+}
+
+int MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype dt,
+		   MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_File_write(fh, buf, count, dt, st);
+}
+
+int MPI_File_write_at(MPI_File fh, MPI_Offset off, const void *buf, int count,
+		      MPI_Datatype dt, MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_File_write_at(fh, off, buf, count, dt, st);
+}
+
+int MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype dt,
+		       MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_File_write_all(fh, buf, count, dt, st);
+}
+
+int MPI_File_write_at_all(MPI_File fh, MPI_Offset off, const void *buf,
+			  int count, MPI_Datatype dt, MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_File_write_at_all(fh, off, buf, count, dt, st);
+}
+
+int MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype dt,
+		  MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_File_read(fh, buf, count, dt, st);
+}
+
+int MPI_File_read_at(MPI_File fh, MPI_Offset off, void *buf, int count,
+		     MPI_Datatype dt, MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_File_read_at(fh, off, buf, count, dt, st);
+}
+
+int MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype dt,
+		      MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_File_read_all(fh, buf, count, dt, st);
+}
+
+int MPI_File_read_at_all(MPI_File fh, MPI_Offset off, void *buf, int count,
+			 MPI_Datatype dt, MPI_Status *st)
+{
+	tgf_open(buf, count, dt);
+	return PMPI_File_read_at_all(fh, off, buf, count, dt, st);
+}

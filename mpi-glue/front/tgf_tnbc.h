@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* T-NBC's front-end (tgf_tnbc.c) and the helpers it shares with the
+ * collective wrappers. */
+#ifndef TGF_TNBC_H
+#define TGF_TNBC_H
+
+#include <rdma/fi_errno.h>
+
+#include "tgf.h"
+
+/* tgf_coll.c: the communicator's error handler for a negative fi_errno,
+ * and a blocking call's wait. */
+int tgf_fail(MPI_Comm comm, int err);
+int tgf_finish(MPI_Comm comm, struct tg_req *r);
+
+/* Opens what T-NBC guards in count elements of dt at buf (MPI_IN_PLACE,
+ * MPI_BOTTOM and NULL: nothing), or in n such blocks at displs. */
+void tgf_open(const void *buf, MPI_Aint count, MPI_Datatype dt);
+void tgf_open_v(const void *buf, const int *counts, const int *displs,
+		MPI_Datatype dt, int n);
+
+/* A blocking alltoall(v) by T-NBC: byte counts and displacements, as
+ * tg_tnbc_alltoallv; an MPI return code. */
+int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
+		 const void *sbuf, const size_t *sc, const size_t *sd,
+		 void *rbuf, const size_t *rc, const size_t *rd);
+int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *sbuf,
+		      void *rbuf, size_t bytes);
+
+#endif /* TGF_TNBC_H */
