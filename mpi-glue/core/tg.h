@@ -150,6 +150,11 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 		      const size_t *scounts, const size_t *sdispls, void *rbuf,
 		      const size_t *rcounts, const size_t *rdispls,
 		      bool *early);
+/* The broadcast by T-NBC: bytes of buf from member root, cut into
+ * pieces of piece bytes (by offset: the same on every member) that
+ * travel down a binomial tree; a member's pages guarded as above. */
+int tg_tnbc_bcast(struct tg_comm *c, void *buf, size_t bytes, int root,
+		  size_t piece, bool *early);
 /* A T-NBC call on c that returned early and failed afterwards: its
  * error, once (0: none), for the communicator's error handler. */
 int tg_tnbc_error(struct tg_comm *c);
@@ -235,6 +240,8 @@ void tg_count_early(enum tg_fn fn);
  * T-NBC (TNBC_MPI_TNBC, TNBC_MPI_TNBC_MIN); false for a function T-NBC
  * does not take. */
 bool tg_policy_tnbc(enum tg_fn fn, size_t bytes);
+/* The piece a T-NBC broadcast is cut into (TNBC_MPI_TNBC_PIECE). */
+size_t tg_policy_tnbc_piece(void);
 /* Counts per function: offloaded, the fallbacks by reason, then the
  * T-NBC calls that returned early. */
 #define TG_NCOUNT (2 + TG_NWHY)

@@ -18,8 +18,9 @@
  *                              case: ALLREDUCE, IALLTOALLV, ...)
  *   TNBC_MPI_<FN>_MIN=bytes    move that function's cutoff
  *   TNBC_MPI_TNBC=list|all     T-NBC for these blocking functions
- *                              (MPI_Alltoall, MPI_Alltoallv)
+ *                              (MPI_Alltoall, MPI_Alltoallv, MPI_Bcast)
  *   TNBC_MPI_TNBC_MIN=bytes    from this largest message on (4096)
+ *   TNBC_MPI_TNBC_PIECE=bytes  a broadcast's pieces (65536)
  *   TNBC_MPI_REPORT=1          rank 0 prints the counts at MPI_Finalize
  */
 #include <ctype.h>
@@ -107,10 +108,15 @@ static size_t tg_cut[TG_NFN];
  * message fills a page of its own that can be guarded. */
 #define TG_TNBC_MIN 4096u
 
+/* A broadcast's piece: large enough that its per-piece cost (a counter,
+ * three deferred steps) stays small against the copy, small enough that
+ * a 1 MiB broadcast is 16 pieces a reader can start on one by one. */
+#define TG_TNBC_PIECE 65536u
+
 /* The blocking functions T-NBC takes. */
 static bool tg_tnbc_takes(int fn)
 {
-	return fn == TG_ALLTOALL || fn == TG_ALLTOALLV;
+	return fn == TG_ALLTOALL || fn == TG_ALLTOALLV || fn == TG_BCAST;
 }
 
 static struct {
@@ -119,7 +125,7 @@ static struct {
 	bool report;
 	enum tg_mode mode[TG_NFN];
 	bool tnbc[TG_NFN];
-	size_t tnbc_min;
+	size_t tnbc_min, tnbc_piece;
 	_Atomic uint64_t count[TG_NFN][TG_NCOUNT];
 } tgp;
 
@@ -175,7 +181,8 @@ static void tg_tnbc_parse(const char *v)
 		if (!known)
 			fprintf(stderr,
 				"tnbc-mpi: TNBC_MPI_TNBC: %s is not a function "
-				"T-NBC takes (MPI_Alltoall, MPI_Alltoallv)\n",
+				"T-NBC takes (MPI_Alltoall, MPI_Alltoallv, "
+				"MPI_Bcast)\n",
 				tok);
 	}
 	free(copy);
@@ -202,6 +209,10 @@ void tg_policy_init(const char *mpi, bool oversub)
 	tg_tnbc_parse(getenv("TNBC_MPI_TNBC"));
 	v = getenv("TNBC_MPI_TNBC_MIN");
 	tgp.tnbc_min = v && *v ? (size_t)strtoull(v, NULL, 0) : TG_TNBC_MIN;
+	v = getenv("TNBC_MPI_TNBC_PIECE");
+	tgp.tnbc_piece = v && *v ? (size_t)strtoull(v, NULL, 0) : 0;
+	if (!tgp.tnbc_piece)
+		tgp.tnbc_piece = TG_TNBC_PIECE;
 	for (int f = 0; f < TG_NFN; f++) {
 		char var[64], *p;
 
@@ -254,6 +265,11 @@ bool tg_policy_tnbc(enum tg_fn fn, size_t bytes)
 {
 	return !tgp.off && tg.ready && (unsigned)fn < TG_NFN && tgp.tnbc[fn] &&
 	       bytes >= tgp.tnbc_min;
+}
+
+size_t tg_policy_tnbc_piece(void)
+{
+	return tgp.tnbc_piece;
 }
 
 void tg_count_early(enum tg_fn fn)

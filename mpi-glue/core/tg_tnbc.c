@@ -76,10 +76,20 @@ struct tg_tnbc_rng {
 	struct tg_guard_range *g;
 };
 
+/* A broadcast's forward of a piece to a child: deferred work on the
+ * piece's counter, after its receive. */
+struct tg_tnbc_fwd {
+	struct fi_deferred_work w;
+	struct fi_op_tagged t;
+};
+
 struct tg_tnbc_op {
 	struct tg_req *req;
 	struct tg_comm *c;
 	void *scopy;
+	struct tg_tnbc_fwd *fwd; /* a broadcast's: piece by child */
+	bool broken; /* a post failed: work may wait on its counters */
+	bool told; /* its error went to the front-end already */
 	int n;
 	struct tg_tnbc_msg *m; /* by position in the receive buffer */
 	atomic_uint *ready; /* one per message */
@@ -178,21 +188,36 @@ static bool tg_tnbc_landed(const struct tg_tnbc_op *op)
 	return true;
 }
 
+static void tg_tnbc_op_free(struct tg_tnbc_op *op)
+{
+	tg_req_free(op->req);
+	free(op->scopy);
+	free(op->fwd);
+	free(op->m);
+	free(op->ready);
+	free(op->r);
+	free(op);
+}
+
 static void tg_tnbc_free(struct tg_tnbc_op *op)
 {
 	for (int i = 0; i < op->nr; i++)
 		if (op->r[i].g)
 			tg_guard_release(op->r[i].g);
-	for (int j = 0; j < op->n; j++)
+	for (int j = 0; j < op->n; j++) {
+		if (op->broken && op->m[j].k) {
+			/* work that will never fire must not fire for the
+			 * counter's next user */
+			struct fi_deferred_work w = {.triggering_cntr =
+							     op->m[j].k};
+
+			fi_control(&tg.domain->fid, FI_FLUSH_WORK, &w);
+		}
 		tg_cntr_put(op->m[j].k);
-	if (op->req->err && !op->c->tnbc_err)
+	}
+	if (op->req->err && !op->told && !op->c->tnbc_err)
 		op->c->tnbc_err = op->req->err;
-	tg_req_free(op->req);
-	free(op->scopy);
-	free(op->m);
-	free(op->ready);
-	free(op->r);
-	free(op);
+	tg_tnbc_op_free(op);
 }
 
 /* Under tg.lock: waits (polling) until op's messages have completed
@@ -343,8 +368,11 @@ static void tg_tnbc_scatter(const struct tg_tnbc_msg *m, const char *src)
 /* ------------------------------------------------------------------ */
 /* The call                                                             */
 
-/* Posts message j's receive and the copy step behind it. */
-static int tg_tnbc_post_recv(struct tg_tnbc_op *op, int j, uint64_t tag)
+/* Posts message j's receive and the copy step behind it, which writes
+ * the ready word after that many completions on the message's counter
+ * (its receive, and a broadcast's forwards of it). */
+static int tg_tnbc_post_recv(struct tg_tnbc_op *op, int j, uint64_t tag,
+			     uint64_t after)
 {
 	struct tg_tnbc_msg *m = &op->m[j];
 	int ret;
@@ -356,7 +384,7 @@ static int tg_tnbc_post_recv(struct tg_tnbc_op *op, int j, uint64_t tag)
 					 .dst = &op->ready[j],
 					 .src = &tg_tnbc_one,
 					 .len = sizeof(op->ready[j])};
-	m->cw = (struct fi_deferred_work){.threshold = 1,
+	m->cw = (struct fi_deferred_work){.threshold = after,
 					  .triggering_cntr = m->k};
 	fi_tnbc_work_copy(&m->cw, &m->cp);
 	ret = fi_control(&tg.domain->fid, FI_QUEUE_WORK, &m->cw);
@@ -379,6 +407,132 @@ static int tg_tnbc_post_recv(struct tg_tnbc_op *op, int j, uint64_t tag)
 	return ret;
 }
 
+/* Under tg.lock, at the start of a call: c joined, the fault handler
+ * and the go counter there, finished calls reaped, room for one more. */
+static int tg_tnbc_enter(struct tg_comm *c)
+{
+	int ret = tg_comm_join(c), nops = 0;
+
+	if (!ret && !tg_tnbc_guard_on) {
+		/* the fault handler, installed by the first call */
+		static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+		ret = tg_guard_init() ? -FI_EOTHER : 0;
+		tg_tnbc_guard_on = !ret;
+		pthread_once(&once, tg_tnbc_atfork);
+	}
+	if (!ret && !tg.go) {
+		struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP,
+					 .wait_obj = FI_WAIT_NONE};
+
+		ret = fi_cntr_open(tg.domain, &a, &tg.go, NULL);
+	}
+	if (ret)
+		return ret;
+	tg_tnbc_reap(NULL, false);
+	for (struct tg_tnbc_op *o = tg.tnbc; o; o = o->next)
+		nops++;
+	if (nops >= TG_TNBC_MAX_OPS) {
+		struct tg_tnbc_op **pp = &tg.tnbc;
+
+		while ((*pp)->next)
+			pp = &(*pp)->next;
+		tg_tnbc_finish(*pp);
+		*pp = NULL;
+	}
+	return 0;
+}
+
+/* Guards op's ranges, all or none (a range the guard refuses, at the
+ * kernel's map count, makes the call a plain blocking one, the buffer
+ * as it was), and lays each message out on them. */
+static void tg_tnbc_guard(struct tg_tnbc_op *op, void *rbuf)
+{
+	for (int i = 0; i < op->nr; i++) {
+		struct tg_tnbc_rng *r = &op->r[i];
+
+		if (!tg_guard_protect(
+			    (void *)r->lo, r->hi - r->lo, &op->ready[r->mlo],
+			    (unsigned)(r->mhi - r->mlo), &r->stage, &r->g))
+			continue;
+		while (i--)
+			tg_guard_abandon(op->r[i].g);
+		op->nr = 0;
+		break;
+	}
+	for (int j = 0; j < op->n; j++) {
+		if (tg_tnbc_pieces(op, j, (uintptr_t)rbuf)) {
+			/* cannot happen (TG_TNBC_IOV): then in place */
+			for (int i = 0; i < op->nr; i++)
+				tg_guard_abandon(op->r[i].g);
+			op->nr = 0;
+			j = -1;
+		}
+	}
+}
+
+/*
+ * After the posts, with tg.lock let go: waits for the messages that land
+ * on foreign pages; whether any other is still on its way.  The wait
+ * leaves the moving to the engine: a thread that polled the provider
+ * here would pull every message that has arrived, the ones the call need
+ * not wait for among them (a 8 MiB broadcast's pieces, in one poll).  A
+ * poll every millisecond still moves things should the engine be asleep.
+ */
+static bool tg_tnbc_settle(struct tg_tnbc_op *op)
+{
+	for (int j = 0; j < op->n; j++) {
+		unsigned spins = 0;
+
+		if (!op->m[j].wait)
+			continue;
+		tg_handoff(TG_HANDOFF_LAST);
+		while (!atomic_load_explicit(&op->ready[j],
+					     memory_order_acquire)) {
+			if (++spins % 1024 == 0) {
+				tg_poll();
+				continue;
+			}
+			sched_yield();
+		}
+	}
+	for (int j = 0; j < op->n; j++)
+		if (!atomic_load_explicit(&op->ready[j], memory_order_acquire))
+			return true;
+	return false;
+}
+
+/* Under tg.lock, after the posts: what was not posted will not
+ * complete (a failed post fails the call once the rest has), and op
+ * goes on the list. */
+static void tg_tnbc_posted(struct tg_tnbc_op *op, int expect, int posted,
+			   int err)
+{
+	if (err) {
+		op->broken = true;
+		atomic_fetch_sub(&op->req->left, expect - posted);
+	}
+	tg_req_part_done(op->req, err);
+	op->next = tg.tnbc;
+	tg.tnbc = op;
+}
+
+/* A call some of whose posts failed, with tg.lock let go: once what was
+ * posted has completed (nothing writes to a staging area any more), the
+ * ranges open as they are, their missing data lost, and the error waits
+ * for the front-end (tg_tnbc_error), which fails the call. */
+static void tg_tnbc_broken(struct tg_tnbc_op *op)
+{
+	tg_req_wait(op->req);
+	for (int j = 0; j < op->n; j++)
+		atomic_store(&op->ready[j], 1);
+	pthread_mutex_lock(&tg.lock);
+	if (!op->c->tnbc_err)
+		op->c->tnbc_err = op->req->err ? op->req->err : -FI_EIO;
+	op->told = true;
+	pthread_mutex_unlock(&tg.lock);
+}
+
 int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 		      const size_t *scounts, const size_t *sdispls, void *rbuf,
 		      const size_t *rcounts, const size_t *rdispls, bool *early)
@@ -387,7 +541,7 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 	size_t slo = SIZE_MAX, shi = 0, stot = 0, maxmsg = 0;
 	const char *src;
 	struct tg_tnbc_op *op;
-	int ret, me = c->rank, parts = 1, nops = 0, self = -1, sent = 0;
+	int ret, me = c->rank, parts = 1, self = -1, posted = 0;
 	uint64_t tag;
 
 	*early = false;
@@ -456,61 +610,11 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 		}
 
 	pthread_mutex_lock(&tg.lock);
-	ret = tg_comm_join(c);
-	if (!ret && !tg_tnbc_guard_on) {
-		/* the fault handler, installed by the first call */
-		static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-		ret = tg_guard_init() ? -FI_EOTHER : 0;
-		tg_tnbc_guard_on = !ret;
-		pthread_once(&once, tg_tnbc_atfork);
-	}
-	if (!ret && !tg.go) {
-		struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP,
-					 .wait_obj = FI_WAIT_NONE};
-
-		ret = fi_cntr_open(tg.domain, &a, &tg.go, NULL);
-	}
+	ret = tg_tnbc_enter(c);
 	if (ret)
 		goto err_unlock;
-	tg_tnbc_reap(NULL, false);
-	for (struct tg_tnbc_op *o = tg.tnbc; o; o = o->next)
-		nops++;
-	if (nops >= TG_TNBC_MAX_OPS) {
-		struct tg_tnbc_op **pp = &tg.tnbc;
-
-		while ((*pp)->next)
-			pp = &(*pp)->next;
-		tg_tnbc_finish(*pp);
-		*pp = NULL;
-	}
-
-	/* Guard every range, or none: a range the guard refuses (the
-	 * kernel's map count) makes the call a plain blocking one, with
-	 * the buffer as it was. */
 	tg_tnbc_ranges(op, (uintptr_t)rbuf, pg);
-	for (int i = 0; i < op->nr; i++) {
-		struct tg_tnbc_rng *r = &op->r[i];
-
-		if (!tg_guard_protect(
-			    (void *)r->lo, r->hi - r->lo, &op->ready[r->mlo],
-			    (unsigned)(r->mhi - r->mlo), &r->stage, &r->g))
-			continue;
-		while (i--)
-			tg_guard_abandon(op->r[i].g);
-		op->nr = 0;
-		break;
-	}
-	for (int j = 0; j < op->n; j++) {
-		if (tg_tnbc_pieces(op, j, (uintptr_t)rbuf)) {
-			/* cannot happen (TG_TNBC_IOV): then in place */
-			for (int i = 0; i < op->nr; i++)
-				tg_guard_abandon(op->r[i].g);
-			op->nr = 0;
-			j = -1;
-			continue;
-		}
-	}
+	tg_tnbc_guard(op, rbuf);
 	for (int j = 0; j < op->n; j++) {
 		if (op->m[j].src == me)
 			self = j;
@@ -532,20 +636,11 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 		tg_tnbc_scatter(&op->m[self], src);
 		atomic_store(&op->ready[self], 1);
 	}
-	for (int j = 0; j < op->n; j++) {
+	for (int j = 0; j < op->n && !ret; j++) {
 		if (j == self)
 			continue;
-		ret = tg_tnbc_post_recv(op, j, tag);
-		if (ret) {
-			/* its word and those of the ones after it say
-			 * landed, for the guard; the data is lost */
-			for (int k = j; k < op->n; k++)
-				if (k != self) {
-					atomic_store(&op->ready[k], 1);
-					atomic_fetch_sub(&op->req->left, 1);
-				}
-			break;
-		}
+		ret = tg_tnbc_post_recv(op, j, tag, 1);
+		posted += !ret;
 	}
 	tg_defer(maxmsg, true);
 	src = (const char *)op->scopy;
@@ -554,52 +649,163 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 			ret = TG_POST_ONE(fi_tsend(tg.ep, src, scounts[i], NULL,
 						   (fi_addr_t)c->world[i], tag,
 						   op->req));
-			sent++;
+			posted += !ret;
 		}
 		src += scounts[i];
 	}
 	tg_defer(maxmsg, false);
-	if (ret) {
-		int unsent = 0;
-
-		for (int i = 0; i < c->size; i++)
-			unsent += i != me && scounts[i];
-		atomic_fetch_sub(&op->req->left, unsent - sent + 1);
-	}
-	tg_req_part_done(op->req, ret);
-	op->next = tg.tnbc;
-	tg.tnbc = op;
+	tg_tnbc_posted(op, parts - 1, posted, ret);
 	pthread_mutex_unlock(&tg.lock);
 	tg_handoff(maxmsg);
-
-	/* the messages on foreign pages, before the call returns */
-	for (int j = 0; j < op->n; j++) {
-		unsigned spins = 0;
-
-		if (!op->m[j].wait)
-			continue;
-		while (!atomic_load_explicit(&op->ready[j],
-					     memory_order_acquire)) {
-			if (tg_poll())
-				continue;
-			if (++spins > 64)
-				sched_yield();
-		}
-	}
-	for (int j = 0; j < op->n && !*early; j++)
-		*early = !atomic_load_explicit(&op->ready[j],
-					       memory_order_acquire);
+	if (ret)
+		tg_tnbc_broken(op);
+	*early = tg_tnbc_settle(op);
 	return 0;
 
 err_unlock:
 	pthread_mutex_unlock(&tg.lock);
 err_free:
-	tg_req_free(op->req);
-	free(op->scopy);
-	free(op->m);
-	free(op->ready);
-	free(op->r);
-	free(op);
+	tg_tnbc_op_free(op);
+	return ret;
+}
+
+/*
+ * The broadcast: the buffer cut into pieces by offset (the same on every
+ * member, whatever its alignment), sent down a binomial tree rooted at
+ * root.  A member's pieces are its messages, laid out on its own pages
+ * as an alltoall's are; each piece's forwards to the children are
+ * deferred sends triggered by its receive, from where it landed, and
+ * its ready word waits for them too (the staging pages must stay until
+ * the last forward has read them).  The root copies the buffer and
+ * sends the first piece and the last two first: they land on the pages
+ * a member's call waits for.
+ */
+int tg_tnbc_bcast(struct tg_comm *c, void *buf, size_t bytes, int root,
+		  size_t piece, bool *early)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), np;
+	int n = c->size, vr = (c->rank - root + n) % n, nk = 0, ret;
+	int kids[32], parent = -1, parts = 1, posted = 0;
+	struct tg_tnbc_op *op;
+	uint64_t tag;
+
+	*early = false;
+	if (!tg.ready)
+		return -FI_EOPBADSTATE;
+	if (!bytes)
+		return -FI_EINVAL;
+	piece = piece ? piece : bytes;
+	np = (bytes + piece - 1) / piece;
+	if (np > UINT32_MAX / 2)
+		return -FI_EINVAL;
+	if (vr)
+		parent = ((vr & (vr - 1)) + root) % n;
+	for (int mask = 1; mask < n && !(vr & mask); mask <<= 1)
+		if (vr + mask < n)
+			kids[nk++] = (vr + mask + root) % n;
+	tg_guard_open_overlap(buf, bytes);
+
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -FI_ENOMEM;
+	op->req = tg_req_new(NULL);
+	op->c = c;
+	if (!vr) {
+		op->scopy = malloc(bytes);
+		if (op->scopy)
+			memcpy(op->scopy, buf, bytes);
+	} else {
+		op->m = calloc(np, sizeof(*op->m));
+		op->ready = calloc(np, sizeof(*op->ready));
+		op->r = calloc(3 * np, sizeof(*op->r));
+		op->fwd = calloc(np * (size_t)(nk ? nk : 1), sizeof(*op->fwd));
+	}
+	if (!op->req || (!vr && !op->scopy) ||
+	    (vr && (!op->m || !op->ready || !op->r || !op->fwd))) {
+		ret = -FI_ENOMEM;
+		goto err_free;
+	}
+	pthread_mutex_lock(&tg.lock);
+	ret = tg_tnbc_enter(c);
+	if (ret)
+		goto err_unlock;
+	tag = (uint64_t)c->id << 32;
+	tag |= c->seq;
+	c->seq += (uint32_t)np;
+	if (!vr) {
+		/* the root: the first and last pieces first */
+		parts += (int)np * nk;
+		tg_req_posted(op->req, c, parts);
+		tg_defer(piece, true);
+		for (size_t q = 0; q < np; q++) {
+			/* 0, np - 1, np - 2, then 1 ...: a member's first
+			 * page lies in piece 0, its last in the last piece
+			 * and, when that is short, the one before */
+			size_t p = q == 0	      ? 0
+				   : q <= 2 && np > 3 ? np - q
+				   : np > 3	      ? q - 2
+						      : q;
+			size_t off = p * piece,
+			       len = bytes - off < piece ? bytes - off : piece;
+
+			for (int k = 0; k < nk && !ret; k++) {
+				ret = TG_POST_ONE(fi_tsend(
+					tg.ep, (char *)op->scopy + off, len,
+					NULL, (fi_addr_t)c->world[kids[k]],
+					tag + p, op->req));
+				posted += !ret;
+			}
+		}
+		tg_defer(piece, false);
+		goto posted;
+	}
+	for (size_t p = 0; p < np; p++)
+		op->m[op->n++] = (struct tg_tnbc_msg){
+			.off = p * piece,
+			.len = bytes - p * piece < piece ? bytes - p * piece
+							 : piece,
+			.src = parent};
+	tg_tnbc_ranges(op, (uintptr_t)buf, pg);
+	tg_tnbc_guard(op, buf);
+	parts += (int)np * (1 + nk);
+	tg_req_posted(op->req, c, parts);
+	for (int j = 0; j < op->n && !ret; j++) {
+		struct tg_tnbc_msg *m = &op->m[j];
+
+		ret = tg_tnbc_post_recv(op, j, tag + (uint64_t)j,
+					1 + (uint64_t)nk);
+		posted += !ret;
+		for (int k = 0; k < nk && !ret; k++) {
+			struct tg_tnbc_fwd *f = &op->fwd[(size_t)j * nk + k];
+
+			f->t = m->t;
+			f->t.msg.addr = (fi_addr_t)c->world[kids[k]];
+			f->w = (struct fi_deferred_work){
+				.threshold = 1,
+				.triggering_cntr = m->k,
+				.completion_cntr = m->k,
+				.op_type = FI_OP_TSEND,
+				.op.tagged = &f->t};
+			f->w.context.internal[0] = op->req;
+			while ((ret = fi_control(&tg.domain->fid, FI_QUEUE_WORK,
+						 &f->w)) == -FI_EAGAIN)
+				tg_poll_held();
+			posted += !ret;
+		}
+	}
+posted:
+	tg_tnbc_posted(op, parts - 1, posted, ret);
+	pthread_mutex_unlock(&tg.lock);
+	tg_handoff(piece);
+	if (ret)
+		tg_tnbc_broken(op);
+	*early = tg_tnbc_settle(op);
+	return 0;
+
+err_unlock:
+	pthread_mutex_unlock(&tg.lock);
+err_free:
+	tg_tnbc_op_free(op);
 	return ret;
 }
 

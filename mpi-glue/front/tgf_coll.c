@@ -508,6 +508,8 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 		why = count < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
 	if (why == TGF_OK && (!bytes || !buf))
 		why = TG_WHY_ARGS;
+	if (why == TGF_OK && tg_policy_tnbc(TG_BCAST, bytes))
+		return tgf_tnbc_bcast(comm, fc->tc, buf, bytes, root);
 	TGF_BLOCKING(TG_BCAST, tgf_policy(why, TG_BCAST, bytes, fc),
 		     tg_bcast(fc->tc, buf, bytes, root, r),
 		     PMPI_Bcast(buf, count, dt, root, comm));

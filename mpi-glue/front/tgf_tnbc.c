@@ -86,7 +86,32 @@ int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
 	tg_count(fn, true, 0);
 	if (early)
 		tg_count_early(fn);
-	return MPI_SUCCESS;
+	/* a post that failed midway: the call fails */
+	err = tg_tnbc_error(tc);
+	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
+}
+
+int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, void *buf, size_t bytes,
+		   int root)
+{
+	bool early = false;
+	int err = tg_tnbc_error(tc), ret;
+
+	if (err)
+		return tgf_fail(comm, err);
+	ret = tg_tnbc_bcast(tc, buf, bytes, root, tg_policy_tnbc_piece(),
+			    &early);
+	if (ret) {
+		/* nothing posted here: the pieces the others expect come
+		 * through the core's plain messages only with T-NBC, so
+		 * the call fails */
+		return tgf_fail(comm, ret);
+	}
+	tg_count(TG_BCAST, true, 0);
+	if (early)
+		tg_count_early(TG_BCAST);
+	err = tg_tnbc_error(tc);
+	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
 }
 
 int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *sbuf,

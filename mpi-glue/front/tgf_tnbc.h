@@ -24,6 +24,8 @@ void tgf_open_v(const void *buf, const int *counts, const int *displs,
 int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
 		 const void *sbuf, const size_t *sc, const size_t *sd,
 		 void *rbuf, const size_t *rc, const size_t *rd);
+int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, void *buf, size_t bytes,
+		   int root);
 int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *sbuf,
 		      void *rbuf, size_t bytes);
 

@@ -1,7 +1,7 @@
 /*
  * T-NBC through the MPI glue (tnbc-mpi(7), "T-NBC"): blocking
- * MPI_Alltoall and MPI_Alltoallv that return before their data has
- * arrived, the receive buffer guarded page by page.  Run under
+ * MPI_Alltoall, MPI_Alltoallv and MPI_Bcast that return before their
+ * data has arrived, the receive buffer guarded page by page.  Run under
  * tnbc-mpirun with TNBC_MPI_TNBC=all (tests/mpi/check-glue.sh).
  *
  * Every result is checked exactly against what each rank computes for
@@ -387,6 +387,40 @@ static void t_own_handler(size_t per)
 	free(r);
 }
 
+/* MPI_Bcast from each root in turn: the pieces read at once (from the
+ * end for odd roots), the root's buffer overwritten as soon as its call
+ * returns. */
+static void t_bcast(size_t len)
+{
+	unsigned char *b = mt_malloc(len + 1);
+
+	mt_phase("bcast %zu B", len);
+	for (int root = 0; root < mt_size; root++) {
+		int seed = 18 + root;
+
+		if (mt_rank == root)
+			for (size_t i = 0; i < len; i++)
+				b[i] = val(root, 0, i, seed);
+		else
+			memset(b, 0, len);
+		if (mt_rank == root)
+			mt_sleep_ms(20);
+		MT_MPI(MPI_Bcast(b, (int)len, MPI_BYTE, root, MPI_COMM_WORLD));
+		if (mt_rank == root) {
+			memset(b, 0xee, len);
+			continue;
+		}
+		for (size_t k = 0; k < len; k++) {
+			size_t i = root & 1 ? len - 1 - k : k;
+
+			MT_CHECK(b[i] == val(root, 0, i, seed),
+				 "bcast from %d: byte %zu of %zu: %u want %u",
+				 root, i, len, b[i], val(root, 0, i, seed));
+		}
+	}
+	free(b);
+}
+
 /* A buffer freed without being read after a call: malloc hands the
  * memory out again, and the kernel must be able to write there (a read
  * from a pipe), which it cannot on a page still protected. */
@@ -468,6 +502,9 @@ int main(int argc, char **argv)
 	t_own_handler(per);
 	t_fork(per);
 	t_free_unread(per);
-	mt_finish("T-NBC alltoall and alltoallv, %zu B slices", per);
+	t_bcast(per);
+	t_bcast(1024 * 1024 + 13);
+	t_bcast(8 * 1024 * 1024 + 13);
+	mt_finish("T-NBC alltoall, alltoallv and bcast, %zu B slices", per);
 	return 0;
 }
