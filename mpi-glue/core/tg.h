@@ -144,17 +144,20 @@ int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
  * other pages.  The send data is copied: sbuf is free on return.  Same
  * messages as tg_alltoallv: members may mix the two.  *early: some data
  * had not arrived on return.  Returns 0, or a negative fi_errno with
- * nothing posted (the caller falls back).
+ * nothing posted (the caller falls back).  fn (an enum tg_fn) and site (the
+ * program's call: an address in its code) name the call in T-NBC's trace of the
+ * order a program reads its messages in (TNBC_MPI_TNBC_TRACE and
+ * TNBC_MPI_TNBC_ORDER).
  */
-int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
-		      const size_t *scounts, const size_t *sdispls, void *rbuf,
-		      const size_t *rcounts, const size_t *rdispls,
-		      bool *early);
+int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
+		      const void *sbuf, const size_t *scounts,
+		      const size_t *sdispls, void *rbuf, const size_t *rcounts,
+		      const size_t *rdispls, bool *early);
 /* The broadcast by T-NBC: bytes of buf from member root, cut into
  * pieces of piece bytes (by offset: the same on every member) that
  * travel down a binomial tree; a member's pages guarded as above. */
-int tg_tnbc_bcast(struct tg_comm *c, void *buf, size_t bytes, int root,
-		  size_t piece, bool *early);
+int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
+		  int root, size_t piece, bool *early);
 /* A T-NBC call on c that returned early and failed afterwards: its
  * error, once (0: none), for the communicator's error handler. */
 int tg_tnbc_error(struct tg_comm *c);

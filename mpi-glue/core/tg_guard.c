@@ -32,6 +32,7 @@ struct tg_guard_range {
 	unsigned nready;
 	atomic_int state;
 	atomic_int users;
+	_Atomic uint64_t touched; /* CLOCK_MONOTONIC ns of the first need */
 	int err; /* of the opening, written before state turns open */
 };
 
@@ -109,12 +110,23 @@ static struct tg_guard_range *tg_guard_take(uintptr_t a, uintptr_t end,
  * count), the data is copied instead: then a thread that does not fault
  * may see it half written, which the move exists to prevent.
  */
-static void tg_guard_open_range(struct tg_guard_range *r)
+static void tg_guard_open_range(struct tg_guard_range *r, bool need)
 {
 	int shut = TG_GUARD_SHUT;
 	unsigned spins = 0;
 	size_t len = r->hi - r->lo;
+	struct timespec now;
 
+	/* the first need of the data, a fault or a call that opens it
+	 * (not a release): T-NBC's trace of the order a program reads its
+	 * messages in */
+	if (need && !atomic_load_explicit(&r->touched, memory_order_relaxed) &&
+	    !clock_gettime(CLOCK_MONOTONIC, &now)) {
+		uint64_t zero = 0, t = (uint64_t)now.tv_sec * 1000000000u +
+				       (uint64_t)now.tv_nsec;
+
+		atomic_compare_exchange_strong(&r->touched, &zero, t ? t : 1);
+	}
 	if (!atomic_compare_exchange_strong(&r->state, &shut,
 					    TG_GUARD_OPENING)) {
 		while (atomic_load_explicit(&r->state, memory_order_acquire) !=
@@ -241,7 +253,7 @@ static void tg_guard_handler(int sig, siginfo_t *info, void *uctx)
 		return;
 	}
 	atomic_fetch_add_explicit(&tg_gd.faults, 1, memory_order_relaxed);
-	tg_guard_open_range(r);
+	tg_guard_open_range(r, true);
 	atomic_fetch_sub(&r->users, 1);
 	errno = saved;
 }
@@ -400,7 +412,7 @@ int tg_guard_release(struct tg_guard_range *r)
 
 	if (!r)
 		return -EINVAL;
-	tg_guard_open_range(r);
+	tg_guard_open_range(r, false);
 	pthread_mutex_lock(&tg_gd.lock);
 	/* without memory for a smaller map the range stays in it, open:
 	 * a fault can no longer find it shut, and the memory is kept */
@@ -451,7 +463,7 @@ void tg_guard_open_overlap(const void *addr, size_t len)
 	if (!len || !atomic_load_explicit(&tg_gd.map, memory_order_relaxed))
 		return;
 	while ((r = tg_guard_take(a, end, true))) {
-		tg_guard_open_range(r);
+		tg_guard_open_range(r, true);
 		atomic_fetch_sub(&r->users, 1);
 	}
 }
@@ -460,6 +472,11 @@ bool tg_guard_is_open(const struct tg_guard_range *r)
 {
 	return atomic_load(&((struct tg_guard_range *)r)->state) ==
 	       TG_GUARD_OPEN;
+}
+
+uint64_t tg_guard_touched(const struct tg_guard_range *r)
+{
+	return atomic_load(&((struct tg_guard_range *)r)->touched);
 }
 
 bool tg_guard_any(void)

@@ -70,6 +70,9 @@ void tg_guard_abandon(struct tg_guard_range *r);
 void tg_guard_open_overlap(const void *addr, size_t len);
 /* Whether r has been opened (by a fault or a release). */
 bool tg_guard_is_open(const struct tg_guard_range *r);
+/* When r's data was first needed (a fault, or an open): CLOCK_MONOTONIC
+ * ns; 0 while it has not been. */
+uint64_t tg_guard_touched(const struct tg_guard_range *r);
 /* Whether any range is guarded (one load). */
 bool tg_guard_any(void);
 /* Faults the handler served since init, for reports and tests. */

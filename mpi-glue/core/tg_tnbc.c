@@ -33,6 +33,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
+#include <time.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +55,9 @@
 /* A call's calls outstanding at once: beyond this the oldest is
  * finished first (each holds staging memory and counters). */
 #define TG_TNBC_MAX_OPS 64
+
+/* Members a site's trace keeps. */
+#define TG_TNBC_SITE_MAX 1024
 
 struct tg_tnbc_msg {
 	/* the receive, deferred work on tg.go; its context's first word
@@ -89,6 +94,9 @@ struct tg_tnbc_op {
 	void *scopy;
 	struct tg_tnbc_fwd *fwd; /* a broadcast's: piece by child */
 	bool broken; /* a post failed: work may wait on its counters */
+	bool trace; /* TNBC_MPI_TNBC_TRACE: its reads are recorded */
+	uint64_t t_ret; /* when the call returned, ns */
+	char site[200]; /* the call's site (tg_tnbc_site_key) */
 	bool told; /* its error went to the front-end already */
 	int n;
 	struct tg_tnbc_msg *m; /* by position in the receive buffer */
@@ -123,6 +131,220 @@ static void tg_tnbc_atfork(void)
 			tg_poll_held();                                        \
 		(int)_r;                                                       \
 	})
+
+/* ------------------------------------------------------------------ */
+/* The order a program reads its messages in: traced, then replayed     */
+
+/*
+ * TNBC_MPI_TNBC_TRACE=prefix: every T-NBC call lets all its data land
+ * before it returns, and each rank records, per call site, the order it
+ * first needed its messages in (the guard's first fault or open of each
+ * range, in ns after the call returned), written to prefix.<world rank>
+ * at MPI_Finalize.  TNBC_MPI_TNBC_ORDER=prefix reads every rank's file:
+ * a sender then gives its message to r the transmit priority of its
+ * place in r's order, so that on a link several processes share the
+ * messages their receivers need first go first.  The format is in
+ * tnbc-mpi(7), "T-NBC".
+ */
+struct tg_site {
+	char key[200];
+	uint32_t comm;
+	int owner; /* the world rank that read in this order */
+	int n;
+	int order[TG_TNBC_SITE_MAX]; /* member ranks, first read first */
+	uint64_t ns[TG_TNBC_SITE_MAX]; /* when, after the return */
+	uint64_t calls;
+};
+
+static struct {
+	bool init;
+	const char *trace, *replay;
+	bool loaded;
+	struct tg_site *s;
+	size_t n, cap;
+	struct fi_tnbc_ops_ep *ep_ops;
+} tg_tr;
+
+static uint64_t tg_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A call site the same on every rank of an SPMD program: the module
+ * and the offset in it, and the function. */
+static void tg_tnbc_site_key(char *key, size_t len, const char *fn,
+			     const void *site)
+{
+	Dl_info info;
+
+	if (site && dladdr(site, &info) && info.dli_fname)
+		snprintf(key, len, "%s@%s+%#lx", fn, info.dli_fname,
+			 (unsigned long)((uintptr_t)site -
+					 (uintptr_t)info.dli_fbase));
+	else
+		snprintf(key, len, "%s@?", fn);
+}
+
+static struct tg_site *tg_site_find(const char *key, uint32_t comm, int owner,
+				    bool add)
+{
+	for (size_t i = 0; i < tg_tr.n; i++)
+		if (tg_tr.s[i].comm == comm && tg_tr.s[i].owner == owner &&
+		    !strcmp(tg_tr.s[i].key, key))
+			return &tg_tr.s[i];
+	if (!add)
+		return NULL;
+	if (tg_tr.n == tg_tr.cap) {
+		size_t cap = tg_tr.cap ? 2 * tg_tr.cap : 16;
+		struct tg_site *a = realloc(tg_tr.s, cap * sizeof(*a));
+
+		if (!a)
+			return NULL;
+		tg_tr.s = a;
+		tg_tr.cap = cap;
+	}
+	memset(&tg_tr.s[tg_tr.n], 0, sizeof(tg_tr.s[0]));
+	snprintf(tg_tr.s[tg_tr.n].key, sizeof(tg_tr.s[0].key), "%s", key);
+	tg_tr.s[tg_tr.n].comm = comm;
+	tg_tr.s[tg_tr.n].owner = owner;
+	return &tg_tr.s[tg_tr.n++];
+}
+
+/* Every rank's trace, read once; under tg.lock.  A missing or broken
+ * file leaves that rank's messages at the default priority. */
+static void tg_tnbc_load(void)
+{
+	char path[4096], line[512];
+
+	tg_tr.loaded = true;
+	for (int r = 0; r < tg.size; r++) {
+		struct tg_site *cur = NULL;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s.%d", tg_tr.replay, r);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			char key[200];
+			unsigned comm;
+			int n, who;
+			unsigned long long ns;
+
+			if (sscanf(line, "site %199s comm %u members %d", key,
+				   &comm, &n) == 3)
+				cur = n > 0 && n <= TG_TNBC_SITE_MAX
+					      ? tg_site_find(key, comm, r, true)
+					      : NULL;
+			else if (cur &&
+				 sscanf(line, "read %d %llu", &who, &ns) == 2 &&
+				 cur->n < TG_TNBC_SITE_MAX) {
+				cur->ns[cur->n] = ns;
+				cur->order[cur->n++] = who;
+			}
+		}
+		fclose(f);
+	}
+	if (fi_open_ops(&tg.ep->fid, FI_TNBC_EP_OPS_1, 0,
+			(void **)&tg_tr.ep_ops, NULL) ||
+	    tg_tr.ep_ops->size < sizeof(*tg_tr.ep_ops))
+		tg_tr.ep_ops = NULL;
+}
+
+/* The transmit priority of my message to member `to` of c at this
+ * site: higher the earlier `to` read it in its trace. */
+static unsigned tg_tnbc_prio(struct tg_tnbc_op *op, int to)
+{
+	const struct tg_site *st;
+
+	if (!tg_tr.loaded)
+		tg_tnbc_load();
+	st = tg_site_find(op->site, op->c->id, op->c->world[to], false);
+	if (!st)
+		return FI_TNBC_PRIO_DEFAULT;
+	for (int k = 0; k < st->n; k++)
+		if (st->order[k] == op->c->rank)
+			return FI_TNBC_PRIO_MAX - (unsigned)(k < 254 ? k : 254);
+	return FI_TNBC_PRIO_DEFAULT;
+}
+
+/* Records op's reads at its site: a message on a foreign page was
+ * needed at the return; one in ranges, at the first need of any. */
+static void tg_tnbc_record(struct tg_tnbc_op *op)
+{
+	struct tg_site *st;
+	int n = op->n < TG_TNBC_SITE_MAX ? op->n : TG_TNBC_SITE_MAX;
+
+	st = tg_site_find(op->site, op->c->id, tg.rank, true);
+	if (!st)
+		return;
+	st->n = n;
+	st->calls++;
+	for (int j = 0; j < n; j++) {
+		uint64_t t = op->m[j].wait ? op->t_ret : UINT64_MAX;
+
+		for (int i = 0; i < op->nr; i++) {
+			uint64_t u =
+				op->r[i].g ? tg_guard_touched(op->r[i].g) : 0;
+
+			if (u && op->r[i].mlo <= j && j < op->r[i].mhi && u < t)
+				t = u;
+		}
+		st->ns[j] = t == UINT64_MAX ? UINT64_MAX
+			    : t > op->t_ret ? t - op->t_ret
+					    : 0;
+		/* an alltoall's messages by sender, a broadcast's pieces
+		 * by number (one sender for all of them) */
+		st->order[j] = op->fwd ? j : op->m[j].src;
+	}
+	/* by time, untouched last (insertion sort: a few dozen members) */
+	for (int a = 1; a < n; a++)
+		for (int b = a; b > 0 && st->ns[b] < st->ns[b - 1]; b--) {
+			uint64_t x = st->ns[b];
+			int y = st->order[b];
+
+			st->ns[b] = st->ns[b - 1];
+			st->order[b] = st->order[b - 1];
+			st->ns[b - 1] = x;
+			st->order[b - 1] = y;
+		}
+}
+
+static void tg_tnbc_write_trace(void)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.%d", tg_tr.trace, tg.rank);
+	f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "tnbc-mpi: TNBC_MPI_TNBC_TRACE: %s: %s\n", path,
+			strerror(errno));
+		return;
+	}
+	fprintf(f, "# tnbc-mpi T-NBC trace: world rank %d of %d\n", tg.rank,
+		tg.size);
+	for (size_t i = 0; i < tg_tr.n; i++) {
+		const struct tg_site *st = &tg_tr.s[i];
+
+		if (st->owner != tg.rank)
+			continue;
+		fprintf(f, "site %s comm %u members %d calls %llu\n", st->key,
+			st->comm, st->n, (unsigned long long)st->calls);
+		for (int k = 0; k < st->n; k++)
+			if (st->ns[k] == UINT64_MAX)
+				fprintf(f, "read %d %llu unread\n",
+					st->order[k],
+					(unsigned long long)st->ns[k]);
+			else
+				fprintf(f, "read %d %llu\n", st->order[k],
+					(unsigned long long)st->ns[k]);
+	}
+	fclose(f);
+}
 
 /* ------------------------------------------------------------------ */
 /* Counters, kept for reuse                                             */
@@ -164,6 +386,10 @@ static void tg_cntr_put(struct fid_cntr *k)
 
 void tg_tnbc_close(void)
 {
+	if (tg_tr.trace && tg.ready)
+		tg_tnbc_write_trace();
+	free(tg_tr.s);
+	memset(&tg_tr, 0, sizeof(tg_tr));
 	while (tg.ncntr_free)
 		fi_close(&tg.cntr_free[--tg.ncntr_free]->fid);
 	free(tg.cntr_free);
@@ -201,6 +427,8 @@ static void tg_tnbc_op_free(struct tg_tnbc_op *op)
 
 static void tg_tnbc_free(struct tg_tnbc_op *op)
 {
+	if (op->trace && op->m && !op->broken)
+		tg_tnbc_record(op);
 	for (int i = 0; i < op->nr; i++)
 		if (op->r[i].g)
 			tg_guard_release(op->r[i].g);
@@ -413,6 +641,15 @@ static int tg_tnbc_enter(struct tg_comm *c)
 {
 	int ret = tg_comm_join(c), nops = 0;
 
+	if (!tg_tr.init) {
+		const char *v = getenv("TNBC_MPI_TNBC_TRACE");
+
+		tg_tr.init = true;
+		tg_tr.trace = v && *v ? v : NULL;
+		v = getenv("TNBC_MPI_TNBC_ORDER");
+		tg_tr.replay = v && *v ? v : NULL;
+	}
+
 	if (!ret && !tg_tnbc_guard_on) {
 		/* the fault handler, installed by the first call */
 		static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -481,10 +718,14 @@ static void tg_tnbc_guard(struct tg_tnbc_op *op, void *rbuf)
  */
 static bool tg_tnbc_settle(struct tg_tnbc_op *op)
 {
+	bool early = false;
+
 	for (int j = 0; j < op->n; j++) {
 		unsigned spins = 0;
 
-		if (!op->m[j].wait)
+		/* tracing, the call lets everything land: the reads it
+		 * records are the program's order, not the arrivals' */
+		if (!op->m[j].wait && !op->trace)
 			continue;
 		tg_handoff(TG_HANDOFF_LAST);
 		while (!atomic_load_explicit(&op->ready[j],
@@ -496,10 +737,11 @@ static bool tg_tnbc_settle(struct tg_tnbc_op *op)
 			sched_yield();
 		}
 	}
-	for (int j = 0; j < op->n; j++)
-		if (!atomic_load_explicit(&op->ready[j], memory_order_acquire))
-			return true;
-	return false;
+	for (int j = 0; j < op->n && !early; j++)
+		early = !atomic_load_explicit(&op->ready[j],
+					      memory_order_acquire);
+	op->t_ret = tg_now();
+	return early;
 }
 
 /* Under tg.lock, after the posts: what was not posted will not
@@ -533,9 +775,10 @@ static void tg_tnbc_broken(struct tg_tnbc_op *op)
 	pthread_mutex_unlock(&tg.lock);
 }
 
-int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
-		      const size_t *scounts, const size_t *sdispls, void *rbuf,
-		      const size_t *rcounts, const size_t *rdispls, bool *early)
+int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
+		      const void *sbuf, const size_t *scounts,
+		      const size_t *sdispls, void *rbuf, const size_t *rcounts,
+		      const size_t *rdispls, bool *early)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE), rlo = SIZE_MAX, rhi = 0;
 	size_t slo = SIZE_MAX, shi = 0, stot = 0, maxmsg = 0;
@@ -585,6 +828,8 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 		goto err_free;
 	}
 	op->c = c;
+	tg_tnbc_site_key(op->site, sizeof(op->site), tg_fn_name((enum tg_fn)fn),
+			 site);
 	/* the send data, packed in rank order; the own slice among it
 	 * (in place, it is in the buffer about to be protected) */
 	{
@@ -613,6 +858,7 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 	ret = tg_tnbc_enter(c);
 	if (ret)
 		goto err_unlock;
+	op->trace = tg_tr.trace != NULL;
 	tg_tnbc_ranges(op, (uintptr_t)rbuf, pg);
 	tg_tnbc_guard(op, rbuf);
 	for (int j = 0; j < op->n; j++) {
@@ -646,6 +892,11 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 	src = (const char *)op->scopy;
 	for (int i = 0; i < c->size && !ret; i++) {
 		if (i != me && scounts[i]) {
+			if (tg_tr.replay &&
+			    (tg_tr.loaded || (tg_tnbc_load(), 1)) &&
+			    tg_tr.ep_ops)
+				tg_tr.ep_ops->set_priority(tg.ep,
+							   tg_tnbc_prio(op, i));
 			ret = TG_POST_ONE(fi_tsend(tg.ep, src, scounts[i], NULL,
 						   (fi_addr_t)c->world[i], tag,
 						   op->req));
@@ -653,6 +904,8 @@ int tg_tnbc_alltoallv(struct tg_comm *c, const void *sbuf,
 		}
 		src += scounts[i];
 	}
+	if (tg_tr.ep_ops)
+		tg_tr.ep_ops->set_priority(tg.ep, FI_TNBC_PRIO_DEFAULT);
 	tg_defer(maxmsg, false);
 	tg_tnbc_posted(op, parts - 1, posted, ret);
 	pthread_mutex_unlock(&tg.lock);
@@ -680,8 +933,8 @@ err_free:
  * sends the first piece and the last two first: they land on the pages
  * a member's call waits for.
  */
-int tg_tnbc_bcast(struct tg_comm *c, void *buf, size_t bytes, int root,
-		  size_t piece, bool *early)
+int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
+		  int root, size_t piece, bool *early)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE), np;
 	int n = c->size, vr = (c->rank - root + n) % n, nk = 0, ret;
@@ -710,6 +963,7 @@ int tg_tnbc_bcast(struct tg_comm *c, void *buf, size_t bytes, int root,
 		return -FI_ENOMEM;
 	op->req = tg_req_new(NULL);
 	op->c = c;
+	tg_tnbc_site_key(op->site, sizeof(op->site), "MPI_Bcast", site);
 	if (!vr) {
 		op->scopy = malloc(bytes);
 		if (op->scopy)
@@ -729,6 +983,7 @@ int tg_tnbc_bcast(struct tg_comm *c, void *buf, size_t bytes, int root,
 	ret = tg_tnbc_enter(c);
 	if (ret)
 		goto err_unlock;
+	op->trace = tg_tr.trace != NULL;
 	tag = (uint64_t)c->id << 32;
 	tag |= c->seq;
 	c->seq += (uint32_t)np;

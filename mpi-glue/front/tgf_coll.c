@@ -509,7 +509,8 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 	if (why == TGF_OK && (!bytes || !buf))
 		why = TG_WHY_ARGS;
 	if (why == TGF_OK && tg_policy_tnbc(TG_BCAST, bytes))
-		return tgf_tnbc_bcast(comm, fc->tc, buf, bytes, root);
+		return tgf_tnbc_bcast(comm, fc->tc, __builtin_return_address(0),
+				      buf, bytes, root);
 	TGF_BLOCKING(TG_BCAST, tgf_policy(why, TG_BCAST, bytes, fc),
 		     tg_bcast(fc->tc, buf, bytes, root, r),
 		     PMPI_Bcast(buf, count, dt, root, comm));
@@ -614,8 +615,9 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 				     rtype, &a);
 
 	if (why == TGF_OK && tg_policy_tnbc(TG_ALLTOALL, a.bytes))
-		return tgf_tnbc_alltoall(comm, a.fc->tc, a.sbuf, a.rbuf,
-					 a.bytes);
+		return tgf_tnbc_alltoall(comm, a.fc->tc,
+					 __builtin_return_address(0), a.sbuf,
+					 a.rbuf, a.bytes);
 	TGF_BLOCKING(
 		TG_ALLTOALL, tgf_policy(why, TG_ALLTOALL, a.bytes, a.fc),
 		tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
@@ -679,7 +681,8 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		for (int i = 0; i < tg_comm_size(a.fc->tc); i++)
 			big = a.rc[i] > big ? a.rc[i] : big;
 		if (tg_policy_tnbc(TG_ALLTOALLV, big)) {
-			rc = tgf_tnbc_run(comm, a.fc->tc, TG_ALLTOALLV, a.sbuf,
+			rc = tgf_tnbc_run(comm, a.fc->tc, TG_ALLTOALLV,
+					  __builtin_return_address(0), a.sbuf,
 					  a.sc, a.sd, rbuf, a.rc, a.rd);
 			free(a.sc);
 			return rc;

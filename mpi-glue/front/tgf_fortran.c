@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 
 #include "tgf.h"
+#include "tgf_tnbc.h"
 
 #if !TGF_MPICH
 
@@ -135,6 +136,7 @@ TGF_FORTRAN(mpi_bcast, MPI_BCAST,
 	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root,
 	     MPI_Fint *comm, MPI_Fint *ierr))
 {
+	tgf_f_site = __builtin_return_address(0);
 	*ierr = MPI_Bcast(B(buf), *count, C_TYPE(type), *root, C_COMM(comm));
 }
 
@@ -174,6 +176,7 @@ TGF_FORTRAN(mpi_alltoall, MPI_ALLTOALL,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
 {
+	tgf_f_site = __builtin_return_address(0);
 	*ierr = MPI_Alltoall(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt),
 			     C_COMM(comm));
 }
@@ -203,6 +206,7 @@ TGF_FORTRAN(mpi_alltoallv, MPI_ALLTOALLV,
 	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
 	     MPI_Fint *ierr))
 {
+	tgf_f_site = __builtin_return_address(0);
 	*ierr = MPI_Alltoallv(B(s), sc, sd, C_TYPE(st), B(r), rc, rd,
 			      C_TYPE(rt), C_COMM(comm));
 }
@@ -288,6 +292,51 @@ TGF_FORTRAN(mpi_ialltoallv, MPI_IALLTOALLV,
 			       C_TYPE(rt), C_COMM(comm), &q);
 	if (*ierr == MPI_SUCCESS)
 		*req = PMPI_Request_c2f(q);
+}
+
+/* Point to point: the buffers T-NBC may guard open first (the C
+ * wrappers do it), which Open MPI's own Fortran bindings, calling PMPI_*,
+ * would skip. */
+TGF_FORTRAN(mpi_send, MPI_SEND,
+	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest,
+	     MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Send(B(buf), *count, C_TYPE(type), *dest, *tag,
+			 C_COMM(comm));
+}
+
+TGF_FORTRAN(mpi_isend, MPI_ISEND,
+	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest,
+	     MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request r = MPI_REQUEST_NULL;
+
+	*ierr = MPI_Isend(B(buf), *count, C_TYPE(type), *dest, *tag,
+			  C_COMM(comm), &r);
+	*req = PMPI_Request_c2f(r);
+}
+
+TGF_FORTRAN(mpi_recv, MPI_RECV,
+	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *src,
+	     MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr))
+{
+	MPI_Status st;
+
+	*ierr = MPI_Recv(B(buf), *count, C_TYPE(type), *src, *tag, C_COMM(comm),
+			 &st);
+	if (*ierr == MPI_SUCCESS && status != MPI_F_STATUS_IGNORE)
+		PMPI_Status_c2f(&st, status);
+}
+
+TGF_FORTRAN(mpi_irecv, MPI_IRECV,
+	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *src,
+	     MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request r = MPI_REQUEST_NULL;
+
+	*ierr = MPI_Irecv(B(buf), *count, C_TYPE(type), *src, *tag,
+			  C_COMM(comm), &r);
+	*req = PMPI_Request_c2f(r);
 }
 
 #endif /* !TGF_MPICH */

@@ -57,9 +57,22 @@ void tgf_open_v(const void *buf, const int *counts, const int *displs,
 /* ------------------------------------------------------------------ */
 /* The calls T-NBC takes                                                */
 
+_Thread_local const void *tgf_f_site;
+
+/* The program's call: a Fortran entry point's caller when one set it,
+ * else the C wrapper's. */
+static const void *tgf_site(const void *c_site)
+{
+	const void *f = tgf_f_site;
+
+	tgf_f_site = NULL;
+	return f ? f : c_site;
+}
+
 int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
-		 const void *sbuf, const size_t *sc, const size_t *sd,
-		 void *rbuf, const size_t *rc, const size_t *rd)
+		 const void *site, const void *sbuf, const size_t *sc,
+		 const size_t *sd, void *rbuf, const size_t *rc,
+		 const size_t *rd)
 {
 	bool early = false;
 	int err = tg_tnbc_error(tc), ret;
@@ -67,7 +80,8 @@ int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
 	/* a call that returned early and failed later fails the next */
 	if (err)
 		return tgf_fail(comm, err);
-	ret = tg_tnbc_alltoallv(tc, sbuf, sc, sd, rbuf, rc, rd, &early);
+	ret = tg_tnbc_alltoallv(tc, fn, tgf_site(site), sbuf, sc, sd, rbuf, rc,
+				rd, &early);
 	if (ret) {
 		/* nothing posted here, while the others expect these very
 		 * messages: the glue's plain alltoallv sends them */
@@ -91,16 +105,16 @@ int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
 	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
 }
 
-int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, void *buf, size_t bytes,
-		   int root)
+int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, const void *site,
+		   void *buf, size_t bytes, int root)
 {
 	bool early = false;
 	int err = tg_tnbc_error(tc), ret;
 
 	if (err)
 		return tgf_fail(comm, err);
-	ret = tg_tnbc_bcast(tc, buf, bytes, root, tg_policy_tnbc_piece(),
-			    &early);
+	ret = tg_tnbc_bcast(tc, tgf_site(site), buf, bytes, root,
+			    tg_policy_tnbc_piece(), &early);
 	if (ret) {
 		/* nothing posted here: the pieces the others expect come
 		 * through the core's plain messages only with T-NBC, so
@@ -114,8 +128,8 @@ int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, void *buf, size_t bytes,
 	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
 }
 
-int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *sbuf,
-		      void *rbuf, size_t bytes)
+int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *site,
+		      const void *sbuf, void *rbuf, size_t bytes)
 {
 	int n = tg_comm_size(tc), rc;
 	size_t *a = malloc(2 * (size_t)n * sizeof(*a));
@@ -127,7 +141,7 @@ int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *sbuf,
 		a[i] = bytes;
 		a[n + i] = (size_t)i * bytes;
 	}
-	rc = tgf_tnbc_run(comm, tc, TG_ALLTOALL, sbuf, a, a + n, rbuf, a,
+	rc = tgf_tnbc_run(comm, tc, TG_ALLTOALL, site, sbuf, a, a + n, rbuf, a,
 			  a + n);
 	free(a);
 	return rc;

@@ -22,11 +22,15 @@ void tgf_open_v(const void *buf, const int *counts, const int *displs,
 /* A blocking alltoall(v) by T-NBC: byte counts and displacements, as
  * tg_tnbc_alltoallv; an MPI return code. */
 int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
-		 const void *sbuf, const size_t *sc, const size_t *sd,
-		 void *rbuf, const size_t *rc, const size_t *rd);
-int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, void *buf, size_t bytes,
-		   int root);
-int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *sbuf,
-		      void *rbuf, size_t bytes);
+		 const void *site, const void *sbuf, const size_t *sc,
+		 const size_t *sd, void *rbuf, const size_t *rc,
+		 const size_t *rd);
+int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, const void *site,
+		   void *buf, size_t bytes, int root);
+int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *site,
+		      const void *sbuf, void *rbuf, size_t bytes);
+/* Set by a Fortran entry point to its caller, for T-NBC's trace (the
+ * call site of the program, not of the glue's shim). */
+extern _Thread_local const void *tgf_f_site;
 
 #endif /* TGF_TNBC_H */

@@ -120,6 +120,7 @@ static void last_byte_first(void)
 	CHECK(tg_guard_faults() - f0 == 1, "faults %llu",
 	      (unsigned long long)(tg_guard_faults() - f0));
 	CHECK(tg_guard_is_open(r), "open after the fault");
+	CHECK(tg_guard_touched(r), "the fault's time kept");
 	pthread_join(t, NULL);
 	CHECK(tg_guard_release(r) == 0, "release");
 	munmap(buf, len);
@@ -397,6 +398,7 @@ static void bad_arguments(void)
 	CHECK(tg_guard_protect(buf + pg, pg, &ready, 1, &stage, &r2) == -EEXIST,
 	      "overlap");
 	CHECK(tg_guard_release(NULL) == -EINVAL, "release NULL");
+	CHECK(!tg_guard_touched(r), "a range nobody needed has no time");
 	tg_guard_release(r);
 	munmap(buf, 2 * pg);
 }

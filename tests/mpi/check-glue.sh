@@ -144,6 +144,20 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Alltoallv offloaded [1-9][0-9]* fallback 0 early [0-9]'
 		fi
 	done
+	# trace, then replay: the same results, the order files written
+	tr=$(mktemp -d)
+	st=0
+	TNBC_MPI_TNBC=all TNBC_MPI_TNBC_TRACE=$tr/t launch "$mpi" 3 || st=$?
+	result "$mpi np=3 T-NBC trace" "$st"
+	if [ "$(grep -l '^site MPI_Alltoall@.* members 3' "$tr"/t.[012] |
+		wc -l)" -ne 3 ]; then
+		echo "FAIL: $mpi T-NBC trace: no alltoall site in every file"
+		fails=$((fails + 1))
+	fi
+	st=0
+	TNBC_MPI_TNBC=all TNBC_MPI_TNBC_ORDER=$tr/t launch "$mpi" 3 || st=$?
+	result "$mpi np=3 T-NBC replay" "$st"
+	rm -rf "$tr"
 done
 prog=glue_coll
 
