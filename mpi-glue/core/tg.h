@@ -169,6 +169,9 @@ void tg_tnbc_open(const void *buf, size_t len);
 bool tg_tnbc_guarding(void);
 /* Faults T-NBC's guard served in this process. */
 uint64_t tg_tnbc_faults(void);
+/* ns the guard's waits for data took in this process (faults and
+ * opens by calls), summed. */
+uint64_t tg_tnbc_wait_ns(void);
 int tg_gather(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 	      int root, struct tg_req *req);
 int tg_scatter(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
@@ -237,6 +240,9 @@ int tg_policy_may(enum tg_fn fn);
 bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size);
 bool tg_report_wanted(void);
 void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why);
+/* Time spent in a call of fn (the report's; T-NBC's functions). */
+void tg_time(enum tg_fn fn, uint64_t ns);
+uint64_t tg_now_ns(void);
 /* A T-NBC call of fn returned before all its data had arrived. */
 void tg_count_early(enum tg_fn fn);
 /* Whether a blocking call of fn whose largest message is bytes goes to
@@ -245,9 +251,12 @@ void tg_count_early(enum tg_fn fn);
 bool tg_policy_tnbc(enum tg_fn fn, size_t bytes);
 /* The piece a T-NBC broadcast is cut into (TNBC_MPI_TNBC_PIECE). */
 size_t tg_policy_tnbc_piece(void);
-/* Counts per function: offloaded, the fallbacks by reason, then the
- * T-NBC calls that returned early. */
-#define TG_NCOUNT (2 + TG_NWHY)
+/* Counts per function: offloaded, the fallbacks by reason, the T-NBC
+ * calls that returned early, the ns spent in its calls (T-NBC's
+ * functions), and the ns T-NBC's guard made the program wait for data
+ * after the calls returned (the last for MPI_Alltoall only: the whole
+ * process's). */
+#define TG_NCOUNT (4 + TG_NWHY)
 /* This process's counts: TG_NFN x TG_NCOUNT, for the front-end to sum
  * over the world. */
 void tg_counts(uint64_t *out);

@@ -46,6 +46,7 @@ static struct {
 	struct tg_guard_map *_Atomic map;
 	atomic_int readers;
 	atomic_uint_fast64_t faults;
+	atomic_uint_fast64_t wait_ns; /* waits for data, summed */
 	int users; /* tg_guard_init calls not yet finished */
 	atomic_bool installed; /* the guard's handler is the kernel's */
 	struct sigaction old_segv, old_bus;
@@ -134,10 +135,22 @@ static void tg_guard_open_range(struct tg_guard_range *r, bool need)
 			tg_guard_pause(&spins);
 		return;
 	}
-	for (unsigned i = 0; i < r->nready; i++)
+	for (unsigned i = 0; i < r->nready; i++) {
+		struct timespec t0, t1;
+
+		if (atomic_load_explicit(&r->ready[i], memory_order_acquire))
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		while (!atomic_load_explicit(&r->ready[i],
 					     memory_order_acquire))
 			tg_guard_pause(&spins);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		atomic_fetch_add_explicit(
+			&tg_gd.wait_ns,
+			(uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+				(uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec,
+			memory_order_relaxed);
+	}
 	/* the system calls themselves: an MPI's memory hooks (UCX's ucm
 	 * patches mremap, and drops its new-address argument) must not
 	 * stand between a signal handler and the kernel */
@@ -477,6 +490,11 @@ bool tg_guard_is_open(const struct tg_guard_range *r)
 uint64_t tg_guard_touched(const struct tg_guard_range *r)
 {
 	return atomic_load(&((struct tg_guard_range *)r)->touched);
+}
+
+uint64_t tg_guard_wait_ns(void)
+{
+	return atomic_load(&tg_gd.wait_ns);
 }
 
 bool tg_guard_any(void)

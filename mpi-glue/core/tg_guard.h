@@ -73,6 +73,8 @@ bool tg_guard_is_open(const struct tg_guard_range *r);
 /* When r's data was first needed (a fault, or an open): CLOCK_MONOTONIC
  * ns; 0 while it has not been. */
 uint64_t tg_guard_touched(const struct tg_guard_range *r);
+/* ns spent waiting for ranges' data (faults and opens), summed. */
+uint64_t tg_guard_wait_ns(void);
 /* Whether any range is guarded (one load). */
 bool tg_guard_any(void);
 /* Faults the handler served since init, for reports and tests. */

@@ -272,6 +272,12 @@ size_t tg_policy_tnbc_piece(void)
 	return tgp.tnbc_piece;
 }
 
+void tg_time(enum tg_fn fn, uint64_t ns)
+{
+	atomic_fetch_add_explicit(&tgp.count[fn][2 + TG_NWHY], ns,
+				  memory_order_relaxed);
+}
+
 void tg_count_early(enum tg_fn fn)
 {
 	atomic_fetch_add_explicit(&tgp.count[fn][1 + TG_NWHY], 1,
@@ -294,6 +300,7 @@ void tg_counts(uint64_t *out)
 	for (int f = 0; f < TG_NFN; f++)
 		for (int w = 0; w < TG_NCOUNT; w++)
 			out[f * TG_NCOUNT + w] = atomic_load(&tgp.count[f][w]);
+	out[TG_ALLTOALL * TG_NCOUNT + 3 + TG_NWHY] = tg_tnbc_wait_ns();
 }
 
 void tg_report_print(const uint64_t *sums)
@@ -301,7 +308,7 @@ void tg_report_print(const uint64_t *sums)
 	for (int f = 0; f < TG_NFN; f++) {
 		const uint64_t *s = sums + f * TG_NCOUNT;
 		uint64_t fb = 0;
-		char why[256] = "", early[48] = "";
+		char why[256] = "", early[128] = "";
 		size_t o = 0;
 
 		for (int w = 0; w < TG_NWHY; w++)
@@ -319,6 +326,15 @@ void tg_report_print(const uint64_t *sums)
 		if (tgp.tnbc[f])
 			snprintf(early, sizeof(early), " early %llu",
 				 (unsigned long long)s[1 + TG_NWHY]);
+		if (s[2 + TG_NWHY])
+			snprintf(early + strlen(early),
+				 sizeof(early) - strlen(early), " call_ms %.1f",
+				 (double)s[2 + TG_NWHY] / 1e6);
+		if (f == TG_ALLTOALL && s[3 + TG_NWHY])
+			snprintf(early + strlen(early),
+				 sizeof(early) - strlen(early),
+				 " tnbc_wait_ms %.1f",
+				 (double)s[3 + TG_NWHY] / 1e6);
 		fprintf(stderr,
 			"tnbc-mpi: %s offloaded %llu fallback %llu%s%s\n",
 			tg_names[f], (unsigned long long)s[0],

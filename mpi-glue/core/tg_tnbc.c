@@ -78,7 +78,8 @@ struct tg_tnbc_rng {
 	uintptr_t lo, hi;
 	int mlo, mhi; /* the messages that land in it, by position */
 	void *stage; /* NULL: not guarded (the data lands in place) */
-	struct tg_guard_range *g;
+	struct tg_guard_range *g; /* NULL too once released early */
+	uint64_t touched; /* its first need, kept when released early */
 };
 
 /* A broadcast's forward of a piece to a child: deferred work on the
@@ -107,6 +108,39 @@ struct tg_tnbc_op {
 };
 
 static const atomic_uint tg_tnbc_one = 1;
+
+/*
+ * The send copy of the last call, kept for the next: a fresh one of a
+ * few MiB comes from mmap, and faulting its pages in cost 150 us of a
+ * 1 MiB alltoall's 2 ranks.  Its size sits in the 64 bytes before it.
+ */
+static void *_Atomic tg_spare;
+
+static void *tg_scopy_get(size_t len)
+{
+	char *b = atomic_exchange(&tg_spare, NULL);
+
+	if (b && *(size_t *)(b - 64) >= len)
+		return b;
+	if (b)
+		free(b - 64);
+	b = malloc(len + 64);
+	if (!b)
+		return NULL;
+	*(size_t *)b = len;
+	return b + 64;
+}
+
+static void tg_scopy_put(void *p)
+{
+	char *old;
+
+	if (!p)
+		return;
+	old = atomic_exchange(&tg_spare, p);
+	if (old)
+		free(old - 64);
+}
 static bool tg_tnbc_guard_on; /* under tg.lock */
 
 /* A child has no engine to land what its parent still waits for: the
@@ -287,8 +321,8 @@ static void tg_tnbc_record(struct tg_tnbc_op *op)
 		uint64_t t = op->m[j].wait ? op->t_ret : UINT64_MAX;
 
 		for (int i = 0; i < op->nr; i++) {
-			uint64_t u =
-				op->r[i].g ? tg_guard_touched(op->r[i].g) : 0;
+			uint64_t u = op->r[i].g ? tg_guard_touched(op->r[i].g)
+						: op->r[i].touched;
 
 			if (u && op->r[i].mlo <= j && j < op->r[i].mhi && u < t)
 				t = u;
@@ -398,6 +432,13 @@ void tg_tnbc_close(void)
 	if (tg.go)
 		fi_close(&tg.go->fid);
 	tg.go = NULL;
+	tg_scopy_put(NULL);
+	{
+		char *b = atomic_exchange(&tg_spare, NULL);
+
+		if (b)
+			free(b - 64);
+	}
 	if (tg_tnbc_guard_on)
 		tg_guard_fini();
 	tg_tnbc_guard_on = false;
@@ -417,7 +458,7 @@ static bool tg_tnbc_landed(const struct tg_tnbc_op *op)
 static void tg_tnbc_op_free(struct tg_tnbc_op *op)
 {
 	tg_req_free(op->req);
-	free(op->scopy);
+	tg_scopy_put(op->scopy);
 	free(op->fwd);
 	free(op->m);
 	free(op->ready);
@@ -504,7 +545,8 @@ static int tg_msg_cmp(const void *a, const void *b)
  * page change.  op->m sorted, op->r sized for the worst case (3 per
  * message).
  */
-static void tg_tnbc_ranges(struct tg_tnbc_op *op, uintptr_t base, size_t pg)
+static void tg_tnbc_ranges(struct tg_tnbc_op *op, uintptr_t base, size_t pg,
+			   int self)
 {
 	int j = 0;
 
@@ -532,6 +574,11 @@ static void tg_tnbc_ranges(struct tg_tnbc_op *op, uintptr_t base, size_t pg)
 			mhi = lo;
 			while (mhi < j && base + op->m[mhi].off < p + pg)
 				mhi++;
+			/* pages of the own slice alone need no guard: it is
+			 * copied in place before the call returns, without
+			 * fresh staging pages to fault in and move */
+			if (mhi == mlo + 1 && op->m[mlo].src == self)
+				continue;
 			if (op->nr && op->r[op->nr - 1].hi == p &&
 			    op->r[op->nr - 1].mlo == mlo &&
 			    op->r[op->nr - 1].mhi == mhi) {
@@ -680,6 +727,23 @@ static int tg_tnbc_enter(struct tg_comm *c)
 	return 0;
 }
 
+/* Under tg.lock: ranges of earlier calls in [lo, hi) leave the guard
+ * (their data landed and opened first), so that a new call can guard
+ * the same pages even while the old one's sends are still going. */
+static void tg_tnbc_release_overlap(uintptr_t lo, uintptr_t hi)
+{
+	for (struct tg_tnbc_op *o = tg.tnbc; o; o = o->next)
+		for (int i = 0; i < o->nr; i++) {
+			struct tg_tnbc_rng *r = &o->r[i];
+
+			if (r->g && r->lo < hi && r->hi > lo) {
+				r->touched = tg_guard_touched(r->g);
+				tg_guard_release(r->g);
+				r->g = NULL;
+			}
+		}
+}
+
 /* Guards op's ranges, all or none (a range the guard refuses, at the
  * kernel's map count, makes the call a plain blocking one, the buffer
  * as it was), and lays each message out on them. */
@@ -710,11 +774,11 @@ static void tg_tnbc_guard(struct tg_tnbc_op *op, void *rbuf)
 
 /*
  * After the posts, with tg.lock let go: waits for the messages that land
- * on foreign pages; whether any other is still on its way.  The wait
- * leaves the moving to the engine: a thread that polled the provider
- * here would pull every message that has arrived, the ones the call need
- * not wait for among them (a 8 MiB broadcast's pieces, in one poll).  A
- * poll every millisecond still moves things should the engine be asleep.
+ * on foreign pages (all of them when tracing); whether any other is
+ * still on its way.  The wait polls: on two cores a wait that left the
+ * moving to the engines and yielded made a 1 MiB alltoall of 2 ranks
+ * take 2 ms in the call instead of 0.65 (the engines' naps and wake-ups
+ * in the path); what a poll moves meanwhile is moved.
  */
 static bool tg_tnbc_settle(struct tg_tnbc_op *op)
 {
@@ -727,14 +791,12 @@ static bool tg_tnbc_settle(struct tg_tnbc_op *op)
 		 * records are the program's order, not the arrivals' */
 		if (!op->m[j].wait && !op->trace)
 			continue;
-		tg_handoff(TG_HANDOFF_LAST);
 		while (!atomic_load_explicit(&op->ready[j],
 					     memory_order_acquire)) {
-			if (++spins % 1024 == 0) {
-				tg_poll();
+			if (tg_poll())
 				continue;
-			}
-			sched_yield();
+			if (++spins > 64)
+				sched_yield();
 		}
 	}
 	for (int j = 0; j < op->n && !early; j++)
@@ -809,9 +871,8 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 			maxmsg = scounts[i] > maxmsg ? scounts[i] : maxmsg;
 		}
 	}
-	/* what earlier calls guard in these buffers opens first */
-	if (rhi)
-		tg_guard_open_overlap((char *)rbuf + rlo, rhi - rlo);
+	/* what earlier calls guard in the send data opens before the copy
+	 * (the receive buffer's leaves the guard below) */
 	if (shi)
 		tg_guard_open_overlap((const char *)sbuf + slo, shi - slo);
 
@@ -822,7 +883,7 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	op->m = calloc((size_t)c->size, sizeof(*op->m));
 	op->ready = calloc((size_t)c->size, sizeof(*op->ready));
 	op->r = calloc(3 * (size_t)c->size, sizeof(*op->r));
-	op->scopy = malloc(stot ? stot : 1);
+	op->scopy = tg_scopy_get(stot ? stot : 1);
 	if (!op->req || !op->m || !op->ready || !op->r || !op->scopy) {
 		ret = -FI_ENOMEM;
 		goto err_free;
@@ -859,7 +920,10 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	if (ret)
 		goto err_unlock;
 	op->trace = tg_tr.trace != NULL;
-	tg_tnbc_ranges(op, (uintptr_t)rbuf, pg);
+	if (rhi)
+		tg_tnbc_release_overlap((uintptr_t)rbuf + rlo,
+					(uintptr_t)rbuf + rhi);
+	tg_tnbc_ranges(op, (uintptr_t)rbuf, pg, me);
 	tg_tnbc_guard(op, rbuf);
 	for (int j = 0; j < op->n; j++) {
 		if (op->m[j].src == me)
@@ -956,7 +1020,6 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 	for (int mask = 1; mask < n && !(vr & mask); mask <<= 1)
 		if (vr + mask < n)
 			kids[nk++] = (vr + mask + root) % n;
-	tg_guard_open_overlap(buf, bytes);
 
 	op = calloc(1, sizeof(*op));
 	if (!op)
@@ -965,9 +1028,7 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 	op->c = c;
 	tg_tnbc_site_key(op->site, sizeof(op->site), "MPI_Bcast", site);
 	if (!vr) {
-		op->scopy = malloc(bytes);
-		if (op->scopy)
-			memcpy(op->scopy, buf, bytes);
+		op->scopy = tg_scopy_get(bytes);
 	} else {
 		op->m = calloc(np, sizeof(*op->m));
 		op->ready = calloc(np, sizeof(*op->ready));
@@ -984,6 +1045,11 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 	if (ret)
 		goto err_unlock;
 	op->trace = tg_tr.trace != NULL;
+	/* what earlier calls guard here leaves the guard (the root's
+	 * data opens before its copy) */
+	tg_tnbc_release_overlap((uintptr_t)buf, (uintptr_t)buf + bytes);
+	if (!vr)
+		memcpy(op->scopy, buf, bytes);
 	tag = (uint64_t)c->id << 32;
 	tag |= c->seq;
 	c->seq += (uint32_t)np;
@@ -1020,7 +1086,7 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 			.len = bytes - p * piece < piece ? bytes - p * piece
 							 : piece,
 			.src = parent};
-	tg_tnbc_ranges(op, (uintptr_t)buf, pg);
+	tg_tnbc_ranges(op, (uintptr_t)buf, pg, -1);
 	tg_tnbc_guard(op, buf);
 	parts += (int)np * (1 + nk);
 	tg_req_posted(op->req, c, parts);
@@ -1084,6 +1150,11 @@ void tg_tnbc_open(const void *buf, size_t len)
 bool tg_tnbc_guarding(void)
 {
 	return tg_guard_any();
+}
+
+uint64_t tg_tnbc_wait_ns(void)
+{
+	return tg_guard_wait_ns();
 }
 
 uint64_t tg_tnbc_faults(void)

@@ -494,7 +494,8 @@ int MPI_Barrier(MPI_Comm comm)
 		     tg_barrier(fc->tc, r), PMPI_Barrier(comm));
 }
 
-int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
+static int tgf_bcast_body(const void *site_, void *buf, int count,
+			  MPI_Datatype dt, int root, MPI_Comm comm)
 {
 	TGF_OPEN(tgf_open(buf, count, dt));
 	TGF_SHORTCUT(TG_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
@@ -509,11 +510,25 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 	if (why == TGF_OK && (!bytes || !buf))
 		why = TG_WHY_ARGS;
 	if (why == TGF_OK && tg_policy_tnbc(TG_BCAST, bytes))
-		return tgf_tnbc_bcast(comm, fc->tc, __builtin_return_address(0),
-				      buf, bytes, root);
+		return tgf_tnbc_bcast(comm, fc->tc, site_, buf, bytes, root);
 	TGF_BLOCKING(TG_BCAST, tgf_policy(why, TG_BCAST, bytes, fc),
 		     tg_bcast(fc->tc, buf, bytes, root, r),
 		     PMPI_Bcast(buf, count, dt, root, comm));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+	uint64_t t0;
+	int rc;
+
+	if (!tg_report_wanted())
+		return tgf_bcast_body(__builtin_return_address(0), buf, count,
+				      dt, root, comm);
+	t0 = tg_now_ns();
+	rc = tgf_bcast_body(__builtin_return_address(0), buf, count, dt, root,
+			    comm);
+	tg_time(TG_BCAST, tg_now_ns() - t0);
+	return rc;
 }
 
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
@@ -603,8 +618,9 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
-int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-		 int rcount, MPI_Datatype rtype, MPI_Comm comm)
+static int tgf_alltoall_body(const void *site_, const void *sbuf, int scount,
+			     MPI_Datatype stype, void *rbuf, int rcount,
+			     MPI_Datatype rtype, MPI_Comm comm)
 {
 	TGF_OPEN(tgf_open(sbuf, (MPI_Aint)scount * tgf_size(comm), stype);
 		 tgf_open(rbuf, (MPI_Aint)rcount * tgf_size(comm), rtype));
@@ -615,13 +631,29 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 				     rtype, &a);
 
 	if (why == TGF_OK && tg_policy_tnbc(TG_ALLTOALL, a.bytes))
-		return tgf_tnbc_alltoall(comm, a.fc->tc,
-					 __builtin_return_address(0), a.sbuf,
-					 a.rbuf, a.bytes);
+		return tgf_tnbc_alltoall(comm, a.fc->tc, site_, a.sbuf, a.rbuf,
+					 a.bytes);
 	TGF_BLOCKING(
 		TG_ALLTOALL, tgf_policy(why, TG_ALLTOALL, a.bytes, a.fc),
 		tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
 		PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+}
+
+int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		 int rcount, MPI_Datatype rtype, MPI_Comm comm)
+{
+	uint64_t t0;
+	int rc;
+
+	if (!tg_report_wanted())
+		return tgf_alltoall_body(__builtin_return_address(0), sbuf,
+					 scount, stype, rbuf, rcount, rtype,
+					 comm);
+	t0 = tg_now_ns();
+	rc = tgf_alltoall_body(__builtin_return_address(0), sbuf, scount, stype,
+			       rbuf, rcount, rtype, comm);
+	tg_time(TG_ALLTOALL, tg_now_ns() - t0);
+	return rc;
 }
 
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
@@ -658,9 +690,11 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 				  root, comm));
 }
 
-int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
-		  MPI_Datatype stype, void *rbuf, const int rcounts[],
-		  const int rdispls[], MPI_Datatype rtype, MPI_Comm comm)
+static int tgf_alltoallv_body(const void *site_, const void *sbuf,
+			      const int scounts[], const int sdispls[],
+			      MPI_Datatype stype, void *rbuf,
+			      const int rcounts[], const int rdispls[],
+			      MPI_Datatype rtype, MPI_Comm comm)
 {
 	TGF_OPEN(tgf_open_v(sbuf, scounts, sdispls, stype, tgf_size(comm));
 		 tgf_open_v(rbuf, rcounts, rdispls, rtype, tgf_size(comm)));
@@ -681,9 +715,8 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		for (int i = 0; i < tg_comm_size(a.fc->tc); i++)
 			big = a.rc[i] > big ? a.rc[i] : big;
 		if (tg_policy_tnbc(TG_ALLTOALLV, big)) {
-			rc = tgf_tnbc_run(comm, a.fc->tc, TG_ALLTOALLV,
-					  __builtin_return_address(0), a.sbuf,
-					  a.sc, a.sd, rbuf, a.rc, a.rd);
+			rc = tgf_tnbc_run(comm, a.fc->tc, TG_ALLTOALLV, site_,
+					  a.sbuf, a.sc, a.sd, rbuf, a.rc, a.rd);
 			free(a.sc);
 			return rc;
 		}
@@ -709,6 +742,25 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 	tg_count(TG_ALLTOALLV, false, (enum tg_why)why);
 	rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,
 			    rdispls, rtype, comm);
+	return rc;
+}
+
+int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+		  MPI_Datatype stype, void *rbuf, const int rcounts[],
+		  const int rdispls[], MPI_Datatype rtype, MPI_Comm comm)
+{
+	uint64_t t0;
+	int rc;
+
+	if (!tg_report_wanted())
+		return tgf_alltoallv_body(__builtin_return_address(0), sbuf,
+					  scounts, sdispls, stype, rbuf,
+					  rcounts, rdispls, rtype, comm);
+	t0 = tg_now_ns();
+	rc = tgf_alltoallv_body(__builtin_return_address(0), sbuf, scounts,
+				sdispls, stype, rbuf, rcounts, rdispls, rtype,
+				comm);
+	tg_time(TG_ALLTOALLV, tg_now_ns() - t0);
 	return rc;
 }
 
