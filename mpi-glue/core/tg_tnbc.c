@@ -952,7 +952,10 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 		ret = tg_tnbc_post_recv(op, j, tag, 1);
 		posted += !ret;
 	}
-	tg_defer(maxmsg, true);
+	/* the sends start in the call (not deferred to the engine): the
+	 * call waits for some of the data anyway, and leaving the sends to
+	 * the engine's wake-up made a 1 MiB alltoall of 2 ranks take 1.96
+	 * ms in the call instead of 0.76 */
 	src = (const char *)op->scopy;
 	for (int i = 0; i < c->size && !ret; i++) {
 		if (i != me && scounts[i]) {
@@ -970,7 +973,6 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	}
 	if (tg_tr.ep_ops)
 		tg_tr.ep_ops->set_priority(tg.ep, FI_TNBC_PRIO_DEFAULT);
-	tg_defer(maxmsg, false);
 	tg_tnbc_posted(op, parts - 1, posted, ret);
 	pthread_mutex_unlock(&tg.lock);
 	tg_handoff(maxmsg);
@@ -1057,7 +1059,6 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 		/* the root: the first and last pieces first */
 		parts += (int)np * nk;
 		tg_req_posted(op->req, c, parts);
-		tg_defer(piece, true);
 		for (size_t q = 0; q < np; q++) {
 			/* 0, np - 1, np - 2, then 1 ...: a member's first
 			 * page lies in piece 0, its last in the last piece
@@ -1077,7 +1078,6 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 				posted += !ret;
 			}
 		}
-		tg_defer(piece, false);
 		goto posted;
 	}
 	for (size_t p = 0; p < np; p++)

@@ -8,7 +8,12 @@
 # runs under the MPI alone (mpi) and at once through tnbc-mpirun with
 # the glue's default policy (glue), then under the MPI alone again
 # (mpi-again, the yardstick: CONTROL=0 leaves it out); TNBC_ALL=1 adds a
-# run with every blocking call offloaded (glue-all).  ROUNDS runs of each, the
+# run with every blocking call offloaded (glue-all); TNBC=1 adds, for NPB,
+# a run with T-NBC (tnbc: TNBC_MPI_TNBC=all, tnbc-mpi(7)) beside one with
+# the glue's plain offload (glue-all), both reporting the time spent in
+# MPI_Alltoall(v)/MPI_Bcast calls and, for tnbc, the waits for data after
+# them (NPB rows: compute_us holds the calls' ms, pure_us the waits' ms,
+# every rank summed).  ROUNDS runs of each, the
 # best figure of each kept.  Figures only: nothing passes or fails on
 # time; an NPB run that does not verify, or a program that fails, is
 # reported as such.
@@ -60,6 +65,9 @@ osu_progs="allreduce reduce bcast barrier allgather alltoall iallreduce ibcast i
 labels="mpi glue mpi-again"
 [ "${CONTROL:-1}" = 0 ] && labels="mpi glue"
 [ "${TNBC_ALL:-0}" = 1 ] && labels="$labels glue-all"
+npb_labels=$labels
+[ "${TNBC:-0}" = 1 ] && npb_labels="$labels glue-all tnbc" &&
+	npb_labels=$(tr ' ' '\n' <<<"$npb_labels" | awk '!seen[$0]++' | tr '\n' ' ')
 
 netns_up=0
 work=$(mktemp -d)
@@ -92,12 +100,16 @@ launch() {
 			-hosts 10.231.0.1:2,10.231.0.2:2)
 		cmd=(mpirun.mpich)
 	fi
-	case $label in glue*) cmd=("$b/mpi-glue/tnbc-mpirun") ;; esac
-	[ "$label" = glue-all ] && pre=(env TNBC_MPI_OFFLOAD=all)
+	case $label in glue* | tnbc) cmd=("$b/mpi-glue/tnbc-mpirun") ;; esac
+	[ "$label" = glue-all ] && pre=(env TNBC_MPI_OFFLOAD=all
+		TNBC_MPI_REPORT=1)
+	[ "$label" = tnbc ] && pre=(env TNBC_MPI_OFFLOAD=all TNBC_MPI_TNBC=all
+		TNBC_MPI_REPORT=1)
 	[ "$where" = netns ] && pre=(nsenter -t "${HOSTPID[1]}" -n -u env
 		PATH="$PATH" UCX_NET_DEVICES=eth0 "${pre[@]:1}")
 	echo "== $mpi $where $label: $*" >>"$log"
-	timeout 600 "${pre[@]}" "${cmd[@]}" "${opts[@]}" -np "$np" "$@" 2>>"$log"
+	timeout 600 "${pre[@]}" "${cmd[@]}" "${opts[@]}" -np "$np" "$@" \
+		2> >(tee "$work/last.err" >>"$log")
 }
 
 # MPICH's ranks poll without yielding: at 4 ranks on 2 cores each of
@@ -136,15 +148,25 @@ run_npb() {
 	local mpi=$1 where=$2 round=$3 p label
 	for p in ${NPB:-is.A ft.A}; do
 		[ -x "${npb[$mpi]}/$p.x" ] || continue
-		for label in $labels; do
+		for label in $npb_labels; do
 			echo "   $p $label" >&2
+			: >"$work/last.err"
 			# NPB reads its optional input file from the working directory
 			(cd "$work" && launch "$mpi" "$where" "$label" "${npb[$mpi]}/$p.x") |
-				tee -a "$log" |
-				awk -v pre="$mpi,$where,$round,npb_$p,$label,npb" \
-					'/Time in seconds/ { t = $NF }
-					/Verification/ { v = $NF }
-					END { print pre ",," t ",,,," (v ? v : "FAILED") }' >>"$csv"
+				tee -a "$log" >"$work/last.out"
+			sleep 0.2 # the stderr tee's last lines
+			# the report's time in the calls T-NBC takes, and the
+			# waits for their data after they returned
+			call=$(grep -o 'MPI_\(Alltoall\|Alltoallv\|Bcast\) .*call_ms [0-9.]*' \
+				"$work/last.err" | awk '{ s += $NF } END { if (NR) print s }')
+			wait=$(grep -o 'tnbc_wait_ms [0-9.]*' "$work/last.err" |
+				awk '{ s += $NF } END { if (NR) print s }')
+			awk -v pre="$mpi,$where,$round,npb_$p,$label,npb" \
+				-v call="$call" -v wait="$wait" \
+				'/Time in seconds/ { t = $NF }
+				/Verification/ { v = $NF }
+				END { print pre ",," t "," call "," wait ",," (v ? v : "FAILED") }' \
+				"$work/last.out" >>"$csv"
 		done
 	done
 }
@@ -254,6 +276,21 @@ for k in sorted(best):
     say("%-8s %-6s %-10s %9.2f %9.2f %6.2f %s/%s" % (k[0], k[1], k[2][4:], m, g, g / m,
         v["mpi"]["status"], v["glue"]["status"]))
 say()
+tn = [(k, best[k]) for k in sorted(best) if k[3] == "npb" and "tnbc" in best[k] and "glue-all" in best[k]]
+if tn:
+    say("NPB with T-NBC (tnbc) beside the glue's plain offload (glue-all): seconds; the time in")
+    say("MPI_Alltoall(v)/Bcast calls (ms, every rank summed) and T-NBC's as a share of the")
+    say("plain one's; hidden = 1 - (T-NBC's calls + waits for data after them) / plain calls")
+    say("%-8s %-6s %-10s %8s %8s %8s %5s %9s %9s %8s %6s %7s %s" % ("mpi", "where", "bench", "mpi", "plain", "tnbc", "x", "call", "tcall", "wait", "share", "hidden", "verified (mpi/plain/tnbc)"))
+    for k, v in tn:
+        p, q = v["glue-all"], v["tnbc"]
+        m = float(v["mpi"]["us"]) if "mpi" in v else 0
+        pc = float(p["compute_us"] or 0); tc = float(q["compute_us"] or 0); w = float(q["pure_us"] or 0)
+        say("%-8s %-6s %-10s %8.2f %8.2f %8.2f %5.2f %9.1f %9.1f %8.1f %6.2f %7.2f %s/%s/%s" % (k[0], k[1], k[2][4:],
+            m, float(p["us"]), float(q["us"]), float(q["us"]) / float(p["us"]), pc, tc, w,
+            tc / pc if pc else 0, 1 - (tc + w) / pc if pc else 0,
+            v["mpi"]["status"] if "mpi" in v else "-", p["status"], q["status"]))
+    say()
 say("aims")
 if nblk:
     ratios.sort()
