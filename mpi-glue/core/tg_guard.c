@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <linux/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +52,96 @@ static struct {
 	atomic_bool installed; /* the guard's handler is the kernel's */
 	struct sigaction old_segv, old_bus;
 } tg_gd = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/*
+ * Staging pages, recycled.  Fresh anonymous pages cost a fault and a
+ * zeroing each when the data lands (340 us per MiB here, against 49 for
+ * a copy into pages already there: tests/glue/guard_bench).  So opening
+ * a range first moves the range's old pages aside (mremap with
+ * MREMAP_DONTUNMAP, which leaves the range mapped: no hole another
+ * thread's mmap could take) and keeps them here, and the next range of
+ * that size stages into them.  Slots are taken and filled with atomics
+ * only: the fault handler fills them.  Bytes held are bounded.
+ */
+#define TG_GUARD_SPARES	   64
+#define TG_GUARD_SPARE_MAX ((size_t)256 << 20)
+
+enum { TG_SPARE_EMPTY, TG_SPARE_BUSY, TG_SPARE_FULL };
+
+static struct {
+	atomic_int state;
+	void *addr;
+	size_t len;
+} tg_spare[TG_GUARD_SPARES];
+static atomic_size_t tg_spare_bytes;
+
+/* Keeps len bytes of pages at a (async-signal-safe); false: no room. */
+static bool tg_spare_put(void *a, size_t len)
+{
+	if (atomic_fetch_add(&tg_spare_bytes, len) + len > TG_GUARD_SPARE_MAX) {
+		atomic_fetch_sub(&tg_spare_bytes, len);
+		return false;
+	}
+	for (int i = 0; i < TG_GUARD_SPARES; i++) {
+		int e = TG_SPARE_EMPTY;
+
+		if (!atomic_compare_exchange_strong(&tg_spare[i].state, &e,
+						    TG_SPARE_BUSY))
+			continue;
+		tg_spare[i].addr = a;
+		tg_spare[i].len = len;
+		atomic_store_explicit(&tg_spare[i].state, TG_SPARE_FULL,
+				      memory_order_release);
+		return true;
+	}
+	atomic_fetch_sub(&tg_spare_bytes, len);
+	return false;
+}
+
+/* Kept pages of exactly len bytes, readable and writable, or NULL. */
+static void *tg_spare_get(size_t len)
+{
+	for (int i = 0; i < TG_GUARD_SPARES; i++) {
+		int f = TG_SPARE_FULL;
+		void *a;
+
+		if (atomic_load_explicit(&tg_spare[i].state,
+					 memory_order_acquire) !=
+			    TG_SPARE_FULL ||
+		    tg_spare[i].len != len ||
+		    !atomic_compare_exchange_strong(&tg_spare[i].state, &f,
+						    TG_SPARE_BUSY))
+			continue;
+		if (tg_spare[i].len != len) { /* refilled meanwhile */
+			atomic_store(&tg_spare[i].state, TG_SPARE_FULL);
+			continue;
+		}
+		a = tg_spare[i].addr;
+		atomic_store(&tg_spare[i].state, TG_SPARE_EMPTY);
+		atomic_fetch_sub(&tg_spare_bytes, len);
+		/* they moved out of a guarded range: still PROT_NONE */
+		if (syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE)) {
+			syscall(SYS_munmap, a, len);
+			return NULL;
+		}
+		return a;
+	}
+	return NULL;
+}
+
+static void tg_spare_drain(void)
+{
+	for (int i = 0; i < TG_GUARD_SPARES; i++) {
+		int f = TG_SPARE_FULL;
+
+		if (!atomic_compare_exchange_strong(&tg_spare[i].state, &f,
+						    TG_SPARE_BUSY))
+			continue;
+		syscall(SYS_munmap, tg_spare[i].addr, tg_spare[i].len);
+		atomic_fetch_sub(&tg_spare_bytes, tg_spare[i].len);
+		atomic_store(&tg_spare[i].state, TG_SPARE_EMPTY);
+	}
+}
 
 /* A wait a signal handler may make: yield, then sleep in short steps. */
 static void tg_guard_pause(unsigned *spins)
@@ -153,7 +244,17 @@ static void tg_guard_open_range(struct tg_guard_range *r, bool need)
 	}
 	/* the system calls themselves: an MPI's memory hooks (UCX's ucm
 	 * patches mremap, and drops its new-address argument) must not
-	 * stand between a signal handler and the kernel */
+	 * stand between a signal handler and the kernel.  The range's old
+	 * pages go aside first, for the next range to stage into (a kernel
+	 * without MREMAP_DONTUNMAP refuses, and they are dropped) */
+	{
+		void *old = (void *)syscall(SYS_mremap, (void *)r->lo, len, len,
+					    MREMAP_MAYMOVE | MREMAP_DONTUNMAP,
+					    NULL);
+
+		if (old != MAP_FAILED && !tg_spare_put(old, len))
+			syscall(SYS_munmap, old, len);
+	}
 	if ((void *)syscall(SYS_mremap, r->stage, len, len,
 			    MREMAP_MAYMOVE | MREMAP_FIXED,
 			    (void *)r->lo) == MAP_FAILED) {
@@ -302,6 +403,7 @@ void tg_guard_fini(void)
 {
 	pthread_mutex_lock(&tg_gd.lock);
 	if (tg_gd.users && !--tg_gd.users) {
+		tg_spare_drain();
 		atomic_store(&tg_gd.installed, false);
 		tg_real_sigaction(SIGSEGV, &tg_gd.old_segv, NULL);
 		tg_real_sigaction(SIGBUS, &tg_gd.old_bus, NULL);
@@ -379,8 +481,10 @@ int tg_guard_protect(void *addr, size_t len, const atomic_uint *ready,
 	r->hi = r->lo + len;
 	r->ready = ready;
 	r->nready = nready;
-	r->stage = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	r->stage = tg_spare_get(len);
+	if (!r->stage)
+		r->stage = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (r->stage == MAP_FAILED) {
 		ret = -errno;
 		goto err_range;

@@ -193,6 +193,7 @@ struct tg_site {
 static struct {
 	bool init;
 	const char *trace, *replay;
+	const char *skip; /* TNBC_MPI_TNBC_SKIP: sites that guard nothing */
 	bool loaded;
 	struct tg_site *s;
 	size_t n, cap;
@@ -220,6 +221,25 @@ static void tg_tnbc_site_key(char *key, size_t len, const char *fn,
 					 (uintptr_t)info.dli_fbase));
 	else
 		snprintf(key, len, "%s@?", fn);
+}
+
+/* Whether the program opted this call site out of the guard
+ * (TNBC_MPI_TNBC_SKIP: prefixes of site keys as the trace writes them,
+ * separated by commas: "MPI_Bcast@" every broadcast, a whole key one
+ * call site). */
+static bool tg_tnbc_skipped(const char *key)
+{
+	const char *p = tg_tr.skip;
+
+	while (p && *p) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		if (n && !strncmp(p, key, n))
+			return true;
+		p = e ? e + 1 : NULL;
+	}
+	return false;
 }
 
 static struct tg_site *tg_site_find(const char *key, uint32_t comm, int owner,
@@ -695,6 +715,8 @@ static int tg_tnbc_enter(struct tg_comm *c)
 		tg_tr.trace = v && *v ? v : NULL;
 		v = getenv("TNBC_MPI_TNBC_ORDER");
 		tg_tr.replay = v && *v ? v : NULL;
+		v = getenv("TNBC_MPI_TNBC_SKIP");
+		tg_tr.skip = v && *v ? v : NULL;
 	}
 
 	if (!ret && !tg_tnbc_guard_on) {
@@ -924,6 +946,8 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 		tg_tnbc_release_overlap((uintptr_t)rbuf + rlo,
 					(uintptr_t)rbuf + rhi);
 	tg_tnbc_ranges(op, (uintptr_t)rbuf, pg, me);
+	if (tg_tr.skip && tg_tnbc_skipped(op->site))
+		op->nr = 0; /* opted out: everything lands in place */
 	tg_tnbc_guard(op, rbuf);
 	for (int j = 0; j < op->n; j++) {
 		if (op->m[j].src == me)
@@ -1087,6 +1111,8 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 							 : piece,
 			.src = parent};
 	tg_tnbc_ranges(op, (uintptr_t)buf, pg, -1);
+	if (tg_tr.skip && tg_tnbc_skipped(op->site))
+		op->nr = 0;
 	tg_tnbc_guard(op, buf);
 	parts += (int)np * (1 + nk);
 	tg_req_posted(op->req, c, parts);

@@ -144,6 +144,13 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Alltoallv offloaded [1-9][0-9]* fallback 0 early [0-9]'
 		fi
 	done
+	# a call site opted out: every alltoall lands in place
+	st=0
+	TNBC_MPI_TNBC=all TNBC_MPI_TNBC_SKIP=MPI_Alltoall@ TNBC_MPI_REPORT=1 \
+		launch "$mpi" 3 || st=$?
+	result "$mpi np=3 T-NBC sites skipped" "$st"
+	expect "$mpi np=3 T-NBC skip report" \
+		'^tnbc-mpi: MPI_Alltoall offloaded [1-9][0-9]* fallback 0 early 0 '
 	# trace, then replay: the same results, the order files written
 	tr=$(mktemp -d)
 	st=0
