@@ -859,6 +859,21 @@ static void tg_tnbc_broken(struct tg_tnbc_op *op)
 	pthread_mutex_unlock(&tg.lock);
 }
 
+/* The end of a call, tg.lock held on entry: op goes on the list, the
+ * engine is told (bytes: the call's largest message), a call some of
+ * whose posts failed is finished, and the data the call waits for is
+ * waited for; whether some is still on its way. */
+static bool tg_tnbc_launch(struct tg_tnbc_op *op, int expect, int posted,
+			   int err, size_t bytes)
+{
+	tg_tnbc_posted(op, expect, posted, err);
+	pthread_mutex_unlock(&tg.lock);
+	tg_handoff(bytes);
+	if (err)
+		tg_tnbc_broken(op);
+	return tg_tnbc_settle(op);
+}
+
 int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 		      const void *sbuf, const size_t *scounts,
 		      const size_t *sdispls, void *rbuf, const size_t *rcounts,
@@ -997,12 +1012,7 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	}
 	if (tg_tr.ep_ops)
 		tg_tr.ep_ops->set_priority(tg.ep, FI_TNBC_PRIO_DEFAULT);
-	tg_tnbc_posted(op, parts - 1, posted, ret);
-	pthread_mutex_unlock(&tg.lock);
-	tg_handoff(maxmsg);
-	if (ret)
-		tg_tnbc_broken(op);
-	*early = tg_tnbc_settle(op);
+	*early = tg_tnbc_launch(op, parts - 1, posted, ret, maxmsg);
 	return 0;
 
 err_unlock:
@@ -1141,12 +1151,7 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 		}
 	}
 posted:
-	tg_tnbc_posted(op, parts - 1, posted, ret);
-	pthread_mutex_unlock(&tg.lock);
-	tg_handoff(piece);
-	if (ret)
-		tg_tnbc_broken(op);
-	*early = tg_tnbc_settle(op);
+	*early = tg_tnbc_launch(op, parts - 1, posted, ret, piece);
 	return 0;
 
 err_unlock:

@@ -335,58 +335,27 @@ int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	return PMPI_Exscan(sbuf, rbuf, count, dt, op, comm);
 }
 
-int MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype dt,
-		   MPI_Status *st)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_File_write(fh, buf, count, dt, st);
-}
+/* MPI-IO: one buffer, opened first. */
+#define TGF_FILE_IO(NAME, CONST)                                               \
+	int NAME(MPI_File fh, CONST void *buf, int count, MPI_Datatype dt,     \
+		 MPI_Status *st)                                               \
+	{                                                                      \
+		tgf_open(buf, count, dt);                                      \
+		return P##NAME(fh, buf, count, dt, st);                        \
+	}
+#define TGF_FILE_IO_AT(NAME, CONST)                                            \
+	int NAME(MPI_File fh, MPI_Offset off, CONST void *buf, int count,      \
+		 MPI_Datatype dt, MPI_Status *st)                              \
+	{                                                                      \
+		tgf_open(buf, count, dt);                                      \
+		return P##NAME(fh, off, buf, count, dt, st);                   \
+	}
 
-int MPI_File_write_at(MPI_File fh, MPI_Offset off, const void *buf, int count,
-		      MPI_Datatype dt, MPI_Status *st)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_File_write_at(fh, off, buf, count, dt, st);
-}
-
-int MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype dt,
-		       MPI_Status *st)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_File_write_all(fh, buf, count, dt, st);
-}
-
-int MPI_File_write_at_all(MPI_File fh, MPI_Offset off, const void *buf,
-			  int count, MPI_Datatype dt, MPI_Status *st)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_File_write_at_all(fh, off, buf, count, dt, st);
-}
-
-int MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype dt,
-		  MPI_Status *st)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_File_read(fh, buf, count, dt, st);
-}
-
-int MPI_File_read_at(MPI_File fh, MPI_Offset off, void *buf, int count,
-		     MPI_Datatype dt, MPI_Status *st)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_File_read_at(fh, off, buf, count, dt, st);
-}
-
-int MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype dt,
-		      MPI_Status *st)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_File_read_all(fh, buf, count, dt, st);
-}
-
-int MPI_File_read_at_all(MPI_File fh, MPI_Offset off, void *buf, int count,
-			 MPI_Datatype dt, MPI_Status *st)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_File_read_at_all(fh, off, buf, count, dt, st);
-}
+TGF_FILE_IO(MPI_File_write, const)
+TGF_FILE_IO(MPI_File_write_all, const)
+TGF_FILE_IO(MPI_File_read, )
+TGF_FILE_IO(MPI_File_read_all, )
+TGF_FILE_IO_AT(MPI_File_write_at, const)
+TGF_FILE_IO_AT(MPI_File_write_at_all, const)
+TGF_FILE_IO_AT(MPI_File_read_at, )
+TGF_FILE_IO_AT(MPI_File_read_at_all, )
