@@ -702,9 +702,10 @@ static int tg_tnbc_post_recv(struct tg_tnbc_op *op, int j, uint64_t tag,
 	return ret;
 }
 
-/* Under tg.lock, at the start of a call: c joined, the fault handler
- * and the go counter there, finished calls reaped, room for one more. */
-static int tg_tnbc_enter(struct tg_comm *c)
+/* Under tg.lock, at the start of op's call: c joined, the fault
+ * handler and the go counter there, finished calls reaped, room for one
+ * more; op traced or not. */
+static int tg_tnbc_enter(struct tg_comm *c, struct tg_tnbc_op *op)
 {
 	int ret = tg_comm_join(c), nops = 0;
 
@@ -746,6 +747,7 @@ static int tg_tnbc_enter(struct tg_comm *c)
 		tg_tnbc_finish(*pp);
 		*pp = NULL;
 	}
+	op->trace = tg_tr.trace != NULL;
 	return 0;
 }
 
@@ -953,10 +955,9 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 		}
 
 	pthread_mutex_lock(&tg.lock);
-	ret = tg_tnbc_enter(c);
+	ret = tg_tnbc_enter(c, op);
 	if (ret)
 		goto err_unlock;
-	op->trace = tg_tr.trace != NULL;
 	if (rhi)
 		tg_tnbc_release_overlap((uintptr_t)rbuf + rlo,
 					(uintptr_t)rbuf + rhi);
@@ -1077,10 +1078,9 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 		goto err_free;
 	}
 	pthread_mutex_lock(&tg.lock);
-	ret = tg_tnbc_enter(c);
+	ret = tg_tnbc_enter(c, op);
 	if (ret)
 		goto err_unlock;
-	op->trace = tg_tr.trace != NULL;
 	/* what earlier calls guard here leaves the guard (the root's
 	 * data opens before its copy) */
 	tg_tnbc_release_overlap((uintptr_t)buf, (uintptr_t)buf + bytes);

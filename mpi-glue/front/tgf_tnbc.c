@@ -150,61 +150,31 @@ int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *site,
 /* ------------------------------------------------------------------ */
 /* Calls that take a buffer: open it first                              */
 
-int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-	     MPI_Comm comm)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_Send(buf, count, dt, dest, tag, comm);
-}
+/* The sends: one buffer, opened first; the blocking four and their
+ * non-blocking forms. */
+#define TGF_SEND(NAME)                                                         \
+	int NAME(const void *buf, int count, MPI_Datatype dt, int dest,        \
+		 int tag, MPI_Comm comm)                                       \
+	{                                                                      \
+		tgf_open(buf, count, dt);                                      \
+		return P##NAME(buf, count, dt, dest, tag, comm);               \
+	}
+#define TGF_ISEND(NAME)                                                        \
+	int NAME(const void *buf, int count, MPI_Datatype dt, int dest,        \
+		 int tag, MPI_Comm comm, MPI_Request *req)                     \
+	{                                                                      \
+		tgf_open(buf, count, dt);                                      \
+		return P##NAME(buf, count, dt, dest, tag, comm, req);          \
+	}
 
-int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-	      MPI_Comm comm)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_Ssend(buf, count, dt, dest, tag, comm);
-}
-
-int MPI_Bsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-	      MPI_Comm comm)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_Bsend(buf, count, dt, dest, tag, comm);
-}
-
-int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-	      MPI_Comm comm)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_Rsend(buf, count, dt, dest, tag, comm);
-}
-
-int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-	      MPI_Comm comm, MPI_Request *req)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_Isend(buf, count, dt, dest, tag, comm, req);
-}
-
-int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-	       MPI_Comm comm, MPI_Request *req)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_Issend(buf, count, dt, dest, tag, comm, req);
-}
-
-int MPI_Ibsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-	       MPI_Comm comm, MPI_Request *req)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_Ibsend(buf, count, dt, dest, tag, comm, req);
-}
-
-int MPI_Irsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-	       MPI_Comm comm, MPI_Request *req)
-{
-	tgf_open(buf, count, dt);
-	return PMPI_Irsend(buf, count, dt, dest, tag, comm, req);
-}
+TGF_SEND(MPI_Send)
+TGF_SEND(MPI_Ssend)
+TGF_SEND(MPI_Bsend)
+TGF_SEND(MPI_Rsend)
+TGF_ISEND(MPI_Isend)
+TGF_ISEND(MPI_Issend)
+TGF_ISEND(MPI_Ibsend)
+TGF_ISEND(MPI_Irsend)
 
 int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag,
 	     MPI_Comm comm, MPI_Status *st)
