@@ -16,7 +16,7 @@ prov=${FTX_PROVIDER:-tnbc}
 tests=${FTX_TESTS:-"ftx_pingpong ftx_unexp_storm ftx_many_recvs ftx_hol ftx_iov
 ftx_trunc ftx_directed ftx_cancel ftx_peek_claim ftx_neg ftx_peer_death
 ftx_cq_formats ftx_trigger_chain ftx_trigger_bcast ftx_trigger_cancel
-ftx_priority"}
+ftx_priority ftx_link"}
 
 bindir=${FTX_BINDIR:-}
 if [ -z "$bindir" ]; then

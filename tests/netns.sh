@@ -67,6 +67,10 @@ run 50000 1,2,3 ./fabtests-ext/ftx_coll -n 5
 run 50000 1,2,3 env FI_TNBC_COLL_FLAT_HOSTS=0 ./fabtests-ext/ftx_coll -n 5
 run 10000 1,2 ./fabtests-ext/ftx_trigger_chain -n 2
 run 10000 1,2 ./fabtests-ext/ftx_peer_death
+# ranks 0 and 1 on host 1 share its link by priority: rank 1's transfer
+# waits for rank 0's (FI_TNBC_LINK_SHARE), then the same unordered; each
+# case moves 256 + 64 MiB
+run 600000000 1,2 ./fabtests-ext/ftx_link
 # addresses as socket-style programs give them: FI_SOCKADDR_IN, whose
 # endpoint is asked over the link who it is (and a rank of the same host
 # is then reached through shm), and FI_ADDR_STR text

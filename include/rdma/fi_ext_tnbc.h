@@ -97,6 +97,12 @@ struct fi_tnbc_engine_stats {
 	 * domain whose doorbell is shared memory's (FI_TNBC_ENGINE_SHARED);
 	 * present when size covers it */
 	uint64_t engine_domains;
+	/* transfers to other hosts this process held back while another
+	 * process of its host had one of a higher priority queued, and
+	 * holds that ran out FI_TNBC_LINK_HOLD_MS (FI_TNBC_LINK_SHARE);
+	 * process-wide, present when size covers them */
+	uint64_t link_holds;
+	uint64_t link_overruns;
 };
 
 struct fi_tnbc_ops_domain {

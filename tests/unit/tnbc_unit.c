@@ -471,6 +471,7 @@ int main(void)
 	srunner_add_suite(sr, tu_tree_suite());
 	srunner_add_suite(sr, tu_desc_suite());
 	srunner_add_suite(sr, tu_hmac_suite());
+	srunner_add_suite(sr, tu_link_suite());
 	/* TCP's own, forced onto it, where this build has it */
 	for (unsigned i = 0; i < tnbc_env.nxport; i++)
 		if (tnbc_env.xport_list[i] == &tnbc_tcp_ops) {

@@ -332,6 +332,7 @@ struct tnbc_domain {
 	struct tnbc_xslot xp[TNBC_XPORTS_MAX];
 	unsigned nxp;
 	uint16_t xmask; /* TNBC_XPORT_BIT of each */
+	bool link; /* one reaches other hosts: joined the link board */
 	const struct tnbc_xport_ops *xops;
 	struct tnbc_xdom *xdom;
 
@@ -638,6 +639,10 @@ struct tnbc_xfer {
 	uint8_t prio; /* transmit priority, FI_TNBC_PRIO_* */
 	uint8_t phase; /* rendezvous send: enum tnbc_tx_phase */
 	bool queued; /* on ep->tx_queue */
+	/* queued to another host and counted on the link board
+	 * (tnbc_link.h), and when its hold for a neighbour began */
+	bool link_counted;
+	uint64_t link_ns;
 	void *xreg; /* what expose gave a rendezvous send, for unexpose */
 	/* the peer that may answer (rendezvous, RMA): answers from anyone
 	 * else, or that do not fit the phase, are dropped */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "tnbc_link.h"
 #include "tnbc_unsupp.h"
 
 /* Packets for this domain's engine came through a transport that
@@ -152,6 +153,8 @@ static int tnbc_domain_close(struct fid *fid)
 		atomic_load(&dom->engine.wakeups));
 	tnbc_domain_xports_close(dom, dom->nxp);
 	tnbc_domain_sleep_close(dom);
+	if (dom->link)
+		tnbc_link_leave();
 	tnbc_trig_domain_fini(dom);
 	pthread_mutex_destroy(&dom->mr_xlock);
 	pthread_mutex_destroy(&dom->atomic_lock);
@@ -221,8 +224,13 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 		st->spilled_pkts = xs.spilled;
 		st->senders_held = xs.held;
 	}
-	if (st->size >= sizeof(*st))
+	if (st->size >= offsetof(struct fi_tnbc_engine_stats, engine_domains) +
+				sizeof(st->engine_domains))
 		st->engine_domains = (uint64_t)tnbc_engine_domains(dom);
+	if (st->size >= sizeof(*st)) {
+		st->link_holds = tnbc_link_holds();
+		st->link_overruns = tnbc_link_overruns();
+	}
 	return 0;
 }
 
@@ -414,6 +422,12 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	ret = tnbc_domain_xports_open(dom);
 	if (ret)
 		goto err_trig;
+	/* without the board, transfers still go, in this process's order */
+	for (unsigned i = 0; i < dom->nxp; i++)
+		if (!(dom->xp[i].ops->flags & TNBC_XPORT_LOCAL)) {
+			dom->link = tnbc_link_join();
+			break;
+		}
 	if (tnbc_env.engine) {
 		ret = tnbc_engine_start(dom);
 		if (ret)
@@ -432,6 +446,8 @@ int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 err_xdom:
 	tnbc_domain_xports_close(dom, dom->nxp);
 	tnbc_domain_sleep_close(dom);
+	if (dom->link)
+		tnbc_link_leave();
 err_trig:
 	tnbc_trig_domain_fini(dom);
 err_mr_xlock:

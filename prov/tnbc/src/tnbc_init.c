@@ -38,6 +38,8 @@ struct tnbc_env tnbc_env = {
 	.coll_seg = 65536,
 	.coll_slots = 1,
 	.coll_hosts = 1,
+	.link_share = 1,
+	.link_hold_ms = 100,
 	.coll_flat_max = 2,
 	.coll_flat_hosts = 8,
 	.xports = "shm,verbs,tcp",
@@ -284,6 +286,18 @@ static void tnbc_init_env(void)
 		"others joining it on their own host; every member of a "
 		"group must use the same value (default: %s)",
 		tnbc_env.coll_hosts ? "true" : "false");
+	fi_param_define(&tnbc_prov, "link_share", FI_PARAM_BOOL,
+			"The processes of one host (one user, one network "
+			"namespace) share its link by priority: a transfer "
+			"to another host waits while a neighbour has one of "
+			"a higher priority queued (fi_ext_tnbc.h, "
+			"set_priority) (default: %s)",
+			tnbc_env.link_share ? "true" : "false");
+	fi_param_define(&tnbc_prov, "link_hold_ms", FI_PARAM_SIZE_T,
+			"Longest a transfer waits for a neighbour's higher "
+			"priority (FI_TNBC_LINK_SHARE) before it goes anyway "
+			"(default: %zu)",
+			tnbc_env.link_hold_ms);
 	fi_param_define(
 		&tnbc_prov, "coll_slots", FI_PARAM_BOOL,
 		"A collective's small contributions to a member on "
@@ -415,6 +429,9 @@ static void tnbc_init_env(void)
 		tnbc_env.coll_slots = !!b;
 	if (fi_param_get_bool(&tnbc_prov, "coll_hosts", &b) == FI_SUCCESS)
 		tnbc_env.coll_hosts = !!b;
+	if (fi_param_get_bool(&tnbc_prov, "link_share", &b) == FI_SUCCESS)
+		tnbc_env.link_share = !!b;
+	tnbc_param_size("link_hold_ms", &tnbc_env.link_hold_ms, 1, 600000);
 	tnbc_param_group();
 	tnbc_param_size("spin_us", &tnbc_env.spin_us, 0, 1000000);
 	tnbc_param_size("app_window_us", &tnbc_env.app_window_us, 1, 1000000);

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 
 #include "tnbc.h"
+#include "tnbc_link.h"
 
 static inline uint64_t tnbc_kind(bool tagged)
 {
@@ -861,8 +862,17 @@ static void tnbc_rndv_expose(struct tnbc_xfer *tx, uint64_t *keys)
 }
 
 /* Frees a send, and what its transport holds for it (a rendezvous). */
+static void tnbc_tx_unlink(struct tnbc_xfer *tx)
+{
+	if (tx->link_counted) {
+		tx->link_counted = false;
+		tnbc_link_queued(tx->prio, -1);
+	}
+}
+
 void tnbc_tx_free(struct tnbc_xfer *tx)
 {
+	tnbc_tx_unlink(tx);
 	if (tx->xreg) {
 		const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(tx->peer);
 
@@ -1082,6 +1092,13 @@ void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	tnbc_list_insert_tail(&tx->entry, it->next);
 	tx->queued = true;
 	ep->tx_queued++;
+	/* a transfer to another host tells the host's other processes that
+	 * it waits, at its priority (tnbc_link.h) */
+	if (ep->domain->link && !tx->link_counted &&
+	    !(tnbc_xpeer_ops(tx->peer)->flags & TNBC_XPORT_LOCAL)) {
+		tx->link_counted = true;
+		tnbc_link_queued(tx->prio, 1);
+	}
 	tnbc_ep_mark_work(ep);
 	/* Whoever queued it may stop calling in: the engine must retry it
 	 * (a nudge costs a fence while an application thread polls). */
@@ -1095,6 +1112,11 @@ void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	tnbc_list_remove(&tx->entry);
 	tx->queued = false;
 	ep->tx_queued--;
+	/* a stream all handed out still has the link until its ACK says
+	 * it arrived (the transport's and the kernel's buffers hold
+	 * megabytes): freeing it ends its count */
+	if (!tx->stream_len || tx->stream_off < tx->stream_len)
+		tnbc_tx_unlink(tx);
 }
 
 /* Whether an operation of this priority may go out ahead of the queue:
@@ -1204,6 +1226,11 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 		for (b = 0; b < nblocked && blocked[b] != tx->peer; b++)
 			;
 		if (b < nblocked)
+			continue;
+		/* a neighbour's more urgent data has the link: like a full
+		 * queue, this waits for the next pass (and the engine backs
+		 * off meanwhile, tnbc_ep_need) */
+		if (tx->link_counted && !tnbc_link_turn(tx->prio, &tx->link_ns))
 			continue;
 		ret = tnbc_tx_one(ep, tx);
 		if (ret == -FI_EAGAIN) {
@@ -1383,6 +1410,7 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 				struct tnbc_xfer *tx = tnbc_container_of(
 					it, struct tnbc_xfer, entry);
 
+				tnbc_tx_unlink(tx);
 				/* rendezvous and RMA are freed below */
 				if (tx->hdr.type == TNBC_PKT_RTS || tx->rma)
 					continue;
