@@ -176,9 +176,9 @@ static void tg_tnbc_atfork(void)
  * range, in ns after the call returned), written to prefix.<world rank>
  * at MPI_Finalize.  TNBC_MPI_TNBC_ORDER=prefix reads every rank's file:
  * a sender then gives its message to r the transmit priority of its
- * place in r's order, so that on a link several processes share the
- * messages their receivers need first go first.  The format is in
- * tnbc-mpi(7), "T-NBC".
+ * place in r's order (tg_tnbc_prio), so that on a link several
+ * processes share the messages their receivers need first go first.  The format
+ * is in tnbc-mpi(7), "T-NBC".
  */
 struct tg_site {
 	char key[200];
@@ -197,7 +197,8 @@ static struct {
 	bool loaded;
 	struct tg_site *s;
 	size_t n, cap;
-	struct fi_tnbc_ops_ep *ep_ops;
+	bool ops_tried;
+	struct fi_tnbc_ops_ep *ep_ops; /* transmit priorities */
 } tg_tr;
 
 static uint64_t tg_now(void)
@@ -302,27 +303,31 @@ static void tg_tnbc_load(void)
 		}
 		fclose(f);
 	}
-	if (fi_open_ops(&tg.ep->fid, FI_TNBC_EP_OPS_1, 0,
-			(void **)&tg_tr.ep_ops, NULL) ||
-	    tg_tr.ep_ops->size < sizeof(*tg_tr.ep_ops))
-		tg_tr.ep_ops = NULL;
 }
 
 /* The transmit priority of my message to member `to` of c at this
- * site: higher the earlier `to` read it in its trace. */
+ * site: higher the earlier `to` reads it, in its trace or, without one,
+ * in rank order (every member reads member 0's first, as NPB FT and IS
+ * do).  Among the processes of a host the provider sends the highest
+ * first (FI_TNBC_LINK_SHARE), so that each receiver's first-needed
+ * messages have the link first. */
 static unsigned tg_tnbc_prio(struct tg_tnbc_op *op, int to)
 {
-	const struct tg_site *st;
+	const struct tg_site *st = NULL;
+	int k = op->c->rank;
 
-	if (!tg_tr.loaded)
-		tg_tnbc_load();
-	st = tg_site_find(op->site, op->c->id, op->c->world[to], false);
-	if (!st)
-		return FI_TNBC_PRIO_DEFAULT;
-	for (int k = 0; k < st->n; k++)
-		if (st->order[k] == op->c->rank)
-			return FI_TNBC_PRIO_MAX - (unsigned)(k < 254 ? k : 254);
-	return FI_TNBC_PRIO_DEFAULT;
+	if (tg_tr.replay) {
+		if (!tg_tr.loaded)
+			tg_tnbc_load();
+		st = tg_site_find(op->site, op->c->id, op->c->world[to], false);
+	}
+	if (st) {
+		for (k = 0; k < st->n && st->order[k] != op->c->rank; k++)
+			;
+		if (k == st->n)
+			return FI_TNBC_PRIO_DEFAULT;
+	}
+	return FI_TNBC_PRIO_MAX - (unsigned)(k < 254 ? k : 254);
 }
 
 /* Records op's reads at its site: a message on a foreign page was
@@ -719,6 +724,14 @@ static int tg_tnbc_enter(struct tg_comm *c, struct tg_tnbc_op *op)
 		v = getenv("TNBC_MPI_TNBC_SKIP");
 		tg_tr.skip = v && *v ? v : NULL;
 	}
+	/* without them, every send at the default priority */
+	if (!ret && !tg_tr.ops_tried) {
+		tg_tr.ops_tried = true;
+		if (fi_open_ops(&tg.ep->fid, FI_TNBC_EP_OPS_1, 0,
+				(void **)&tg_tr.ep_ops, NULL) ||
+		    tg_tr.ep_ops->size < sizeof(*tg_tr.ep_ops))
+			tg_tr.ep_ops = NULL;
+	}
 
 	if (!ret && !tg_tnbc_guard_on) {
 		/* the fault handler, installed by the first call */
@@ -999,9 +1012,7 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	src = (const char *)op->scopy;
 	for (int i = 0; i < c->size && !ret; i++) {
 		if (i != me && scounts[i]) {
-			if (tg_tr.replay &&
-			    (tg_tr.loaded || (tg_tnbc_load(), 1)) &&
-			    tg_tr.ep_ops)
+			if (tg_tr.ep_ops)
 				tg_tr.ep_ops->set_priority(tg.ep,
 							   tg_tnbc_prio(op, i));
 			ret = TG_POST_ONE(fi_tsend(tg.ep, src, scounts[i], NULL,

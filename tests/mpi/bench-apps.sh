@@ -13,7 +13,9 @@
 # the glue's plain offload (glue-all), both reporting the time spent in
 # MPI_Alltoall(v)/MPI_Bcast calls and, for tnbc, the waits for data after
 # them (NPB rows: compute_us holds the calls' ms, pure_us the waits' ms,
-# every rank summed).  ROUNDS runs of each, the
+# every rank summed); LINK=1 adds beside it the same with the host's link
+# unshared (tnbc-nolink: FI_TNBC_LINK_SHARE=0, fi_tnbc(7)).  ROUNDS runs
+# of each, the
 # best figure of each kept.  Figures only: nothing passes or fails on
 # time; an NPB run that does not verify, or a program that fails, is
 # reported as such.
@@ -32,7 +34,7 @@
 #   1:1048576 -i 20 -x 2" (MPICH at 4 ranks, netns), NPB="is.A ft.A",
 #   ROUNDS=2,
 #   NETNS_MPICH=0 (MPICH's own runs there hang in MPI_Finalize),
-#   CONTROL=1, TNBC_ALL=0, OUT=DIR (default ./bench-apps-YYYYmmdd-HHMMSS), PLOT=1,
+#   CONTROL=1, TNBC_ALL=0, TNBC=0, LINK=0, OUT=DIR (default ./bench-apps-YYYYmmdd-HHMMSS), PLOT=1,
 #   TABLES_ONLY=1 (tables and plot again from OUT/results.csv)
 # OUT holds results.csv (every run's every row), table.txt (the side by
 # side tables and the aims) and bench_apps.png.
@@ -68,6 +70,7 @@ labels="mpi glue mpi-again"
 npb_labels=$labels
 [ "${TNBC:-0}" = 1 ] && npb_labels="$labels glue-all tnbc" &&
 	npb_labels=$(tr ' ' '\n' <<<"$npb_labels" | awk '!seen[$0]++' | tr '\n' ' ')
+[ "${TNBC:-0}" = 1 ] && [ "${LINK:-0}" = 1 ] && npb_labels="$npb_labels tnbc-nolink"
 
 netns_up=0
 work=$(mktemp -d)
@@ -100,11 +103,13 @@ launch() {
 			-hosts 10.231.0.1:2,10.231.0.2:2)
 		cmd=(mpirun.mpich)
 	fi
-	case $label in glue* | tnbc) cmd=("$b/mpi-glue/tnbc-mpirun") ;; esac
+	case $label in glue* | tnbc*) cmd=("$b/mpi-glue/tnbc-mpirun") ;; esac
 	[ "$label" = glue-all ] && pre=(env TNBC_MPI_OFFLOAD=all
 		TNBC_MPI_REPORT=1)
 	[ "$label" = tnbc ] && pre=(env TNBC_MPI_OFFLOAD=all TNBC_MPI_TNBC=all
 		TNBC_MPI_REPORT=1)
+	[ "$label" = tnbc-nolink ] && pre=(env TNBC_MPI_OFFLOAD=all
+		TNBC_MPI_TNBC=all TNBC_MPI_REPORT=1 FI_TNBC_LINK_SHARE=0)
 	[ "$where" = netns ] && pre=(nsenter -t "${HOSTPID[1]}" -n -u env
 		PATH="$PATH" UCX_NET_DEVICES=eth0 "${pre[@]:1}")
 	echo "== $mpi $where $label: $*" >>"$log"
@@ -290,6 +295,17 @@ if tn:
             m, float(p["us"]), float(q["us"]), float(q["us"]) / float(p["us"]), pc, tc, w,
             tc / pc if pc else 0, 1 - (tc + w) / pc if pc else 0,
             v["mpi"]["status"] if "mpi" in v else "-", p["status"], q["status"]))
+    say()
+tl = [(k, best[k]) for k in sorted(best) if k[3] == "npb" and "tnbc" in best[k] and "tnbc-nolink" in best[k]]
+if tl:
+    say("NPB with T-NBC, the host's link shared by priority (tnbc) and not (tnbc-nolink,")
+    say("FI_TNBC_LINK_SHARE=0): seconds, and the waits for data after the calls (ms, summed)")
+    say("%-8s %-6s %-10s %8s %8s %6s %9s %9s %s" % ("mpi", "where", "bench", "shared", "not", "x", "wait", "wait-not", "verified"))
+    for k, v in tl:
+        p, q = v["tnbc"], v["tnbc-nolink"]
+        say("%-8s %-6s %-10s %8.2f %8.2f %6.2f %9.1f %9.1f %s/%s" % (k[0], k[1], k[2][4:],
+            float(p["us"]), float(q["us"]), float(p["us"]) / float(q["us"]),
+            float(p["pure_us"] or 0), float(q["pure_us"] or 0), p["status"], q["status"]))
     say()
 say("aims")
 if nblk:
