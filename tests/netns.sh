@@ -64,7 +64,8 @@ run 50000 1,2,3 ./fabtests-ext/ftx_coll -n 6
 # (tnbc_alg_hosts): with a host of one rank, whose leader has no one to
 # fold, and on the tree of hosts they ran on before
 run 50000 1,2,3 ./fabtests-ext/ftx_coll -n 5
-run 50000 1,2,3 env FI_TNBC_COLL_FLAT_HOSTS=0 ./fabtests-ext/ftx_coll -n 5
+run 50000 1,2,3 env FI_TNBC_COLL_ALG=allreduce=desc,barrier=desc \
+	./fabtests-ext/ftx_coll -n 5
 run 10000 1,2 ./fabtests-ext/ftx_trigger_chain -n 2
 run 10000 1,2 ./fabtests-ext/ftx_peer_death
 # ranks 0 and 1 on host 1 share its link by priority: rank 1's transfer

@@ -61,6 +61,7 @@ struct tnbc_env {
 	/* hosts up to which: leaders' one-hop allreduce (tnbc_alg_hosts) */
 	size_t coll_flat_hosts;
 	int coll_hosts; /* trees of hosts for groups that span several */
+	char *coll_alg; /* FI_TNBC_COLL_ALG: algorithms pinned by name */
 	int link_share; /* order off-host transfers with this host's others */
 	size_t link_hold_ms; /* longest a neighbour's priority holds one */
 	/* trust model: same user only, or also this group's members */

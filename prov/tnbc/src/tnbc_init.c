@@ -286,6 +286,15 @@ static void tnbc_init_env(void)
 		"others joining it on their own host; every member of a "
 		"group must use the same value (default: %s)",
 		tnbc_env.coll_hosts ? "true" : "false");
+	fi_param_define(&tnbc_prov, "coll_alg", FI_PARAM_STRING,
+			"Algorithms pinned by name, per collective: a comma "
+			"list of COLL=ALG (COLL: barrier, broadcast, "
+			"alltoall, allreduce, allgather, reduce_scatter, "
+			"reduce, scatter, gather) or ALG alone for every "
+			"collective it implements (ALG: flat, hosts, rsag, "
+			"desc, direct). A pinned algorithm runs whenever it "
+			"can run the operation (default: none, every choice "
+			"automatic)");
 	fi_param_define(&tnbc_prov, "link_share", FI_PARAM_BOOL,
 			"The processes of one host (one user, one network "
 			"namespace) share its link by priority: a transfer "
@@ -429,6 +438,7 @@ static void tnbc_init_env(void)
 		tnbc_env.coll_slots = !!b;
 	if (fi_param_get_bool(&tnbc_prov, "coll_hosts", &b) == FI_SUCCESS)
 		tnbc_env.coll_hosts = !!b;
+	fi_param_get_str(&tnbc_prov, "coll_alg", &tnbc_env.coll_alg);
 	if (fi_param_get_bool(&tnbc_prov, "link_share", &b) == FI_SUCCESS)
 		tnbc_env.link_share = !!b;
 	tnbc_param_size("link_hold_ms", &tnbc_env.link_hold_ms, 1, 600000);

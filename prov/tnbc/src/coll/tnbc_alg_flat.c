@@ -28,12 +28,11 @@
 
 enum { TNBC_FLAT_STEP = 1 };
 
-bool tnbc_alg_flat_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
-			size_t len)
+bool tnbc_alg_flat_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
+		       size_t len)
 {
 	return (coll == FI_ALLREDUCE || coll == FI_BARRIER) && mc->size > 1 &&
-	       (size_t)mc->size <= tnbc_env.coll_flat_max &&
-	       len <= TNBC_RED_PKT_BYTES;
+	       mc->size <= TNBC_ALG_FLAT_MAX && len <= TNBC_RED_PKT_BYTES;
 }
 
 int tnbc_alg_flat(struct tnbc_mc *mc, const struct tnbc_coll_op *op)

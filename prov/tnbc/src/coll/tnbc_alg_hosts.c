@@ -55,15 +55,13 @@ static void tnbc_hosts_leaders(const struct tnbc_mc *mc, int *lead)
 		lead[mc->host[j]] = j;
 }
 
-bool tnbc_alg_hosts_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
-			 size_t len)
+bool tnbc_alg_hosts_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
+			size_t len)
 {
 	int on[TNBC_DESC_MAX_FANOUT + 1] = {0};
 
-	if ((coll != FI_ALLREDUCE && coll != FI_BARRIER) ||
-	    !tnbc_env.coll_hosts || !mc->host || mc->nhosts < 2 ||
-	    mc->nhosts >= mc->size ||
-	    (size_t)mc->nhosts > tnbc_env.coll_flat_hosts ||
+	if ((coll != FI_ALLREDUCE && coll != FI_BARRIER) || !mc->host ||
+	    mc->nhosts < 2 || mc->nhosts >= mc->size ||
 	    mc->nhosts > TNBC_DESC_MAX_FANOUT + 1 || len > TNBC_RED_PKT_BYTES)
 		return false;
 	/* a leader's descriptor folds at most TNBC_DESC_MAX_FANOUT */

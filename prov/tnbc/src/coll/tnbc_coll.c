@@ -429,22 +429,7 @@ static ssize_t tnbc_coll_post(struct fid_ep *fid, struct tnbc_coll_op *op,
 		if ((need_in && !op->buf) || (need_out && !op->result))
 			return -FI_EINVAL;
 	}
-	if (tnbc_alg_flat_fits(mc, op->coll, es * op->count))
-		return tnbc_alg_flat(mc, op);
-	if (tnbc_alg_hosts_fits(mc, op->coll, es * op->count))
-		return tnbc_alg_hosts(mc, op);
-	switch (op->coll) {
-	case FI_ALLREDUCE:
-		if (mc->size > 1 && es * op->count >= tnbc_env.coll_rsag_min)
-			return tnbc_alg_rsag(mc, op);
-		/* fall through */
-	case FI_REDUCE:
-	case FI_BARRIER:
-	case FI_BROADCAST:
-		return tnbc_alg_desc(mc, op);
-	default:
-		return tnbc_alg_direct(mc, op);
-	}
+	return tnbc_alg_choose(mc, op->coll, es * op->count)->run(mc, op);
 }
 
 static ssize_t tnbc_coll_barrier(struct fid_ep *ep, fi_addr_t coll_addr,

@@ -149,12 +149,37 @@ int tnbc_alg_flat(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
 /* Allreduce and barrier of a group on several hosts: folded at each
  * host's leader, exchanged between leaders in one hop. */
 int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
-/* Whether tnbc_alg_hosts takes an operation of len bytes in this group. */
-bool tnbc_alg_hosts_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
-			 size_t len);
-/* Whether tnbc_alg_flat takes an operation of len bytes in this group. */
-bool tnbc_alg_flat_fits(const struct tnbc_mc *mc, enum fi_collective_op coll,
+/* Whether tnbc_alg_hosts can run an operation of len bytes in this
+ * group at all (tnbc_alg.c decides whether it should). */
+bool tnbc_alg_hosts_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
 			size_t len);
+/* Largest group tnbc_alg_flat takes (FI_TNBC_COLL_FLAT_MAX's range). */
+#define TNBC_ALG_FLAT_MAX 64
+bool tnbc_alg_flat_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
+		       size_t len);
+
+/* An algorithm of the table (tnbc_alg.c). */
+struct tnbc_alg {
+	const char *name;
+	uint32_t colls; /* TNBC_ALG_BIT of each collective it implements */
+	/* whether it can run this operation at all, and whether the
+	 * automatic choice takes it (the measured rules, fi_tnbc(7)) */
+	bool (*can)(const struct tnbc_mc *mc, enum fi_collective_op coll,
+		    size_t len);
+	bool (*pick)(const struct tnbc_mc *mc, enum fi_collective_op coll,
+		     size_t len);
+	int (*run)(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+};
+
+#define TNBC_ALG_BIT(coll) (1u << (coll))
+
+/* The algorithm that runs an operation of len bytes in mc: the one
+ * FI_TNBC_COLL_ALG names for it when that one can, else the first of
+ * the table whose rules take it. */
+const struct tnbc_alg *tnbc_alg_choose(const struct tnbc_mc *mc,
+				       enum fi_collective_op coll, size_t len);
+/* The table's algorithm of that name, or NULL. */
+const struct tnbc_alg *tnbc_alg_named(const char *name);
 
 /* Children a reduction descriptor folds at most (its branch degree). */
 #define TNBC_DESC_MAX_FANOUT 64

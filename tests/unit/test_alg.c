@@ -1,0 +1,160 @@
+/*
+ * The collectives' algorithm table (coll/tnbc_alg.c), alone: which
+ * algorithm the automatic choice takes for each collective, size and
+ * group shape, and what FI_TNBC_COLL_ALG pins, including names it does
+ * not know and algorithms that cannot run the operation.  Each test
+ * runs in a process of its own (Check's fork mode), so each reads its
+ * own FI_TNBC_COLL_ALG once.
+ */
+#include "tnbc_unit.h"
+
+#include "coll/tnbc_coll.h"
+
+/* A group of n members, on hosts[] (NULL: one host). */
+static struct tnbc_mc group(int n, int *hosts, int nhosts)
+{
+	return (struct tnbc_mc){
+		.size = n,
+		.host = hosts,
+		.nhosts = hosts ? nhosts : 1,
+	};
+}
+
+static const char *chosen(const struct tnbc_mc *mc, enum fi_collective_op coll,
+			  size_t len)
+{
+	return tnbc_alg_choose(mc, coll, len)->name;
+}
+
+START_TEST(alg_automatic)
+{
+	int two_hosts[4] = {0, 0, 1, 1};
+	struct tnbc_mc one = group(1, NULL, 1), two = group(2, NULL, 1);
+	struct tnbc_mc three = group(3, NULL, 1);
+	struct tnbc_mc spread = group(4, two_hosts, 2);
+
+	tnbc_env.coll_alg = NULL;
+	/* small allreduce and barrier: one hop in the smallest groups
+	 * (FI_TNBC_COLL_FLAT_MAX, 2), the tree above */
+	ck_assert_str_eq(chosen(&two, FI_ALLREDUCE, 8), "flat");
+	ck_assert_str_eq(chosen(&two, FI_BARRIER, 0), "flat");
+	ck_assert_str_eq(chosen(&three, FI_ALLREDUCE, 8), "desc");
+	ck_assert_str_eq(chosen(&one, FI_ALLREDUCE, 8), "desc");
+	/* too big for one packet */
+	ck_assert_str_eq(chosen(&two, FI_ALLREDUCE, 4096), "desc");
+	/* large: reduce-scatter + allgather from FI_TNBC_COLL_RSAG_MIN */
+	ck_assert_str_eq(chosen(&three, FI_ALLREDUCE, tnbc_env.coll_rsag_min),
+			 "rsag");
+	ck_assert_str_eq(
+		chosen(&three, FI_ALLREDUCE, tnbc_env.coll_rsag_min - 1),
+		"desc");
+	ck_assert_str_eq(chosen(&one, FI_ALLREDUCE, 1 << 20), "desc");
+	/* several hosts: folded at the leaders */
+	ck_assert_str_eq(chosen(&spread, FI_ALLREDUCE, 8), "hosts");
+	ck_assert_str_eq(chosen(&spread, FI_BARRIER, 0), "hosts");
+	ck_assert_str_eq(chosen(&spread, FI_ALLREDUCE, 4096), "desc");
+	/* the rest */
+	ck_assert_str_eq(chosen(&three, FI_BROADCAST, 8), "desc");
+	ck_assert_str_eq(chosen(&three, FI_REDUCE, 8), "desc");
+	ck_assert_str_eq(chosen(&three, FI_ALLTOALL, 8), "direct");
+	ck_assert_str_eq(chosen(&three, FI_ALLGATHER, 8), "direct");
+	ck_assert_str_eq(chosen(&three, FI_REDUCE_SCATTER, 8), "direct");
+	ck_assert_str_eq(chosen(&three, FI_SCATTER, 8), "direct");
+	ck_assert_str_eq(chosen(&three, FI_GATHER, 8), "direct");
+}
+END_TEST
+
+/* The rules follow their parameters. */
+START_TEST(alg_rules_follow_parameters)
+{
+	int two_hosts[4] = {0, 0, 1, 1};
+	struct tnbc_mc five = group(5, NULL, 1);
+	struct tnbc_mc spread = group(4, two_hosts, 2);
+
+	tnbc_env.coll_alg = NULL;
+	tnbc_env.coll_flat_max = 8;
+	tnbc_env.coll_hosts = 0;
+	tnbc_env.coll_rsag_min = 64;
+	ck_assert_str_eq(chosen(&five, FI_ALLREDUCE, 8), "flat");
+	ck_assert_str_eq(chosen(&five, FI_ALLREDUCE, 64), "rsag");
+	/* no trees of hosts: spread's 4 members fold in one hop */
+	ck_assert_str_eq(chosen(&spread, FI_ALLREDUCE, 8), "flat");
+}
+END_TEST
+
+START_TEST(alg_pinned)
+{
+	struct tnbc_mc two = group(2, NULL, 1), five = group(5, NULL, 1);
+
+	static char pins[] = "allreduce=rsag, barrier=flat";
+
+	tnbc_env.coll_alg = pins;
+	ck_assert_str_eq(chosen(&two, FI_ALLREDUCE, 8), "rsag");
+	ck_assert_str_eq(chosen(&five, FI_BARRIER, 0), "flat");
+	/* not pinned: automatic */
+	ck_assert_str_eq(chosen(&five, FI_BROADCAST, 8), "desc");
+	ck_assert_str_eq(chosen(&five, FI_ALLTOALL, 8), "direct");
+}
+END_TEST
+
+/* A name alone pins every collective the algorithm implements. */
+START_TEST(alg_pinned_by_name_alone)
+{
+	struct tnbc_mc two = group(2, NULL, 1);
+
+	static char pins[] = "desc";
+
+	tnbc_env.coll_alg = pins;
+	ck_assert_str_eq(chosen(&two, FI_ALLREDUCE, 8), "desc");
+	ck_assert_str_eq(chosen(&two, FI_BARRIER, 0), "desc");
+	ck_assert_str_eq(chosen(&two, FI_ALLTOALL, 8), "direct");
+}
+END_TEST
+
+/* A pinned algorithm that cannot run the operation gives way. */
+START_TEST(alg_pinned_cannot)
+{
+	struct tnbc_mc one = group(1, NULL, 1), three = group(3, NULL, 1);
+
+	static char pins[] = "allreduce=flat,barrier=hosts";
+
+	tnbc_env.coll_alg = pins;
+	ck_assert_str_eq(chosen(&three, FI_ALLREDUCE, 8), "flat");
+	ck_assert_str_eq(chosen(&three, FI_ALLREDUCE, 4096), "desc");
+	ck_assert_str_eq(chosen(&one, FI_ALLREDUCE, 8), "desc");
+	/* one host: nothing for leaders to fold */
+	ck_assert_str_eq(chosen(&three, FI_BARRIER, 0), "desc");
+}
+END_TEST
+
+/* What it does not know, or what does not fit, is ignored. */
+START_TEST(alg_pinned_bad)
+{
+	struct tnbc_mc two = group(2, NULL, 1), three = group(3, NULL, 1);
+
+	static char pins[] = "allreduce=nosuch,bogus=desc,alltoall=rsag,,=,"
+			     "broadcast=direct,gather";
+
+	tnbc_env.coll_alg = pins;
+	ck_assert_str_eq(chosen(&two, FI_ALLREDUCE, 8), "flat");
+	ck_assert_str_eq(chosen(&three, FI_ALLTOALL, 8), "direct");
+	ck_assert_str_eq(chosen(&three, FI_BROADCAST, 8), "desc");
+	ck_assert_ptr_null(tnbc_alg_named("nosuch"));
+	ck_assert_str_eq(tnbc_alg_named("rsag")->name, "rsag");
+}
+END_TEST
+
+Suite *tu_alg_suite(void)
+{
+	Suite *s = suite_create("alg");
+	TCase *tc = tcase_create("alg");
+
+	tcase_add_test(tc, alg_automatic);
+	tcase_add_test(tc, alg_rules_follow_parameters);
+	tcase_add_test(tc, alg_pinned);
+	tcase_add_test(tc, alg_pinned_by_name_alone);
+	tcase_add_test(tc, alg_pinned_cannot);
+	tcase_add_test(tc, alg_pinned_bad);
+	suite_add_tcase(s, tc);
+	return s;
+}
