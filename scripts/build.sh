@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Builds and installs tnbc: autogen, configure, make, make install.
 # Usage: scripts/build.sh [builddir] [extra configure args...]
 set -euo pipefail

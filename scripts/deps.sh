@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Installs the Debian 12 packages tnbc needs to build, test and run,
 # skipping the ones already present.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The main job: installs what is missing, builds and installs tnbc, then
 # runs a real MPI program over Open MPI's OFI MTL on tnbc, 4 ranks, shared
 # memory on this host.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # mpirun over tnbc through Open MPI's OFI MTL.  Debian's
 # /etc/openmpi/openmpi-mca-params.conf disables the OFI MTL and BTL
 # ("mtl = ^ofi", "btl = ^...,ofi"); the --mca options below override it.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The whole test suite: installs what is missing, builds and installs
 # tnbc, runs `make check` (Check unit tests, fabtests-ext functional tests,
 # MPI tests over Open MPI), then the same unit and functional tests in an

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The one-hop allreduce and barrier (every member sends its contribution
 # to all others) in every group of the sweep, pinned by name
 # (FI_TNBC_COLL_ALG), not only in the groups of two the automatic choice

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The collectives with segments of 64 bytes on a binary tree: every
 # payload above one descriptor's worth becomes a pipeline of many
 # segments, each with its own fold and forwarding, and 1 MiB reaches the

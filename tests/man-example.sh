@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Builds and runs the EXAMPLE of fi_tnbc_coll(3) as the page prints it,
 # so that the page cannot drift from what the provider does.
 set -euo pipefail

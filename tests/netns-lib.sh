@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Sourced: hosts made of Linux namespaces on this machine (tests/netns.sh,
 # fabtests-ext/scripts/netns_fabtests.sh).  netns_hosts N makes hosts
 # 1..N: each a network namespace on a bridge (in namespace $NETNS_SW)

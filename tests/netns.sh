@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Several hosts on one machine (tests/netns-lib.sh): each host is a
 # network namespace joined to the others through a bridge by a veth
 # pair, with its own mount namespace (a private /dev/shm), PID, UTS and

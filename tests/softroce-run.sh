@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # softroce-run.sh RECIPE_DIR SCRIPT [ARGS...]: RECIPE_DIR/run.sh (the
 # soft-RoCE guest, ../shared/softroce) for a SCRIPT anywhere on this host.
 # The guest mounts fresh file systems over /tmp and /run, so a script in

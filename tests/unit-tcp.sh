@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The protocol's unit suites over the TCP transport: endpoints of one
 # process that reach each other through sockets on this host, so that
 # everything the protocol does (matching, rendezvous streamed through the

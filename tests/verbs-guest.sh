@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Runs inside the soft-RoCE guest (tests/verbs.sh boots it): the
 # protocol's unit suites and the ftx programs over tnbc's verbs
 # transport alone (FI_TNBC_XPORTS=verbs), every endpoint on the guest's

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # tnbc over rdma-core verbs, in a soft-RoCE guest: this machine's kernel
 # has no rdma_rxe, so ../shared/softroce boots Debian's kernel under
 # qemu with this machine's root file system read-only, makes rxe0 on the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # FI_TNBC_XPORTS: a list naming no transport this provider has leaves
 # fi_getinfo nothing (and says why); an unknown name among known ones is
 # skipped with a warning; a domain with both transports (the loopback

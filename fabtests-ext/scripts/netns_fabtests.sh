@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Upstream fabtests between two hosts made of namespaces on this machine
 # (tests/netns-lib.sh: each its own network, /dev/shm, PIDs and
 # hostname, joined by veth pairs), the way they run between real hosts:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_ext_tnbc.h: the public extension interface of the tnbc provider.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * What the page guard costs (T-NBC, docs/t-nbc-design.md): protecting a
  * range, and opening it on a fault by moving the staging pages over it

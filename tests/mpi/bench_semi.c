@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_semi: SEMI (SEnsitivity to MIsmatch timing, seed paper 003), the
  * "LU pattern" of NPB LU between two MPI ranks with MPI_Send / MPI_Recv.

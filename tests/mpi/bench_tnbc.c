@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Seed 000's micro-benchmark for T-NBC (tests/mpi/bench-tnbc.sh runs it;
  * figures only, never a pass or fail on time).

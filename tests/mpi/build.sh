@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 #
 # Build the MPI test programs with mpicc, standalone (no autotools).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 #
 # "make check" entry point for the MPI glue (mpi-glue/, tnbc-mpi(7)): runs
 # tests/mpi/glue-bin/glue_coll and glue_tnbc (T-NBC) under each MPI the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 #
 # "make check" entry point for the MPI tests (see Makefile.include): runs
 # run-mpi-tests.sh on the programs built in tests/mpi/bin of the build

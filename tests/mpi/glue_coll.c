@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * glue_coll: the MPI glue's collectives, checked exactly, run with the
  * glue preloaded (tests/mpi/check-glue.sh) under Open MPI and MPICH.

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-2-Clause
 ! glue_fortran: a Fortran program (use mpi) through the MPI glue.  Open
 ! MPI's Fortran bindings call PMPI_* directly, so this checks the glue's
 ! own Fortran entry points: results exact, MPI_IN_PLACE, a split

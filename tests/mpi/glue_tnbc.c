@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * T-NBC through the MPI glue (tnbc-mpi(7), "T-NBC"): blocking
  * MPI_Alltoall, MPI_Alltoallv and MPI_Bcast that return before their

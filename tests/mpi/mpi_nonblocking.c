@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * mpi_nonblocking: hundreds of outstanding MPI_Isend / MPI_Irecv.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * mpi_osc: MPI one-sided communication (RMA) with checked results.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * mpi_probe: MPI_Probe / MPI_Iprobe and matched probes (MPI_Mprobe /
  * MPI_Improbe with MPI_Mrecv / MPI_Imrecv) on small and large (1 MiB)

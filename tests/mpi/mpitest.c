@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Common helpers for the tnbc MPI-level tests; see mpitest.h.
  */

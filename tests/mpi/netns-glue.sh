@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The MPI glue across hosts made of namespaces (tests/netns-lib.sh), as
 # tests/mpi/netns-mpi.sh runs Open MPI there: 2 hosts x 2 ranks, through
 # tnbc-mpirun (which forwards the glue's and the provider's variables to

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Open MPI's OFI MTL over tnbc across hosts made of namespaces on this
 # machine (tests/netns-lib.sh: each its own network, /dev/shm, PIDs and
 # hostname, joined by veth pairs): mpirun runs on host 1 and starts

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 #
 # Run the MPI test programs under Open MPI 4.1 at several rank counts.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * tnbc_main_job: the "main job" shown to a user.
  *

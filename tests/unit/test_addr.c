@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Address formats (fi_getinfo(3)'s addr_format): FI_ADDR_STR text that
  * goes back into the very address it came from, and FI_SOCKADDR_IN,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The collectives' algorithm table (coll/tnbc_alg.c), alone: which
  * algorithm the automatic choice takes for each collective, size and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * fi_getinfo: what tnbc advertises and how it treats hints.
  */

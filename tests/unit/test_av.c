@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Address vectors: insert, lookup, remove, straddr, the reverse lookup
  * that FI_SOURCE and directed receives rely on, and error handling.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Completion queues and counters, driven directly through the
  * provider's internal writers (tnbc_cq_write / tnbc_cq_write_err).

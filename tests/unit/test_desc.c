@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Seed 002's descriptors (coll/tnbc_desc.c) in one process: what a post
  * refuses, and what a fold does with value/location ties and with a child

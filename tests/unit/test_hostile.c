@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Hostile and dying peers, and floods: what a buggy or compromised rank
  * of the same job can do to an endpoint's shared memory, and what the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The host's link board (tnbc_link.h) between real processes: a child
  * joins and says it has a transfer of priority 200 queued; this process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Tag matching and the message protocols, with endpoints of one domain
  * talking to each other through the shm transport.

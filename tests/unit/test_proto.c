@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Wire format, iovec helpers, the shm ring (wrap-around and a full
  * queue), and robustness against malformed packets.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * One-sided operations (fi_rma(3), fi_atomic(3)), memory regions
  * (fi_mr(3)) and their counters (fi_cntr(3), fi_endpoint(3)).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The TCP transport against hostile input: a raw socket connects to an
  * endpoint's listening address (read from fi_av_straddr, as any client

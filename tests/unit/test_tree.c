@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The collectives' k-ary tree maths, alone: every group size 1 to 64,
  * every degree 1 to 8, and three roots each; and how a payload is cut

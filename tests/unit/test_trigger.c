@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Triggered operations and deferred work (fi_trigger(3)): firing order
  * (also while several threads increment), posting racing increments,

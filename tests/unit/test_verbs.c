@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The verbs transport against hostile peers: a raw rdma_cm client
  * connects to an endpoint's verbs address (read from fi_av_straddr, as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The verbs registration cache alone (xport/verbs/tnbc_verbs_mr.c), on
  * a protection domain of the first RDMA device: a registration is kept

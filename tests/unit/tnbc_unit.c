@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Runner of the tnbc unit tests, and the fixtures they share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Another user on the same host (fi_tnbc(7), SECURITY): tnbc must never
  * send to, or be stopped by, files a different user put in /dev/shm.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Tests the network transports (TCP, verbs) share: one transport forced
  * for a test, a message that must still get through, a peer that goes

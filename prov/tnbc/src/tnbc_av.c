@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Address vector.  FI_AV_MAP and FI_AV_TABLE share one representation:
  * fi_addr_t is the index of the entry.  Entries live in fixed chunks that

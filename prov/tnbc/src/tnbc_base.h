@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * What every part of the provider may use, transports included: the
  * provider itself (for logging), its runtime parameters, the clock and

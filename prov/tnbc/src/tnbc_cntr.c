@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Counters.  Values are atomics so that the engine can bump them without
  * a lock; the mutex guards the heap of triggered work (tnbc_trigger.c)

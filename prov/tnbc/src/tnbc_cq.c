@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Completion queue.  Completions are stored in one generic form and
  * converted to the CQ's format when read.  The ring grows instead of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Endpoint object: bindings, enable, names and teardown.  The data path
  * is in tnbc_msg.c; progress in tnbc_progress.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Event queue.  RDM endpoints produce no connection events; the EQ holds
  * what the application writes and asynchronous AV completions.

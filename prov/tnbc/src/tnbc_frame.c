@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Frames: how the protocol's headers travel through a transport, which
  * carries them as bytes it never reads (tnbc_xport.h).  A small eager

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The host's link board (tnbc_link.h).  One file per user and network
  * namespace in the host's /dev/shm: processes that share both share the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The host's link, shared by its processes (T-NBC, seed 000 section
  * 5.2.2): when several processes of one host send off the host at once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Memory regions.  tnbc requires no registration for local buffers
  * (mr_mode 0); a region exists so that peers can reach memory by key

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * FI_MSG and FI_TAGGED: posting, matching and the eager / rendezvous
  * protocols.  Everything below the entry points runs with ep->lock held.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The message entry points (fi_msg(3), fi_tagged(3)): each validates its
  * arguments once and either hands the operation to the trigger unit

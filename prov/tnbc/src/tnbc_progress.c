@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Progress: the engine thread (one per process where the domains'
  * doorbells allow, else one per domain) and the opportunistic progress

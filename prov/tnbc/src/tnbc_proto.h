@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * tnbc wire format, version 8 (2 added RMA and atomics; 3 an unguessable
  * nonce in endpoint names; 4 the collectives' match space; 5 reduction

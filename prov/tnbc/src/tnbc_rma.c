@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * FI_RMA and FI_ATOMIC: one-sided operations executed by the target's
  * engine.

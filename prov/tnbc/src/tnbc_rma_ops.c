@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The RMA and atomic entry points (fi_rma(3), fi_atomic(3)) and
  * fi_query_atomic: each validates its arguments once and either hands

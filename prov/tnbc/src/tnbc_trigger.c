@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Triggered operations and deferred work (fi_trigger(3)): the soft NIC's
  * trigger unit.

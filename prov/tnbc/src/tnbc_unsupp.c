@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Interfaces that a tnbc endpoint does not offer yet answer -FI_ENOSYS
  * through properly typed entry points, so a program that calls them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Entry points for interfaces a tnbc object does not offer.  They return
  * -FI_ENOSYS, which is what fi_getinfo's answer already promised: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Small helpers shared by the objects: iovec copies, time, the host's
  * load, address text, and the entry points of interfaces tnbc does not offer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The collective algorithms, chosen from a table by name.  Each entry
  * says which collectives it implements, whether it can run an operation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Barrier, broadcast, reduce and allreduce built from seed 002's
  * descriptors on a k-ary tree (tnbc_tree.h): every member's contribution

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Allgather, alltoall, scatter, gather and reduce-scatter by direct
  * exchange: every member that has a slice for another sends it straight

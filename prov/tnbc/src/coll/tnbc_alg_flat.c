@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Allreduce and barrier of a small group in one hop, from seed 002's
  * descriptors: every member is the root of a reduction whose children

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Allreduce and barrier of a small payload for a group on several hosts
  * with more than one member on some, in two levels of seed 002's

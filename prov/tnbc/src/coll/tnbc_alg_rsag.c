@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Allreduce of large payloads as a reduce-scatter and an allgather, by
  * direct exchange: member j owns slice j of the vector, receives every

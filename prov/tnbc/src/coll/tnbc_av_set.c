@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * AV sets (fi_av_set(3)): ordered lists of an AV's addresses, the
  * membership a collective group is joined with.  A member's place in

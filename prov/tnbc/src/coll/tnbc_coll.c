@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_collective(3): joins, the joined group (struct tnbc_mc), the
  * collective calls and fi_query_collective.  This layer validates, maps

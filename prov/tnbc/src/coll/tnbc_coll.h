@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Collectives: what the standard API layer (tnbc_coll.c), the schedule
  * object (tnbc_sched.c) and the algorithms (tnbc_alg_*.c) share.

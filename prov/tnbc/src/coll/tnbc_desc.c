@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The descriptor engine: seed 002's reduction and broadcast descriptors
  * (fi_tnbc_coll(3)), each run as a schedule of the trigger unit.

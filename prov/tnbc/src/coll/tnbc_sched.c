@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The schedule object: one collective operation, as data.  It owns its
  * counters, its scratch memory and, through its counters' heaps, its

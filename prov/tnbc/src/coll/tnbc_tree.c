@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * k-ary tree maths for the collectives (see tnbc_tree.h).  Positions are
  * computed in 64 bits: degree * r + degree overflows an int long before

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * k-ary trees over the members of a group, rooted at any member: the
  * shape seed 002's reduction descriptors run on (children send their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Trees over members in groups (one group per host): a collective's
  * packets cross between groups only along a tree of the groups' leaders,

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: BSD-2-Clause */
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * SHA-256 and HMAC-SHA256 (tnbc_hmac.h), written from FIPS 180-4 and
  * RFC 2104.  Clarity over speed: a handshake hashes a few hundred bytes.

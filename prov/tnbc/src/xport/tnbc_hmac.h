@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: BSD-2-Clause */
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), small and on their
  * own: the TCP transport proves in its handshake that both ends hold the

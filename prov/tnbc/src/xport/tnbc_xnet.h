@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * What the network transports (TCP, verbs) share and shm does not: an
  * address book of the sources that introduced themselves, the sources a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The loopback transport: endpoints of one process, joined by queues in
  * ordinary memory.  It exists so that the protocol layer (matching,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The TCP transport: endpoints on other hosts (or any host), over
  * ordinary sockets.

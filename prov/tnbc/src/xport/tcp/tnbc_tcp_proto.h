@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: BSD-2-Clause */
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The TCP transport's stream format: records, the handshake, addresses.
  * One header, so that the transport and the tests that play a stranger

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The verbs transport's own definitions, shared by its files only
  * (xport/verbs/): the wire format of its connections, its objects, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The verbs transport's memory registration cache: entries, most
  * recently used first, and the userfaultfd monitor that drops them when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The verbs transport's single-copy reads: RDMA read for rendezvous and
  * large RMA reads (the transport interface's pull), and the exposure of
