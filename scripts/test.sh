@@ -80,9 +80,9 @@ if ! make -C "$top/build" -j1 check; then
 	status=1
 fi
 
-step "make check in an ASan + UBSan build"
+step "make check in an ASan + UBSan build, locks asserted (--enable-debug)"
 "$top/scripts/build.sh" "$top/build-asan" --enable-asan --enable-ubsan \
-	--without-mpi || exit 1
+	--enable-debug --without-mpi || exit 1
 if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	make -C "$top/build-asan" -j1 check; then

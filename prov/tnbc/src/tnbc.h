@@ -754,6 +754,11 @@ struct tnbc_ep {
 	struct fi_info *info;
 	struct tnbc_list dom_entry;
 	pthread_mutex_t lock;
+#ifdef TNBC_DEBUG
+	/* the thread that holds lock (pthread_self), 0 when free: what
+	 * tnbc_ep_assert_locked checks */
+	atomic_ulong lock_owner;
+#endif
 	bool enabled;
 	long svc;
 
@@ -992,6 +997,56 @@ void tnbc_cntr_changed(struct tnbc_cntr *cntr);
 
 /* progress */
 /* No receive posted on the endpoint (ep->lock held, or a racy look). */
+/*
+ * The endpoint lock goes through these, so that a debug build
+ * (--enable-debug) knows who holds it and the functions whose comments
+ * say "ep->lock held" can assert it, as libfabric's tcp provider
+ * asserts its progress lock.  Without TNBC_DEBUG they are the bare
+ * pthread calls.
+ */
+#ifdef TNBC_DEBUG
+#include <assert.h>
+#define tnbc_ep_assert_locked(ep)                                              \
+	assert(atomic_load_explicit(&(ep)->lock_owner,                         \
+				    memory_order_relaxed) ==                   \
+	       (unsigned long)pthread_self())
+static inline void tnbc_ep_owned(struct tnbc_ep *ep, bool held)
+{
+	atomic_store_explicit(&ep->lock_owner,
+			      held ? (unsigned long)pthread_self() : 0,
+			      memory_order_relaxed);
+}
+#else
+#define tnbc_ep_assert_locked(ep) ((void)(ep))
+static inline void tnbc_ep_owned(struct tnbc_ep *ep, bool held)
+{
+	(void)ep;
+	(void)held;
+}
+#endif
+
+static inline int tnbc_ep_trylock(struct tnbc_ep *ep)
+{
+	int ret = pthread_mutex_trylock(&ep->lock);
+
+	if (!ret)
+		tnbc_ep_owned(ep, true);
+	return ret;
+}
+
+/* Waits for the lock without telling the engine (tnbc_ep_lock does). */
+static inline void tnbc_ep_mutex_lock(struct tnbc_ep *ep)
+{
+	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_owned(ep, true);
+}
+
+static inline void tnbc_ep_unlock(struct tnbc_ep *ep)
+{
+	tnbc_ep_owned(ep, false);
+	pthread_mutex_unlock(&ep->lock);
+}
+
 /* The endpoint lock, taken by a thread that posts or cancels: when it
  * must wait, and it is not the engine (which posts triggered work), the
  * engine learns that the application is busy here. */
@@ -999,12 +1054,12 @@ static inline void tnbc_ep_lock(struct tnbc_ep *ep)
 {
 	struct tnbc_engine *e = &ep->domain->engine;
 
-	if (!pthread_mutex_trylock(&ep->lock))
+	if (!tnbc_ep_trylock(ep))
 		return;
 	if (!e->running || !pthread_equal(pthread_self(), e->thread))
 		atomic_store_explicit(&e->app_blocked, true,
 				      memory_order_relaxed);
-	pthread_mutex_lock(&ep->lock);
+	tnbc_ep_mutex_lock(ep);
 }
 
 /* Something was queued or now waits on a peer; ep->lock held. */

@@ -129,7 +129,7 @@ static int tnbc_ep_close(struct fid *fid)
 	tnbc_ep_flush_pulls(ep);
 	tnbc_ep_flush_queues(ep);
 	tnbc_xfer_cache_free(ep);
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 
 	tnbc_ep_xports_close(ep, dom->nxp);
 	tnbc_ep_free_reads(ep);
@@ -260,7 +260,7 @@ static int tnbc_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		ret = -FI_EINVAL;
 		break;
 	}
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	return ret;
 }
 
@@ -467,7 +467,7 @@ static ssize_t tnbc_ep_cancel(fid_t fid, void *context)
 	ep = TNBC_EP(fid); /* an alias cancels on its endpoint */
 	tnbc_ep_lock(ep);
 	ret = tnbc_ep_cancel_rx(ep, context);
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	if (ret == -FI_ENOENT && context)
 		ret = tnbc_trig_cancel_ctx(ep, context);
 	else

@@ -59,6 +59,7 @@ static size_t tnbc_eager_limit(struct tnbc_xpeer *peer)
 
 void tnbc_stray(struct tnbc_ep *ep, const char *what)
 {
+	tnbc_ep_assert_locked(ep);
 	uint64_t n = atomic_fetch_add_explicit(&ep->domain->engine.stray_pkts,
 					       1, memory_order_relaxed) +
 		     1;
@@ -142,6 +143,7 @@ struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep)
 {
 	struct tnbc_xfer *x = ep->xfer_free;
 
+	tnbc_ep_assert_locked(ep);
 	if (!x)
 		return calloc(1, sizeof(*x));
 	ep->xfer_free = (struct tnbc_xfer *)x->entry.next;
@@ -152,6 +154,7 @@ struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep)
 
 void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer)
 {
+	tnbc_ep_assert_locked(ep);
 	if (ep->xfer_nfree >= TNBC_XFER_CACHE) {
 		free(xfer);
 		return;
@@ -888,6 +891,7 @@ static void tnbc_rx_ack(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 {
 	struct tnbc_xfer *tx = tnbc_id_find(&ep->rndv, hdr->msg_id);
 
+	tnbc_ep_assert_locked(ep);
 	/* an ACK for an RTS never sent would report a send that never
 	 * happened, and free it while queued */
 	if (!tx || tx->phase == TNBC_TX_RTS_QUEUED ||
@@ -905,6 +909,7 @@ static void tnbc_rx_cts(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 {
 	struct tnbc_xfer *tx = tnbc_id_find(&ep->rndv, hdr->msg_id);
 
+	tnbc_ep_assert_locked(ep);
 	/* one CTS, after the RTS went out, from its receiver */
 	if (!tx || tx->phase != TNBC_TX_RTS_SENT ||
 	    !tnbc_name_same(&hdr->src, &tx->peer_name)) {
@@ -1086,6 +1091,7 @@ void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
 	struct tnbc_list *it = ep->tx_queue.prev;
 
+	tnbc_ep_assert_locked(ep);
 	/* usually all one priority: the walk stops at once */
 	while (it != &ep->tx_queue &&
 	       tnbc_container_of(it, struct tnbc_xfer, entry)->prio < tx->prio)
@@ -1108,6 +1114,7 @@ void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 
 void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
+	tnbc_ep_assert_locked(ep);
 	if (!tx->queued)
 		return;
 	tnbc_list_remove(&tx->entry);
@@ -1124,6 +1131,7 @@ void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
  * only when nothing queued has the same or a higher priority. */
 bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio)
 {
+	tnbc_ep_assert_locked(ep);
 	return tnbc_list_empty(&ep->tx_queue) ||
 	       tnbc_container_of(ep->tx_queue.next, struct tnbc_xfer, entry)
 			       ->prio < prio;
@@ -1193,6 +1201,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 	struct tnbc_list *it, *tmp;
 	int n = 0, nblocked = 0;
 
+	tnbc_ep_assert_locked(ep);
 	tnbc_list_foreach_safe (&ep->ctrl_queue, it, tmp) {
 		struct tnbc_ctrl *c =
 			tnbc_container_of(it, struct tnbc_ctrl, entry);
@@ -1322,6 +1331,7 @@ static bool tnbc_peer_alive_memo(struct tnbc_xpeer *peer,
 
 void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine)
 {
+	tnbc_ep_assert_locked(ep);
 	struct tnbc_alive_memo memo = {0};
 	struct tnbc_list *it, *tmp;
 	uint64_t now;
@@ -1632,7 +1642,7 @@ ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 	tnbc_tx_enqueue(ep, tx);
 	ret = 0;
 out:
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 out_unlocked:
 	return ret;
 }
@@ -1767,7 +1777,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 	tnbc_ep_lock(ep);
 	rx = tnbc_xfer_get(ep);
 	if (!rx) {
-		pthread_mutex_unlock(&ep->lock);
+		tnbc_ep_unlock(ep);
 		return -FI_EAGAIN;
 	}
 	rx->context = a->context;
@@ -1842,7 +1852,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			tnbc_ep_xpoll(ep, 1);
 	}
 out:
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	return ret;
 }
 

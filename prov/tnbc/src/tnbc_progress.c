@@ -81,7 +81,7 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	if (!atomic_load_explicit(&ep->work, memory_order_relaxed) &&
 	    tnbc_ep_xidle(ep))
 		return 0;
-	if (pthread_mutex_trylock(&ep->lock))
+	if (tnbc_ep_trylock(ep))
 		return 0;
 	if (!engine)
 		tnbc_app_inside(ep->domain, true);
@@ -123,7 +123,7 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	ep->app_progress = false;
 	if (!engine)
 		tnbc_app_inside(ep->domain, false);
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	if (n)
 		atomic_fetch_add_explicit(
 			engine ? &ep->domain->engine.engine_pkts
@@ -288,7 +288,7 @@ static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
 	 * preempted with the lock (a host with more threads than cores):
 	 * spinning for it would take the core it needs, so look again
 	 * after a short nap instead. */
-	if (pthread_mutex_trylock(&ep->lock))
+	if (tnbc_ep_trylock(ep))
 		return TNBC_NEED_RETRY;
 	if (ep->npulls || (tnbc_ep_xpending(ep) &&
 			   !(tnbc_ep_rx_idle(ep) && tnbc_ep_xquiet(ep))))
@@ -300,7 +300,7 @@ static enum tnbc_ep_need tnbc_ep_need(struct tnbc_ep *ep)
 		need = TNBC_NEED_STALLED;
 	else if (!tnbc_list_empty(&ep->rx_coll))
 		need = TNBC_NEED_WATCH;
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	return need;
 }
 
@@ -320,10 +320,10 @@ static void tnbc_engine_settle(struct tnbc_domain *dom)
 					  memory_order_relaxed) ||
 		    atomic_load_explicit(&ep->rx_nposted,
 					 memory_order_relaxed) ||
-		    pthread_mutex_trylock(&ep->lock))
+		    tnbc_ep_trylock(ep))
 			continue;
 		tnbc_ep_rx_settle(ep);
-		pthread_mutex_unlock(&ep->lock);
+		tnbc_ep_unlock(ep);
 	}
 	pthread_rwlock_unlock(&dom->ep_lock);
 }
@@ -1001,11 +1001,11 @@ bool tnbc_engine_handoff(struct tnbc_domain *dom)
 			tnbc_container_of(it, struct tnbc_ep, dom_entry);
 
 		/* a busy lock: another thread is in there, polling */
-		if (pthread_mutex_trylock(&ep->lock))
+		if (tnbc_ep_trylock(ep))
 			continue;
 		work = tnbc_ep_xpending(ep) || tnbc_ep_xstalled(ep) ||
 		       atomic_load_explicit(&ep->work, memory_order_relaxed);
-		pthread_mutex_unlock(&ep->lock);
+		tnbc_ep_unlock(ep);
 	}
 	pthread_rwlock_unlock(&dom->ep_lock);
 	work = work || tnbc_trig_has_ready(dom);

@@ -247,6 +247,7 @@ static void tnbc_rma_finish(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 
 void tnbc_rma_fail(struct tnbc_ep *ep, struct tnbc_xfer *tx, int err)
 {
+	tnbc_ep_assert_locked(ep);
 	if (err < 0)
 		err = -err;
 	if (!tx->rma_err)
@@ -350,6 +351,7 @@ int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	size_t max = tnbc_rma_chunk_max(a, tnbc_max_payload(tx->peer));
 	size_t total = tnbc_rma_total(a);
 
+	tnbc_ep_assert_locked(ep);
 	if (tx->rma_direct)
 		return tnbc_rma_issued(tx) ? 0 : tnbc_rma_tx_direct(ep, tx);
 	while (!tnbc_rma_issued(tx) && tx->rma_inflight < TNBC_RMA_WINDOW) {
@@ -466,13 +468,13 @@ ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 	tnbc_ep_lock(ep);
 	tx->rma_direct = tnbc_rma_direct_ok(ep, a, peer, total);
 	if (ep->rma_ids.used >= TNBC_RMA_MAX_OPS) {
-		pthread_mutex_unlock(&ep->lock);
+		tnbc_ep_unlock(ep);
 		free(tx->inject_buf);
 		goto err_rma; /* -FI_EAGAIN: progress first */
 	}
 	ret = tnbc_id_add(&ep->rma_ids, tx, &tx->hdr.msg_id);
 	if (ret) {
-		pthread_mutex_unlock(&ep->lock);
+		tnbc_ep_unlock(ep);
 		free(tx->inject_buf);
 		goto err_rma;
 	}
@@ -493,7 +495,7 @@ ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		tx->rma_queued = true;
 	}
 out:
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	return 0;
 
 err_rma:

@@ -114,7 +114,7 @@ static int tnbc_mc_close(struct fid *fid)
 		sched_yield();
 	tnbc_ep_lock(ep);
 	tnbc_list_remove(&mc->entry);
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	atomic_fetch_sub(&ep->ref, 1);
 	free(mc->host);
 	free(mc->members);
@@ -146,7 +146,7 @@ static struct tnbc_mc *tnbc_coll_group(struct tnbc_ep *ep, fi_addr_t coll_addr)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	return found;
 }
 
@@ -237,7 +237,7 @@ static int tnbc_coll_group_id(struct tnbc_ep *ep, struct tnbc_mc *mc,
 			if (tnbc_container_of(it, struct tnbc_mc, entry)->id ==
 			    named)
 				ret = -FI_EADDRINUSE;
-		pthread_mutex_unlock(&ep->lock);
+		tnbc_ep_unlock(ep);
 		mc->id = named;
 		return ret;
 	}
@@ -251,7 +251,7 @@ static int tnbc_coll_group_id(struct tnbc_ep *ep, struct tnbc_mc *mc,
 	if (!j) {
 		j = calloc(1, sizeof(*j));
 		if (!j) {
-			pthread_mutex_unlock(&ep->lock);
+			tnbc_ep_unlock(ep);
 			return -FI_ENOMEM;
 		}
 		j->hash = h;
@@ -259,7 +259,7 @@ static int tnbc_coll_group_id(struct tnbc_ep *ep, struct tnbc_mc *mc,
 	}
 	h = tnbc_coll_hash(h, &j->count, sizeof(j->count));
 	j->count++;
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	/* TNBC_DESC_TAG is the descriptors' */
 	mc->id = (uint32_t)(h ^ (h >> 32)) & 0x7fffffffu;
 	return 0;
@@ -348,7 +348,7 @@ static int tnbc_coll_join_id(struct fid_ep *fid, const void *addr,
 	atomic_fetch_add(&ep->ref, 1);
 	tnbc_ep_lock(ep);
 	tnbc_list_insert_tail(&mc->entry, &ep->groups);
-	pthread_mutex_unlock(&ep->lock);
+	tnbc_ep_unlock(ep);
 	/* the join is a barrier of the new group: complete once every
 	 * member has joined */
 	ret = tnbc_alg_desc(mc, &(struct tnbc_coll_op){
