@@ -26,7 +26,7 @@
 
 #include "tnbc_unit.h"
 #include "tnbc_proto.h"
-#include "xport/tnbc_xnet.h"
+#include "xport/tnbc_net.h"
 #include "xport/tcp/tnbc_tcp_proto.h"
 
 enum { R = 0, A = 1 };
@@ -733,42 +733,42 @@ END_TEST
  * are bounded, the oldest forgotten first. */
 START_TEST(trust_book_bounded)
 {
-	struct tnbc_xnet_book *b = malloc(sizeof(*b));
+	struct tnbc_net_book *b = malloc(sizeof(*b));
 	struct tnbc_name n = {.kind = TNBC_NAME_PID, .pid = 1, .host = 2};
 	uint32_t addr, got;
 	bool pinned;
 
 	ck_assert_ptr_nonnull(b);
-	tnbc_xnet_book_init(b);
+	tnbc_net_book_init(b);
 	n.uid = 0;
 	addr = 111;
-	tnbc_xnet_book_pin(b, &n, &addr, sizeof(addr));
-	for (uint32_t k = 1; k <= 3 * TNBC_XNET_BOOK_LEARNED; k++) {
+	tnbc_net_book_pin(b, &n, &addr, sizeof(addr));
+	for (uint32_t k = 1; k <= 3 * TNBC_NET_BOOK_LEARNED; k++) {
 		n.uid = k % 7;
 		n.nonce = k;
 		addr = k;
-		tnbc_xnet_book_put(b, &n, &addr, sizeof(addr));
+		tnbc_net_book_put(b, &n, &addr, sizeof(addr));
 	}
-	ck_assert_uint_eq(b->learned, TNBC_XNET_BOOK_LEARNED);
-	ck_assert_uint_eq(b->evicted, 2 * TNBC_XNET_BOOK_LEARNED);
+	ck_assert_uint_eq(b->learned, TNBC_NET_BOOK_LEARNED);
+	ck_assert_uint_eq(b->evicted, 2 * TNBC_NET_BOOK_LEARNED);
 	/* the newest learned are there, the oldest gone */
-	n.nonce = 3 * TNBC_XNET_BOOK_LEARNED;
+	n.nonce = 3 * TNBC_NET_BOOK_LEARNED;
 	n.uid = n.nonce % 7;
-	ck_assert(tnbc_xnet_book_find(b, &n, &got, sizeof(got), &pinned));
+	ck_assert(tnbc_net_book_find(b, &n, &got, sizeof(got), &pinned));
 	ck_assert_uint_eq(got, (uint32_t)n.nonce);
 	ck_assert(!pinned);
 	n.nonce = 1;
 	n.uid = 1;
-	ck_assert(!tnbc_xnet_book_get(b, &n, &got, sizeof(got)));
+	ck_assert(!tnbc_net_book_get(b, &n, &got, sizeof(got)));
 	/* the pinned one stayed, and no learned address replaces it */
 	n.uid = 0;
 	n.nonce = 0;
 	addr = 999;
-	tnbc_xnet_book_put(b, &n, &addr, sizeof(addr));
-	ck_assert(tnbc_xnet_book_find(b, &n, &got, sizeof(got), &pinned));
+	tnbc_net_book_put(b, &n, &addr, sizeof(addr));
+	ck_assert(tnbc_net_book_find(b, &n, &got, sizeof(got), &pinned));
 	ck_assert_uint_eq(got, 111);
 	ck_assert(pinned);
-	tnbc_xnet_book_fini(b);
+	tnbc_net_book_fini(b);
 	free(b);
 }
 END_TEST

@@ -80,7 +80,7 @@
 #include "tnbc_base.h"
 #include "tnbc_xport.h"
 #include "../tnbc_hmac.h"
-#include "../tnbc_xnet.h"
+#include "../tnbc_net.h"
 #include "tnbc_tcp_proto.h"
 
 /* largest packet sent and taken (tnbc_tcp_rx_max): a 1 MiB payload and
@@ -284,7 +284,7 @@ struct tnbc_xpeer {
 	size_t hs_have;
 	uint64_t hs_deadline;
 	struct tnbc_tcp_conn *hs_conn;
-	struct tnbc_xnet_intros intros;
+	struct tnbc_net_intros intros;
 	/* when a send first waited for the peer to dial (0: no wait on),
 	 * the domain's slot that wait holds, and whether it was asked for
 	 * (tnbc_tcp_dial_wait) */
@@ -317,11 +317,11 @@ struct tnbc_xdom {
 	pthread_mutex_t lock; /* eps, peers, grave */
 	struct tnbc_xep *eps;
 	struct tnbc_xpeer *peers;
-	struct tnbc_xnet_book book;
+	struct tnbc_net_book book;
 	struct tnbc_tcp_conn *grave_conns;
 	struct tnbc_xep *grave_eps;
 	/* whether an application thread polls (app_mark) */
-	struct tnbc_xnet_app app;
+	struct tnbc_net_app app;
 	/* Waits for peers to dial (tnbc_tcp_dial_wait): each slot holds
 	 * the end of one (0: free), a slot past its end is free whatever
 	 * became of its wait, and dial_until, the latest end (0: none), is
@@ -1087,8 +1087,8 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 	xdom->epfd = -1;
 	xdom->stopfd = -1;
 	pthread_mutex_init(&xdom->lock, NULL);
-	tnbc_xnet_app_init(&xdom->app);
-	tnbc_xnet_book_init(&xdom->book);
+	tnbc_net_app_init(&xdom->app);
+	tnbc_net_book_init(&xdom->book);
 	xdom->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (xdom->epfd < 0) {
 		ret = -errno;
@@ -1116,7 +1116,7 @@ err:
 		close(xdom->stopfd);
 	if (xdom->epfd >= 0)
 		close(xdom->epfd);
-	tnbc_xnet_book_fini(&xdom->book);
+	tnbc_net_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
 	return ret;
@@ -1146,7 +1146,7 @@ static void tnbc_tcp_dom_close(struct tnbc_xdom *xdom)
 	}
 	close(xdom->stopfd);
 	close(xdom->epfd);
-	tnbc_xnet_book_fini(&xdom->book);
+	tnbc_net_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
 }
@@ -1383,8 +1383,8 @@ static int tnbc_tcp_peer_get(struct tnbc_xdom *xdom,
 		a = *given;
 		/* the application's word: what connections say of the name
 		 * never moves it */
-		tnbc_xnet_book_pin(&xdom->book, name, &a, sizeof(a));
-	} else if (!tnbc_xnet_book_get(&xdom->book, name, &a, sizeof(a)))
+		tnbc_net_book_pin(&xdom->book, name, &a, sizeof(a));
+	} else if (!tnbc_net_book_get(&xdom->book, name, &a, sizeof(a)))
 		return -FI_EHOSTUNREACH;
 	if ((a.family != 4 && a.family != 6) || !a.port)
 		return -FI_EINVAL;
@@ -1422,7 +1422,7 @@ static void tnbc_tcp_addr_known(struct tnbc_xdom *xdom,
 	const struct tnbc_tcp_addr *a = (const void *)xaddr;
 
 	if ((a->family == 4 || a->family == 6) && a->port)
-		tnbc_xnet_book_pin(&xdom->book, name, a, sizeof(*a));
+		tnbc_net_book_pin(&xdom->book, name, a, sizeof(*a));
 }
 
 static bool tnbc_tcp_peer_alive(struct tnbc_xpeer *peer)
@@ -2057,7 +2057,7 @@ static int tnbc_tcp_introduce(struct tnbc_xpeer *p, const struct tnbc_name *src)
 	struct tnbc_xdom *xdom = p->xdom;
 	bool found = false;
 
-	if (tnbc_xnet_introduced(&p->intros, src))
+	if (tnbc_net_introduced(&p->intros, src))
 		return 0;
 	pthread_mutex_lock(&xdom->lock);
 	for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
@@ -2074,7 +2074,7 @@ static int tnbc_tcp_introduce(struct tnbc_xpeer *p, const struct tnbc_name *src)
 	if (tnbc_tcp_out_put(p, &rec, sizeof(rec)) ||
 	    tnbc_tcp_out_put(p, &in, sizeof(in)))
 		return -FI_EAGAIN;
-	tnbc_xnet_intro_add(&p->intros, src);
+	tnbc_net_intro_add(&p->intros, src);
 	return 0;
 }
 
@@ -2659,7 +2659,7 @@ static bool tnbc_tcp_replay(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 				      .head_len = h->len,
 				      .len = h->len,
 				      .from = &h->from,
-				      .copy = tnbc_xnet_mem_copy};
+				      .copy = tnbc_net_mem_copy};
 		int v = fn(arg, &rx);
 
 		if (v == TNBC_RX_LATER)
@@ -2770,8 +2770,8 @@ static void tnbc_tcp_proven(struct tnbc_xep *xep, struct tnbc_tcp_conn *c)
 	}
 	pthread_mutex_unlock(&xep->lock);
 	if (c->id.kind && c->id_addr.family)
-		tnbc_xnet_book_put(&xep->xdom->book, &c->id, &c->id_addr,
-				   sizeof(c->id_addr));
+		tnbc_net_book_put(&xep->xdom->book, &c->id, &c->id_addr,
+				  sizeof(c->id_addr));
 }
 
 /* Whether what this domain knows of where name listens (a peer of its
@@ -2792,8 +2792,8 @@ static bool tnbc_tcp_elsewhere(struct tnbc_xdom *xdom,
 	pthread_mutex_unlock(&xdom->lock);
 	found = p != NULL;
 	if (!found)
-		found = tnbc_xnet_book_find(&xdom->book, name, &known,
-					    sizeof(known), &pinned) &&
+		found = tnbc_net_book_find(&xdom->book, name, &known,
+					   sizeof(known), &pinned) &&
 			pinned;
 	/* a name known at the loopback is of this host */
 	return found && !tnbc_tcp_same_host(&known, from) &&
@@ -2954,8 +2954,8 @@ static int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			atomic_fetch_add(&xep->xdom->refused, 1);
 			return 0;
 		}
-		tnbc_xnet_book_put(&xep->xdom->book, &in.src, &in.addr,
-				   sizeof(in.addr));
+		tnbc_net_book_put(&xep->xdom->book, &in.src, &in.addr,
+				  sizeof(in.addr));
 		/* the source dialed one way: a wait for it to dial a
 		 * connection we could adopt would wait for nothing */
 		if (!c->back.kind)
@@ -3150,7 +3150,7 @@ static int tnbc_tcp_conn_poll(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 					      .head_len = rec.len,
 					      .len = rec.len,
 					      .from = &c->id,
-					      .copy = tnbc_xnet_mem_copy};
+					      .copy = tnbc_net_mem_copy};
 
 			v = fn(arg, &rx);
 		}
@@ -3423,17 +3423,17 @@ static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 
 static void tnbc_tcp_app_mark(struct tnbc_xdom *xdom, bool active)
 {
-	tnbc_xnet_app_mark(&xdom->app, active);
+	tnbc_net_app_mark(&xdom->app, active);
 }
 
 static bool tnbc_tcp_app_active(struct tnbc_xdom *xdom)
 {
-	return tnbc_xnet_app_active(&xdom->app);
+	return tnbc_net_app_active(&xdom->app);
 }
 
 static void tnbc_tcp_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 {
-	tnbc_xnet_set_window(&xdom->app, ns);
+	tnbc_net_set_window(&xdom->app, ns);
 }
 
 static void tnbc_tcp_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
@@ -3480,7 +3480,7 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.quiet = tnbc_tcp_quiet,
 	.pull = tnbc_tcp_pull,
 	.app_mark = tnbc_tcp_app_mark,
-	.rx_posted = tnbc_xnet_rx_posted,
+	.rx_posted = tnbc_net_rx_posted,
 	.app_active = tnbc_tcp_app_active,
 	.set_window = tnbc_tcp_set_window,
 	.sleep_begin = tnbc_tcp_sleep_begin,

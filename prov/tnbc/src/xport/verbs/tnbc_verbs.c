@@ -494,7 +494,7 @@ static void tnbc_verbs_addr_known(struct tnbc_xdom *xdom,
 	const struct tnbc_verbs_addr *a = (const void *)xaddr;
 
 	if (a->family == 4 && a->port)
-		tnbc_xnet_book_pin(&xdom->book, name, a, sizeof(*a));
+		tnbc_net_book_pin(&xdom->book, name, a, sizeof(*a));
 }
 
 static int tnbc_verbs_peer_get(struct tnbc_xdom *xdom,
@@ -519,7 +519,7 @@ static int tnbc_verbs_peer_get(struct tnbc_xdom *xdom,
 	}
 	if (given && given->family && given->port)
 		a = *given;
-	else if (!tnbc_xnet_book_get(&xdom->book, name, &a, sizeof(a)))
+	else if (!tnbc_net_book_get(&xdom->book, name, &a, sizeof(a)))
 		return -FI_EHOSTUNREACH;
 	if (a.family != 4 || !a.port)
 		return -FI_EINVAL;
@@ -719,7 +719,7 @@ static int tnbc_verbs_introduce(struct tnbc_xpeer *p,
 	bool found = false;
 	int ret;
 
-	if (tnbc_xnet_introduced(&p->intros, src))
+	if (tnbc_net_introduced(&p->intros, src))
 		return 0;
 	pthread_mutex_lock(&xdom->lock);
 	for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
@@ -734,7 +734,7 @@ static int tnbc_verbs_introduce(struct tnbc_xpeer *p,
 	ret = tnbc_verbs_emit(p, TNBC_VERBS_INTRO, &in, sizeof(in), NULL, 0, 0);
 	if (ret)
 		return ret;
-	tnbc_xnet_intro_add(&p->intros, src);
+	tnbc_net_intro_add(&p->intros, src);
 	return 0;
 }
 
@@ -1293,7 +1293,7 @@ static void tnbc_verbs_dom_free(struct tnbc_xdom *xdom)
 		close(xdom->notefd);
 	if (xdom->epfd >= 0)
 		close(xdom->epfd);
-	tnbc_xnet_book_fini(&xdom->book);
+	tnbc_net_book_fini(&xdom->book);
 	pthread_mutex_destroy(&xdom->slock);
 	pthread_mutex_destroy(&xdom->lock);
 	free(xdom);
@@ -1315,8 +1315,8 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 	xdom->epfd = xdom->notefd = -1;
 	pthread_mutex_init(&xdom->lock, NULL);
 	pthread_mutex_init(&xdom->slock, NULL);
-	tnbc_xnet_app_init(&xdom->app);
-	tnbc_xnet_book_init(&xdom->book);
+	tnbc_net_app_init(&xdom->app);
+	tnbc_net_book_init(&xdom->book);
 	xdom->devs = rdma_get_devices(&ndev);
 	if (!xdom->devs || !ndev) {
 		ret = -FI_ENODEV;
@@ -1605,8 +1605,8 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 		c->who = h.from;
 		c->hello = true;
 		if (h.from_addr.port)
-			tnbc_xnet_book_put(&xdom->book, &h.from, &h.from_addr,
-					   sizeof(h.from_addr));
+			tnbc_net_book_put(&xdom->book, &h.from, &h.from_addr,
+					  sizeof(h.from_addr));
 		return true;
 	}
 	if (TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_INTRO && c->hello &&
@@ -1629,8 +1629,8 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 			atomic_fetch_add(&xdom->refused, 1);
 			return true;
 		}
-		tnbc_xnet_book_put(&xdom->book, &in.src, &in.addr,
-				   sizeof(in.addr));
+		tnbc_net_book_put(&xdom->book, &in.src, &in.addr,
+				  sizeof(in.addr));
 		return true;
 	}
 	if (TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_HOLD && c->hello &&
@@ -1772,7 +1772,7 @@ static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 				      .head_len = e.len,
 				      .len = e.len,
 				      .from = e.conn ? &e.conn->who : NULL,
-				      .copy = tnbc_xnet_mem_copy};
+				      .copy = tnbc_net_mem_copy};
 		int v = TNBC_RX_DONE;
 
 		if (tnbc_verbs_admit(xep, &e, body)) {
@@ -1885,17 +1885,17 @@ static unsigned tnbc_verbs_sleep_begin(struct tnbc_xdom *xdom,
 
 static void tnbc_verbs_app_mark(struct tnbc_xdom *xdom, bool active)
 {
-	tnbc_xnet_app_mark(&xdom->app, active);
+	tnbc_net_app_mark(&xdom->app, active);
 }
 
 static bool tnbc_verbs_app_active(struct tnbc_xdom *xdom)
 {
-	return tnbc_xnet_app_active(&xdom->app);
+	return tnbc_net_app_active(&xdom->app);
 }
 
 static void tnbc_verbs_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 {
-	tnbc_xnet_set_window(&xdom->app, ns);
+	tnbc_net_set_window(&xdom->app, ns);
 }
 
 static void tnbc_verbs_stats(struct tnbc_xdom *xdom,
@@ -1952,7 +1952,7 @@ const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.expose = tnbc_verbs_expose,
 	.unexpose = tnbc_verbs_unexpose,
 	.app_mark = tnbc_verbs_app_mark,
-	.rx_posted = tnbc_xnet_rx_posted,
+	.rx_posted = tnbc_net_rx_posted,
 	.app_active = tnbc_verbs_app_active,
 	.set_window = tnbc_verbs_set_window,
 	.sleep_begin = tnbc_verbs_sleep_begin,

@@ -30,7 +30,7 @@
 #include "tnbc_base.h"
 #include "tnbc_xport.h"
 #include "../tnbc_hmac.h"
-#include "../tnbc_xnet.h"
+#include "../tnbc_net.h"
 #include "tnbc_verbs_mr.h"
 
 /* The wire format; a peer speaking another version is refused when it
@@ -252,7 +252,7 @@ struct tnbc_xpeer {
 	atomic_bool held;
 	atomic_uint inflight; /* sends posted, not completed */
 	unsigned max_send, max_inline;
-	struct tnbc_xnet_intros intros;
+	struct tnbc_net_intros intros;
 };
 
 /* An RDMA read in flight (pull), on xdom->reads while its work requests
@@ -325,14 +325,14 @@ struct tnbc_xdom {
 	pthread_mutex_t lock; /* eps, peers, grave */
 	struct tnbc_xep *eps;
 	struct tnbc_xpeer *peers;
-	struct tnbc_xnet_book book;
+	struct tnbc_net_book book;
 	struct tnbc_xep *grave;
 	/* connections consumers refused, for the waker to disconnect: a
 	 * list of its own, since a busy consumer holds its endpoint's lock
 	 * for long stretches */
 	struct tnbc_verbs_conn *ending;
 	/* whether an application thread polls (app_mark) */
-	struct tnbc_xnet_app app;
+	struct tnbc_net_app app;
 	_Atomic uint64_t bad_pkts, refused, spilled, held;
 };
 

@@ -6,8 +6,8 @@
  * the receive side's copy out of memory.  A network
  * transport includes this beside tnbc_xport.h and tnbc_base.h.
  */
-#ifndef TNBC_XNET_H
-#define TNBC_XNET_H
+#ifndef TNBC_NET_H
+#define TNBC_NET_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -19,70 +19,70 @@
 
 /* Where sources listen: what the application gave (pinned: an AV's
  * address, never replaced by what a connection says), and what proven
- * connections told (learned: at most TNBC_XNET_BOOK_LEARNED, the
+ * connections told (learned: at most TNBC_NET_BOOK_LEARNED, the
  * oldest forgotten first, so that a flood of made-up names costs a
  * bounded table and pushes out only other learned ones).  A packet's
  * source name resolves through it when the protocol answers. */
-#define TNBC_XNET_BOOK_BUCKETS 1024
-#define TNBC_XNET_BOOK_LEARNED 4096
+#define TNBC_NET_BOOK_BUCKETS 1024
+#define TNBC_NET_BOOK_LEARNED 4096
 
-struct tnbc_xnet_book {
+struct tnbc_net_book {
 	pthread_mutex_t lock;
-	struct tnbc_xnet_entry *bucket[TNBC_XNET_BOOK_BUCKETS];
-	struct tnbc_xnet_entry *oldest, *newest; /* learned ones */
+	struct tnbc_net_entry *bucket[TNBC_NET_BOOK_BUCKETS];
+	struct tnbc_net_entry *oldest, *newest; /* learned ones */
 	size_t learned;
 	uint64_t evicted; /* learned names forgotten for room */
 };
 
-void tnbc_xnet_book_init(struct tnbc_xnet_book *b);
-void tnbc_xnet_book_fini(struct tnbc_xnet_book *b);
+void tnbc_net_book_init(struct tnbc_net_book *b);
+void tnbc_net_book_fini(struct tnbc_net_book *b);
 /* Copies the address of name (len bytes) into addr; false if unknown. */
-bool tnbc_xnet_book_get(struct tnbc_xnet_book *b, const struct tnbc_name *name,
-			void *addr, size_t len);
+bool tnbc_net_book_get(struct tnbc_net_book *b, const struct tnbc_name *name,
+		       void *addr, size_t len);
 /* As book_get, and says whether the application gave it. */
-bool tnbc_xnet_book_find(struct tnbc_xnet_book *b, const struct tnbc_name *name,
-			 void *addr, size_t len, bool *pinned);
+bool tnbc_net_book_find(struct tnbc_net_book *b, const struct tnbc_name *name,
+			void *addr, size_t len, bool *pinned);
 /* Records where name listens, as a proven connection said; a pinned
  * address stays.  len <= TNBC_XADDR_LEN. */
-void tnbc_xnet_book_put(struct tnbc_xnet_book *b, const struct tnbc_name *name,
-			const void *addr, size_t len);
+void tnbc_net_book_put(struct tnbc_net_book *b, const struct tnbc_name *name,
+		       const void *addr, size_t len);
 /* Records where name listens, as the application said. */
-void tnbc_xnet_book_pin(struct tnbc_xnet_book *b, const struct tnbc_name *name,
-			const void *addr, size_t len);
+void tnbc_net_book_pin(struct tnbc_net_book *b, const struct tnbc_name *name,
+		       const void *addr, size_t len);
 
 /* The sources one connection has introduced to its peer. */
-#define TNBC_XNET_INTROS 8
+#define TNBC_NET_INTROS 8
 
-struct tnbc_xnet_intros {
-	struct tnbc_name name[TNBC_XNET_INTROS];
+struct tnbc_net_intros {
+	struct tnbc_name name[TNBC_NET_INTROS];
 	unsigned n;
 };
 
-bool tnbc_xnet_introduced(const struct tnbc_xnet_intros *in,
-			  const struct tnbc_name *src);
-/* Remembers src; a domain with many endpoints forgets one. */
-void tnbc_xnet_intro_add(struct tnbc_xnet_intros *in,
+bool tnbc_net_introduced(const struct tnbc_net_intros *in,
 			 const struct tnbc_name *src);
+/* Remembers src; a domain with many endpoints forgets one. */
+void tnbc_net_intro_add(struct tnbc_net_intros *in,
+			const struct tnbc_name *src);
 
 /* Whether an application thread polls (app_mark), so that the engine
  * naps beside it rather than race it for every packet, as it does beside
  * shm's doorbell. */
-struct tnbc_xnet_app {
+struct tnbc_net_app {
 	_Atomic uint64_t app_ns; /* the last application poll; 0: none */
 	_Atomic uint64_t window_ns; /* how long a poll counts */
 };
 
-void tnbc_xnet_app_init(struct tnbc_xnet_app *s);
-void tnbc_xnet_app_mark(struct tnbc_xnet_app *s, bool active);
-bool tnbc_xnet_app_active(struct tnbc_xnet_app *s);
-void tnbc_xnet_set_window(struct tnbc_xnet_app *s, uint64_t ns);
+void tnbc_net_app_init(struct tnbc_net_app *s);
+void tnbc_net_app_mark(struct tnbc_net_app *s, bool active);
+bool tnbc_net_app_active(struct tnbc_net_app *s);
+void tnbc_net_set_window(struct tnbc_net_app *s, uint64_t ns);
 
 /* tnbc_xrx.copy for a packet wholly in memory at x->head. */
-ssize_t tnbc_xnet_mem_copy(struct tnbc_xrx *x, size_t off,
-			   const struct iovec *iov, size_t iov_count, size_t n);
+ssize_t tnbc_net_mem_copy(struct tnbc_xrx *x, size_t off,
+			  const struct iovec *iov, size_t iov_count, size_t n);
 
 /* A hook of the shm doorbell's sleep policy that a network transport
  * has no use for: its senders never skip a wake-up. */
-void tnbc_xnet_rx_posted(struct tnbc_xdom *xdom, int delta);
+void tnbc_net_rx_posted(struct tnbc_xdom *xdom, int delta);
 
-#endif /* TNBC_XNET_H */
+#endif /* TNBC_NET_H */
