@@ -471,6 +471,7 @@ int main(void)
 	srunner_add_suite(sr, tu_trigger_suite());
 	srunner_add_suite(sr, tu_tree_suite());
 	srunner_add_suite(sr, tu_alg_suite());
+	srunner_add_suite(sr, tu_coll_suite());
 	srunner_add_suite(sr, tu_desc_suite());
 	srunner_add_suite(sr, tu_hmac_suite());
 	srunner_add_suite(sr, tu_link_suite());

@@ -64,6 +64,7 @@ Suite *tu_tcp_trust_suite(void);
 Suite *tu_hmac_suite(void);
 Suite *tu_link_suite(void);
 Suite *tu_alg_suite(void);
+Suite *tu_coll_suite(void);
 #ifdef TNBC_HAVE_VERBS
 Suite *tu_verbs_suite(void);
 TCase *tu_verbs_mr_tcase(void);
