@@ -205,6 +205,45 @@ START_TEST(link_dead_neighbour)
 }
 END_TEST
 
+/* A fork's child that joins on its own does not publish the queue it
+ * inherited from its parent. */
+START_TEST(link_fork_child)
+{
+	int ready[2], go[2], st;
+	bool own;
+	pid_t pid;
+	char c = 0;
+
+	own = link_setup();
+	ck_assert(tnbc_link_join());
+	tnbc_link_queued(200, 1);
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		if (!tnbc_link_join())
+			_exit(2);
+		tnbc_link_queued(5, 1); /* one transfer of its own */
+		(void)!write(ready[1], "r", 1);
+		(void)!read(go[0], &c, 1);
+		tnbc_link_queued(5, -1);
+		tnbc_link_leave();
+		_exit(0);
+	}
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	/* the child has priority 5 queued, not its parent's 200 */
+	ck_assert(tnbc_link_turn(100, &(uint64_t){0}));
+	ck_assert(!tnbc_link_turn(4, &(uint64_t){0}));
+	(void)!write(go[1], "g", 1);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	tnbc_link_queued(200, -1);
+	tnbc_link_leave();
+	link_teardown(own);
+}
+END_TEST
+
 /* A board file others may write, or of another size, is not used. */
 START_TEST(link_foreign_board)
 {
@@ -241,6 +280,7 @@ Suite *tu_link_suite(void)
 	tcase_add_test(tc, link_order);
 	tcase_add_test(tc, link_hold_bound);
 	tcase_add_test(tc, link_dead_neighbour);
+	tcase_add_test(tc, link_fork_child);
 	tcase_add_loop_test(tc, link_foreign_board, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;

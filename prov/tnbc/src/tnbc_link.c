@@ -98,13 +98,17 @@ static bool tnbc_link_alive(struct tnbc_link_slot *s, int32_t pid)
 	return tnbc_link_start(pid) == start;
 }
 
-/* A fork's child inherits the mapping but not the transfers: it must
- * not speak for its parent's slot. */
+/* A fork's child inherits the mapping and the counts but not the
+ * transfers: it must not speak for its parent's slot, nor publish the
+ * parent's queue if it joins on its own. */
 static void tnbc_link_atfork_child(void)
 {
 	atomic_store(&tnbc_link.board, NULL);
 	tnbc_link.mine = -1;
 	tnbc_link.refs = 0;
+	tnbc_link.top = 0;
+	for (unsigned p = 0; p <= FI_TNBC_PRIO_MAX; p++)
+		atomic_store(&tnbc_link.cnt[p], 0);
 	pthread_mutex_init(&tnbc_link.lock, NULL);
 }
 

@@ -865,7 +865,7 @@ static void tnbc_rndv_expose(struct tnbc_xfer *tx, uint64_t *keys)
 	}
 }
 
-/* Frees a send, and what its transport holds for it (a rendezvous). */
+/* The transfer no longer waits for the host's link (tnbc_link.h). */
 static void tnbc_tx_unlink(struct tnbc_xfer *tx)
 {
 	if (tx->link_counted) {
@@ -874,6 +874,7 @@ static void tnbc_tx_unlink(struct tnbc_xfer *tx)
 	}
 }
 
+/* Frees a send, and what its transport holds for it (a rendezvous). */
 void tnbc_tx_free(struct tnbc_xfer *tx)
 {
 	tnbc_tx_unlink(tx);
