@@ -74,6 +74,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -565,47 +566,6 @@ struct tnbc_msg_args {
 	bool coll; /* the collectives' match space (TNBC_HDR_COLL) */
 };
 
-/* The trigger unit's kinds beyond enum fi_op_type: the extension's
- * compute steps (fi_ext_tnbc.h), and a schedule's call of its own. */
-enum {
-	TNBC_TRIG_REDUCE = FI_OP_CNTR_ADD + 1,
-	TNBC_TRIG_COPY,
-	TNBC_TRIG_CALL,
-	TNBC_TRIG_FN,
-};
-
-/* A compute step: reduce count elements of src into dst, copy count
- * bytes, call call(arg) once the request is gone (TNBC_TRIG_CALL), or
- * run fn(arg) as a step that completes like the others (TNBC_TRIG_FN:
- * 0, or a negative fi_errno counted as an error). */
-struct tnbc_trig_step {
-	void *dst;
-	const void *src;
-	size_t count;
-	enum fi_op op;
-	enum fi_datatype dt;
-	void (*call)(void *arg);
-	int (*fn)(void *arg);
-	void *arg;
-};
-
-/* A request the provider builds itself (a collective's step): trusted,
- * queued as it is.  A send or receive reports only to comp_cntr
- * (TNBC_INTERNAL). */
-struct tnbc_trig_req {
-	int op; /* FI_OP_SEND, RECV, TSEND, TRECV or a TNBC_TRIG_* kind */
-	struct tnbc_ep *ep;
-	struct tnbc_cntr *cntr; /* fires once cnt + err >= threshold */
-	uint64_t threshold;
-	struct tnbc_cntr *comp_cntr;
-	struct tnbc_msg_args msg;
-	struct tnbc_trig_step step;
-	/* a send asks its owner, as it starts, for an error to carry
-	 * instead of success (a positive fi_errno, or 0) */
-	int (*amend)(void *arg);
-	void *amend_arg;
-};
-
 /* Per-operation options that are not fi_* arguments. */
 struct tnbc_opx {
 	struct tnbc_cntr *comp_cntr; /* deferred work's completion_cntr */
@@ -901,6 +861,10 @@ extern const struct fi_ops_tagged tnbc_tagged_ops;
 
 /* init: domains the provider stops at fi_fini */
 void tnbc_prov_track(struct tnbc_domain *dom, bool add);
+/* param: defines and reads every FI_TNBC_* parameter into tnbc_env */
+void tnbc_param_read(void);
+/* xports: opens no transport; picks those FI_TNBC_XPORTS names */
+void tnbc_xports_choose(void);
 /* A transport this provider has, by its name (len bytes of it) or id;
  * NULL if none. */
 const struct tnbc_xport_ops *tnbc_xport_named(const char *name, size_t len);
@@ -953,7 +917,18 @@ uint64_t tnbc_caps_from(uint64_t req);
 struct fi_info *tnbc_info_build(const struct fi_info *hints);
 
 /* av */
-struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr);
+/* The entry of addr, NULL if none: lock-free, every send asks it. */
+static inline struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av,
+						fi_addr_t addr)
+{
+	struct tnbc_av_entry *e;
+
+	if (addr >= atomic_load_explicit(&av->count, memory_order_acquire))
+		return NULL;
+	e = &av->chunks[addr / TNBC_AV_CHUNK][addr % TNBC_AV_CHUNK];
+	return atomic_load_explicit(&e->valid, memory_order_acquire) ? e : NULL;
+}
+
 fi_addr_t tnbc_av_reverse(struct tnbc_av *av, const struct tnbc_name *name);
 /* The same, answered from memo while the AV has not changed (messages
  * mostly come from the sender of the last one); memo is the caller's. */
@@ -994,6 +969,8 @@ void tnbc_cntr_inc_err(struct tnbc_cntr *cntr);
 /* After any change of a counter's value: wakes waiters and releases
  * triggered work (which runs later, outside the caller's locks). */
 void tnbc_cntr_changed(struct tnbc_cntr *cntr);
+/* Wakes the fi_cntr_wait callers the change may satisfy. */
+void tnbc_cntr_signal(struct tnbc_cntr *cntr);
 
 /* progress */
 /* No receive posted on the endpoint (ep->lock held, or a racy look). */
@@ -1223,6 +1200,59 @@ static inline bool tnbc_app_is_inside(struct tnbc_domain *dom, unsigned *in)
 	       atomic_load_explicit(&dom->engine.app_out, memory_order_relaxed);
 }
 
+/* The engine's wake-ups: any thread, any lock held, a transport's
+ * waker too.  Inline here so that whatever queues work wakes the engine
+ * without calling up into it. */
+/* Ends the engine's sleep, wherever it sleeps. */
+static inline void tnbc_engine_wake(struct tnbc_domain *dom)
+{
+	uint64_t one = 1;
+
+	if (dom->engine.kick_fd < 0)
+		dom->xops->wake(dom->xdom);
+	else
+		(void)!write(dom->engine.kick_fd, &one, sizeof(one));
+}
+
+/* One kick per sleep is written, however many threads ask.  Woken, the
+ * engine may wait for a CPU for milliseconds (a batch thread on a host
+ * whose cores the application's threads poll on), and every packet
+ * taken meanwhile asked again: a system call each, for nothing.  A kick
+ * skipped here finds the mark of one made since the engine cleared it
+ * before its last token: that one's write either ends the wait, or was
+ * taken with the token, and then the engine sees the mark and does not
+ * wait.  The skipped kick's work is queued before this exchange, so
+ * before the engine's next clear, and its next look finds it, as it
+ * finds the work of a kick written before a token. */
+static inline void tnbc_engine_kick(struct tnbc_domain *dom)
+{
+	if (!dom->engine.running ||
+	    atomic_exchange(&dom->engine.kick_pending, true))
+		return;
+	atomic_fetch_add_explicit(&dom->engine.kicks, 1, memory_order_relaxed);
+	tnbc_engine_wake(dom);
+}
+
+/* Work queued for the engine (packets, sends that found a full queue,
+ * reads to make) is taken by an application thread that polls, as the
+ * engine would: a wake-up then only preempts that thread on its core
+ * (with ranks bound to cores, the engine shares the rank's), once per
+ * message of a stream.  But only while the engine naps, which ends by
+ * itself within TNBC_NAP_MAX windows: one that sleeps without a bound,
+ * because the application had stopped, would never see work queued
+ * just before the application stopped again.  The fence orders the
+ * caller's queueing before the look at napping, and pairs with the
+ * store in tnbc_engine_nap: either the engine's look before it sleeps
+ * finds the work, or this sees it sleep unbounded. */
+static inline void tnbc_engine_nudge(struct tnbc_domain *dom)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&dom->engine.napping) &&
+	    (tnbc_app_is_inside(dom, NULL) || tnbc_dom_xapp_active(dom)))
+		return;
+	tnbc_engine_kick(dom);
+}
+
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
 void tnbc_ep_free_reads(struct tnbc_ep *ep);
@@ -1252,10 +1282,6 @@ static inline ssize_t tnbc_ep_pull(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 void tnbc_domain_progress(struct tnbc_domain *domain, bool engine);
 int tnbc_engine_start(struct tnbc_domain *domain);
 void tnbc_engine_stop(struct tnbc_domain *domain);
-void tnbc_engine_kick(struct tnbc_domain *domain);
-/* A kick for work a polling application thread does itself: none while
- * the engine naps (tnbc_progress.c says why). */
-void tnbc_engine_nudge(struct tnbc_domain *domain);
 /* Around a blocking wait of an application thread. */
 void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
 bool tnbc_engine_handoff(struct tnbc_domain *domain);
@@ -1366,51 +1392,5 @@ bool tnbc_alu_valid(enum tnbc_atomic_kind kind, enum fi_op op,
  * old when it is not NULL. */
 int tnbc_alu_apply(enum fi_op op, enum fi_datatype dt, void *dst,
 		   const void *src, const void *cmp, void *old, size_t count);
-
-/* triggered work (tnbc_trigger.c) */
-int tnbc_trig_domain_init(struct tnbc_domain *dom);
-void tnbc_trig_domain_fini(struct tnbc_domain *dom);
-int tnbc_trig_control(struct tnbc_domain *dom, int command, void *arg);
-/* Queues a request the provider built (struct tnbc_trig_req). */
-int tnbc_trig_submit(struct tnbc_domain *dom, const struct tnbc_trig_req *r);
-/* Takes every request waiting on c out, unreported; returns how many. */
-size_t tnbc_trig_drop(struct tnbc_cntr *c);
-/* A counter changed: moves the requests it releases to the ready list.
- * Callable with any lock held; does not run them. */
-void tnbc_trig_check(struct tnbc_cntr *cntr);
-/* The same from an application call that holds no provider lock: runs
- * the released work at once instead of waking the engine for it. */
-void tnbc_trig_check_app(struct tnbc_cntr *cntr);
-uint64_t tnbc_trig_run_ready(struct tnbc_domain *dom, bool engine);
-/* Frees the requests kept for reuse (the provider's cleanup). */
-void tnbc_trig_cache_drain(void);
-/* Waits until no thread is starting triggered work: a request holds
- * its objects until its start returned, and the application may have
- * seen it complete before that. */
-void tnbc_trig_quiesce(struct tnbc_domain *dom);
-static inline bool tnbc_trig_has_ready(struct tnbc_domain *dom)
-{
-	return atomic_load_explicit(&dom->tu.nready, memory_order_acquire);
-}
-/* Runs ready requests.  Must be called with no provider lock held.  Every
- * poll calls it: with nothing ready it is one load. */
-/* Set by fi_tnbc_ops_domain's defer: triggered work this thread makes
- * ready is the engine's to run, not this thread's. */
-extern __thread bool tnbc_defer_tls;
-
-static inline void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
-{
-	if (!tnbc_trig_has_ready(dom))
-		return;
-	if (!engine && tnbc_defer_tls && dom->engine.running)
-		tnbc_engine_kick(dom);
-	else
-		tnbc_trig_run_ready(dom, engine);
-}
-ssize_t tnbc_trig_post_msg(struct tnbc_ep *ep, enum fi_op_type op,
-			   const struct tnbc_msg_args *a);
-ssize_t tnbc_trig_post_rma(struct tnbc_ep *ep, enum fi_op_type op,
-			   const struct tnbc_rma_args *a);
-int tnbc_trig_cancel_ctx(struct tnbc_ep *ep, void *context);
 
 #endif /* TNBC_H */

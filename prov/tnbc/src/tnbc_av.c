@@ -43,16 +43,6 @@ static bool tnbc_av_name_eq(const struct tnbc_name *a,
 	       (a->host == b->host || !a->host || !b->host);
 }
 
-struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av, fi_addr_t addr)
-{
-	struct tnbc_av_entry *e;
-
-	if (addr >= atomic_load_explicit(&av->count, memory_order_acquire))
-		return NULL;
-	e = &av->chunks[addr / TNBC_AV_CHUNK][addr % TNBC_AV_CHUNK];
-	return atomic_load_explicit(&e->valid, memory_order_acquire) ? e : NULL;
-}
-
 int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
 {
 	struct tnbc_av_entry *e = tnbc_av_get(av, addr);

@@ -22,7 +22,7 @@
 
 extern struct fi_provider tnbc_prov;
 
-/* All runtime parameters, filled once by tnbc_init_env() (tnbc_init.c)
+/* All runtime parameters, filled once by tnbc_param_read() (tnbc_param.c)
  * and documented in fi_tnbc(7). */
 struct tnbc_env {
 	size_t rx_slots; /* largest packets each receive queue holds */

@@ -15,62 +15,8 @@
 #include <time.h>
 
 #include "tnbc.h"
+#include "tnbc_trigger.h"
 #include "tnbc_unsupp.h"
-
-/* Wakes fi_cntr_wait callers, but only when one of them may be done:
- * waking a blocked thread at every increment on its way to a far
- * threshold costs a context switch each time.  A waiter publishes its
- * threshold and then re-reads the value; the change publishes the value
- * and then reads the threshold (both sequentially consistent), so one
- * of the two always sees the other. */
-static void tnbc_cntr_signal(struct tnbc_cntr *cntr)
-{
-	struct tnbc_cntr_user *u = cntr->user;
-
-	if (!u || !atomic_load(&u->waiters))
-		return;
-	if (atomic_load(&cntr->cnt) < atomic_load(&u->wait_min) &&
-	    atomic_load(&cntr->err) == atomic_load(&u->wait_err))
-		return;
-	pthread_mutex_lock(&cntr->lock);
-	/* every waiter wakes and publishes its threshold again */
-	atomic_store(&u->wait_min, UINT64_MAX);
-	pthread_cond_broadcast(&u->cond);
-	pthread_mutex_unlock(&cntr->lock);
-}
-
-void tnbc_cntr_changed(struct tnbc_cntr *cntr)
-{
-	tnbc_cntr_signal(cntr);
-	tnbc_trig_check(cntr);
-}
-
-/* A change made by the provider (a completion, a triggered add or set).
- * The application may see the new value at once and close the counter
- * while this thread still signals it: close waits for changing to drop,
- * and changing goes up before the value changes, so a closer that saw
- * the value sees the change in progress. */
-void tnbc_cntr_bump(struct tnbc_cntr *cntr, atomic_uint_fast64_t *v,
-		    uint64_t value, bool set)
-{
-	atomic_fetch_add(&cntr->changing, 1);
-	if (set)
-		atomic_store(v, value);
-	else
-		atomic_fetch_add(v, value);
-	tnbc_cntr_changed(cntr);
-	atomic_fetch_sub(&cntr->changing, 1);
-}
-
-void tnbc_cntr_inc(struct tnbc_cntr *cntr)
-{
-	tnbc_cntr_bump(cntr, &cntr->cnt, 1, false);
-}
-
-void tnbc_cntr_inc_err(struct tnbc_cntr *cntr)
-{
-	tnbc_cntr_bump(cntr, &cntr->err, 1, false);
-}
 
 /* An application call changed the counter: it holds no provider lock,
  * so it starts the released work itself, without waiting for the

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "tnbc_trigger.h"
 #include "tnbc_unsupp.h"
 
 static void tnbc_ep_unbind_all(struct tnbc_ep *ep)

@@ -7,6 +7,7 @@
  * or into the trigger unit's posting.
  */
 #include "tnbc.h"
+#include "tnbc_trigger.h"
 
 /* The entry points' common path: trigger, or check and start. */
 static ssize_t tnbc_msg_post(struct tnbc_ep *ep, const struct tnbc_msg_args *a,

@@ -21,6 +21,7 @@
 #include <linux/futex.h>
 
 #include "tnbc.h"
+#include "tnbc_trigger.h"
 
 /* Longest nap while work is queued for a peer whose queue is full. */
 #define TNBC_BACKOFF_NS 20000u
@@ -932,17 +933,6 @@ int tnbc_engine_start(struct tnbc_domain *dom)
 	return 0;
 }
 
-/* Ends the engine's sleep, wherever it sleeps. */
-static void tnbc_engine_wake(struct tnbc_domain *dom)
-{
-	uint64_t one = 1;
-
-	if (dom->engine.kick_fd < 0)
-		dom->xops->wake(dom->xdom);
-	else
-		(void)!write(dom->engine.kick_fd, &one, sizeof(one));
-}
-
 void tnbc_engine_stop(struct tnbc_domain *dom)
 {
 	if (!dom->engine.running)
@@ -1012,43 +1002,4 @@ bool tnbc_engine_handoff(struct tnbc_domain *dom)
 	if (work)
 		tnbc_engine_kick(dom);
 	return work;
-}
-
-/* One kick per sleep is written, however many threads ask.  Woken, the
- * engine may wait for a CPU for milliseconds (a batch thread on a host
- * whose cores the application's threads poll on), and every packet
- * taken meanwhile asked again: a system call each, for nothing.  A kick
- * skipped here finds the mark of one made since the engine cleared it
- * before its last token: that one's write either ends the wait, or was
- * taken with the token, and then the engine sees the mark and does not
- * wait.  The skipped kick's work is queued before this exchange, so
- * before the engine's next clear, and its next look finds it, as it
- * finds the work of a kick written before a token. */
-void tnbc_engine_kick(struct tnbc_domain *dom)
-{
-	if (!dom->engine.running ||
-	    atomic_exchange(&dom->engine.kick_pending, true))
-		return;
-	atomic_fetch_add_explicit(&dom->engine.kicks, 1, memory_order_relaxed);
-	tnbc_engine_wake(dom);
-}
-
-/* Work queued for the engine (packets, sends that found a full queue,
- * reads to make) is taken by an application thread that polls, as the
- * engine would: a wake-up then only preempts that thread on its core
- * (with ranks bound to cores, the engine shares the rank's), once per
- * message of a stream.  But only while the engine naps, which ends by
- * itself within TNBC_NAP_MAX windows: one that sleeps without a bound,
- * because the application had stopped, would never see work queued
- * just before the application stopped again.  The fence orders the
- * caller's queueing before the look at napping, and pairs with the
- * store in tnbc_engine_nap: either the engine's look before it sleeps
- * finds the work, or this sees it sleep unbounded. */
-void tnbc_engine_nudge(struct tnbc_domain *dom)
-{
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&dom->engine.napping) &&
-	    (tnbc_app_is_inside(dom, NULL) || tnbc_dom_xapp_active(dom)))
-		return;
-	tnbc_engine_kick(dom);
 }

@@ -6,6 +6,7 @@
  * (tnbc_rma.c), then runs the triggered work its completion released.
  */
 #include "tnbc.h"
+#include "tnbc_trigger.h"
 
 ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		      const struct tnbc_opx *x)

@@ -30,33 +30,7 @@
 #include <stdlib.h>
 
 #include "tnbc.h"
-
-struct tnbc_trig {
-	struct tnbc_list
-		entry; /* the trigger unit's ready list, or a local one */
-	struct tnbc_cntr *cntr; /* triggering counter */
-	uint64_t threshold;
-	uint64_t seq;
-	bool internal; /* built by tnbc_trig_submit */
-	uint8_t cls; /* its size class in tnbc_trig_cache, or 0 */
-	size_t idx; /* position in cntr->heap */
-	enum fi_op_type op;
-	struct tnbc_ep *ep;
-	struct tnbc_cntr *op_cntr; /* FI_OP_CNTR_SET / ADD */
-	uint64_t value;
-	struct fi_deferred_work *work; /* NULL for an FI_TRIGGER op */
-	void *context; /* what its completion reports */
-	struct tnbc_opx x;
-	/* TNBC_TRIG_REDUCE, TNBC_TRIG_COPY, TNBC_TRIG_CALL */
-	struct tnbc_trig_step step;
-	/* FI_OP_SEND, TSEND, RECV, TRECV: msg.iov is iov */
-	int (*amend)(void *arg); /* tnbc_trig_req */
-	void *amend_arg;
-	struct tnbc_msg_args msg;
-	struct iovec iov[TNBC_IOV_LIMIT];
-	/* FI_OP_READ ... COMPARE_ATOMIC */
-	struct tnbc_rma_args rma;
-};
+#include "tnbc_trigger.h"
 
 /* Where a public op_type sits in the kind table. */
 static enum fi_op_type tnbc_trig_op_index(enum fi_op_type op)
@@ -310,184 +284,11 @@ void tnbc_trig_cache_drain(void)
 	pthread_mutex_unlock(&tnbc_trig_cache.lock);
 }
 
-static inline struct tnbc_domain *tnbc_cntr_dom(struct tnbc_cntr *c)
-{
-	return c->domain;
-}
-
-/* ------------------------------------------------------------------ */
-/* The per-counter heap; cntr->lock held.                              */
-
-static bool tnbc_trig_before(const struct tnbc_trig *a,
-			     const struct tnbc_trig *b)
-{
-	return a->threshold < b->threshold ||
-	       (a->threshold == b->threshold && a->seq < b->seq);
-}
-
-static void tnbc_heap_set(struct tnbc_cntr *c, size_t i, struct tnbc_trig *t)
-{
-	c->heap[i] = t;
-	t->idx = i;
-}
-
-static size_t tnbc_heap_up(struct tnbc_cntr *c, size_t i)
-{
-	struct tnbc_trig *t = c->heap[i];
-	size_t steps = 0;
-
-	while (i) {
-		size_t p = (i - 1) / 2;
-
-		if (!tnbc_trig_before(t, c->heap[p]))
-			break;
-		tnbc_heap_set(c, i, c->heap[p]);
-		i = p;
-		steps++;
-	}
-	tnbc_heap_set(c, i, t);
-	return steps;
-}
-
-static size_t tnbc_heap_down(struct tnbc_cntr *c, size_t i, size_t len)
-{
-	struct tnbc_trig *t = c->heap[i];
-	size_t steps = 0;
-
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-		const struct tnbc_trig *best = t;
-
-		if (l < len && tnbc_trig_before(c->heap[l], best)) {
-			m = l;
-			best = c->heap[l];
-		}
-		if (l + 1 < len && tnbc_trig_before(c->heap[l + 1], best))
-			m = l + 1;
-		if (m == i)
-			break;
-		tnbc_heap_set(c, i, c->heap[m]);
-		i = m;
-		steps++;
-	}
-	tnbc_heap_set(c, i, t);
-	return steps;
-}
-
-static int tnbc_heap_push(struct tnbc_cntr *c, struct tnbc_trig *t)
-{
-	size_t len = atomic_load_explicit(&c->heap_len, memory_order_relaxed);
-	size_t steps;
-
-	if (!c->heap_cap) {
-		c->heap = c->heap_inline;
-		c->heap_cap =
-			sizeof(c->heap_inline) / sizeof(c->heap_inline[0]);
-	}
-	if (len == c->heap_cap) {
-		size_t ncap = c->heap_cap * 2 < 64 ? 64 : c->heap_cap * 2;
-		struct tnbc_trig **nh =
-			c->heap == c->heap_inline
-				? malloc(ncap * sizeof(*nh))
-				: realloc(c->heap, ncap * sizeof(*nh));
-
-		if (!nh)
-			return -FI_ENOMEM;
-		if (c->heap == c->heap_inline)
-			memcpy(nh, c->heap_inline, sizeof(c->heap_inline));
-		c->heap = nh;
-		c->heap_cap = ncap;
-	}
-	t->seq = c->trig_seq++;
-	c->heap[len] = t;
-	t->idx = len;
-	steps = tnbc_heap_up(c, len);
-	/* seq_cst: pairs with the incrementer in tnbc_trig_check */
-	atomic_store(&c->heap_len, len + 1);
-	atomic_fetch_add_explicit(&c->domain->engine.trig_heap_steps, steps + 1,
-				  memory_order_relaxed);
-	return 0;
-}
-
-static void tnbc_heap_remove(struct tnbc_cntr *c, size_t i)
-{
-	size_t len = atomic_load_explicit(&c->heap_len, memory_order_relaxed);
-	size_t steps = 0;
-
-	len--;
-	if (i != len) {
-		tnbc_heap_set(c, i, c->heap[len]);
-		steps = tnbc_heap_down(c, i, len);
-		if (!steps)
-			steps = tnbc_heap_up(c, i);
-	}
-	atomic_store(&c->heap_len, len);
-	atomic_fetch_add_explicit(&c->domain->engine.trig_heap_steps, steps + 1,
-				  memory_order_relaxed);
-}
-
-/* ------------------------------------------------------------------ */
-/* Release and run                                                      */
-
-static void tnbc_trig_release(struct tnbc_cntr *cntr, bool kick)
-{
-	struct tnbc_domain *dom = tnbc_cntr_dom(cntr);
-	struct tnbc_list local;
-	uint64_t val;
-	size_t n = 0;
-
-	/* seq_cst: the caller's counter update comes first (see the top) */
-	if (!atomic_load(&cntr->heap_len))
-		return;
-	tnbc_list_init(&local);
-	pthread_mutex_lock(&cntr->lock);
-	val = atomic_load(&cntr->cnt) + atomic_load(&cntr->err);
-	while (atomic_load_explicit(&cntr->heap_len, memory_order_relaxed)) {
-		struct tnbc_trig *t = cntr->heap[0];
-
-		if (t->threshold > val)
-			break;
-		tnbc_heap_remove(cntr, 0);
-		tnbc_list_insert_tail(&t->entry, &local);
-		n++;
-	}
-	if (!n) {
-		pthread_mutex_unlock(&cntr->lock);
-		return;
-	}
-	/* Still under cntr->lock: a later release of this counter by
-	 * another thread must queue behind this one. */
-	pthread_mutex_lock(&dom->tu.lock);
-	local.next->prev = dom->tu.ready.prev;
-	dom->tu.ready.prev->next = local.next;
-	local.prev->next = &dom->tu.ready;
-	dom->tu.ready.prev = local.prev;
-	atomic_fetch_add_explicit(&dom->tu.nready, n, memory_order_release);
-	pthread_mutex_unlock(&dom->tu.lock);
-	pthread_mutex_unlock(&cntr->lock);
-	atomic_fetch_add_explicit(&dom->engine.trig_fired, n,
-				  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&dom->engine.trig_pending, n,
-				  memory_order_relaxed);
-	if (kick)
-		tnbc_engine_kick(dom);
-}
-
-/* No wake-up: every path that changes a counter runs the released work
- * once it lets go of its locks (the engine in its pass, an application
- * thread at the end of its call), and waking the engine here would only
- * make it race the thread that is about to run the work, a futex
- * syscall and a context switch later. */
-void tnbc_trig_check(struct tnbc_cntr *cntr)
-{
-	tnbc_trig_release(cntr, false);
-}
-
 void tnbc_trig_check_app(struct tnbc_cntr *cntr)
 {
 	struct tnbc_domain *dom = cntr->domain; /* cntr may go once released */
 
-	tnbc_trig_release(cntr, false);
+	tnbc_trig_check(cntr);
 	tnbc_trig_run(dom, false);
 }
 
@@ -694,7 +495,7 @@ static int tnbc_trig_queue(struct tnbc_domain *dom, struct tnbc_trig *t)
 	 * over, its lock let go. */
 	atomic_fetch_add(&cntr->changing, 1);
 	pthread_mutex_lock(&t->cntr->lock);
-	ret = tnbc_heap_push(t->cntr, t);
+	ret = tnbc_trig_heap_push(t->cntr, t);
 	pthread_mutex_unlock(&t->cntr->lock);
 	if (ret) {
 		atomic_fetch_sub(&cntr->changing, 1);
@@ -1061,7 +862,7 @@ static size_t tnbc_trig_take(struct tnbc_cntr *c, struct tnbc_list *out,
 			i++;
 			continue;
 		}
-		tnbc_heap_remove(c, i);
+		tnbc_trig_heap_remove(c, i);
 		tnbc_list_insert_tail(&t->entry, out);
 		n++;
 		if (work || ep)

@@ -28,6 +28,7 @@
 #include <rdma/fi_ext_tnbc.h>
 
 #include "tnbc_coll.h"
+#include "../tnbc_trigger.h"
 
 /* The wire tag of a descriptor's packets. */
 static uint64_t tnbc_desc_tag(uint64_t tag, bool bcast)

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "tnbc_coll.h"
+#include "../tnbc_trigger.h"
 
 int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out)
