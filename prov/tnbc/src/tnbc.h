@@ -572,96 +572,6 @@ struct tnbc_opx {
 	uint8_t prio;
 };
 
-/* A posted receive, or a send that cannot complete at post time. */
-struct tnbc_xfer {
-	struct tnbc_list entry;
-	void *context;
-	uint64_t flags; /* FI_* op flags as posted */
-	uint64_t tag;
-	uint64_t ignore;
-	uint64_t cq_data;
-	fi_addr_t addr;
-	size_t iov_count;
-	size_t len; /* total of iov */
-	/* sender side */
-	struct tnbc_xpeer *peer;
-	void *inject_buf; /* owned copy for FI_INJECT sends */
-	uint64_t stall_ns; /* when the peer's queue was first found full */
-	uint64_t stream_off; /* streamed rendezvous: bytes handed out */
-	uint64_t stream_len;
-	/* receiver side, streamed rendezvous */
-	uint64_t recv_bytes;
-	uint64_t msg_size;
-	uint64_t msg_tag;
-	uint64_t msg_data;
-	uint16_t msg_flags;
-	fi_addr_t msg_src;
-	bool done;
-	uint8_t prio; /* transmit priority, FI_TNBC_PRIO_* */
-	uint8_t phase; /* rendezvous send: enum tnbc_tx_phase */
-	bool queued; /* on ep->tx_queue */
-	/* queued to another host and counted on the link board
-	 * (tnbc_link.h), and when its hold for a neighbour began */
-	bool link_counted;
-	uint64_t link_ns;
-	void *xreg; /* what expose gave a rendezvous send, for unexpose */
-	/* the peer that may answer (rendezvous, RMA): answers from anyone
-	 * else, or that do not fit the phase, are dropped */
-	struct tnbc_name peer_name;
-	struct tnbc_cntr *comp_cntr;
-	/* RMA and atomics (initiator) */
-	struct tnbc_rma_args *rma;
-	bool rma_queued; /* on tx_queue */
-	/* Not cleared for a receive taken from the endpoint's cache
-	 * (tnbc_xfer_get), which a send or RMA operation (calloc'd) never
-	 * is: iov is read up to iov_count, a receive writes the fields of
-	 * hdr it uses (a streamed one) first, and the rest is an RMA
-	 * initiator's.  Clearing them was a fifth of a receive's post. */
-	struct iovec iov[TNBC_IOV_LIMIT];
-	size_t rma_seg, rma_seg_off; /* next chunk: remote segment, offset */
-	size_t rma_loc_off; /* bytes of the local buffers covered so far */
-	size_t rma_inflight; /* chunks sent, response not yet back */
-	size_t rma_done; /* bytes acknowledged */
-	int rma_err;
-	/* one direct request (TNBC_RMA_REQ_DIRECT) instead of chunks */
-	bool rma_direct;
-	struct tnbc_hdr hdr; /* a send's: fully built at post time */
-};
-
-/* Where a rendezvous send is: which answers it may take. */
-enum tnbc_tx_phase {
-	TNBC_TX_RTS_QUEUED = 0, /* RTS not sent yet: no answer is valid */
-	TNBC_TX_RTS_SENT, /* ACK or CTS */
-	TNBC_TX_STREAMING, /* CTS taken, DATA going out: ACK only */
-};
-
-/* An arrived message with no matching receive yet. */
-struct tnbc_unexp {
-	struct tnbc_list entry;
-	struct tnbc_hdr hdr;
-	fi_addr_t src_addr;
-	struct tnbc_xpeer *peer;
-	unsigned via; /* the transport it came by (tnbc_ep.rx_via) */
-	void *claim_ctx; /* set once FI_CLAIMed */
-	size_t data_len;
-	uint8_t data[]; /* eager payload or RTS iovecs */
-};
-
-/* A single-copy read its transport finishes later (tnbc_ep.reads): a
- * rendezvous receive's (rx), or an RMA direct read's (rx NULL: found
- * again by rma_id, for it may have failed meanwhile). */
-struct tnbc_rread {
-	struct tnbc_xread rd;
-	struct tnbc_list entry;
-	struct tnbc_ep *ep;
-	struct tnbc_xfer *rx;
-	uint64_t rma_id;
-	struct tnbc_xpeer *peer;
-	struct tnbc_hdr hdr;
-	fi_addr_t src;
-	size_t want;
-};
-
 /* Operations waiting for a peer's answer, looked up by the id carried
  * in hdr.msg_id: generation << 32 | slot.  A slot's generation is drawn
  * afresh each time it is taken (from a secret seed, never 0 and never
@@ -677,15 +587,6 @@ struct tnbc_id_table {
 	/* the domain's count of operations waiting on a peer (engine's
 	 * peer_waits), kept with used */
 	atomic_int *waits;
-};
-
-/* A control packet (ACK/CTS) that found the peer's queue full. */
-struct tnbc_ctrl {
-	struct tnbc_list entry;
-	struct tnbc_xpeer *peer;
-	struct tnbc_hdr hdr;
-	size_t len; /* payload (RMA responses) */
-	uint8_t data[];
 };
 
 /* The first members of an endpoint and of each alias of it
@@ -943,10 +844,6 @@ void tnbc_domain_addr_known(struct tnbc_domain *dom,
 			    const struct tnbc_name *name, const uint8_t *xaddr);
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 		     const uint8_t *xaddr, struct tnbc_xpeer **peer);
-/* The peer a packet's source names, through the transport the packet
- * came by (ep->rx_via; ep->lock held). */
-int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,
-		     struct tnbc_xpeer **peer);
 
 /* cq / cntr: called with the owning ep lock held (leaf locks inside) */
 int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
@@ -1256,7 +1153,6 @@ static inline void tnbc_engine_nudge(struct tnbc_domain *dom)
 int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
 void tnbc_ep_free_reads(struct tnbc_ep *ep);
-void tnbc_tx_free(struct tnbc_xfer *tx);
 
 /* The endpoint's end of the transport that reaches peer. */
 static inline struct tnbc_xep *tnbc_ep_xep_of(struct tnbc_ep *ep,
@@ -1309,13 +1205,8 @@ static inline size_t tnbc_max_payload(struct tnbc_xpeer *peer)
 }
 
 /* msg protocol, ep lock held */
-int tnbc_tx_queue_progress(struct tnbc_ep *ep);
 void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine);
 void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
-/* A zeroed transfer, and one given back; ep->lock held. */
-struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep);
-void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer);
-void tnbc_xfer_cache_free(struct tnbc_ep *ep);
 void tnbc_ep_flush_queues(struct tnbc_ep *ep);
 int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context);
 ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
@@ -1336,17 +1227,6 @@ int tnbc_ep_check_recv(struct tnbc_ep *ep, const struct iovec *iov,
 		       bool tagged);
 int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
 		       size_t count, fi_addr_t dest, uint64_t flags);
-int tnbc_check_iov(const struct iovec *iov, size_t count);
-void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
-		    const struct tnbc_hdr *hdr, const void *data, size_t len);
-void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
-void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
-/* Counts and reports a packet that fits no transfer.  ep->lock held. */
-void tnbc_stray(struct tnbc_ep *ep, const char *what);
-bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio);
-int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer, uint64_t *id);
-struct tnbc_xfer *tnbc_id_find(struct tnbc_id_table *t, uint64_t id);
-void tnbc_id_del(struct tnbc_id_table *t, uint64_t id);
 /* Counts a completion of an operation carrying these op flags: the
  * endpoint counter, unless deferred; the deferred completion counter. */
 void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,

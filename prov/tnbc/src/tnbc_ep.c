@@ -8,6 +8,7 @@
 
 #include "tnbc.h"
 #include "tnbc_trigger.h"
+#include "tnbc_xfer.h"
 #include "tnbc_unsupp.h"
 
 static void tnbc_ep_unbind_all(struct tnbc_ep *ep)

@@ -41,6 +41,7 @@
 
 #include "tnbc.h"
 #include "tnbc_link.h"
+#include "tnbc_xfer.h"
 
 static inline uint64_t tnbc_kind(bool tagged)
 {
@@ -55,21 +56,6 @@ static size_t tnbc_eager_limit(struct tnbc_xpeer *peer)
 		ops->eager_max ? ops->eager_max(peer) : tnbc_env.eager_size;
 
 	return eager < max ? eager : max;
-}
-
-void tnbc_stray(struct tnbc_ep *ep, const char *what)
-{
-	tnbc_ep_assert_locked(ep);
-	uint64_t n = atomic_fetch_add_explicit(&ep->domain->engine.stray_pkts,
-					       1, memory_order_relaxed) +
-		     1;
-
-	/* 1, 2, 4, 8...: a peer sending garbage must not flood the log */
-	if (!(n & (n - 1)))
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-			"dropped %s that fits no transfer (%" PRIu64
-			" so far)\n",
-			what, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -113,44 +99,6 @@ static void tnbc_ux_free(struct tnbc_ep *ep, struct tnbc_unexp *ux)
 	/* room again for messages held back */
 	if (ep->ux_kept)
 		tnbc_ux_rewind(ep);
-}
-
-#define TNBC_XFER_CACHE 64
-
-struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep)
-{
-	struct tnbc_xfer *x = ep->xfer_free;
-
-	tnbc_ep_assert_locked(ep);
-	if (!x)
-		return calloc(1, sizeof(*x));
-	ep->xfer_free = (struct tnbc_xfer *)x->entry.next;
-	ep->xfer_nfree--;
-	memset(x, 0, offsetof(struct tnbc_xfer, iov));
-	return x;
-}
-
-void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer)
-{
-	tnbc_ep_assert_locked(ep);
-	if (ep->xfer_nfree >= TNBC_XFER_CACHE) {
-		free(xfer);
-		return;
-	}
-	xfer->entry.next = (struct tnbc_list *)ep->xfer_free;
-	ep->xfer_free = xfer;
-	ep->xfer_nfree++;
-}
-
-void tnbc_xfer_cache_free(struct tnbc_ep *ep)
-{
-	while (ep->xfer_free) {
-		struct tnbc_xfer *x = ep->xfer_free;
-
-		ep->xfer_free = (struct tnbc_xfer *)x->entry.next;
-		free(x);
-	}
-	ep->xfer_nfree = 0;
 }
 
 /* A send's completion, from what it was posted with (no transfer: an
@@ -228,34 +176,6 @@ static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 /* ------------------------------------------------------------------ */
 /* Control packets                                                      */
 
-/* Sends an answer (ACK, CTS, RMA response), or queues a copy of it when
- * the peer's queue is full: answers are never dropped. */
-void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
-		    const struct tnbc_hdr *hdr, const void *data, size_t len)
-{
-	struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-	struct tnbc_ctrl *c;
-
-	if (tnbc_list_empty(&ep->ctrl_queue) &&
-	    !tnbc_pkt_send(peer, hdr, &iov, len ? 1 : 0))
-		return;
-	c = calloc(1, sizeof(*c) + len);
-	if (!c) {
-		/* The peer's operation would never complete; say so. */
-		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-			"out of memory queuing a control packet\n");
-		return;
-	}
-	c->peer = peer;
-	c->hdr = *hdr;
-	c->len = len;
-	if (len)
-		memcpy(c->data, data, len);
-	tnbc_list_insert_tail(&c->entry, &ep->ctrl_queue);
-	tnbc_ep_mark_work(ep);
-	tnbc_engine_nudge(ep->domain);
-}
-
 static void tnbc_send_answer(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 			     uint8_t type, uint64_t msg_id, uint64_t token,
 			     uint64_t value)
@@ -271,87 +191,6 @@ static void tnbc_send_answer(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 
 	tnbc_send_ctrl(ep, peer, &hdr, NULL, 0);
 }
-
-/* ------------------------------------------------------------------ */
-/* Id tables: rendezvous sends, RMA operations                          */
-
-/* A generation nobody outside can tell ahead: the high half of a 64-bit
- * mix of the secret seed and a count (a mix cheap enough for every
- * rendezvous, which the half it shows does not give away). */
-static uint32_t tnbc_id_gen(struct tnbc_id_table *t, uint32_t old)
-{
-	uint64_t z;
-	uint32_t g;
-
-	if (!t->seed)
-		t->seed = tnbc_nonce();
-	do {
-		z = t->seed + ++t->draws * 0x9e3779b97f4a7c15ull;
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		g = (uint32_t)((z ^ (z >> 31)) >> 32);
-	} while (!g || g == old);
-	return g;
-}
-
-int tnbc_id_add(struct tnbc_id_table *t, struct tnbc_xfer *xfer,
-		uint64_t *msg_id)
-{
-	size_t i;
-
-	if (t->used == t->size) {
-		size_t nsize = t->size ? t->size * 2 : 64;
-		struct tnbc_xfer **ns = realloc(t->slot, nsize * sizeof(*ns));
-		uint32_t *ng;
-
-		if (!ns)
-			return -FI_ENOMEM;
-		t->slot = ns;
-		ng = realloc(t->gen, nsize * sizeof(*ng));
-		if (!ng)
-			return -FI_ENOMEM;
-		t->gen = ng;
-		for (i = t->size; i < nsize; i++) {
-			t->slot[i] = NULL;
-			t->gen[i] = 0;
-		}
-		t->size = nsize;
-	}
-	/* from the last slot freed or taken: amortised O(1), not a scan
-	 * from 0 past every operation in flight */
-	i = t->hint < t->size ? t->hint : 0;
-	while (t->slot[i])
-		i = (i + 1) % t->size;
-	t->hint = (i + 1) % t->size;
-	t->slot[i] = xfer;
-	t->gen[i] = tnbc_id_gen(t, t->gen[i]);
-	t->used++;
-	if (t->waits)
-		atomic_fetch_add_explicit(t->waits, 1, memory_order_relaxed);
-	*msg_id = ((uint64_t)t->gen[i] << 32) | i;
-	return 0;
-}
-
-struct tnbc_xfer *tnbc_id_find(struct tnbc_id_table *t, uint64_t msg_id)
-{
-	size_t i = (uint32_t)msg_id;
-
-	if (i >= t->size || !t->slot[i] || t->gen[i] != (msg_id >> 32))
-		return NULL;
-	return t->slot[i];
-}
-
-void tnbc_id_del(struct tnbc_id_table *t, uint64_t msg_id)
-{
-	t->slot[(uint32_t)msg_id] = NULL;
-	t->hint = (uint32_t)msg_id;
-	t->used--;
-	if (t->waits)
-		atomic_fetch_sub_explicit(t->waits, 1, memory_order_relaxed);
-}
-
-/* ------------------------------------------------------------------ */
-/* Receive side                                                         */
 
 static bool tnbc_match(const struct tnbc_xfer *rx, bool tagged, uint64_t tag,
 		       fi_addr_t src)
@@ -843,29 +682,6 @@ static void tnbc_rndv_expose(struct tnbc_xfer *tx, uint64_t *keys)
 	}
 }
 
-/* The transfer no longer waits for the host's link (tnbc_link.h). */
-static void tnbc_tx_unlink(struct tnbc_xfer *tx)
-{
-	if (tx->link_counted) {
-		tx->link_counted = false;
-		tnbc_link_queued(tx->prio, -1);
-	}
-}
-
-/* Frees a send, and what its transport holds for it (a rendezvous). */
-void tnbc_tx_free(struct tnbc_xfer *tx)
-{
-	tnbc_tx_unlink(tx);
-	if (tx->xreg) {
-		const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(tx->peer);
-
-		if (ops->unexpose)
-			ops->unexpose(tx->peer, tx->xreg);
-	}
-	free(tx->inject_buf);
-	free(tx);
-}
-
 static void tnbc_rx_ack(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 {
 	struct tnbc_xfer *tx = tnbc_id_find(&ep->rndv, hdr->msg_id);
@@ -900,7 +716,7 @@ static void tnbc_rx_cts(struct tnbc_ep *ep, const struct tnbc_hdr *hdr)
 	tx->stream_off = 0;
 	tx->hdr.token = hdr->token;
 	if (tx->stream_len)
-		tnbc_tx_enqueue(ep, tx);
+		tnbc_tx_enqueue(ep, tx, &tnbc_msg_tx_kind);
 }
 
 /* Streamed rendezvous data for a receive: its payload in memory, or,
@@ -1051,80 +867,16 @@ int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx)
 	return verdict;
 }
 
-int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,
-		     struct tnbc_xpeer **peer)
-{
-	const struct tnbc_xslot *x = &ep->domain->xp[ep->rx_via];
-
-	/* a network transport knows the source's address from its
-	 * traffic */
-	return x->ops->peer_get(x->xdom, src, NULL, peer);
-}
-
-/* ------------------------------------------------------------------ */
-/* Transmit queue: sends and control packets that found a full queue,   */
-/* streamed rendezvous data, and RMA chunks.  It is ordered by priority */
-/* (highest first), FIFO within one priority.                           */
-
-void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
-{
-	struct tnbc_list *it = ep->tx_queue.prev;
-
-	tnbc_ep_assert_locked(ep);
-	/* usually all one priority: the walk stops at once */
-	while (it != &ep->tx_queue &&
-	       tnbc_container_of(it, struct tnbc_xfer, entry)->prio < tx->prio)
-		it = it->prev;
-	tnbc_list_insert_tail(&tx->entry, it->next);
-	tx->queued = true;
-	ep->tx_queued++;
-	/* a transfer to another host tells the host's other processes that
-	 * it waits, at its priority (tnbc_link.h) */
-	if (ep->domain->link && !tx->link_counted &&
-	    !(tnbc_xpeer_ops(tx->peer)->flags & TNBC_XPORT_LOCAL)) {
-		tx->link_counted = true;
-		tnbc_link_queued(tx->prio, 1);
-	}
-	tnbc_ep_mark_work(ep);
-	/* Whoever queued it may stop calling in: the engine must retry it
-	 * (a nudge costs a fence while an application thread polls). */
-	tnbc_engine_nudge(ep->domain);
-}
-
-void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
-{
-	tnbc_ep_assert_locked(ep);
-	if (!tx->queued)
-		return;
-	tnbc_list_remove(&tx->entry);
-	tx->queued = false;
-	ep->tx_queued--;
-	/* a stream all handed out still has the link until its ACK says
-	 * it arrived (the transport's and the kernel's buffers hold
-	 * megabytes): freeing it ends its count */
-	if (!tx->stream_len || tx->stream_off < tx->stream_len)
-		tnbc_tx_unlink(tx);
-}
-
-/* Whether an operation of this priority may go out ahead of the queue:
- * only when nothing queued has the same or a higher priority. */
-bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio)
-{
-	tnbc_ep_assert_locked(ep);
-	return tnbc_list_empty(&ep->tx_queue) ||
-	       tnbc_container_of(ep->tx_queue.next, struct tnbc_xfer, entry)
-			       ->prio < prio;
-}
-
-static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
+/* Sends what the peer takes of a queued send. */
+static int tnbc_msg_tx_go(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 {
 	struct iovec iov[TNBC_IOV_LIMIT];
 	struct tnbc_hdr hdr;
 	size_t chunk, n;
 	int ret;
 
-	if (tx->rma)
-		return tnbc_rma_tx(ep, tx);
+	(void)ep; /* a kind's go: RMA's needs it */
+
 	if (!tx->stream_len) {
 		struct iovec one;
 		const struct iovec *src = tx->iov;
@@ -1171,117 +923,36 @@ static int tnbc_tx_one(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	return 0;
 }
 
-/* Peers with a full queue one pass skips past; past that many it stops. */
-#define TNBC_TX_BLOCKED_MAX 8
-
-int tnbc_tx_queue_progress(struct tnbc_ep *ep)
+/* The transmit queue is done with a send (ret: how its go ended). */
+static void tnbc_msg_tx_done(struct tnbc_ep *ep, struct tnbc_xfer *tx, int ret)
 {
-	struct tnbc_xpeer *blocked[TNBC_TX_BLOCKED_MAX];
-	struct tnbc_list *it, *tmp;
-	int n = 0, nblocked = 0;
-
-	tnbc_ep_assert_locked(ep);
-	tnbc_list_foreach_safe (&ep->ctrl_queue, it, tmp) {
-		struct tnbc_ctrl *c =
-			tnbc_container_of(it, struct tnbc_ctrl, entry);
-		struct iovec iov = {.iov_base = c->data, .iov_len = c->len};
-		int b;
-
-		/* as below: a full queue holds back only its own peer */
-		for (b = 0; b < nblocked && blocked[b] != c->peer; b++)
-			;
-		if (b < nblocked)
-			continue;
-		if (tnbc_pkt_send(c->peer, &c->hdr, &iov, c->len ? 1 : 0)) {
-			if (nblocked == TNBC_TX_BLOCKED_MAX)
-				break;
-			blocked[nblocked++] = c->peer;
-			continue;
-		}
-		tnbc_list_remove(&c->entry);
-		free(c);
-		n++;
-	}
-	nblocked = 0; /* data may still go where only control could not */
-	tnbc_list_foreach_safe (&ep->tx_queue, it, tmp) {
-		struct tnbc_xfer *tx =
-			tnbc_container_of(it, struct tnbc_xfer, entry);
-		int ret, b;
-
-		/* A full queue holds back only its own peer's later sends
-		 * (their order is kept); the others' go on, or two peers
-		 * each waiting for the other's slow receiver would never
-		 * progress. */
-		for (b = 0; b < nblocked && blocked[b] != tx->peer; b++)
-			;
-		if (b < nblocked)
-			continue;
-		/* a neighbour's more urgent data has the link: like a full
-		 * queue, this waits for the next pass (and the engine backs
-		 * off meanwhile, tnbc_ep_need) */
-		if (tx->link_counted && !tnbc_link_turn(tx->prio, &tx->link_ns))
-			continue;
-		ret = tnbc_tx_one(ep, tx);
-		if (ret == -FI_EAGAIN) {
-			uint64_t now = tnbc_now_ns();
-			bool stall = true;
-
-			/* A queue that stays full may belong to a dead
-			 * process: fail the send rather than wait forever
-			 * (asked again every 100 ms, a /proc read each). */
-			if (!tx->stall_ns)
-				tx->stall_ns = now;
-			else if (now - tx->stall_ns >= 100000000u &&
-				 !tnbc_xpeer_ops(tx->peer)->peer_alive(
-					 tx->peer))
-				stall = false;
-			else if (now - tx->stall_ns >= 100000000u)
-				tx->stall_ns = now;
-			if (stall) {
-				if (nblocked == TNBC_TX_BLOCKED_MAX)
-					break;
-				blocked[nblocked++] = tx->peer;
-				continue;
-			}
-			ret = -FI_EHOSTUNREACH;
-		}
-		n++;
-		if (ep->app_progress)
-			tnbc_app_inside(ep->domain, true);
-		tx->stall_ns = 0;
-		if (tx->rma) {
-			/* all chunks out, or the window is full: responses
-			 * complete it or queue it again */
+	if (tx->stream_len) {
+		if (ret) {
 			tnbc_tx_dequeue(ep, tx);
-			tx->rma_queued = false;
-			if (ret)
-				tnbc_rma_fail(ep, tx, ret);
-			continue;
-		}
-		if (tx->stream_len) {
-			if (ret) {
-				tnbc_tx_dequeue(ep, tx);
-				tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
-				tnbc_ep_report_tx(ep, tx, ret);
-				tnbc_tx_free(tx);
-			} else {
-				/* all handed out; the ACK completes it */
-				tnbc_tx_dequeue(ep, tx);
-			}
-			continue;
-		}
-		tnbc_tx_dequeue(ep, tx);
-		if (tx->hdr.type == TNBC_PKT_RTS && !ret) {
-			tx->phase = TNBC_TX_RTS_SENT;
-			continue; /* waits in the rendezvous table */
-		}
-		if (tx->hdr.type == TNBC_PKT_RTS)
 			tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
-		tnbc_ep_report_tx(ep, tx, ret);
-		tnbc_tx_free(tx);
+			tnbc_ep_report_tx(ep, tx, ret);
+			tnbc_tx_free(tx);
+		} else {
+			/* all handed out; the ACK completes it */
+			tnbc_tx_dequeue(ep, tx);
+		}
+		return;
 	}
-	return n;
+	tnbc_tx_dequeue(ep, tx);
+	if (tx->hdr.type == TNBC_PKT_RTS && !ret) {
+		tx->phase = TNBC_TX_RTS_SENT;
+		return; /* waits in the rendezvous table */
+	}
+	if (tx->hdr.type == TNBC_PKT_RTS)
+		tnbc_id_del(&ep->rndv, tx->hdr.msg_id);
+	tnbc_ep_report_tx(ep, tx, ret);
+	tnbc_tx_free(tx);
 }
+
+const struct tnbc_tx_kind tnbc_msg_tx_kind = {
+	.go = tnbc_msg_tx_go,
+	.done = tnbc_msg_tx_done,
+};
 
 /* How often operations waiting on a peer check that it still exists. */
 #define TNBC_PEER_CHECK_NS 100000000u
@@ -1433,18 +1104,6 @@ void tnbc_ep_flush_queues(struct tnbc_ep *ep)
 
 /* ------------------------------------------------------------------ */
 /* Posting                                                              */
-
-int tnbc_check_iov(const struct iovec *iov, size_t count)
-{
-	if (count > TNBC_IOV_LIMIT)
-		return -FI_EINVAL;
-	if (count && !iov)
-		return -FI_EINVAL;
-	for (size_t i = 0; i < count; i++)
-		if (!iov[i].iov_base && iov[i].iov_len)
-			return -FI_EINVAL;
-	return 0;
-}
 
 int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
 		       size_t count, fi_addr_t dest, uint64_t flags)
@@ -1606,7 +1265,7 @@ ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 		}
 		tnbc_ep_mark_work(ep);
 		if (tnbc_tx_may_bypass(ep, prio)) {
-			ret = tnbc_tx_one(ep, tx);
+			ret = tnbc_msg_tx_go(ep, tx);
 			if (!ret) {
 				tx->phase = TNBC_TX_RTS_SENT;
 				goto out; /* waits for its ACK */
@@ -1618,7 +1277,7 @@ ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			}
 		}
 	}
-	tnbc_tx_enqueue(ep, tx);
+	tnbc_tx_enqueue(ep, tx, &tnbc_msg_tx_kind);
 	ret = 0;
 out:
 	tnbc_ep_unlock(ep);

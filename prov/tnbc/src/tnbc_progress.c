@@ -22,6 +22,7 @@
 
 #include "tnbc.h"
 #include "tnbc_trigger.h"
+#include "tnbc_xfer.h"
 
 /* Longest nap while work is queued for a peer whose queue is full. */
 #define TNBC_BACKOFF_NS 20000u

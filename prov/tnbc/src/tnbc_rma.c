@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "tnbc.h"
+#include "tnbc_xfer.h"
 
 #define TNBC_RMA_WINDOW 16
 /* Operations an endpoint keeps in flight before posting answers
@@ -340,7 +341,7 @@ static void tnbc_rma_undirect(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	while (!tnbc_rma_issued(tx) && !a->rma[tx->rma_seg].len)
 		tx->rma_seg++;
 	if (!tx->rma_queued) {
-		tnbc_tx_enqueue(ep, tx);
+		tnbc_tx_enqueue(ep, tx, &tnbc_rma_tx_kind);
 		tx->rma_queued = true;
 	}
 }
@@ -421,6 +422,21 @@ int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	return 0;
 }
 
+/* All chunks out, or the window full: responses complete it or queue
+ * it again. */
+static void tnbc_rma_tx_done(struct tnbc_ep *ep, struct tnbc_xfer *tx, int ret)
+{
+	tnbc_tx_dequeue(ep, tx);
+	tx->rma_queued = false;
+	if (ret)
+		tnbc_rma_fail(ep, tx, ret);
+}
+
+const struct tnbc_tx_kind tnbc_rma_tx_kind = {
+	.go = tnbc_rma_tx,
+	.done = tnbc_rma_tx_done,
+};
+
 ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		       const struct tnbc_opx *x)
 {
@@ -491,7 +507,7 @@ ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		goto out;
 	}
 	if (ret == -FI_EAGAIN) {
-		tnbc_tx_enqueue(ep, tx);
+		tnbc_tx_enqueue(ep, tx, &tnbc_rma_tx_kind);
 		tx->rma_queued = true;
 	}
 out:
@@ -634,7 +650,7 @@ void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	}
 	if (!tx->rma_queued && !tx->rma_err) {
 		/* the window has room again */
-		tnbc_tx_enqueue(ep, tx);
+		tnbc_tx_enqueue(ep, tx, &tnbc_rma_tx_kind);
 		tx->rma_queued = true;
 	}
 }
