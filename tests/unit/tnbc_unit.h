@@ -25,6 +25,17 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "tnbc_frame.h"
+#include "tnbc_progress.h"
+#include "tnbc_trigger.h"
+#include "tnbc_xfer.h"
+#include "tnbc_xports.h"
+#include "tnbc_comp.h"
+#include "tnbc_addr.h"
+#include "tnbc_attr.h"
+#include "tnbc_msg.h"
+#include "tnbc_rma.h"
+#include "tnbc_alu.h"
 
 /* A test that watches memory the engine writes, with no provider call
  * (independent progress), races with the engine by design: the watch

@@ -92,6 +92,7 @@
 
 #include "rdma/fi_ext_tnbc.h"
 #include "tnbc_base.h"
+#include "tnbc_engine.h"
 #include "tnbc_proto.h"
 #include "tnbc_xport.h"
 
@@ -161,131 +162,10 @@
 #define TNBC_INTERNAL (1ULL << 63)
 
 /* ------------------------------------------------------------------ */
-/* Intrusive doubly linked list.                                        */
-
-struct tnbc_list {
-	struct tnbc_list *next, *prev;
-};
-
-static inline void tnbc_list_init(struct tnbc_list *l)
-{
-	l->next = l->prev = l;
-}
-
-static inline bool tnbc_list_empty(const struct tnbc_list *l)
-{
-	return l->next == l;
-}
-
-static inline void tnbc_list_insert_tail(struct tnbc_list *item,
-					 struct tnbc_list *head)
-{
-	item->prev = head->prev;
-	item->next = head;
-	head->prev->next = item;
-	head->prev = item;
-}
-
-static inline void tnbc_list_remove(struct tnbc_list *item)
-{
-	item->prev->next = item->next;
-	item->next->prev = item->prev;
-	item->next = item->prev = item;
-}
-
-#define tnbc_container_of(ptr, type, field)                                    \
-	((type *)((char *)(ptr)-offsetof(type, field)))
-
-#define tnbc_list_foreach_safe(head, it, tmp)                                  \
-	for ((it) = (head)->next, (tmp) = (it)->next; (it) != (head);          \
-	     (it) = (tmp), (tmp) = (it)->next)
-
-/* ------------------------------------------------------------------ */
 
 struct tnbc_fabric {
 	struct fid_fabric fabric_fid;
 	atomic_int ref;
-};
-
-struct tnbc_engine {
-	pthread_t thread;
-	/* Where the engine sleeps when the domain's first transport has no
-	 * doorbell of its own (TNBC_XPORT_DOORBELL): an eventfd that every
-	 * wake-up writes (a transport's kick, an application thread, the
-	 * stop).  -1 on a doorbell domain, whose engine sleeps on the
-	 * doorbell. */
-	int kick_fd;
-	/* wake-ups written through tnbc_engine_kick (tests read it) */
-	atomic_uint_fast64_t kicks;
-	/* A kick is written and this sleep has not begun since: it ends
-	 * the next wait, so later ones need not write (tnbc_engine_kick) */
-	atomic_bool kick_pending;
-	/* read by threads that kick it (a transport's waker among them) */
-	atomic_bool running;
-	atomic_bool stop;
-	atomic_uint_fast64_t engine_pkts;
-	atomic_uint_fast64_t app_pkts;
-	atomic_uint_fast64_t sleeps;
-	atomic_uint_fast64_t wakeups;
-	atomic_uint_fast64_t rndv_pull;
-	atomic_uint_fast64_t rndv_stream;
-	atomic_uint_fast64_t rma_direct; /* fi_tnbc_engine_stats */
-	atomic_int cpu;
-	atomic_uint_fast64_t trig_queued;
-	atomic_uint_fast64_t trig_fired;
-	atomic_uint_fast64_t trig_canceled;
-	atomic_uint_fast64_t trig_heap_steps;
-	atomic_uint_fast64_t trig_fired_by_engine;
-	atomic_uint_fast64_t trig_pending;
-	atomic_uint_fast64_t stray_pkts; /* fit no transfer: dropped */
-	/* named a source their connection does not come from: dropped */
-	atomic_uint_fast64_t forged_pkts;
-	atomic_uint_fast64_t unexp_held; /* left queued: unexp_max reached */
-	/* application threads blocked in fi_cq_sread / fi_cntr_wait: they
-	 * do not poll, so the engine must not leave progress to them */
-	atomic_int app_waiting;
-	/* an application thread waited for an endpoint lock since the
-	 * engine last looked: it is driving progress, even though it has
-	 * not polled lately (the engine may have held the lock, or the
-	 * core) */
-	atomic_bool app_blocked;
-	/* whether the engine naps (a bounded sleep taken while an
-	 * application thread polls): only then may a transport's kick be
-	 * left to the polling thread (tnbc_domain_kick) */
-	atomic_bool napping;
-	/* Application threads inside an endpoint's progress, where one
-	 * system call may take a large payload (hundreds of microseconds,
-	 * its call's poll mark long past): app_in counts entries, app_out
-	 * is app_in again on the way out, so a thread is inside while they
-	 * differ.  Plain stores (lost ones among threads only keep "inside"
-	 * on, which the engine then times out).  Engine only: the entry it
-	 * last saw inside, and since when (tnbc_engine_app_polls). */
-	atomic_uint app_in, app_out;
-	unsigned inside_seen;
-	uint64_t inside_ns;
-	/* when it last moved anything or saw an application poll (engine
-	 * thread only; chooses how it sleeps) */
-	uint64_t active_ns;
-	/* engine thread only: the host's load, sampled from /proc/loadavg,
-	 * and the application window it implies (tnbc_progress.c) */
-	int load_fd;
-	uint64_t load_ns; /* when it was last sampled */
-	uint64_t window_ns;
-	bool busy; /* more runnable threads than CPUs */
-	/* busy, for application threads: a poll that finds nothing while
-	 * an operation waits on a peer gives the core away (tnbc_cq.c) */
-	atomic_bool host_busy;
-	/* rendezvous sends and RMA operations in flight in the domain */
-	atomic_int peer_waits;
-	/* the engine thread's pthread_self(), stored by the thread itself
-	 * (0 until it runs) */
-	atomic_uintptr_t self;
-	/* served by the process's engine thread with other domains
-	 * (tnbc_engine_attach), not a thread of its own */
-	bool shared;
-	/* engine thread only: its turns' state (tnbc_engine_turn) */
-	uint64_t t_last, t_check, t_nap_ns;
-	bool t_app;
 };
 
 #define TNBC_MR_HASH 1024
@@ -764,58 +644,6 @@ extern const struct fi_ops_tagged tnbc_tagged_ops;
 void tnbc_prov_track(struct tnbc_domain *dom, bool add);
 /* param: defines and reads every FI_TNBC_* parameter into tnbc_env */
 void tnbc_param_read(void);
-/* xports: opens no transport; picks those FI_TNBC_XPORTS names */
-void tnbc_xports_choose(void);
-/* A transport this provider has, by its name (len bytes of it) or id;
- * NULL if none. */
-const struct tnbc_xport_ops *tnbc_xport_named(const char *name, size_t len);
-const struct tnbc_xport_ops *tnbc_xport_of(unsigned id);
-
-/* addr: endpoint addresses in the formats applications use
- * (fi_getinfo(3)'s addr_format): the native struct tnbc_addr
- * (FI_FORMAT_UNSPEC), its text (FI_ADDR_STR), and FI_SOCKADDR_IN. */
-
-/* The address node and service name (either NULL): a service-named
- * endpoint (the way fabtests and socket-style programs address a
- * server), or, service NULL, "an endpoint of this process" whose number
- * is chosen when it opens; each network transport's part from node
- * (source: to listen on).  -FI_EINVAL for a bad service, -FI_ENODATA
- * when no transport can use it. */
-int tnbc_addr_svc(const char *node, const char *service, bool source,
-		  struct tnbc_addr *out);
-/* Whether tnbc offers format fmt with the transports FI_TNBC_XPORTS
- * allows. */
-bool tnbc_addr_format_ok(uint32_t fmt);
-/* a as FI_ADDR_STR text, at most len bytes with the NUL; returns the
- * length it needs, the NUL left out. */
-size_t tnbc_addr_print(const struct tnbc_addr *a, char *buf, size_t len);
-/* Whether text is an FI_ADDR_STR address ("scheme://..."). */
-bool tnbc_addr_is_str(const char *text);
-/* One address of format fmt (len bytes; 0: as long as the format says)
- * into out.  A socket address says where an endpoint listens, not which
- * endpoint it is: with dom, the domain's transport asks it over the
- * network (fi_av_insert); without, it becomes the name of the service
- * at that port, or as a source, the address to listen at. */
-int tnbc_addr_import(struct tnbc_domain *dom, uint32_t fmt, const void *in,
-		     size_t len, bool source, struct tnbc_addr *out);
-/* a in format fmt into buf (*len bytes; *len becomes the length it
- * needs): -FI_ETOOSMALL when cut short, -FI_ENODATA when the format
- * cannot name it. */
-int tnbc_addr_export(uint32_t fmt, const struct tnbc_addr *a, void *buf,
-		     size_t *len);
-/* The same, into memory it allocates (fi_info's src_addr, dest_addr). */
-int tnbc_addr_export_dup(uint32_t fmt, const struct tnbc_addr *a, void **out,
-			 size_t *len);
-/* fi_av_straddr: addr of format fmt as text. */
-void tnbc_addr_straddr(uint32_t fmt, const void *addr, char *buf, size_t *len);
-
-/* attr */
-int tnbc_check_hints(const struct fi_info *hints);
-/* The payload every peer of the transport takes in one packet. */
-size_t tnbc_slot_payload(void);
-/* The capabilities an endpoint gets for the ones requested. */
-uint64_t tnbc_caps_from(uint64_t req);
-struct fi_info *tnbc_info_build(const struct fi_info *hints);
 
 /* av */
 /* The entry of addr, NULL if none: lock-free, every send asks it. */
@@ -845,32 +673,14 @@ void tnbc_domain_addr_known(struct tnbc_domain *dom,
 int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 		     const uint8_t *xaddr, struct tnbc_xpeer **peer);
 
-/* cq / cntr: called with the owning ep lock held (leaf locks inside) */
-int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
-		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
-int tnbc_cq_write_err(struct tnbc_cq *cq, void *context, uint64_t flags,
-		      size_t len, void *buf, uint64_t data, uint64_t tag,
-		      size_t olen, int err, int prov_errno, fi_addr_t src);
+/* cq / cntr objects */
 bool tnbc_cq_has_entries(struct tnbc_cq *cq);
-/* Adds value to (or sets) *v, cnt or err of cntr, and reports the change
- * as tnbc_cntr_changed does, safely against a concurrent close. */
-void tnbc_cntr_bump(struct tnbc_cntr *cntr, atomic_uint_fast64_t *v,
-		    uint64_t value, bool set);
-void tnbc_cntr_inc(struct tnbc_cntr *cntr);
 /* A provider counter (no fid) and its end: fini waits for the work and
  * references it still has to go.  Neither holds the domain: the owner
  * does (a schedule through its endpoint), once for all its counters. */
 int tnbc_cntr_init(struct tnbc_cntr *cntr, struct tnbc_domain *dom);
 void tnbc_cntr_fini(struct tnbc_cntr *cntr);
-void tnbc_cntr_inc_err(struct tnbc_cntr *cntr);
-/* After any change of a counter's value: wakes waiters and releases
- * triggered work (which runs later, outside the caller's locks). */
-void tnbc_cntr_changed(struct tnbc_cntr *cntr);
-/* Wakes the fi_cntr_wait callers the change may satisfy. */
-void tnbc_cntr_signal(struct tnbc_cntr *cntr);
 
-/* progress */
-/* No receive posted on the endpoint (ep->lock held, or a racy look). */
 /*
  * The endpoint lock goes through these, so that a debug build
  * (--enable-debug) knows who holds it and the functions whose comments
@@ -967,88 +777,6 @@ static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
 	       tnbc_list_empty(&ep->rx_tagged) && tnbc_list_empty(&ep->rx_coll);
 }
 
-/* An endpoint's receive queues, one per transport of its domain, taken
- * as one.  The consumer's calls (all but idle) need ep->lock. */
-
-/* The transports' receive callback (tnbc_rx_fn; msg protocol, ep lock
- * held) */
-int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx);
-
-/* Each of these takes the first transport before looking at how many
- * there are: the common endpoint has one, and these run on every poll. */
-
-/* Packets taken, up to budget from each transport. */
-static inline int tnbc_ep_xpoll(struct tnbc_ep *ep, int budget)
-{
-	struct tnbc_ep_xport *x = ep->xp;
-	int n = x->ops->poll(x->xep, tnbc_rx_packet, x, budget);
-
-	for (unsigned i = 1; i < ep->nxp; i++)
-		n += x[i].ops->poll(x[i].xep, tnbc_rx_packet, &x[i], budget);
-	return n;
-}
-
-static inline void tnbc_ep_xrewind(struct tnbc_ep *ep)
-{
-	for (unsigned i = 0; i < ep->nxp; i++)
-		ep->xp[i].ops->rewind(ep->xp[i].xep);
-}
-
-static inline void tnbc_ep_xlook_mark(struct tnbc_ep *ep)
-{
-	for (unsigned i = 0; i < ep->nxp; i++)
-		ep->xp[i].ops->look_mark(ep->xp[i].xep);
-}
-
-/* Whether any of them (pending, unlooked, stalled) or all of them
- * (idle, quiet) say so: the transport interface's calls of those
- * names. */
-#define TNBC_EP_XANY(name)                                                     \
-	static inline bool tnbc_ep_x##name(struct tnbc_ep *ep)                 \
-	{                                                                      \
-		struct tnbc_ep_xport *x = ep->xp;                              \
-                                                                               \
-		if (x->ops->name(x->xep))                                      \
-			return true;                                           \
-		for (unsigned i = 1; i < ep->nxp; i++)                         \
-			if (x[i].ops->name(x[i].xep))                          \
-				return true;                                   \
-		return false;                                                  \
-	}
-#define TNBC_EP_XALL(name)                                                     \
-	static inline bool tnbc_ep_x##name(struct tnbc_ep *ep)                 \
-	{                                                                      \
-		struct tnbc_ep_xport *x = ep->xp;                              \
-                                                                               \
-		if (!x->ops->name(x->xep))                                     \
-			return false;                                          \
-		for (unsigned i = 1; i < ep->nxp; i++)                         \
-			if (!x[i].ops->name(x[i].xep))                         \
-				return false;                                  \
-		return true;                                                   \
-	}
-TNBC_EP_XANY(pending)
-TNBC_EP_XANY(unlooked)
-TNBC_EP_XANY(stalled)
-TNBC_EP_XALL(idle)
-TNBC_EP_XALL(quiet)
-
-/* The domain-wide calls every transport takes (tnbc_xport.h), the
- * first (xops) straight. */
-static inline void tnbc_dom_xrx_posted(struct tnbc_domain *dom, int delta)
-{
-	dom->xops->rx_posted(dom->xdom, delta);
-	for (unsigned i = 1; i < dom->nxp; i++)
-		dom->xp[i].ops->rx_posted(dom->xp[i].xdom, delta);
-}
-
-static inline void tnbc_dom_xapp_mark(struct tnbc_domain *dom, bool active)
-{
-	dom->xops->app_mark(dom->xdom, active);
-	for (unsigned i = 1; i < dom->nxp; i++)
-		dom->xp[i].ops->app_mark(dom->xp[i].xdom, active);
-}
-
 /* Whether an application thread polled within the window, as any of
  * the domain's transports saw it: each marks in its own way (shm's
  * skips reading the clock on fast polls, and lags once they turn slow,
@@ -1061,13 +789,6 @@ static inline bool tnbc_dom_xapp_active(struct tnbc_domain *dom)
 		if (dom->xp[i].ops->app_active(dom->xp[i].xdom))
 			return true;
 	return false;
-}
-
-static inline void tnbc_dom_xset_window(struct tnbc_domain *dom, uint64_t ns)
-{
-	dom->xops->set_window(dom->xdom, ns);
-	for (unsigned i = 1; i < dom->nxp; i++)
-		dom->xp[i].ops->set_window(dom->xp[i].xdom, ns);
 }
 
 /* An application thread enters (or leaves) an endpoint's progress, or
@@ -1150,127 +871,7 @@ static inline void tnbc_engine_nudge(struct tnbc_domain *dom)
 	tnbc_engine_kick(dom);
 }
 
-int tnbc_ep_progress(struct tnbc_ep *ep, bool engine);
-void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
-void tnbc_ep_free_reads(struct tnbc_ep *ep);
-
-/* The endpoint's end of the transport that reaches peer. */
-static inline struct tnbc_xep *tnbc_ep_xep_of(struct tnbc_ep *ep,
-					      const struct tnbc_xpeer *peer)
-{
-	const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(peer);
-	unsigned i = 0;
-
-	while (i + 1 < ep->nxp && ep->xp[i].ops != ops)
-		i++;
-	return ep->xp[i].xep;
-}
-
-/* A single-copy read from peer (the transport interface's pull). */
-static inline ssize_t tnbc_ep_pull(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
-				   const struct iovec *local, size_t lcount,
-				   const struct tnbc_xrmem *remote,
-				   size_t rcount, struct tnbc_xread *rd)
-{
-	return tnbc_xpeer_ops(peer)->pull(tnbc_ep_xep_of(ep, peer), peer, local,
-					  lcount, remote, rcount, rd);
-}
-void tnbc_domain_progress(struct tnbc_domain *domain, bool engine);
-int tnbc_engine_start(struct tnbc_domain *domain);
-void tnbc_engine_stop(struct tnbc_domain *domain);
-/* Around a blocking wait of an application thread. */
-void tnbc_app_wait(struct tnbc_domain *domain, bool begin);
-bool tnbc_engine_handoff(struct tnbc_domain *domain);
-/* Domains the engine thread of dom serves (0: it has none). */
-int tnbc_engine_domains(struct tnbc_domain *dom);
-
-/* Frames (tnbc_frame.c).  pack writes hdr's frame for xops and returns
- * its length; unpack copies a frame out of a packet that arrived at the
- * endpoint named self, checks it against len and returns where the
- * payload starts, or 0 for a malformed one. */
-size_t tnbc_frame_pack(const struct tnbc_xport_ops *xops,
-		       const struct tnbc_hdr *hdr,
-		       uint8_t frame[TNBC_XPKT_FRAME_MAX]);
-size_t tnbc_frame_unpack(const struct tnbc_xport_ops *xops,
-			 const struct tnbc_name *self, const uint8_t *pkt,
-			 size_t len, struct tnbc_hdr *hdr);
-/* Every packet the protocol sends goes through here: framed, and told
- * apart for the transport (parks, unordered). */
-int tnbc_pkt_send(struct tnbc_xpeer *peer, const struct tnbc_hdr *hdr,
-		  const struct iovec *iov, size_t count);
-/* The largest payload of one packet to peer, whatever its frame. */
-static inline size_t tnbc_max_payload(struct tnbc_xpeer *peer)
-{
-	return tnbc_xpeer_ops(peer)->max_packet(peer) - TNBC_XPKT_FRAME_MAX;
-}
-
-/* msg protocol, ep lock held */
-void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine);
-void tnbc_ep_report_tx(struct tnbc_ep *ep, struct tnbc_xfer *xfer, int err);
-void tnbc_ep_flush_queues(struct tnbc_ep *ep);
-int tnbc_ep_cancel_rx(struct tnbc_ep *ep, void *context);
-ssize_t tnbc_ep_post_recv(struct tnbc_ep *ep, const struct iovec *iov,
-			  size_t count, fi_addr_t src, uint64_t tag,
-			  uint64_t ignore, void *context, uint64_t flags,
-			  bool tagged, const struct tnbc_opx *x);
-ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
-			  size_t count, fi_addr_t dest, uint64_t tag,
-			  uint64_t data, void *context, uint64_t flags,
-			  bool tagged, const struct tnbc_opx *x);
-/* Start a checked send or receive (see struct tnbc_msg_args). */
-ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
-			    const struct tnbc_opx *x);
-ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
-			    const struct tnbc_opx *x);
-int tnbc_ep_check_recv(struct tnbc_ep *ep, const struct iovec *iov,
-		       size_t count, fi_addr_t src, uint64_t flags,
-		       bool tagged);
-int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
-		       size_t count, fi_addr_t dest, uint64_t flags);
-/* Counts a completion of an operation carrying these op flags: the
- * endpoint counter, unless deferred; the deferred completion counter. */
-void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
-			   struct tnbc_cntr *comp_cntr, bool err);
-/* Whether a successful completion goes to the CQ. */
-bool tnbc_cq_wanted(bool selective, uint64_t flags);
-
-/* rma + atomics (tnbc_rma.c) */
-extern const struct fi_ops_rma tnbc_rma_ops;
-extern const struct fi_ops_atomic tnbc_atomic_ops;
-ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
-		      const struct tnbc_opx *x);
-/* Start a checked RMA or atomic operation (tnbc_rma_check). */
-ssize_t tnbc_rma_start(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
-		       const struct tnbc_opx *x);
-int tnbc_rma_check(struct tnbc_ep *ep, const struct tnbc_rma_args *a);
-int tnbc_rma_args_msg(struct tnbc_rma_args *a, const struct fi_msg_rma *msg,
-		      uint8_t kind, uint64_t flags);
-int tnbc_rma_args_atomic(struct tnbc_rma_args *a,
-			 const struct fi_msg_atomic *msg,
-			 const struct fi_ioc *res, size_t res_count,
-			 const struct fi_ioc *cmp, size_t cmp_count,
-			 uint8_t kind, uint64_t flags);
-void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-		     const void *payload);
-void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-		      const void *payload);
-/* Issues an RMA operation's next chunks; -FI_EAGAIN when the peer's
- * queue is full.  ep->lock held. */
-int tnbc_rma_tx(struct tnbc_ep *ep, struct tnbc_xfer *tx);
-void tnbc_rma_fail(struct tnbc_ep *ep, struct tnbc_xfer *tx, int err);
-int tnbc_query_atomic(struct fid_domain *domain, enum fi_datatype dt,
-		      enum fi_op op, struct fi_atomic_attr *attr,
-		      uint64_t flags);
 struct tnbc_mr *tnbc_mr_find(struct tnbc_domain *dom, uint64_t key);
 void tnbc_mr_hash_remove(struct tnbc_mr *mr);
-
-/* alu (tnbc_alu.c) */
-size_t tnbc_alu_size(enum fi_datatype dt);
-bool tnbc_alu_valid(enum tnbc_atomic_kind kind, enum fi_op op,
-		    enum fi_datatype dt);
-/* dst = dst op src (compare ops: with cmp); the previous values go to
- * old when it is not NULL. */
-int tnbc_alu_apply(enum fi_op op, enum fi_datatype dt, void *dst,
-		   const void *src, const void *cmp, void *old, size_t count);
 
 #endif /* TNBC_H */

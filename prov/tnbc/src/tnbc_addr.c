@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "tnbc_xports.h"
+#include "tnbc_addr.h"
 
 #define TNBC_ADDR_SCHEME "fi_addr_tnbc://"
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "tnbc.h"
+#include "tnbc_alu.h"
 
 typedef long double complex tnbc_ldcomplex;
 typedef __int128 tnbc_int128;

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "tnbc_addr.h"
+#include "tnbc_attr.h"
 
 /* The payload every peer takes in one packet, whatever its frame and
  * whichever of the domain's transports reaches it: the smallest they

@@ -15,6 +15,7 @@
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
+#include "tnbc_addr.h"
 
 static size_t tnbc_name_hash(const struct tnbc_name *n)
 {

@@ -20,6 +20,46 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+/* ------------------------------------------------------------------ */
+/* Intrusive doubly linked list.                                        */
+
+struct tnbc_list {
+	struct tnbc_list *next, *prev;
+};
+
+static inline void tnbc_list_init(struct tnbc_list *l)
+{
+	l->next = l->prev = l;
+}
+
+static inline bool tnbc_list_empty(const struct tnbc_list *l)
+{
+	return l->next == l;
+}
+
+static inline void tnbc_list_insert_tail(struct tnbc_list *item,
+					 struct tnbc_list *head)
+{
+	item->prev = head->prev;
+	item->next = head;
+	head->prev->next = item;
+	head->prev = item;
+}
+
+static inline void tnbc_list_remove(struct tnbc_list *item)
+{
+	item->prev->next = item->next;
+	item->next->prev = item->prev;
+	item->next = item->prev = item;
+}
+
+#define tnbc_container_of(ptr, type, field)                                    \
+	((type *)((char *)(ptr)-offsetof(type, field)))
+
+#define tnbc_list_foreach_safe(head, it, tmp)                                  \
+	for ((it) = (head)->next, (tmp) = (it)->next; (it) != (head);          \
+	     (it) = (tmp), (tmp) = (it)->next)
+
 extern struct fi_provider tnbc_prov;
 
 /* All runtime parameters, filled once by tnbc_param_read() (tnbc_param.c)

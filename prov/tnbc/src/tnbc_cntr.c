@@ -17,6 +17,8 @@
 #include "tnbc.h"
 #include "tnbc_trigger.h"
 #include "tnbc_unsupp.h"
+#include "tnbc_progress.h"
+#include "tnbc_comp.h"
 
 /* An application call changed the counter: it holds no provider lock,
  * so it starts the released work itself, without waiting for the

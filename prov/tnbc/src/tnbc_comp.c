@@ -13,6 +13,7 @@
 
 #include "tnbc.h"
 #include "tnbc_trig_heap.h"
+#include "tnbc_comp.h"
 
 /* ------------------------------------------------------------------ */
 /* Completion queues                                                    */

@@ -16,6 +16,7 @@
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
+#include "tnbc_progress.h"
 
 static size_t tnbc_cq_entry_size(enum fi_cq_format format)
 {

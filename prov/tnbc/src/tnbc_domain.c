@@ -14,6 +14,10 @@
 #include "tnbc_trigger.h"
 #include "tnbc_link.h"
 #include "tnbc_unsupp.h"
+#include "tnbc_progress.h"
+#include "tnbc_rma.h"
+#include "tnbc_addr.h"
+#include "tnbc_attr.h"
 
 /* Packets for this domain's engine came through a transport that
  * cannot ring the first one's doorbell itself: a polling application

@@ -10,6 +10,10 @@
 #include "tnbc_trigger.h"
 #include "tnbc_xfer.h"
 #include "tnbc_unsupp.h"
+#include "tnbc_msg.h"
+#include "tnbc_rma.h"
+#include "tnbc_addr.h"
+#include "tnbc_attr.h"
 
 static void tnbc_ep_unbind_all(struct tnbc_ep *ep)
 {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tnbc.h"
+#include "tnbc_frame.h"
 
 /* Whether hdr may travel as a short frame through xops: the fields the
  * short frame leaves out are implied, and so are the source's host and

@@ -6,6 +6,8 @@
 
 #include "tnbc.h"
 #include "tnbc_trigger.h"
+#include "tnbc_progress.h"
+#include "tnbc_xports.h"
 
 /*
  * Provider state: the domains whose engine threads run.  libfabric

@@ -42,6 +42,12 @@
 #include "tnbc.h"
 #include "tnbc_link.h"
 #include "tnbc_xfer.h"
+#include "tnbc_xports.h"
+#include "tnbc_frame.h"
+#include "tnbc_msg.h"
+#include "tnbc_rma.h"
+#include "tnbc_comp.h"
+#include "tnbc_attr.h"
 
 static inline uint64_t tnbc_kind(bool tagged)
 {

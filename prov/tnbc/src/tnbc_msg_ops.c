@@ -8,6 +8,7 @@
  */
 #include "tnbc.h"
 #include "tnbc_trigger.h"
+#include "tnbc_msg.h"
 
 /* The entry points' common path: trigger, or check and start. */
 static ssize_t tnbc_msg_post(struct tnbc_ep *ep, const struct tnbc_msg_args *a,

@@ -354,5 +354,8 @@ void tnbc_param_read(void)
 	tnbc_param_size("verbs_timeout_ms", &tnbc_env.verbs_timeout_ms, 100,
 			3600000);
 	tnbc_param_size("verbs_mr_cache", &tnbc_env.verbs_mr_cache, 0, 65536);
+	/* NULL unless given: tnbc_xports_choose then quietly skips what
+	 * this host lacks */
+	tnbc_env.xports = NULL;
 	fi_param_get_str(&tnbc_prov, "xports", &tnbc_env.xports);
 }

@@ -23,6 +23,9 @@
 #include "tnbc.h"
 #include "tnbc_trigger.h"
 #include "tnbc_xfer.h"
+#include "tnbc_progress.h"
+#include "tnbc_xports.h"
+#include "tnbc_msg.h"
 
 /* Longest nap while work is queued for a peer whose queue is full. */
 #define TNBC_BACKOFF_NS 20000u

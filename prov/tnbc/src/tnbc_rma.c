@@ -18,6 +18,12 @@
 
 #include "tnbc.h"
 #include "tnbc_xfer.h"
+#include "tnbc_xports.h"
+#include "tnbc_frame.h"
+#include "tnbc_rma.h"
+#include "tnbc_alu.h"
+#include "tnbc_comp.h"
+#include "tnbc_attr.h"
 
 #define TNBC_RMA_WINDOW 16
 /* Operations an endpoint keeps in flight before posting answers

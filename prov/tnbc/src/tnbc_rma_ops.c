@@ -7,6 +7,9 @@
  */
 #include "tnbc.h"
 #include "tnbc_trigger.h"
+#include "tnbc_rma.h"
+#include "tnbc_alu.h"
+#include "tnbc_attr.h"
 
 ssize_t tnbc_rma_post(struct tnbc_ep *ep, const struct tnbc_rma_args *a,
 		      const struct tnbc_opx *x)

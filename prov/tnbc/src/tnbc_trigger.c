@@ -31,6 +31,10 @@
 
 #include "tnbc.h"
 #include "tnbc_trigger.h"
+#include "tnbc_msg.h"
+#include "tnbc_rma.h"
+#include "tnbc_alu.h"
+#include "tnbc_comp.h"
 
 /* Where a public op_type sits in the kind table. */
 static enum fi_op_type tnbc_trig_op_index(enum fi_op_type op)

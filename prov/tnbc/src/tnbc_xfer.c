@@ -13,6 +13,7 @@
 #include "tnbc.h"
 #include "tnbc_link.h"
 #include "tnbc_xfer.h"
+#include "tnbc_frame.h"
 
 void tnbc_stray(struct tnbc_ep *ep, const char *what)
 {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tnbc.h"
+#include "tnbc_xports.h"
 
 /* The transports this provider has, by the names FI_TNBC_XPORTS uses. */
 static const struct tnbc_xport_ops *const tnbc_xports_all[] = {

@@ -44,6 +44,7 @@
 
 #include "tnbc_coll.h"
 #include "tnbc_tree.h"
+#include "../tnbc_alu.h"
 
 enum {
 	TNBC_SEG_END = TNBC_SCHED_C1,

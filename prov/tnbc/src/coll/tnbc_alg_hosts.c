@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "tnbc_coll.h"
+#include "../tnbc_alu.h"
 
 enum {
 	TNBC_HOSTS_UP = 1, /* to the host's leader */

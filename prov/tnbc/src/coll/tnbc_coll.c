@@ -20,6 +20,7 @@
 
 #include "tnbc_coll.h"
 #include "../tnbc_unsupp.h"
+#include "../tnbc_alu.h"
 
 int tnbc_coll_degree(void)
 {

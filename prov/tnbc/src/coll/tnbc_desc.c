@@ -29,6 +29,8 @@
 
 #include "tnbc_coll.h"
 #include "../tnbc_trigger.h"
+#include "../tnbc_alu.h"
+#include "../tnbc_comp.h"
 
 /* The wire tag of a descriptor's packets. */
 static uint64_t tnbc_desc_tag(uint64_t tag, bool bcast)

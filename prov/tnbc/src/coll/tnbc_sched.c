@@ -22,6 +22,7 @@
 
 #include "tnbc_coll.h"
 #include "../tnbc_trigger.h"
+#include "../tnbc_comp.h"
 
 int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out)

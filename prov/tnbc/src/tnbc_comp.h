@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * Completion writing (tnbc_comp.c): into CQs and counters, from
+ * messages, RMA and the trigger unit, with the owning ep->lock held
+ * (the CQ's and counter's locks are leaves).
+ */
+#ifndef TNBC_COMP_H
+#define TNBC_COMP_H
+
+#include "tnbc.h"
+
+int tnbc_cq_write(struct tnbc_cq *cq, void *context, uint64_t flags, size_t len,
+		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
+int tnbc_cq_write_err(struct tnbc_cq *cq, void *context, uint64_t flags,
+		      size_t len, void *buf, uint64_t data, uint64_t tag,
+		      size_t olen, int err, int prov_errno, fi_addr_t src);
+/* Adds value to (or sets) *v, cnt or err of cntr, and reports the change
+ * as tnbc_cntr_changed does, safely against a concurrent close. */
+void tnbc_cntr_bump(struct tnbc_cntr *cntr, atomic_uint_fast64_t *v,
+		    uint64_t value, bool set);
+void tnbc_cntr_inc(struct tnbc_cntr *cntr);
+void tnbc_cntr_inc_err(struct tnbc_cntr *cntr);
+/* After any change of a counter's value: wakes waiters and releases
+ * triggered work (which runs later, outside the caller's locks). */
+void tnbc_cntr_changed(struct tnbc_cntr *cntr);
+/* Wakes the fi_cntr_wait callers the change may satisfy. */
+void tnbc_cntr_signal(struct tnbc_cntr *cntr);
+/* Counts a completion of an operation carrying these op flags: the
+ * endpoint counter, unless deferred; the deferred completion counter. */
+void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
+			   struct tnbc_cntr *comp_cntr, bool err);
+/* Whether a successful completion goes to the CQ. */
+bool tnbc_cq_wanted(bool selective, uint64_t flags);
+
+#endif /* TNBC_COMP_H */
