@@ -36,6 +36,10 @@
 #include "tnbc_msg.h"
 #include "tnbc_rma.h"
 #include "tnbc_alu.h"
+#include "tnbc_av.h"
+#include "tnbc_eq.h"
+#include "tnbc_mr.h"
+#include "tnbc_wake.h"
 
 /* A test that watches memory the engine writes, with no provider call
  * (independent progress), races with the engine by design: the watch

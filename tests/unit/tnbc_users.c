@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "tnbc_attr.h"
 #include "xport/shm/tnbc_shm_region.h"
 
 struct fi_provider *fi_prov_ini(void);

@@ -2,33 +2,28 @@
 /*
  * tnbc: a libfabric provider with a software progress engine ("soft NIC").
  *
- * Design
+ * Layout
  * ------
  * Objects follow libfabric's hierarchy: fabric > domain > {av, cq, cntr,
  * mr, ep}.  Each domain owns its transports (FI_TNBC_XPORTS; a struct
- * tnbc_xdom each, see tnbc_xport.h) and one progress engine thread.  Each
- * endpoint owns one receive queue per transport, under one name; each
- * peer is reached through the first transport that reaches it.  The protocol
- * (tag matching, eager, rendezvous with single-copy pull or streamed bounce
- * buffers, completions) lives in tnbc_msg.c and tnbc_progress.c and never sees
- * transport internals.
+ * tnbc_xdom each, see tnbc_xport.h) and one progress engine.  Each file
+ * calls only those on the lines below its own:
  *
- * Progress is FI_PROGRESS_AUTO.  Two kinds of threads drive it:
- *  - the domain's engine thread, which polls every endpoint, spins for a
- *    short while after the last activity and then sleeps: on shm's
- *    doorbell, which peers ring when they queue a packet for it, or,
- *    in a domain without shm, on an eventfd of its own that the network
- *    transports' threads write (tnbc_engine);
- *  - application threads, which progress their endpoints opportunistically
- *    inside fi_cq_read() and friends.  While they poll at least once per
- *    FI_TNBC_APP_WINDOW_US, the application owns progress: the engine
- *    does no work and naps, longer the longer the polling lasts, so it
- *    never takes the core a polling thread needs, and peers need not
- *    ring the doorbell (a syscall and a context switch per message).
- *    Once the application has not polled for a window, senders ring
- *    again; a packet that came just before that waits at most for the
- *    end of the nap (fi_tnbc(7)), never for the application to call in
- *    again.
+ *   tnbc_init.c (entry point), tnbc_fabric.c, tnbc_domain.c, tnbc_ep.c
+ *   coll/ (collectives as triggered schedules), tnbc_*_ops.c (entry
+ *     points), tnbc_cq.c and tnbc_cntr.c (the application's reads, waits)
+ *   tnbc_progress.c (the engine), tnbc_trigger.c (runs released work)
+ *   tnbc_msg.c (matching, eager, rendezvous; every packet's dispatch)
+ *   tnbc_rma.c (RMA and atomics)
+ *   tnbc_xfer.c (transfers, id tables, the control and transmit queues)
+ *   tnbc_comp.c (completion writing), tnbc_trig_heap.c (work waiting on
+ *     counters), tnbc_av.c, tnbc_mr.c, tnbc_link.c, tnbc_addr.c
+ *   xport/ (shm, tcp, verbs, loop behind tnbc_xport.h), tnbc_xports.c
+ *   tnbc_param.c, tnbc_frame.c, tnbc_alu.c, tnbc_util.c
+ *
+ * The engine's wake-ups (tnbc_wake.h) are inlines, so whatever queues
+ * work wakes it without calling up.  The protocol never sees transport
+ * internals.  docs/provider-design.md says why it is built so.
  *
  * Lock discipline
  * ---------------
@@ -118,28 +113,6 @@
 #define TNBC_CQ_START_MAX   (1u << 20)
 #define TNBC_DEF_QUEUE_SIZE 65536
 
-#define TNBC_EP_CAPS                                                           \
-	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV |         \
-	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |               \
-	 FI_DIRECTED_RECV | FI_SOURCE | FI_TRIGGER | FI_RMA_EVENT |            \
-	 FI_COLLECTIVE)
-#define TNBC_TX_CAPS                                                           \
-	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ |         \
-	 FI_WRITE | FI_TRIGGER | FI_COLLECTIVE)
-#define TNBC_RX_CAPS                                                           \
-	(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |  \
-	 FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_TRIGGER |         \
-	 FI_RMA_EVENT | FI_COLLECTIVE)
-#define TNBC_DOM_CAPS (FI_LOCAL_COMM)
-#define TNBC_CAPS     (TNBC_EP_CAPS | TNBC_DOM_CAPS)
-/* Accepted in hints, returned only when asked for: multi-host MPI stacks
- * request it.  The shm transport reaches this host only; a peer elsewhere
- * fails with -FI_EHOSTUNREACH (fi_tnbc(7), LIMITATIONS). */
-#define TNBC_HINT_CAPS (TNBC_CAPS | FI_REMOTE_COMM)
-#define TNBC_TX_OP_FLAGS                                                       \
-	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                      \
-	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)
-#define TNBC_RX_OP_FLAGS (FI_COMPLETION)
 /* what each entry point takes, FI_TRIGGER routed before these */
 #define TNBC_RMA_FLAGS                                                         \
 	(FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE |  \
@@ -274,45 +247,6 @@ struct tnbc_av_memo {
 	uint64_t gen; /* av->gen then; 0: empty */
 };
 
-/* A completion as the provider keeps it; converted to the CQ's format
- * only when the application reads it. */
-struct tnbc_cq_slot {
-	struct fi_cq_tagged_entry e;
-	fi_addr_t src;
-};
-
-struct tnbc_cq_err {
-	struct tnbc_list entry;
-	struct fi_cq_err_entry err;
-	fi_addr_t src;
-};
-
-struct tnbc_cq {
-	struct fid_cq cq_fid;
-	struct tnbc_domain *domain;
-	atomic_int ref;
-	enum fi_cq_format format;
-	enum fi_wait_obj wait_obj;
-	enum fi_cq_wait_cond wait_cond;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int efd; /* FI_WAIT_FD: readable while completions are queued */
-	struct tnbc_cq_slot *ring;
-	size_t ring_size, head, count;
-	struct tnbc_list err_list;
-	/* error entries' err_data stays valid until the next readerr */
-	atomic_bool signaled; /* efd holds a count */
-	/* entries or errors queued: an empty poll reads this, not the
-	 * lock (written under it) */
-	atomic_bool avail;
-	bool kicked; /* fi_cq_signal: release one sread */
-	/* FI_THREAD_DOMAIN and FI_WAIT_NONE: completions made by
-	 * application threads queue here, without the lock (tnbc_cq.c) */
-	bool app_queue;
-	struct tnbc_cq_slot *aq;
-	size_t aq_size, aq_head, aq_count;
-};
-
 struct tnbc_trig;
 
 /* A counter: what completions count and triggered work waits on.  A
@@ -360,96 +294,11 @@ static inline struct tnbc_cntr *tnbc_cntr_fid(struct fid *fid)
 	return &tnbc_container_of(fid, struct tnbc_cntr_user, cntr_fid.fid)->c;
 }
 
-struct tnbc_eq_item {
-	struct tnbc_list entry;
-	uint32_t event;
-	bool is_err;
-	size_t len;
-	union {
-		struct fi_eq_entry entry;
-		struct fi_eq_err_entry err;
-		uint8_t raw[256];
-	} u;
-};
-
-struct tnbc_eq {
-	struct fid_eq eq_fid;
-	struct tnbc_fabric *fabric;
-	atomic_int ref;
-	enum fi_wait_obj wait_obj;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct tnbc_list items;
-};
-
-struct tnbc_mr {
-	struct fid_mr mr_fid;
-	struct tnbc_domain *domain;
-	struct tnbc_mr *hnext; /* domain->mr_hash chain */
-	struct iovec iov[TNBC_IOV_LIMIT];
-	size_t iov_count;
-	size_t len;
-	uint64_t access;
-	/* remote address of byte 0: the virtual address with
-	 * FI_MR_VIRT_ADDR, else the registration's offset */
-	uint64_t base;
-	struct tnbc_cntr *rma_cntr; /* fi_mr_bind(FI_REMOTE_READ|WRITE) */
-	uint64_t cntr_flags;
-	/* The region exposed to peers' single-copy reads through the
-	 * domain's transport i (expose), on a direct read's first request:
-	 * until the region closes (domain->mr_xlock). */
-	struct tnbc_mr_xexp {
-		struct tnbc_xpeer *peer; /* NULL: not exposed */
-		void *reg;
-		uint64_t keys[TNBC_IOV_LIMIT];
-	} xexp[TNBC_XPORTS_MAX];
-};
-
 /* fi_atomic, fi_fetch_atomic, fi_compare_atomic */
 enum tnbc_atomic_kind {
 	TNBC_ATOMIC_PLAIN,
 	TNBC_ATOMIC_FETCH,
 	TNBC_ATOMIC_COMPARE,
-};
-
-/* What an RMA or atomic operation does, taken from any of the entry
- * points (and kept by a triggered one until it fires). */
-struct tnbc_rma_args {
-	uint8_t kind; /* enum tnbc_pkt_rma_kind */
-	enum fi_op op;
-	enum fi_datatype dt;
-	struct iovec iov[TNBC_IOV_LIMIT]; /* local source / sink */
-	size_t iov_count;
-	struct iovec res[TNBC_IOV_LIMIT]; /* fetch: old values */
-	size_t res_count;
-	struct iovec cmp[TNBC_IOV_LIMIT]; /* compare operands */
-	size_t cmp_count;
-	struct fi_rma_iov rma[TNBC_IOV_LIMIT];
-	size_t rma_count;
-	fi_addr_t addr;
-	uint64_t data;
-	void *context;
-	uint64_t flags;
-};
-
-/* A send or a receive, checked once where it is posted (the entry
- * points, or the trigger unit when it queues one): the start functions
- * trust it. */
-struct tnbc_msg_args {
-	const struct iovec *iov;
-	size_t iov_count;
-	fi_addr_t addr; /* the destination, or the source a receive takes */
-	uint64_t tag, ignore, data;
-	void *context;
-	uint64_t flags;
-	bool tagged;
-	bool coll; /* the collectives' match space (TNBC_HDR_COLL) */
-};
-
-/* Per-operation options that are not fi_* arguments. */
-struct tnbc_opx {
-	struct tnbc_cntr *comp_cntr; /* deferred work's completion_cntr */
-	uint8_t prio;
 };
 
 /* Operations waiting for a peer's answer, looked up by the id carried
@@ -589,15 +438,10 @@ struct tnbc_ep {
 /* ------------------------------------------------------------------ */
 /* Cross-object helpers.                                                */
 
-int tnbc_getinfo(uint32_t version, const char *node, const char *service,
-		 uint64_t flags, const struct fi_info *hints,
-		 struct fi_info **info);
 int tnbc_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		     void *context);
 int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		     struct fid_domain **domain, void *context);
-int tnbc_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
-		 struct fid_eq **eq, void *context);
 /* fi_join_collective and fi_collective(3) (coll/tnbc_coll.c) */
 int tnbc_coll_join(struct fid_ep *ep, const void *addr, uint64_t flags,
 		   struct fid_mc **mc, void *context);
@@ -616,27 +460,13 @@ int tnbc_av_set_members(const struct fid_av_set *set, struct tnbc_av *av,
 			const fi_addr_t **addrs, size_t *n);
 /* Frees what joins left on a closing endpoint. */
 void tnbc_coll_ep_fini(struct tnbc_ep *ep);
-/* Queues an event (is_err: buf is a struct fi_eq_err_entry). */
-int tnbc_eq_post(struct tnbc_eq *eq, uint32_t event, const void *buf,
-		 size_t len, bool is_err);
-int tnbc_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
-		 struct fid_av **av, void *context);
 int tnbc_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		 struct fid_cq **cq, void *context);
 int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		   struct fid_cntr **cntr, void *context);
 int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 		 struct fid_ep **ep, void *context);
-int tnbc_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
-		uint64_t offset, uint64_t requested_key, uint64_t flags,
-		struct fid_mr **mr, void *context);
-int tnbc_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
-		 uint64_t access, uint64_t offset, uint64_t requested_key,
-		 uint64_t flags, struct fid_mr **mr, void *context);
-int tnbc_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
-		    uint64_t flags, struct fid_mr **mr);
 
-extern const struct fi_info tnbc_info_template;
 extern const struct fi_ops_msg tnbc_msg_ops;
 extern const struct fi_ops_tagged tnbc_tagged_ops;
 
@@ -657,21 +487,6 @@ static inline struct tnbc_av_entry *tnbc_av_get(struct tnbc_av *av,
 	e = &av->chunks[addr / TNBC_AV_CHUNK][addr % TNBC_AV_CHUNK];
 	return atomic_load_explicit(&e->valid, memory_order_acquire) ? e : NULL;
 }
-
-fi_addr_t tnbc_av_reverse(struct tnbc_av *av, const struct tnbc_name *name);
-/* The same, answered from memo while the AV has not changed (messages
- * mostly come from the sender of the last one); memo is the caller's. */
-fi_addr_t tnbc_av_reverse_memo(struct tnbc_av *av, const struct tnbc_name *name,
-			       struct tnbc_av_memo *memo);
-int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer);
-/* The peer handle of name: the first of the domain's transports that
- * reaches it. */
-/* Tells the domain's network transports where the application says
- * name listens (fi_av_insert). */
-void tnbc_domain_addr_known(struct tnbc_domain *dom,
-			    const struct tnbc_name *name, const uint8_t *xaddr);
-int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
-		     const uint8_t *xaddr, struct tnbc_xpeer **peer);
 
 /* cq / cntr objects */
 bool tnbc_cq_has_entries(struct tnbc_cq *cq);
@@ -752,13 +567,6 @@ static inline void tnbc_ep_mark_work(struct tnbc_ep *ep)
 	atomic_store_explicit(&ep->work, true, memory_order_relaxed);
 }
 
-/* Whether the calling thread is the domain's engine. */
-static inline bool tnbc_engine_is_self(struct tnbc_domain *dom)
-{
-	return atomic_load_explicit(&dom->engine.self, memory_order_relaxed) ==
-	       (uintptr_t)pthread_self();
-}
-
 /* A receive went onto rx_msg or rx_tagged (add: true when that marked
  * the endpoint) or left it.  Lock held. */
 bool tnbc_ep_rx_add(struct tnbc_ep *ep);
@@ -776,102 +584,5 @@ static inline bool tnbc_ep_rx_idle(struct tnbc_ep *ep)
 	return tnbc_list_empty(&ep->rx_msg) &&
 	       tnbc_list_empty(&ep->rx_tagged) && tnbc_list_empty(&ep->rx_coll);
 }
-
-/* Whether an application thread polled within the window, as any of
- * the domain's transports saw it: each marks in its own way (shm's
- * skips reading the clock on fast polls, and lags once they turn slow,
- * as when one takes a large payload). */
-static inline bool tnbc_dom_xapp_active(struct tnbc_domain *dom)
-{
-	if (dom->xops->app_active(dom->xdom))
-		return true;
-	for (unsigned i = 1; i < dom->nxp; i++)
-		if (dom->xp[i].ops->app_active(dom->xp[i].xdom))
-			return true;
-	return false;
-}
-
-/* An application thread enters (or leaves) an endpoint's progress, or
- * takes a packet inside it (in: each looks like a new entry, so that a
- * call that keeps taking packets never looks stuck). */
-static inline void tnbc_app_inside(struct tnbc_domain *dom, bool in)
-{
-	struct tnbc_engine *e = &dom->engine;
-	unsigned v = atomic_load_explicit(&e->app_in, memory_order_relaxed);
-
-	if (in)
-		atomic_store_explicit(&e->app_in, v + 1, memory_order_relaxed);
-	else
-		atomic_store_explicit(&e->app_out, v, memory_order_relaxed);
-}
-
-/* Whether an application thread is inside an endpoint's progress; the
- * entry it is at in *in when it is. */
-static inline bool tnbc_app_is_inside(struct tnbc_domain *dom, unsigned *in)
-{
-	unsigned v =
-		atomic_load_explicit(&dom->engine.app_in, memory_order_relaxed);
-
-	if (in)
-		*in = v;
-	return v !=
-	       atomic_load_explicit(&dom->engine.app_out, memory_order_relaxed);
-}
-
-/* The engine's wake-ups: any thread, any lock held, a transport's
- * waker too.  Inline here so that whatever queues work wakes the engine
- * without calling up into it. */
-/* Ends the engine's sleep, wherever it sleeps. */
-static inline void tnbc_engine_wake(struct tnbc_domain *dom)
-{
-	uint64_t one = 1;
-
-	if (dom->engine.kick_fd < 0)
-		dom->xops->wake(dom->xdom);
-	else
-		(void)!write(dom->engine.kick_fd, &one, sizeof(one));
-}
-
-/* One kick per sleep is written, however many threads ask.  Woken, the
- * engine may wait for a CPU for milliseconds (a batch thread on a host
- * whose cores the application's threads poll on), and every packet
- * taken meanwhile asked again: a system call each, for nothing.  A kick
- * skipped here finds the mark of one made since the engine cleared it
- * before its last token: that one's write either ends the wait, or was
- * taken with the token, and then the engine sees the mark and does not
- * wait.  The skipped kick's work is queued before this exchange, so
- * before the engine's next clear, and its next look finds it, as it
- * finds the work of a kick written before a token. */
-static inline void tnbc_engine_kick(struct tnbc_domain *dom)
-{
-	if (!dom->engine.running ||
-	    atomic_exchange(&dom->engine.kick_pending, true))
-		return;
-	atomic_fetch_add_explicit(&dom->engine.kicks, 1, memory_order_relaxed);
-	tnbc_engine_wake(dom);
-}
-
-/* Work queued for the engine (packets, sends that found a full queue,
- * reads to make) is taken by an application thread that polls, as the
- * engine would: a wake-up then only preempts that thread on its core
- * (with ranks bound to cores, the engine shares the rank's), once per
- * message of a stream.  But only while the engine naps, which ends by
- * itself within TNBC_NAP_MAX windows: one that sleeps without a bound,
- * because the application had stopped, would never see work queued
- * just before the application stopped again.  The fence orders the
- * caller's queueing before the look at napping, and pairs with the
- * store in tnbc_engine_nap: either the engine's look before it sleeps
- * finds the work, or this sees it sleep unbounded. */
-static inline void tnbc_engine_nudge(struct tnbc_domain *dom)
-{
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&dom->engine.napping) &&
-	    (tnbc_app_is_inside(dom, NULL) || tnbc_dom_xapp_active(dom)))
-		return;
-	tnbc_engine_kick(dom);
-}
-
-struct tnbc_mr *tnbc_mr_find(struct tnbc_domain *dom, uint64_t key);
-void tnbc_mr_hash_remove(struct tnbc_mr *mr);
 
 #endif /* TNBC_H */

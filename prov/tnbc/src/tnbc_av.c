@@ -16,6 +16,7 @@
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
 #include "tnbc_addr.h"
+#include "tnbc_av.h"
 
 static size_t tnbc_name_hash(const struct tnbc_name *n)
 {
@@ -44,27 +45,11 @@ static bool tnbc_av_name_eq(const struct tnbc_name *a,
 	       (a->host == b->host || !a->host || !b->host);
 }
 
-int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
-{
-	struct tnbc_av_entry *e = tnbc_av_get(av, addr);
-	struct tnbc_xpeer *p;
-	int ret;
-
-	if (!e)
-		return -FI_EINVAL;
-	p = __atomic_load_n(&e->peer, __ATOMIC_ACQUIRE);
-	if (!p) {
-		ret = tnbc_domain_peer(av->domain, &e->name, e->xaddr, &p);
-		if (ret)
-			return ret;
-		__atomic_store_n(&e->peer, p, __ATOMIC_RELEASE);
-	}
-	*peer = p;
-	return 0;
-}
-
-int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
-		     const uint8_t *xaddr, struct tnbc_xpeer **peer)
+/* The peer handle of name: the first of the domain's transports that
+ * reaches it. */
+static int tnbc_domain_peer(struct tnbc_domain *dom,
+			    const struct tnbc_name *name, const uint8_t *xaddr,
+			    struct tnbc_xpeer **peer)
 {
 	int ret = -FI_EHOSTUNREACH;
 
@@ -89,8 +74,28 @@ int tnbc_domain_peer(struct tnbc_domain *dom, const struct tnbc_name *name,
 	return ret;
 }
 
-void tnbc_domain_addr_known(struct tnbc_domain *dom,
-			    const struct tnbc_name *name, const uint8_t *xaddr)
+int tnbc_av_peer(struct tnbc_av *av, fi_addr_t addr, struct tnbc_xpeer **peer)
+{
+	struct tnbc_av_entry *e = tnbc_av_get(av, addr);
+	struct tnbc_xpeer *p;
+	int ret;
+
+	if (!e)
+		return -FI_EINVAL;
+	p = __atomic_load_n(&e->peer, __ATOMIC_ACQUIRE);
+	if (!p) {
+		ret = tnbc_domain_peer(av->domain, &e->name, e->xaddr, &p);
+		if (ret)
+			return ret;
+		__atomic_store_n(&e->peer, p, __ATOMIC_RELEASE);
+	}
+	*peer = p;
+	return 0;
+}
+
+static void tnbc_domain_addr_known(struct tnbc_domain *dom,
+				   const struct tnbc_name *name,
+				   const uint8_t *xaddr)
 {
 	for (unsigned i = 0; i < dom->nxp; i++) {
 		const struct tnbc_xport_ops *ops = dom->xp[i].ops;

@@ -14,6 +14,7 @@
 #include "tnbc.h"
 #include "tnbc_trig_heap.h"
 #include "tnbc_comp.h"
+#include "tnbc_wake.h"
 
 /* ------------------------------------------------------------------ */
 /* Completion queues                                                    */

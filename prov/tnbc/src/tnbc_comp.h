@@ -32,4 +32,43 @@ void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
 /* Whether a successful completion goes to the CQ. */
 bool tnbc_cq_wanted(bool selective, uint64_t flags);
 
+/* A completion as the provider keeps it; converted to the CQ's format
+ * only when the application reads it. */
+struct tnbc_cq_slot {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+};
+
+struct tnbc_cq_err {
+	struct tnbc_list entry;
+	struct fi_cq_err_entry err;
+	fi_addr_t src;
+};
+
+struct tnbc_cq {
+	struct fid_cq cq_fid;
+	struct tnbc_domain *domain;
+	atomic_int ref;
+	enum fi_cq_format format;
+	enum fi_wait_obj wait_obj;
+	enum fi_cq_wait_cond wait_cond;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int efd; /* FI_WAIT_FD: readable while completions are queued */
+	struct tnbc_cq_slot *ring;
+	size_t ring_size, head, count;
+	struct tnbc_list err_list;
+	/* error entries' err_data stays valid until the next readerr */
+	atomic_bool signaled; /* efd holds a count */
+	/* entries or errors queued: an empty poll reads this, not the
+	 * lock (written under it) */
+	atomic_bool avail;
+	bool kicked; /* fi_cq_signal: release one sread */
+	/* FI_THREAD_DOMAIN and FI_WAIT_NONE: completions made by
+	 * application threads queue here, without the lock (tnbc_cq.c) */
+	bool app_queue;
+	struct tnbc_cq_slot *aq;
+	size_t aq_size, aq_head, aq_count;
+};
+
 #endif /* TNBC_COMP_H */

@@ -15,6 +15,7 @@
 #include <sched.h>
 
 #include "tnbc.h"
+#include "tnbc_comp.h"
 #include "tnbc_unsupp.h"
 #include "tnbc_progress.h"
 

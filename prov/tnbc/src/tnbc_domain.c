@@ -18,6 +18,9 @@
 #include "tnbc_rma.h"
 #include "tnbc_addr.h"
 #include "tnbc_attr.h"
+#include "tnbc_wake.h"
+#include "tnbc_mr.h"
+#include "tnbc_av.h"
 
 /* Packets for this domain's engine came through a transport that
  * cannot ring the first one's doorbell itself: a polling application

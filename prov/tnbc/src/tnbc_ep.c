@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "tnbc_eq.h"
+#include "tnbc_comp.h"
 #include "tnbc_trigger.h"
 #include "tnbc_xfer.h"
 #include "tnbc_unsupp.h"

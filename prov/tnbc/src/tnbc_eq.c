@@ -10,6 +10,7 @@
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
+#include "tnbc_eq.h"
 
 static ssize_t tnbc_eq_read_common(struct tnbc_eq *eq, uint32_t *event,
 				   void *buf, size_t len, uint64_t flags,

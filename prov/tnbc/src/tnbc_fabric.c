@@ -5,7 +5,9 @@
 #include <stdlib.h>
 
 #include "tnbc.h"
+#include "tnbc_comp.h"
 #include "tnbc_unsupp.h"
+#include "tnbc_eq.h"
 
 static int tnbc_fabric_close(struct fid *fid)
 {

@@ -8,6 +8,7 @@
 #include "tnbc_trigger.h"
 #include "tnbc_progress.h"
 #include "tnbc_xports.h"
+#include "tnbc_attr.h"
 
 /*
  * Provider state: the domains whose engine threads run.  libfabric

@@ -12,6 +12,7 @@
 
 #include "tnbc.h"
 #include "tnbc_unsupp.h"
+#include "tnbc_mr.h"
 
 #define TNBC_MR_ACCESS                                                         \
 	(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |             \

@@ -48,6 +48,8 @@
 #include "tnbc_rma.h"
 #include "tnbc_comp.h"
 #include "tnbc_attr.h"
+#include "tnbc_wake.h"
+#include "tnbc_av.h"
 
 static inline uint64_t tnbc_kind(bool tagged)
 {

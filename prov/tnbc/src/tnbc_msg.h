@@ -7,6 +7,7 @@
 #define TNBC_MSG_H
 
 #include "tnbc.h"
+#include "tnbc_xfer.h"
 
 /* msg protocol, ep lock held */
 void tnbc_ep_check_peers(struct tnbc_ep *ep, bool engine);

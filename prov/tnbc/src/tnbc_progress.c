@@ -2,7 +2,24 @@
 /*
  * Progress: the engine thread (one per process where the domains'
  * doorbells allow, else one per domain) and the opportunistic progress
- * done inside application calls.  See the design comment in tnbc.h.
+ * done inside application calls.
+ *
+ * Progress is FI_PROGRESS_AUTO.  Two kinds of threads drive it:
+ *  - the domain's engine thread, which polls every endpoint, spins for a
+ *    short while after the last activity and then sleeps: on shm's
+ *    doorbell, which peers ring when they queue a packet for it, or,
+ *    in a domain without shm, on an eventfd of its own that the network
+ *    transports' threads write (tnbc_engine);
+ *  - application threads, which progress their endpoints opportunistically
+ *    inside fi_cq_read() and friends.  While they poll at least once per
+ *    FI_TNBC_APP_WINDOW_US, the application owns progress: the engine
+ *    does no work and naps, longer the longer the polling lasts, so it
+ *    never takes the core a polling thread needs, and peers need not
+ *    ring the doorbell (a syscall and a context switch per message).
+ *    Once the application has not polled for a window, senders ring
+ *    again; a packet that came just before that waits at most for the
+ *    end of the nap (fi_tnbc(7)), never for the application to call in
+ *    again.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +43,7 @@
 #include "tnbc_progress.h"
 #include "tnbc_xports.h"
 #include "tnbc_msg.h"
+#include "tnbc_wake.h"
 
 /* Longest nap while work is queued for a peer whose queue is full. */
 #define TNBC_BACKOFF_NS 20000u

@@ -24,6 +24,8 @@
 #include "tnbc_alu.h"
 #include "tnbc_comp.h"
 #include "tnbc_attr.h"
+#include "tnbc_mr.h"
+#include "tnbc_av.h"
 
 #define TNBC_RMA_WINDOW 16
 /* Operations an endpoint keeps in flight before posting answers

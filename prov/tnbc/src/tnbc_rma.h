@@ -6,6 +6,7 @@
 #define TNBC_RMA_H
 
 #include "tnbc.h"
+#include "tnbc_xfer.h"
 
 /* rma + atomics (tnbc_rma.c) */
 extern const struct fi_ops_rma tnbc_rma_ops;

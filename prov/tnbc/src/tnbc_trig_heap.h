@@ -7,6 +7,7 @@
 #define TNBC_TRIG_HEAP_H
 
 #include "tnbc.h"
+#include "tnbc_xfer.h"
 
 /* The trigger unit's kinds beyond enum fi_op_type: the extension's
  * compute steps (fi_ext_tnbc.h), and a schedule's call of its own. */

@@ -9,6 +9,7 @@
 
 #include "tnbc.h"
 #include "tnbc_trig_heap.h"
+#include "tnbc_wake.h"
 
 /* A request the provider builds itself (a collective's step): trusted,
  * queued as it is.  A send or receive reports only to comp_cntr

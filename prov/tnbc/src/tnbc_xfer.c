@@ -14,6 +14,7 @@
 #include "tnbc_link.h"
 #include "tnbc_xfer.h"
 #include "tnbc_frame.h"
+#include "tnbc_wake.h"
 
 void tnbc_stray(struct tnbc_ep *ep, const char *what)
 {

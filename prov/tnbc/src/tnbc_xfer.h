@@ -9,6 +9,46 @@
 
 #include "tnbc.h"
 
+/* What an RMA or atomic operation does, taken from any of the entry
+ * points (and kept by a triggered one until it fires). */
+struct tnbc_rma_args {
+	uint8_t kind; /* enum tnbc_pkt_rma_kind */
+	enum fi_op op;
+	enum fi_datatype dt;
+	struct iovec iov[TNBC_IOV_LIMIT]; /* local source / sink */
+	size_t iov_count;
+	struct iovec res[TNBC_IOV_LIMIT]; /* fetch: old values */
+	size_t res_count;
+	struct iovec cmp[TNBC_IOV_LIMIT]; /* compare operands */
+	size_t cmp_count;
+	struct fi_rma_iov rma[TNBC_IOV_LIMIT];
+	size_t rma_count;
+	fi_addr_t addr;
+	uint64_t data;
+	void *context;
+	uint64_t flags;
+};
+
+/* A send or a receive, checked once where it is posted (the entry
+ * points, or the trigger unit when it queues one): the start functions
+ * trust it. */
+struct tnbc_msg_args {
+	const struct iovec *iov;
+	size_t iov_count;
+	fi_addr_t addr; /* the destination, or the source a receive takes */
+	uint64_t tag, ignore, data;
+	void *context;
+	uint64_t flags;
+	bool tagged;
+	bool coll; /* the collectives' match space (TNBC_HDR_COLL) */
+};
+
+/* Per-operation options that are not fi_* arguments. */
+struct tnbc_opx {
+	struct tnbc_cntr *comp_cntr; /* deferred work's completion_cntr */
+	uint8_t prio;
+};
+
 struct tnbc_xfer;
 
 /* What the transmit queue asks of a transfer it holds: go sends what

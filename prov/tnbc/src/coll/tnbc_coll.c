@@ -21,6 +21,7 @@
 #include "tnbc_coll.h"
 #include "../tnbc_unsupp.h"
 #include "../tnbc_alu.h"
+#include "../tnbc_eq.h"
 
 int tnbc_coll_degree(void)
 {
