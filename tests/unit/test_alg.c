@@ -9,7 +9,7 @@
  */
 #include "tnbc_unit.h"
 
-#include "coll/tnbc_coll.h"
+#include "coll/tnbc_sched.h"
 
 /* A group of n members, on hosts[] (NULL: one host). */
 static struct tnbc_mc group(int n, int *hosts, int nhosts)

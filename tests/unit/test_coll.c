@@ -35,7 +35,7 @@
 
 #include "tnbc_unit.h"
 
-#include "coll/tnbc_coll.h"
+#include "coll/tnbc_sched.h"
 
 /* Members at most: a tree of degree 8 with a second level, uneven
  * slices, a flat exchange of 10 packets each. */

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tnbc_coll.h"
+#include "tnbc_sched.h"
 
 #define TNBC_NCOLL (FI_GATHER + 1)
 

@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "tnbc_coll.h"
+#include "tnbc_sched.h"
 #include "../tnbc_alu.h"
 
 enum { TNBC_DIRECT_STEP = 1 };

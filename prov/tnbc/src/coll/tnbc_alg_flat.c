@@ -25,7 +25,7 @@
  */
 #include <string.h>
 
-#include "tnbc_coll.h"
+#include "tnbc_sched.h"
 #include "../tnbc_alu.h"
 
 enum { TNBC_FLAT_STEP = 1 };

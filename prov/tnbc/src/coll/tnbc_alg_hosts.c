@@ -38,7 +38,7 @@
  */
 #include <string.h>
 
-#include "tnbc_coll.h"
+#include "tnbc_sched.h"
 #include "../tnbc_alu.h"
 
 enum {

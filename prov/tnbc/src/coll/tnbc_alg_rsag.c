@@ -17,7 +17,7 @@
  *   complete                                                (C3, all)
  * Chosen over the tree from FI_TNBC_COLL_RSAG_MIN bytes (fi_tnbc(7)).
  */
-#include "tnbc_coll.h"
+#include "tnbc_sched.h"
 #include "../tnbc_alu.h"
 
 enum { TNBC_RSAG_STEP_RS = 1, TNBC_RSAG_STEP_AG = 2 };

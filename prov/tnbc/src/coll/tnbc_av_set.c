@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tnbc_coll.h"
+#include "tnbc_sched.h"
 #include "../tnbc_unsupp.h"
 
 struct tnbc_av_set {

@@ -18,15 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tnbc_coll.h"
+#include "tnbc_sched.h"
 #include "../tnbc_unsupp.h"
 #include "../tnbc_alu.h"
 #include "../tnbc_eq.h"
-
-int tnbc_coll_degree(void)
-{
-	return (int)tnbc_env.coll_degree;
-}
 
 /* Joins of one membership an endpoint has made: the count makes the
  * group's id, so that a set joined twice gets two ids on every

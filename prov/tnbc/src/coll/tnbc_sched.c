@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tnbc_coll.h"
+#include "tnbc_sched.h"
 #include "../tnbc_trigger.h"
 #include "../tnbc_comp.h"
 
@@ -330,4 +330,9 @@ int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr)
 	if (!ret)
 		tnbc_sched_arm(s);
 	return ret;
+}
+
+int tnbc_coll_degree(void)
+{
+	return (int)tnbc_env.coll_degree;
 }

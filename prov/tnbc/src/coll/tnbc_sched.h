@@ -10,8 +10,8 @@
  * completed.  After posting, the trigger unit and the engine run it; no
  * application call is needed.
  */
-#ifndef TNBC_COLL_H
-#define TNBC_COLL_H
+#ifndef TNBC_SCHED_H
+#define TNBC_SCHED_H
 
 #include <rdma/fi_collective.h>
 
@@ -202,8 +202,17 @@ struct tnbc_desc_red {
 int tnbc_desc_red_fire(void *arg);
 /* Bytes of a header's values. */
 size_t tnbc_desc_bytes(const struct tnbc_red_hdr *h);
+/* A descriptor's wire tag; its operand width as a datatype, and whether
+ * the width, the operation (a location one: loc) and the pair are ones
+ * descriptors take; the descriptor operation as an fi_op. */
+uint64_t tnbc_desc_tag(uint64_t tag, bool bcast);
+enum fi_datatype tnbc_desc_dt(uint8_t width);
+bool tnbc_desc_width_ok(uint8_t width);
+bool tnbc_desc_loc(uint8_t op);
+bool tnbc_desc_op_ok(uint8_t op, uint8_t width);
+enum fi_op tnbc_desc_fi_op(uint8_t op);
 
 /* The branch degree of trees (FI_TNBC_COLL_DEGREE). */
 int tnbc_coll_degree(void);
 
-#endif /* TNBC_COLL_H */
+#endif /* TNBC_SCHED_H */
