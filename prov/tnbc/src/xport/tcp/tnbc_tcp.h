@@ -3,7 +3,12 @@
  * The TCP transport's own definitions, shared by its files only
  * (xport/tcp/): its tuning constants, its objects (connection, endpoint,
  * peer, domain) and the calls between its files.  The stream's format
- * is tnbc_tcp_proto.h's; tnbc_tcp.c has the design and the lock order.
+ * is tnbc_tcp_proto.h's; tnbc_tcp_xport.c has the design and the lock
+ * order.  Its files, each calling only those below it: tnbc_tcp_xport.c
+ * (the ops table, domains, endpoints, the waker); tnbc_tcp_recv.c;
+ * tnbc_tcp_send.c; tnbc_tcp_cm.c (connections made and accepted);
+ * tnbc_tcp_hs.c (handshakes); tnbc_tcp_out.c (a peer's out buffer);
+ * tnbc_tcp_conn.c (peers and connections as state); tnbc_tcp_addr.c.
  */
 #ifndef TNBC_TCP_H
 #define TNBC_TCP_H
@@ -251,6 +256,7 @@ struct tnbc_xpeer {
 
 struct tnbc_xdom {
 	struct tnbc_xkick kick;
+	const struct tnbc_xport_ops *ops; /* its peers' (tnbc_tcp_ops) */
 	const atomic_bool *host_busy; /* tnbc_xdom_attr */
 	/* the domain's auth_key: what its connections present, and what
 	 * its endpoints ask of connections made to them */
@@ -293,7 +299,9 @@ struct tnbc_xdom {
 	_Atomic uint64_t writes; /* to a socket, bytes taken */
 };
 
-/* tnbc_tcp.c */
+/* tnbc_tcp_conn.c */
+/* The largest packet shm's peers take: fi_info's limits (ops packet_limit). */
+size_t tnbc_tcp_packet_limit(void);
 /* The largest packet a peer sends and takes. */
 size_t tnbc_tcp_rx_max(void);
 /* The ops table's max_packet: tnbc_tcp_rx_max for every peer. */
@@ -304,6 +312,15 @@ struct tnbc_xpeer *tnbc_tcp_peer_find(struct tnbc_xdom *xdom,
 /* The domain's peer for name, made on first use (ops peer_get). */
 int tnbc_tcp_peer_get(struct tnbc_xdom *xdom, const struct tnbc_name *name,
 		      const uint8_t *xaddr, struct tnbc_xpeer **out);
+/* Ends p's connection for good, saying why; peer->lock held. */
+void tnbc_tcp_peer_dead(struct tnbc_xpeer *p, const char *why);
+/* Notes that src reached us on a one-way connection. */
+void tnbc_tcp_one_way(struct tnbc_xdom *xdom, const struct tnbc_name *src);
+/* Lists c among xep's connections; false when xep closes. */
+bool tnbc_tcp_conn_add(struct tnbc_xep *xep, struct tnbc_tcp_conn *c);
+/* Shuts c from outside its consumer; xep->lock held. */
+void tnbc_tcp_conn_shut(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
+			const char *why);
 
 /* tnbc_tcp_addr.c */
 /* A transport address as a socket address; its length. */
@@ -329,19 +346,10 @@ bool tnbc_tcp_same_host(const struct tnbc_tcp_addr *a,
 			const struct tnbc_tcp_addr *b);
 
 /* tnbc_tcp_cm.c */
-/* Ends p's connection for good, saying why; peer->lock held. */
-void tnbc_tcp_peer_dead(struct tnbc_xpeer *p, const char *why);
 /* The waker's view of an event on p's connection; whether to kick. */
 bool tnbc_tcp_peer_event(struct tnbc_xpeer *p, uint32_t events);
-/* Lists c among xep's connections; false when xep closes. */
-bool tnbc_tcp_conn_add(struct tnbc_xep *xep, struct tnbc_tcp_conn *c);
-/* Shuts c from outside its consumer; xep->lock held. */
-void tnbc_tcp_conn_shut(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
-			const char *why);
 /* Accepts what waits on xep's listening socket. */
 void tnbc_tcp_accept(struct tnbc_xep *xep);
-/* Notes that src reached us on a one-way connection. */
-void tnbc_tcp_one_way(struct tnbc_xdom *xdom, const struct tnbc_name *src);
 /* Whether a peer's connection may be awaited (a dial wait is on). */
 bool tnbc_tcp_awaited(struct tnbc_xdom *xdom);
 /* A connection to p, made or being made; peer->lock held. */
@@ -357,11 +365,17 @@ int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 int tnbc_tcp_resolve(struct tnbc_xdom *xdom, const struct sockaddr *sa,
 		     struct tnbc_addr *out);
 
-/* tnbc_tcp_send.c */
-/* Writes what the sender left; peer->lock held. */
+/* tnbc_tcp_out.c: peer->lock held */
+/* How much one write to p's socket carries. */
+size_t tnbc_tcp_write_max(struct tnbc_xpeer *p);
+/* Writes what the sender left. */
 void tnbc_tcp_flush(struct tnbc_xpeer *p);
 /* Appends our own bytes to what waits to be written. */
 int tnbc_tcp_out_put(struct tnbc_xpeer *p, const void *data, size_t n);
+/* Makes room for n more bytes in p's out buffer (-FI_EAGAIN). */
+int tnbc_tcp_out_room(struct tnbc_xpeer *p, size_t n);
+
+/* tnbc_tcp_send.c */
 /* Tells a connection's process whether "by" holds it back. */
 int tnbc_tcp_notice(struct tnbc_xdom *xdom, const struct tnbc_name *who,
 		    const struct tnbc_name *by, bool on);

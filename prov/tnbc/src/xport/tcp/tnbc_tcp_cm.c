@@ -12,32 +12,6 @@
 
 static void tnbc_tcp_dial_wait_end(struct tnbc_xpeer *p);
 
-void tnbc_tcp_peer_dead(struct tnbc_xpeer *p, const char *why)
-{
-	if (p->state == TNBC_TCP_DEAD)
-		return;
-	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "tcp: peer %u/%u unreachable: %s\n",
-		p->name.pid, p->name.uid, why);
-	p->state = TNBC_TCP_DEAD;
-	atomic_store(&p->dead, true);
-	p->out_len = p->out_off = 0;
-	if (p->hs_conn) {
-		/* never listened to: nobody else knows it */
-		close(p->hs_conn->fd);
-		free(p->hs_conn);
-		p->hs_conn = NULL;
-	}
-	if (p->fd >= 0) {
-		epoll_ctl(p->xdom->epfd, EPOLL_CTL_DEL, p->fd, NULL);
-		/* the endpoint reading the other end of a two-way one hears
-		 * of it */
-		if (p->two_way)
-			shutdown(p->fd, SHUT_RDWR);
-		close(p->fd);
-		p->fd = -1;
-	}
-}
-
 /* A connection just made is up: at once with no key, after the
  * handshake with one.  peer->lock held. */
 static void tnbc_tcp_came_up(struct tnbc_xpeer *p)
@@ -101,29 +75,6 @@ bool tnbc_tcp_peer_event(struct tnbc_xpeer *p, uint32_t events)
 	return kick;
 }
 
-/* Lists c among xep's connections, read by its polls; false when xep
- * closes.  xep->lock not held. */
-bool tnbc_tcp_conn_add(struct tnbc_xep *xep, struct tnbc_tcp_conn *c)
-{
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
-				 .data.ptr = &c->ev};
-
-	pthread_mutex_lock(&xep->lock);
-	if (xep->closing) {
-		pthread_mutex_unlock(&xep->lock);
-		return false;
-	}
-	c->serial = ++xep->serials;
-	c->next = xep->conns;
-	xep->conns = c;
-	pthread_mutex_unlock(&xep->lock);
-	epoll_ctl(xep->pfd, EPOLL_CTL_ADD, c->fd, &ev);
-	atomic_fetch_add(&xep->nconns, 1);
-	/* bytes may have come before the registration */
-	atomic_fetch_add(&xep->events, 1);
-	return true;
-}
-
 static struct tnbc_tcp_conn *tnbc_tcp_conn_new(struct tnbc_xep *xep, int fd)
 {
 	struct tnbc_tcp_conn *c = calloc(1, sizeof(*c));
@@ -135,22 +86,6 @@ static struct tnbc_tcp_conn *tnbc_tcp_conn_new(struct tnbc_xep *xep, int fd)
 	c->fd = fd;
 	c->born_ns = tnbc_now_ns();
 	return c;
-}
-
-/* Ends a connection from outside its consumer: the socket is shut, and
- * the consumer's next read finds its end and drops it.  xep->lock held,
- * c listed. */
-void tnbc_tcp_conn_shut(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
-			const char *why)
-{
-	if (c->shut)
-		return;
-	c->shut = true;
-	shutdown(c->fd, SHUT_RDWR);
-	if (c->stranger)
-		atomic_fetch_add(&xep->xdom->strangers, 1);
-	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA, "tcp: connection closed: %s\n",
-		why);
 }
 
 /* Past FI_TNBC_TCP_STRANGERS_MAX connections that have not proven who
@@ -315,24 +250,6 @@ static bool tnbc_tcp_name_before(const struct tnbc_name *a,
 	if (a->uid != b->uid)
 		return a->uid < b->uid;
 	return a->nonce < b->nonce;
-}
-
-/* Notes that the endpoint named src reached us one way: for its peer,
- * or, while we have none, for the one made when we first answer. */
-void tnbc_tcp_one_way(struct tnbc_xdom *xdom, const struct tnbc_name *src)
-{
-	struct tnbc_xpeer *p;
-
-	pthread_mutex_lock(&xdom->lock);
-	p = tnbc_tcp_peer_find(xdom, src);
-	if (p) {
-		atomic_store(&p->dialed_one_way, true);
-	} else {
-		xdom->one_way[xdom->one_way_next] = *src;
-		xdom->one_way_next =
-			(xdom->one_way_next + 1) % TNBC_TCP_ONE_WAY_NAMES;
-	}
-	pthread_mutex_unlock(&xdom->lock);
 }
 
 /* Whether p's endpoint was introduced on a one-way connection before p

@@ -243,6 +243,7 @@ static int tnbc_tcp_dom_open(struct tnbc_xdom **out,
 	xdom->key_len = (uint16_t)attr->auth_key_size;
 	if (attr->auth_key_size)
 		memcpy(xdom->key, attr->auth_key, attr->auth_key_size);
+	xdom->ops = &tnbc_tcp_ops;
 	xdom->epfd = -1;
 	xdom->stopfd = -1;
 	pthread_mutex_init(&xdom->lock, NULL);
@@ -468,32 +469,6 @@ static void tnbc_tcp_ep_close(struct tnbc_xep *xep)
 	pthread_mutex_unlock(&xdom->lock);
 }
 
-/* As large as shm's: fi_info's limits hold whichever transport reaches
- * a peer. */
-static size_t tnbc_tcp_packet_limit(void)
-{
-	return tnbc_env.slot_size - 16;
-}
-
-/* What a peer sends and takes is larger: a stream has no slots, and the
- * protocol moves large messages and RMA in packets of this size.  At
- * shm's 32 KiB, each packet's system calls and the head read with its
- * record cost a 1 MiB stream a tenth to two fifths of its bandwidth, and
- * 256 KiB packets still a quarter against 1 MiB ones (fi_tnbc(7));
- * larger packets hold the small ones behind them longer. */
-size_t tnbc_tcp_rx_max(void)
-{
-	size_t slot = tnbc_tcp_packet_limit();
-
-	return slot > TNBC_TCP_PACKET_MAX ? slot : TNBC_TCP_PACKET_MAX;
-}
-
-size_t tnbc_tcp_max_packet(struct tnbc_xpeer *peer)
-{
-	(void)peer;
-	return tnbc_tcp_rx_max();
-}
-
 /* Eager up to FI_TNBC_TCP_EAGER_SIZE: the handshake of a rendezvous
  * costs a round trip, and a stream has no slots an eager message would
  * fill (unexpected ones are held up to FI_TNBC_UNEXP_MAX, then senders
@@ -503,74 +478,6 @@ static size_t tnbc_tcp_eager_max(struct tnbc_xpeer *peer)
 {
 	(void)peer;
 	return tnbc_env.tcp_eager_size;
-}
-
-/* ------------------------------------------------------------------ */
-/* Peers                                                                */
-
-/* The peer named name, if the domain has one.  xdom->lock held. */
-struct tnbc_xpeer *tnbc_tcp_peer_find(struct tnbc_xdom *xdom,
-				      const struct tnbc_name *name)
-{
-	struct tnbc_xpeer *p;
-
-	for (p = xdom->peers; p; p = p->next)
-		if (tnbc_name_same(&p->name, name))
-			break;
-	return p;
-}
-
-int tnbc_tcp_peer_get(struct tnbc_xdom *xdom, const struct tnbc_name *name,
-		      const uint8_t *xaddr, struct tnbc_xpeer **out)
-{
-	const struct tnbc_tcp_addr *given = (const void *)xaddr;
-	struct tnbc_tcp_addr a;
-	struct tnbc_xpeer *p, *q;
-
-	if (!(name->xports & TNBC_XPORT_BIT(TNBC_XPORT_TCP)) ||
-	    (name->kind != TNBC_NAME_PID && name->kind != TNBC_NAME_SVC))
-		return -FI_EINVAL;
-	pthread_mutex_lock(&xdom->lock);
-	p = tnbc_tcp_peer_find(xdom, name);
-	pthread_mutex_unlock(&xdom->lock);
-	if (p) {
-		*out = p;
-		return 0;
-	}
-	if (given && given->family && given->port) {
-		a = *given;
-		/* the application's word: what connections say of the name
-		 * never moves it */
-		tnbc_net_book_pin(&xdom->book, name, &a, sizeof(a));
-	} else if (!tnbc_net_book_get(&xdom->book, name, &a, sizeof(a)))
-		return -FI_EHOSTUNREACH;
-	if ((a.family != 4 && a.family != 6) || !a.port)
-		return -FI_EINVAL;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -FI_ENOMEM;
-	p->base.ops = &tnbc_tcp_ops;
-	p->ev.kind = TNBC_TCP_K_PEER;
-	p->xdom = xdom;
-	p->name = *name;
-	p->addr = a;
-	p->fd = -1;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_mutex_lock(&xdom->lock);
-	/* another thread may have made it meanwhile */
-	q = tnbc_tcp_peer_find(xdom, name);
-	if (q) {
-		pthread_mutex_unlock(&xdom->lock);
-		pthread_mutex_destroy(&p->lock);
-		free(p);
-		*out = q;
-		return 0;
-	}
-	p->next = xdom->peers;
-	xdom->peers = p;
-	pthread_mutex_unlock(&xdom->lock);
-	*out = p;
-	return 0;
 }
 
 static void tnbc_tcp_addr_known(struct tnbc_xdom *xdom,
