@@ -2,7 +2,7 @@
 /*
  * The verbs transport's own definitions, shared by its files only
  * (xport/verbs/): the wire format of its connections, its objects, and
- * the calls between its files.  tnbc_verbs.c has the design.
+ * the calls between its files.  tnbc_verbs_xport.c has the design.
  */
 #ifndef TNBC_VERBS_H
 #define TNBC_VERBS_H
@@ -109,7 +109,7 @@ struct tnbc_verbs_intro {
 	struct tnbc_verbs_addr addr; /* where src listens */
 };
 
-/* A receiver holding a connection's messages back (tnbc_verbs.c, Holds)
+/* A receiver holding a connection's messages back (tnbc_verbs_xport.c, Holds)
  * tells the connection's process, on a connection of its own to it:
  * while on, the sending domain sends the endpoint "by" nothing that
  * could be kept (TNBC_XPKT_HOLDS).  Taken only from by's process. */
@@ -336,12 +336,24 @@ struct tnbc_xdom {
 	_Atomic uint64_t bad_pkts, refused, spilled, held;
 };
 
-/* tnbc_verbs.c */
+/* tnbc_verbs_conn.c: addresses; a peer given up, a connection begun
+ * (peer->lock held) */
+void tnbc_verbs_sockaddr(const struct tnbc_verbs_addr *a,
+			 struct sockaddr_in *sin);
+void tnbc_verbs_from_sockaddr(const struct sockaddr *sa,
+			      struct tnbc_verbs_addr *a);
+bool tnbc_verbs_any(const struct tnbc_verbs_addr *a);
+int tnbc_verbs_addr_parse(const char *node, const char *service, bool source,
+			  uint8_t *xaddr);
+int tnbc_verbs_addr_str(const uint8_t *xaddr, char *buf, size_t len);
+int tnbc_verbs_addr_scan(const char *text, uint8_t *xaddr);
 void tnbc_verbs_peer_dead(struct tnbc_xpeer *p, const char *why);
-void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait);
 int tnbc_verbs_connect(struct tnbc_xpeer *p);
 
 /* tnbc_verbs_rdma.c */
+/* Takes back the send buffers of completed sends and ends the reads
+ * that completed (wait: for the lock). */
+void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait);
 void tnbc_verbs_read_free(struct tnbc_verbs_read *r);
 bool tnbc_verbs_read_wc(struct tnbc_xdom *xdom, const struct ibv_wc *wc);
 void tnbc_verbs_reads_go(struct tnbc_xpeer *p);

@@ -352,3 +352,40 @@ void tnbc_verbs_unexpose(struct tnbc_xpeer *p, void *reg)
 			tnbc_verbs_mr_put(p->xdom->mrc, x->mr[i]);
 	free(x);
 }
+
+/* Takes back the send buffers of completed sends; a send that failed
+ * (the peer stopped answering, or its QP broke) makes its peer dead. */
+void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
+{
+	struct ibv_wc wc[32];
+	bool kick = false;
+	int n;
+
+	if (wait)
+		pthread_mutex_lock(&xdom->slock);
+	else if (pthread_mutex_trylock(&xdom->slock))
+		return;
+	while ((n = ibv_poll_cq(xdom->scq, 32, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			uint32_t s = (uint32_t)wc[i].wr_id;
+			struct tnbc_xpeer *p;
+
+			if (wc[i].wr_id >= TNBC_VERBS_SEND_BUFS) {
+				kick |= tnbc_verbs_read_wc(xdom, &wc[i]);
+				continue;
+			}
+			p = xdom->sowner[s];
+			xdom->sowner[s] = NULL;
+			xdom->sfree[xdom->nsfree++] = s;
+			if (!p)
+				continue;
+			atomic_fetch_sub(&p->inflight, 1);
+			if (wc[i].status != IBV_WC_SUCCESS)
+				tnbc_verbs_peer_dead(
+					p, ibv_wc_status_str(wc[i].status));
+		}
+	}
+	pthread_mutex_unlock(&xdom->slock);
+	if (kick) /* a read ended: its endpoint's poll finishes it */
+		xdom->kick.kick(xdom->kick.arg);
+}
