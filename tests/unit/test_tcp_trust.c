@@ -538,7 +538,7 @@ START_TEST(trust_keyed_impostor)
 	if (_i == 1) {
 		struct {
 			struct tnbc_tcp_rec rec;
-			struct tnbc_tcp_chal chal;
+			struct tnbc_net_chal chal;
 		} m = {.rec = {.len = sizeof(m.chal), .type = TNBC_TCP_CHAL}};
 		uint64_t refused = trust_stats(k.dom).refused_peers;
 		size_t hl = sizeof(struct tnbc_tcp_rec) +

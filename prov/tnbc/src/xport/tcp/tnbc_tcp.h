@@ -150,7 +150,7 @@ struct tnbc_tcp_conn {
 	 * (accepted), or the peer (dialed) */
 	struct tnbc_name id;
 	struct tnbc_tcp_addr id_addr; /* where the hello says it listens */
-	uint8_t expect[TNBC_TCP_MAC_LEN]; /* the proof a challenge wants */
+	uint8_t expect[TNBC_NET_MAC_LEN]; /* the proof a challenge wants */
 	/* accepted: the endpoint its hello named as reading answers
 	 * (kind 0: none); dialed: our end of a peer's two-way connection */
 	struct tnbc_name back;
@@ -238,7 +238,7 @@ struct tnbc_xpeer {
 	struct tnbc_tcp_hello hs_hello;
 	size_t hs_at;
 	uint8_t hs_buf[sizeof(struct tnbc_tcp_rec) +
-		       sizeof(struct tnbc_tcp_chal)];
+		       sizeof(struct tnbc_net_chal)];
 	size_t hs_have;
 	uint64_t hs_deadline;
 	struct tnbc_tcp_conn *hs_conn;

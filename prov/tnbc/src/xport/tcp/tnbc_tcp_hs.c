@@ -15,16 +15,16 @@
  * fresh nonces, so that nothing recorded proves anything again. */
 static void tnbc_tcp_mac(const struct tnbc_xdom *xdom, const char *label,
 			 const struct tnbc_tcp_hello *h, const uint8_t *nonce_l,
-			 const uint8_t *mac_l, uint8_t out[TNBC_TCP_MAC_LEN])
+			 const uint8_t *mac_l, uint8_t out[TNBC_NET_MAC_LEN])
 {
 	struct tnbc_hmac m;
 
 	tnbc_hmac_init(&m, xdom->key, xdom->key_len);
 	tnbc_hmac_update(&m, label, strlen(label) + 1);
 	tnbc_hmac_update(&m, h, sizeof(*h));
-	tnbc_hmac_update(&m, nonce_l, TNBC_TCP_NONCE_LEN);
+	tnbc_hmac_update(&m, nonce_l, TNBC_NET_NONCE_LEN);
 	if (mac_l)
-		tnbc_hmac_update(&m, mac_l, TNBC_TCP_MAC_LEN);
+		tnbc_hmac_update(&m, mac_l, TNBC_NET_MAC_LEN);
 	tnbc_hmac_final(&m, out);
 }
 
@@ -36,9 +36,9 @@ void tnbc_tcp_hs_read(struct tnbc_xpeer *p)
 {
 	struct tnbc_xdom *xdom = p->xdom;
 	struct tnbc_tcp_rec rec;
-	struct tnbc_tcp_chal chal;
+	struct tnbc_net_chal chal;
 	struct tnbc_tcp_proof proof;
-	uint8_t want[TNBC_TCP_MAC_LEN];
+	uint8_t want[TNBC_NET_MAC_LEN];
 
 	while (p->hs_have < sizeof(p->hs_buf)) {
 		ssize_t n = recv(p->fd, p->hs_buf + p->hs_have,
@@ -125,7 +125,7 @@ static int tnbc_tcp_challenge(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	struct tnbc_xdom *xdom = xep->xdom;
 	struct {
 		struct tnbc_tcp_rec rec;
-		struct tnbc_tcp_chal chal;
+		struct tnbc_net_chal chal;
 	} m = {.rec = {.len = sizeof(m.chal), .type = TNBC_TCP_CHAL}};
 
 	if (tnbc_random(m.chal.nonce, sizeof(m.chal.nonce)))
@@ -254,11 +254,11 @@ static int tnbc_tcp_hello_take(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 	return 0;
 }
 
-/* A hold notice from c's process (struct tnbc_tcp_hold). */
+/* A hold notice from c's process (struct tnbc_net_hold). */
 static int tnbc_tcp_held_by(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 			    const uint8_t *body)
 {
-	struct tnbc_tcp_hold h;
+	struct tnbc_net_hold h;
 	struct tnbc_xpeer *p;
 
 	memcpy(&h, body, sizeof(h));
@@ -300,7 +300,7 @@ int tnbc_tcp_control(struct tnbc_xep *xep, struct tnbc_tcp_conn *c,
 		return c->lookup ? tnbc_tcp_answer(xep, c, false) : 0;
 	}
 	if (rec->type == TNBC_TCP_HOLD && c->proven &&
-	    rec->len == sizeof(struct tnbc_tcp_hold))
+	    rec->len == sizeof(struct tnbc_net_hold))
 		return tnbc_tcp_held_by(xep, c, body);
 	if (rec->type == TNBC_TCP_INTRO && c->proven &&
 	    rec->len == sizeof(struct tnbc_tcp_intro)) {
@@ -405,12 +405,12 @@ static int tnbc_tcp_ask(struct tnbc_xdom *xdom, const struct sockaddr *sa,
 		     .version = TNBC_TCP_VERSION,
 		     .flags = TNBC_TCP_HELLO_LOOKUP}};
 	struct tnbc_tcp_rec rec;
-	struct tnbc_tcp_chal chal;
+	struct tnbc_net_chal chal;
 	struct {
 		struct tnbc_tcp_rec rec;
 		struct tnbc_tcp_proof proof;
 	} pr = {.rec = {.len = sizeof(pr.proof), .type = TNBC_TCP_PROOF}};
-	uint8_t want[TNBC_TCP_MAC_LEN];
+	uint8_t want[TNBC_NET_MAC_LEN];
 	struct tnbc_addr addr;
 	socklen_t sl = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 						 : sizeof(struct sockaddr_in);

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "tnbc_xport.h"
+#include "../tnbc_net_proto.h"
 
 /* The stream's format; a peer speaking another version is refused at
  * its hello.  7: the handshake above, and no key in the clear.  8: hold
@@ -43,9 +44,9 @@ enum tnbc_tcp_rec_type {
 	TNBC_TCP_INTRO = 2,
 	TNBC_TCP_PKT = 3,
 	TNBC_TCP_IAM = 5, /* a struct tnbc_addr; empty: refused */
-	TNBC_TCP_CHAL = 6, /* struct tnbc_tcp_chal */
+	TNBC_TCP_CHAL = 6, /* struct tnbc_net_chal */
 	TNBC_TCP_PROOF = 7, /* struct tnbc_tcp_proof */
-	TNBC_TCP_HOLD = 8, /* struct tnbc_tcp_hold */
+	TNBC_TCP_HOLD = 8, /* struct tnbc_net_hold */
 };
 
 /* tnbc_tcp_rec.flags */
@@ -72,9 +73,6 @@ struct tnbc_tcp_addr {
 
 _Static_assert(sizeof(struct tnbc_tcp_addr) == TNBC_XADDR_TCP_LEN, "tcp addr");
 
-#define TNBC_TCP_NONCE_LEN 32
-#define TNBC_TCP_MAC_LEN   32
-
 /* tnbc_tcp_hello.flags */
 /* the connecting domain has an auth_key: a challenge must come */
 #define TNBC_TCP_HELLO_KEYED (1u << 0)
@@ -94,32 +92,17 @@ struct tnbc_tcp_hello {
 	 * one the connection comes from, unless a key proves it) */
 	struct tnbc_name from;
 	struct tnbc_tcp_addr from_addr;
-	uint8_t nonce[TNBC_TCP_NONCE_LEN];
-};
-
-struct tnbc_tcp_chal {
-	uint8_t nonce[TNBC_TCP_NONCE_LEN];
-	uint8_t mac[TNBC_TCP_MAC_LEN];
+	uint8_t nonce[TNBC_NET_NONCE_LEN];
 };
 
 struct tnbc_tcp_proof {
-	uint8_t mac[TNBC_TCP_MAC_LEN];
+	uint8_t mac[TNBC_NET_MAC_LEN];
 };
 
 /* Where src, an endpoint of the connection's process, listens. */
 struct tnbc_tcp_intro {
 	struct tnbc_name src;
 	struct tnbc_tcp_addr addr;
-};
-
-/* A receiver holding a connection's messages back tells the
- * connection's process, on a connection of its own to it: while on, the
- * sending domain sends the endpoint "by" nothing that could be kept
- * (TNBC_XPKT_HOLDS).  Taken only from by's process. */
-struct tnbc_tcp_hold {
-	struct tnbc_name by;
-	uint32_t on;
-	uint32_t pad;
 };
 
 /* The labels that keep the two MACs of a handshake apart. */

@@ -101,9 +101,9 @@ static int tnbc_tcp_introduce(struct tnbc_xpeer *p, const struct tnbc_name *src)
 int tnbc_tcp_notice(struct tnbc_xdom *xdom, const struct tnbc_name *who,
 		    const struct tnbc_name *by, bool on)
 {
-	struct tnbc_tcp_rec rec = {.len = sizeof(struct tnbc_tcp_hold),
+	struct tnbc_tcp_rec rec = {.len = sizeof(struct tnbc_net_hold),
 				   .type = TNBC_TCP_HOLD};
-	struct tnbc_tcp_hold h = {.by = *by, .on = on};
+	struct tnbc_net_hold h = {.by = *by, .on = on};
 	struct tnbc_xpeer *p;
 	int ret = tnbc_tcp_peer_get(xdom, who, NULL, &p);
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The verbs transport's own definitions, shared by its files only
- * (xport/verbs/): the wire format of its connections, its objects, and
- * the calls between its files.  tnbc_verbs_xport.c has the design.
+ * (xport/verbs/): its objects and the calls between its files; the
+ * wire format of its connections is tnbc_verbs_proto.h.  tnbc_verbs_xport.c has
+ * the design.
  */
 #ifndef TNBC_VERBS_H
 #define TNBC_VERBS_H
@@ -32,92 +33,9 @@
 #include "../tnbc_hmac.h"
 #include "../tnbc_net.h"
 #include "tnbc_verbs_mr.h"
+#include "tnbc_verbs_proto.h"
 
-/* The wire format; a peer speaking another version is refused when it
- * connects.  2: the handshake below, and no key in the clear.  3: hold
- * notices. */
-#define TNBC_VERBS_VERSION 3
-#define TNBC_VERBS_MAGIC   0x54424e56u /* "TBNV" */
-
-/* A message's immediate data: its kind (the rest is zero). */
-enum tnbc_verbs_msg {
-	TNBC_VERBS_HELLO = 1,
-	TNBC_VERBS_INTRO = 2,
-	TNBC_VERBS_PKT = 3,
-	TNBC_VERBS_HOLD = 4,
-};
-#define TNBC_VERBS_KIND(imm) ((imm)&0xffu)
-
-/* A transport address: the verbs bytes of a name's xaddr region. */
-struct tnbc_verbs_addr {
-	uint16_t family; /* 4; 0: none */
-	uint16_t port; /* network order */
-	uint8_t ip[4];
-};
-
-_Static_assert(sizeof(struct tnbc_verbs_addr) == TNBC_XADDR_VERBS_LEN,
-	       "verbs addr");
-
-/*
- * The handshake, as over TCP (tcp/tnbc_tcp_proto.h) but carried by the
- * connection manager: the connect request names the endpoint and
- * brings the connector's fresh nonce; with an auth_key the accept
- * answers with the listener's nonce and its MAC over both, which the
- * connector checks before it sends anything; the first message on the
- * queue pair, the hello, names the endpoint that dialed (its process
- * is the connection's identity: every packet must come from it) and
- * carries the connector's MAC over the request, the listener's nonce
- * and MAC.  The listener takes nothing before a hello that proves it.
- */
-#define TNBC_VERBS_NONCE_C   16
-#define TNBC_VERBS_REQ_KEYED (1u << 0) /* tnbc_verbs_req.flags */
-
-/* What a connect request carries (a connect's private data holds 56
- * bytes on every device). */
-struct tnbc_verbs_req {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t flags; /* TNBC_VERBS_REQ_* */
-	struct tnbc_name to; /* the endpoint this connection is for */
-	uint8_t nonce[TNBC_VERBS_NONCE_C];
-};
-
-_Static_assert(sizeof(struct tnbc_verbs_req) <= 56, "rdma_cm private data");
-
-/* What a keyed accept carries (an accept's private data holds 196). */
-struct tnbc_verbs_chal {
-	uint8_t nonce[32];
-	uint8_t mac[TNBC_SHA256_LEN];
-};
-
-struct tnbc_verbs_hello {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t pad;
-	/* the endpoint that dialed, and where it listens: its host must be
-	 * the one the connection comes from, unless a key proves it */
-	struct tnbc_name from;
-	struct tnbc_verbs_addr from_addr;
-	uint8_t mac[TNBC_SHA256_LEN]; /* zero without a key */
-};
-
-#define TNBC_VERBS_MAC_L "tnbc-verbs-2 listener"
-#define TNBC_VERBS_MAC_C "tnbc-verbs-2 connector"
-
-struct tnbc_verbs_intro {
-	struct tnbc_name src;
-	struct tnbc_verbs_addr addr; /* where src listens */
-};
-
-/* A receiver holding a connection's messages back (tnbc_verbs_xport.c, Holds)
- * tells the connection's process, on a connection of its own to it:
- * while on, the sending domain sends the endpoint "by" nothing that
- * could be kept (TNBC_XPKT_HOLDS).  Taken only from by's process. */
-struct tnbc_verbs_hold {
-	struct tnbc_name by;
-	uint32_t on;
-	uint32_t pad;
-};
+_Static_assert(TNBC_NET_MAC_LEN == TNBC_SHA256_LEN, "handshake MACs");
 
 /* sends one peer may have in flight (its QP's send queue) */
 #define TNBC_VERBS_PEER_SENDS 64

@@ -607,7 +607,7 @@ static int tnbc_verbs_notice(struct tnbc_xdom *xdom,
 			     const struct tnbc_name *who,
 			     const struct tnbc_name *by, bool on)
 {
-	struct tnbc_verbs_hold h = {.by = *by, .on = on};
+	struct tnbc_net_hold h = {.by = *by, .on = on};
 	struct tnbc_xpeer *p;
 	int ret;
 
@@ -732,7 +732,7 @@ static void tnbc_verbs_flush_all(struct tnbc_xdom *xdom)
 /* The MAC of one side of the handshake (tnbc_verbs.h). */
 static void tnbc_verbs_mac(const struct tnbc_xdom *xdom, const char *label,
 			   const struct tnbc_verbs_req *req,
-			   const struct tnbc_verbs_chal *chal, bool with_mac,
+			   const struct tnbc_net_chal *chal, bool with_mac,
 			   uint8_t out[TNBC_SHA256_LEN])
 {
 	struct tnbc_hmac m;
@@ -765,7 +765,7 @@ static void tnbc_verbs_accept(struct tnbc_xep *xep, struct rdma_cm_id *id,
 				     .initiator_depth = xdom->rd_atom,
 				     .responder_resources = xdom->rd_atom};
 	struct tnbc_verbs_conn *c = NULL;
-	struct tnbc_verbs_chal chal;
+	struct tnbc_net_chal chal;
 
 	if (!req_ok || req->magic != TNBC_VERBS_MAGIC ||
 	    req->version != TNBC_VERBS_VERSION ||
@@ -850,7 +850,7 @@ static void tnbc_verbs_conn_end(struct tnbc_verbs_conn *c)
 
 static void tnbc_verbs_peer_cm(struct tnbc_xpeer *p,
 			       enum rdma_cm_event_type type, int status,
-			       const struct tnbc_verbs_chal *chal)
+			       const struct tnbc_net_chal *chal)
 {
 	const char *why = NULL;
 	int ret;
@@ -916,7 +916,7 @@ static void tnbc_verbs_cm_events(struct tnbc_xdom *xdom)
 		enum rdma_cm_event_type type = ev->event;
 		struct rdma_cm_id *id = ev->id;
 		int status = ev->status;
-		struct tnbc_verbs_chal chal;
+		struct tnbc_net_chal chal;
 		bool has_chal = false;
 
 		if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -1481,8 +1481,8 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 		return true;
 	}
 	if (TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_HOLD && c->hello &&
-	    e->len == sizeof(struct tnbc_verbs_hold)) {
-		struct tnbc_verbs_hold h;
+	    e->len == sizeof(struct tnbc_net_hold)) {
+		struct tnbc_net_hold h;
 
 		memcpy(&h, body, sizeof(h));
 		/* only the holding endpoint's own process says so */
