@@ -50,7 +50,7 @@ static void tnbc_domain_sleep_close(struct tnbc_domain *dom)
 static int tnbc_domain_sleep_open(struct tnbc_domain *dom)
 {
 	dom->engine.kick_fd = -1;
-	if (tnbc_env.xport_list[0]->flags & TNBC_XPORT_DOORBELL)
+	if (tnbc_env.xport_list[0]->bell)
 		return 0;
 	dom->engine.kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (dom->engine.kick_fd < 0) {

@@ -16,7 +16,7 @@
 struct tnbc_engine {
 	pthread_t thread;
 	/* Where the engine sleeps when the domain's first transport has no
-	 * doorbell of its own (TNBC_XPORT_DOORBELL): an eventfd that every
+	 * doorbell of its own (tnbc_xport_ops.bell): an eventfd that every
 	 * wake-up writes (a transport's kick, an application thread, the
 	 * stop).  -1 on a doorbell domain, whose engine sleeps on the
 	 * doorbell. */

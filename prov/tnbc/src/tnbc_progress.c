@@ -460,7 +460,7 @@ static bool tnbc_engine_nap_begin(struct tnbc_domain *dom, uint64_t *nap_ns,
 	    (!app && tnbc_trig_has_ready(dom)) ||
 	    atomic_load(&e->kick_pending)) {
 		if (e->kick_fd < 0)
-			xops->sleep_cancel(dom->xdom);
+			xops->bell->sleep_cancel(dom->xdom);
 		atomic_store(&e->napping, false);
 		return false;
 	}
@@ -476,7 +476,7 @@ static void tnbc_engine_nap_end(struct tnbc_domain *dom, bool slept)
 	struct tnbc_engine *e = &dom->engine;
 
 	if (e->kick_fd < 0)
-		dom->xops->sleep_cancel(dom->xdom);
+		dom->xops->bell->sleep_cancel(dom->xdom);
 	atomic_store(&e->napping, false);
 	/* a sleep another domain's work called off still counts as one
 	 * that ended, so that sleeps - wakeups says who sleeps now */
@@ -493,7 +493,7 @@ static void tnbc_engine_nap(struct tnbc_domain *dom, uint64_t *nap_ns, bool app)
 	if (!tnbc_engine_nap_begin(dom, nap_ns, app, &np))
 		return;
 	if (e->kick_fd < 0)
-		dom->xops->sleep_wait(dom->xdom, np.token, np.timeout);
+		dom->xops->bell->sleep_wait(dom->xdom, np.token, np.timeout);
 	else
 		tnbc_engine_kick_wait(e, np.timeout);
 	tnbc_engine_nap_end(dom, true);
@@ -743,7 +743,7 @@ static void tnbc_engine_round(struct tnbc_domain **doms, int n)
 	}
 	if (sleep) {
 		for (int i = 0; i < n; i++) {
-			atomic_uint *word = doms[i]->xops->sleep_word(
+			atomic_uint *word = doms[i]->xops->bell->sleep_word(
 				doms[i]->xdom, np[i].timeout);
 
 			w[i] = (struct futex_waitv){
@@ -852,7 +852,7 @@ static int tnbc_engine_attach(struct tnbc_domain *dom)
 	int ret = 0;
 
 	if (!tnbc_env.engine_shared || dom->engine.kick_fd >= 0 ||
-	    !dom->xops->sleep_word)
+	    !dom->xops->bell->sleep_word)
 		return -FI_EAGAIN;
 	pthread_mutex_lock(&tnbc_host.lock);
 	if (!tnbc_engine_waitv_works() || tnbc_host.ndoms == TNBC_ENGINE_DOMS) {
@@ -921,7 +921,7 @@ static void tnbc_engine_detach(struct tnbc_domain *dom)
 	 * calls that sleep off (tnbc_engine_nap_begin looks at it after
 	 * the token), and a sleep begun before it ends with the ring. */
 	atomic_store(&dom->engine.stop, true);
-	dom->xops->wake(dom->xdom);
+	dom->xops->bell->wake(dom->xdom);
 	if (last) {
 		pthread_join(tnbc_host.thread, NULL);
 		pthread_mutex_lock(&tnbc_host.lock);

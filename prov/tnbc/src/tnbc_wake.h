@@ -67,7 +67,7 @@ static inline void tnbc_engine_wake(struct tnbc_domain *dom)
 	uint64_t one = 1;
 
 	if (dom->engine.kick_fd < 0)
-		dom->xops->wake(dom->xdom);
+		dom->xops->bell->wake(dom->xdom);
 	else
 		(void)!write(dom->engine.kick_fd, &one, sizeof(one));
 }

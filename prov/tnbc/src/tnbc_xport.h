@@ -298,10 +298,7 @@ struct tnbc_xdom_attr {
 /* Every peer the transport reaches is on this host: a packet's source
  * may leave out what this host's names share. */
 #define TNBC_XPORT_LOCAL (1u << 0)
-/* Its senders wake a sleeping engine through a doorbell of its own, not
- * through the kick: it must be the domain's first transport, and a
- * domain holds one such at most. */
-#define TNBC_XPORT_DOORBELL (1u << 1)
+/* (1u << 1) was the doorbell's: a transport with one has a bell. */
 /* pull reads a peer's memory (else it answers -FI_ENOSYS, always) */
 #define TNBC_XPORT_PULL (1u << 2)
 /* and goes on after pull returns (RDMA read): a read that must finish
@@ -334,6 +331,23 @@ static inline void tnbc_xrmem_iov(const struct tnbc_xrmem *r, size_t n,
  * is forgotten, and the core frees what it gave. */
 struct tnbc_xread {
 	void (*done)(struct tnbc_xread *rd, ssize_t n);
+};
+
+/* A doorbell transport's sleep (struct tnbc_xport_ops.bell): the
+ * engine of a domain whose first transport has one sleeps in
+ * sleep_wait (after sleep_begin gave the token) and is woken by wake;
+ * sleep_cancel ends a sleep_begin that did not sleep. */
+struct tnbc_xport_bell {
+	void (*sleep_cancel)(struct tnbc_xdom *xdom);
+	void (*sleep_wait)(struct tnbc_xdom *xdom, unsigned token,
+			   uint64_t timeout_ns);
+	/* A doorbell that is a futex word (shared, 32 bits): what
+	 * sleep_wait would wait on, after what sleep_wait does first for a
+	 * wait of timeout_ns (0: none).  An engine that serves several
+	 * domains waits on all their words at once (futex_waitv), then
+	 * calls sleep_cancel.  NULL where the doorbell is no futex word. */
+	atomic_uint *(*sleep_word)(struct tnbc_xdom *xdom, uint64_t timeout_ns);
+	void (*wake)(struct tnbc_xdom *xdom);
 };
 
 struct tnbc_xport_ops {
@@ -476,14 +490,12 @@ struct tnbc_xport_ops {
 	/* Engine sleep/wake.  One engine per domain (one thread may serve
 	 * several, see sleep_word).  It sleeps on the
 	 * doorbell of the domain's first transport when that one has one
-	 * (TNBC_XPORT_DOORBELL: sleep_cancel, sleep_wait and wake go to it,
-	 * and are NULL in every other transport), else on an eventfd of the
-	 * core that kicks write.  sleep_begin goes to every transport: it
-	 * tells a transport to watch for packets (and kick) until the
-	 * engine next sleeps, since the
-	 * engine polls it while awake; the doorbell's returns the token
-	 * sleep_wait takes, the others' return 0.  app_active, app_mark,
-	 * rx_posted and set_window go to every one.
+	 * (its bell: sleep_cancel, sleep_wait and wake go to it), else on an
+	 * eventfd of the core that kicks write.  sleep_begin goes to every
+	 * transport: it tells a transport to watch for packets (and kick) until
+	 * the engine next sleeps, since the engine polls it while awake; the
+	 * doorbell's returns the token sleep_wait takes, the others' return 0.
+	 * app_active, app_mark, rx_posted and set_window go to every one.
 	 * app_mark records that an application thread is driving progress
 	 * itself (or, false, that none is); app_active says whether one did
 	 * within the last window (set_window), as this transport saw it
@@ -509,16 +521,9 @@ struct tnbc_xport_ops {
 	 * senders (FI_TNBC_APP_WINDOW_US until the engine changes it). */
 	void (*set_window)(struct tnbc_xdom *xdom, uint64_t ns);
 	unsigned (*sleep_begin)(struct tnbc_xdom *xdom, enum tnbc_sleep how);
-	void (*sleep_cancel)(struct tnbc_xdom *xdom);
-	void (*sleep_wait)(struct tnbc_xdom *xdom, unsigned token,
-			   uint64_t timeout_ns);
-	/* A doorbell that is a futex word (shared, 32 bits): what
-	 * sleep_wait would wait on, after what sleep_wait does first for a
-	 * wait of timeout_ns (0: none).  An engine that serves several
-	 * domains waits on all their words at once (futex_waitv), then
-	 * calls sleep_cancel.  NULL where the doorbell is no futex word. */
-	atomic_uint *(*sleep_word)(struct tnbc_xdom *xdom, uint64_t timeout_ns);
-	void (*wake)(struct tnbc_xdom *xdom);
+	/* The doorbell the engine sleeps on; NULL but in a transport with
+	 * one (shm), where every other call above is the data path's. */
+	const struct tnbc_xport_bell *bell;
 	void (*stats)(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st);
 };
 

@@ -61,8 +61,7 @@ static void tnbc_xport_add(const struct tnbc_xport_ops *x)
 	for (unsigned i = 0; i < n; i++)
 		if (tnbc_env.xport_list[i] == x)
 			return;
-	if ((x->flags & TNBC_XPORT_DOORBELL) && n &&
-	    (tnbc_env.xport_list[0]->flags & TNBC_XPORT_DOORBELL)) {
+	if (x->bell && n && tnbc_env.xport_list[0]->bell) {
 		FI_WARN(&tnbc_prov, FI_LOG_CORE,
 			"FI_TNBC_XPORTS: %s and %s each sleep the engine on "
 			"their own doorbell; %s skipped\n",
@@ -71,7 +70,7 @@ static void tnbc_xport_add(const struct tnbc_xport_ops *x)
 	}
 	if (n == TNBC_XPORTS_MAX)
 		return;
-	if (x->flags & TNBC_XPORT_DOORBELL) {
+	if (x->bell) {
 		memmove(&tnbc_env.xport_list[1], &tnbc_env.xport_list[0],
 			n * sizeof(tnbc_env.xport_list[0]));
 		tnbc_env.xport_list[0] = x;

@@ -202,14 +202,22 @@ ssize_t tnbc_net_mem_copy(struct tnbc_xrx *x, size_t off,
 	return (ssize_t)n;
 }
 
-void tnbc_net_app_mark(struct tnbc_net_app *s, bool active)
+static struct tnbc_net_app *tnbc_net_app_of(struct tnbc_xdom *xdom)
 {
+	return (struct tnbc_net_app *)(void *)xdom;
+}
+
+void tnbc_net_app_mark(struct tnbc_xdom *xdom, bool active)
+{
+	struct tnbc_net_app *s = tnbc_net_app_of(xdom);
+
 	atomic_store_explicit(&s->app_ns, active ? tnbc_now_ns() : 0,
 			      memory_order_relaxed);
 }
 
-bool tnbc_net_app_active(struct tnbc_net_app *s)
+bool tnbc_net_app_active(struct tnbc_xdom *xdom)
 {
+	struct tnbc_net_app *s = tnbc_net_app_of(xdom);
 	uint64_t t = atomic_load_explicit(&s->app_ns, memory_order_relaxed);
 
 	return t &&
@@ -217,8 +225,10 @@ bool tnbc_net_app_active(struct tnbc_net_app *s)
 							memory_order_relaxed);
 }
 
-void tnbc_net_set_window(struct tnbc_net_app *s, uint64_t ns)
+void tnbc_net_set_window(struct tnbc_xdom *xdom, uint64_t ns)
 {
+	struct tnbc_net_app *s = tnbc_net_app_of(xdom);
+
 	atomic_store_explicit(&s->window_ns, ns, memory_order_relaxed);
 }
 

@@ -73,9 +73,12 @@ struct tnbc_net_app {
 };
 
 void tnbc_net_app_init(struct tnbc_net_app *s);
-void tnbc_net_app_mark(struct tnbc_net_app *s, bool active);
-bool tnbc_net_app_active(struct tnbc_net_app *s);
-void tnbc_net_set_window(struct tnbc_net_app *s, uint64_t ns);
+/* The ops table's app_mark, app_active and set_window of a network
+ * transport, whose struct tnbc_xdom begins with its struct
+ * tnbc_net_app. */
+void tnbc_net_app_mark(struct tnbc_xdom *xdom, bool active);
+bool tnbc_net_app_active(struct tnbc_xdom *xdom);
+void tnbc_net_set_window(struct tnbc_xdom *xdom, uint64_t ns);
 
 /* tnbc_xrx.copy for a packet wholly in memory at x->head. */
 ssize_t tnbc_net_mem_copy(struct tnbc_xrx *x, size_t off,

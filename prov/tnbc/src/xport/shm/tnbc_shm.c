@@ -477,7 +477,7 @@ static void tnbc_shm_warn_taken(const char *name)
 }
 
 /* kick is not needed: senders ring this transport's own doorbell, on
- * which the engine sleeps (TNBC_XPORT_DOORBELL). */
+ * which the engine sleeps (tnbc_shm_bell). */
 static int tnbc_shm_dom_open(struct tnbc_xdom **out,
 			     const struct tnbc_xdom_attr *attr)
 {
@@ -2075,10 +2075,17 @@ static void tnbc_shm_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 	st->held = atomic_load(&xdom->held);
 }
 
+static const struct tnbc_xport_bell tnbc_shm_bell = {
+	.sleep_cancel = tnbc_shm_sleep_cancel,
+	.sleep_word = tnbc_shm_sleep_word,
+	.sleep_wait = tnbc_shm_sleep_wait,
+	.wake = tnbc_shm_wake,
+};
+
 const struct tnbc_xport_ops tnbc_shm_ops = {
 	.name = "shm",
 	.id = TNBC_XPORT_SHM,
-	.flags = TNBC_XPORT_LOCAL | TNBC_XPORT_DOORBELL | TNBC_XPORT_PULL,
+	.flags = TNBC_XPORT_LOCAL | TNBC_XPORT_PULL,
 	.xaddr_off = -1, /* the name is the address */
 	.dom_open = tnbc_shm_dom_open,
 	.dom_close = tnbc_shm_dom_close,
@@ -2103,9 +2110,6 @@ const struct tnbc_xport_ops tnbc_shm_ops = {
 	.app_active = tnbc_shm_app_active,
 	.set_window = tnbc_shm_set_window,
 	.sleep_begin = tnbc_shm_sleep_begin,
-	.sleep_cancel = tnbc_shm_sleep_cancel,
-	.sleep_word = tnbc_shm_sleep_word,
-	.sleep_wait = tnbc_shm_sleep_wait,
-	.wake = tnbc_shm_wake,
+	.bell = &tnbc_shm_bell,
 	.stats = tnbc_shm_stats,
 };

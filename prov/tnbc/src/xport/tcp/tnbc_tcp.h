@@ -255,6 +255,8 @@ struct tnbc_xpeer {
 };
 
 struct tnbc_xdom {
+	/* first: tnbc_net_app_mark and its kin read it (app_mark) */
+	struct tnbc_net_app app;
 	struct tnbc_xkick kick;
 	const struct tnbc_xport_ops *ops; /* its peers' (tnbc_tcp_ops) */
 	const atomic_bool *host_busy; /* tnbc_xdom_attr */
@@ -271,8 +273,6 @@ struct tnbc_xdom {
 	struct tnbc_net_book book;
 	struct tnbc_tcp_conn *grave_conns;
 	struct tnbc_xep *grave_eps;
-	/* whether an application thread polls (app_mark) */
-	struct tnbc_net_app app;
 	/* Waits for peers to dial (tnbc_tcp_dial_wait): each slot holds
 	 * the end of one (0: free), a slot past its end is free whatever
 	 * became of its wait, and dial_until, the latest end (0: none), is
@@ -298,6 +298,9 @@ struct tnbc_xdom {
 	_Atomic uint64_t placed_bytes; /* read from a socket into place */
 	_Atomic uint64_t writes; /* to a socket, bytes taken */
 };
+
+_Static_assert(offsetof(struct tnbc_xdom, app) == 0,
+	       "tnbc_net_app_mark reads the domain's start");
 
 /* tnbc_tcp_conn.c */
 /* The largest packet shm's peers take: fi_info's limits (ops packet_limit). */

@@ -520,21 +520,6 @@ static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 	return 0;
 }
 
-static void tnbc_tcp_app_mark(struct tnbc_xdom *xdom, bool active)
-{
-	tnbc_net_app_mark(&xdom->app, active);
-}
-
-static bool tnbc_tcp_app_active(struct tnbc_xdom *xdom)
-{
-	return tnbc_net_app_active(&xdom->app);
-}
-
-static void tnbc_tcp_set_window(struct tnbc_xdom *xdom, uint64_t ns)
-{
-	tnbc_net_set_window(&xdom->app, ns);
-}
-
 static void tnbc_tcp_stats(struct tnbc_xdom *xdom, struct tnbc_xport_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -578,10 +563,10 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.idle = tnbc_tcp_idle,
 	.quiet = tnbc_tcp_quiet,
 	.pull = tnbc_tcp_pull,
-	.app_mark = tnbc_tcp_app_mark,
+	.app_mark = tnbc_net_app_mark,
 	.rx_posted = tnbc_net_rx_posted,
-	.app_active = tnbc_tcp_app_active,
-	.set_window = tnbc_tcp_set_window,
+	.app_active = tnbc_net_app_active,
+	.set_window = tnbc_net_set_window,
 	.sleep_begin = tnbc_tcp_sleep_begin,
 	.stats = tnbc_tcp_stats,
 };

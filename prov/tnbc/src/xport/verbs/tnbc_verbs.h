@@ -211,6 +211,8 @@ struct tnbc_verbs_held {
 };
 
 struct tnbc_xdom {
+	/* first: tnbc_net_app_mark and its kin read it (app_mark) */
+	struct tnbc_net_app app;
 	struct tnbc_xkick kick;
 	uint8_t key[TNBC_AUTH_KEY_MAX];
 	uint16_t key_len;
@@ -249,10 +251,11 @@ struct tnbc_xdom {
 	 * list of its own, since a busy consumer holds its endpoint's lock
 	 * for long stretches */
 	struct tnbc_verbs_conn *ending;
-	/* whether an application thread polls (app_mark) */
-	struct tnbc_net_app app;
 	_Atomic uint64_t bad_pkts, refused, spilled, held;
 };
+
+_Static_assert(offsetof(struct tnbc_xdom, app) == 0,
+	       "tnbc_net_app_mark reads the domain's start");
 
 /* tnbc_verbs_conn.c: addresses; a peer given up, a connection begun
  * (peer->lock held) */

@@ -1730,21 +1730,6 @@ static unsigned tnbc_verbs_sleep_begin(struct tnbc_xdom *xdom,
 	return 0;
 }
 
-static void tnbc_verbs_app_mark(struct tnbc_xdom *xdom, bool active)
-{
-	tnbc_net_app_mark(&xdom->app, active);
-}
-
-static bool tnbc_verbs_app_active(struct tnbc_xdom *xdom)
-{
-	return tnbc_net_app_active(&xdom->app);
-}
-
-static void tnbc_verbs_set_window(struct tnbc_xdom *xdom, uint64_t ns)
-{
-	tnbc_net_set_window(&xdom->app, ns);
-}
-
 static void tnbc_verbs_stats(struct tnbc_xdom *xdom,
 			     struct tnbc_xport_stats *st)
 {
@@ -1798,10 +1783,10 @@ const struct tnbc_xport_ops tnbc_verbs_ops = {
 	.pull = tnbc_verbs_pull,
 	.expose = tnbc_verbs_expose,
 	.unexpose = tnbc_verbs_unexpose,
-	.app_mark = tnbc_verbs_app_mark,
+	.app_mark = tnbc_net_app_mark,
 	.rx_posted = tnbc_net_rx_posted,
-	.app_active = tnbc_verbs_app_active,
-	.set_window = tnbc_verbs_set_window,
+	.app_active = tnbc_net_app_active,
+	.set_window = tnbc_net_set_window,
 	.sleep_begin = tnbc_verbs_sleep_begin,
 	.stats = tnbc_verbs_stats,
 };
