@@ -160,13 +160,10 @@ struct tnbc_xslot {
 	struct tnbc_xdom *xdom;
 };
 
-/* An endpoint's end of one of its domain's transports, and the argument
- * of that transport's receive callback (tnbc_rx_packet). */
+/* An endpoint's end of one of its domain's transports. */
 struct tnbc_ep_xport {
 	const struct tnbc_xport_ops *ops; /* domain->xp[i].ops */
 	struct tnbc_xep *xep;
-	struct tnbc_ep *ep;
-	unsigned i; /* in tnbc_domain.xp */
 };
 
 struct tnbc_domain {
@@ -379,13 +376,6 @@ struct tnbc_ep {
 	atomic_size_t tx_queued;
 	size_t ux_bytes; /* held by unexp_msg and unexp_tagged */
 	size_t ux_kept; /* messages left in the transport's queue */
-	bool rx_engine; /* the engine is the one consuming right now */
-	/* an application thread progresses the endpoint right now (its
-	 * sends show the engine it is alive: tnbc_app_inside) */
-	bool app_progress;
-	/* This poll stops once no receive is posted and what is left in
-	 * the queue can wait there (see tnbc_ep_progress). */
-	bool rx_lazy;
 	struct tnbc_list ctrl_queue; /* ACK/CTS waiting for queue space */
 	struct tnbc_list stream_rx; /* receives fed by DATA packets */
 	/* rendezvous reads a transport finishes later (struct tnbc_rread) */
@@ -422,15 +412,12 @@ struct tnbc_ep {
 	 * not take the lock (two locked instructions on every empty poll
 	 * of an application's loop). */
 	atomic_bool work;
-	/* Rendezvous reads matched during a poll pass: made once the pass
-	 * ends, those from one peer in as few calls as possible (each call
-	 * costs a system call and a walk of the peer's page tables). */
-	bool batch_pulls;
+	/* Rendezvous reads matched during a poll pass (tnbc_rx_ctx.batch):
+	 * made once the pass ends, those from one peer in as few calls as
+	 * possible (each call costs a system call and a walk of the peer's
+	 * page tables). */
 	size_t npulls;
 	struct tnbc_pull *pulls; /* TNBC_PULL_BATCH, allocated on first use */
-	/* the transport of the message being received, or being delivered
-	 * from the unexpected list (its tnbc_unexp.via; ep->lock held) */
-	unsigned rx_via;
 	unsigned nxp; /* domain->nxp */
 	struct tnbc_ep_xport xp[TNBC_XPORTS_MAX];
 };

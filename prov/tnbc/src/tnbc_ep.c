@@ -84,8 +84,6 @@ static int tnbc_ep_xports_open(struct tnbc_ep *ep)
 			memcpy(ep->xaddr, want, sizeof(want));
 		for (i = 0; i < dom->nxp; i++) {
 			ep->xp[i].ops = dom->xp[i].ops;
-			ep->xp[i].ep = ep;
-			ep->xp[i].i = i;
 			int off = dom->xp[i].ops->xaddr_off;
 
 			ret = dom->xp[i].ops->ep_open(dom->xp[i].xdom, n,

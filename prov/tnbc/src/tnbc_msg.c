@@ -79,7 +79,8 @@ static bool tnbc_ux_room(struct tnbc_ep *ep, size_t data_len)
 	return ep->ux_bytes + tnbc_ux_cost(data_len) <= tnbc_env.unexp_max;
 }
 
-static struct tnbc_unexp *tnbc_ux_new(struct tnbc_ep *ep, size_t data_len)
+static struct tnbc_unexp *tnbc_ux_new(struct tnbc_ep *ep, unsigned via,
+				      size_t data_len)
 {
 	struct tnbc_unexp *ux = malloc(tnbc_ux_cost(data_len));
 
@@ -87,7 +88,7 @@ static struct tnbc_unexp *tnbc_ux_new(struct tnbc_ep *ep, size_t data_len)
 		return NULL;
 	ep->ux_bytes += tnbc_ux_cost(data_len);
 	ux->data_len = data_len;
-	ux->via = ep->rx_via;
+	ux->via = via;
 	ux->claim_ctx = NULL;
 	return ux;
 }
@@ -397,15 +398,15 @@ void tnbc_ep_flush_pulls(struct tnbc_ep *ep)
 
 /* Puts a read off to the end of the poll pass; false when it must be
  * made now. */
-static bool tnbc_pull_defer(struct tnbc_ep *ep, struct tnbc_xfer *rx,
-			    const struct tnbc_hdr *hdr, struct tnbc_xpeer *peer,
-			    fi_addr_t src, size_t want,
+static bool tnbc_pull_defer(struct tnbc_ep *ep, bool batch,
+			    struct tnbc_xfer *rx, const struct tnbc_hdr *hdr,
+			    struct tnbc_xpeer *peer, fi_addr_t src, size_t want,
 			    const struct iovec *local, size_t lcount,
 			    const struct tnbc_xrmem *remote, size_t rcount)
 {
 	struct tnbc_pull *p;
 
-	if (!ep->batch_pulls || !want || !tnbc_env.cma)
+	if (!batch || !want || !tnbc_env.cma)
 		return false;
 	if (!ep->pulls) {
 		ep->pulls = calloc(TNBC_PULL_BATCH, sizeof(*ep->pulls));
@@ -429,8 +430,8 @@ static bool tnbc_pull_defer(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 }
 
 /* Starts the data movement of a matched rendezvous message. */
-static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
-			   const struct tnbc_hdr *hdr,
+static void tnbc_rndv_recv(struct tnbc_ep *ep, const struct tnbc_rx_ctx *c,
+			   struct tnbc_xfer *rx, const struct tnbc_hdr *hdr,
 			   const struct tnbc_rts_iov *riov, fi_addr_t src)
 {
 	struct iovec local[TNBC_IOV_LIMIT];
@@ -441,7 +442,7 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	size_t lcount;
 	int ret;
 
-	ret = tnbc_ep_src_peer(ep, &hdr->src, &peer);
+	ret = tnbc_ep_src_peer(ep, c->via, &hdr->src, &peer);
 	if (ret) {
 		/* Nobody to answer: the sender is gone or unreachable. */
 		tnbc_report_rx(ep, rx, hdr, src, hdr->size, FI_EIO);
@@ -454,8 +455,8 @@ static void tnbc_rndv_recv(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	memcpy(remote, riov, rcount * sizeof(*remote));
 	lcount = tnbc_iov_slice(rx->iov, rx->iov_count, 0, want, local,
 				TNBC_IOV_LIMIT);
-	if (tnbc_pull_defer(ep, rx, hdr, peer, src, want, local, lcount, remote,
-			    rcount))
+	if (tnbc_pull_defer(ep, c->batch, rx, hdr, peer, src, want, local,
+			    lcount, remote, rcount))
 		return;
 	tnbc_rndv_pull(ep, rx, hdr, peer, src, want, local, lcount, remote,
 		       rcount);
@@ -480,9 +481,9 @@ static ssize_t tnbc_rx_park(struct tnbc_xrx *srx, size_t poff,
  * payload NULL, was placed in the receive's buffers from a stream
  * transport already, with err (0, or FI_EIO: its sender died
  * mid-packet). */
-static void tnbc_deliver(struct tnbc_ep *ep, struct tnbc_xfer *rx,
-			 const struct tnbc_hdr *hdr, const void *payload,
-			 int err, fi_addr_t src)
+static void tnbc_deliver(struct tnbc_ep *ep, const struct tnbc_rx_ctx *c,
+			 struct tnbc_xfer *rx, const struct tnbc_hdr *hdr,
+			 const void *payload, int err, fi_addr_t src)
 {
 	size_t n = hdr->size < rx->len ? hdr->size : rx->len;
 
@@ -491,7 +492,7 @@ static void tnbc_deliver(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 	else
 		src = FI_ADDR_NOTAVAIL;
 	if (hdr->type == TNBC_PKT_RTS) {
-		tnbc_rndv_recv(ep, rx, hdr, payload, src);
+		tnbc_rndv_recv(ep, c, rx, hdr, payload, src);
 		return;
 	}
 	if (payload)
@@ -505,9 +506,8 @@ static void tnbc_discard(struct tnbc_ep *ep, struct tnbc_unexp *ux)
 {
 	struct tnbc_xpeer *peer;
 
-	ep->rx_via = ux->via;
 	if (ux->hdr.type == TNBC_PKT_RTS &&
-	    !tnbc_ep_src_peer(ep, &ux->hdr.src, &peer))
+	    !tnbc_ep_src_peer(ep, ux->via, &ux->hdr.src, &peer))
 		tnbc_send_answer(ep, peer, TNBC_PKT_ACK, ux->hdr.msg_id, 0, 0);
 }
 
@@ -520,6 +520,7 @@ static void tnbc_discard(struct tnbc_ep *ep, struct tnbc_unexp *ux)
  * ordinary rendezvous.
  */
 static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
+					  const struct tnbc_rx_ctx *c,
 					  const struct tnbc_hdr *hdr,
 					  const void *payload)
 {
@@ -534,13 +535,13 @@ static struct tnbc_unexp *tnbc_pull_early(struct tnbc_ep *ep,
 	 * application is away.  A polling application posts its receive
 	 * soon, and a read into that receive's buffer costs one copy, not
 	 * two and a buffer. */
-	if (!ep->rx_engine || hdr->type != TNBC_PKT_RTS ||
+	if (!c->engine || hdr->type != TNBC_PKT_RTS ||
 	    (hdr->flags & TNBC_HDR_DELIVERY) || !hdr->size ||
 	    hdr->size > tnbc_env.unexp_pull || !tnbc_env.cma ||
 	    rcount > TNBC_IOV_LIMIT || !tnbc_ux_room(ep, hdr->size) ||
-	    tnbc_ep_src_peer(ep, &hdr->src, &peer))
+	    tnbc_ep_src_peer(ep, c->via, &hdr->src, &peer))
 		return NULL;
-	ux = tnbc_ux_new(ep, hdr->size);
+	ux = tnbc_ux_new(ep, c->via, hdr->size);
 	if (!ux)
 		return NULL;
 	memcpy(remote, riov, rcount * sizeof(*remote));
@@ -584,7 +585,8 @@ static uint16_t tnbc_args_hflags(const struct tnbc_msg_args *a)
  * (srx, from byte poff of the packet).  Inlined: it is most of a small
  * message's receive (called, it cost 5 % more instructions per message). */
 static inline __attribute__((always_inline)) int
-tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload,
+tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_rx_ctx *c,
+	    const struct tnbc_hdr *hdr, const void *payload,
 	    struct tnbc_xrx *srx, size_t poff)
 {
 	bool tagged = hdr->flags & TNBC_HDR_TAGGED;
@@ -625,7 +627,7 @@ tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload,
 			tnbc_list_remove(&rx->entry);
 			tnbc_ep_rx_del(ep);
 			ep->rx_matches++;
-			tnbc_deliver(ep, rx, hdr, payload, err, src);
+			tnbc_deliver(ep, c, rx, hdr, payload, err, src);
 			return TNBC_RX_DONE;
 		}
 	}
@@ -636,13 +638,13 @@ tnbc_rx_msg(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload,
 	/* The rest of a burst whose receives are yet to come: each of them
 	 * takes its message straight from the queue while it has room
 	 * (buffered now, every message would be copied twice). */
-	if (ep->rx_lazy && tnbc_ep_rx_idle(ep) && tnbc_ep_xquiet(ep))
+	if (c->lazy && tnbc_ep_rx_idle(ep) && tnbc_ep_xquiet(ep))
 		return TNBC_RX_LATER;
-	ux = payload ? tnbc_pull_early(ep, hdr, payload) : NULL;
+	ux = payload ? tnbc_pull_early(ep, c, hdr, payload) : NULL;
 	if (!ux) {
 		struct iovec to;
 
-		ux = tnbc_ux_new(ep, hdr->payload_len);
+		ux = tnbc_ux_new(ep, c->via, hdr->payload_len);
 		if (!ux)
 			goto keep; /* out of memory: it waits in the queue */
 		ux->hdr = *hdr;
@@ -786,12 +788,13 @@ static int tnbc_rx_data(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 
 /* A packet whose frame was checked and expanded. */
 static inline __attribute__((always_inline)) int
-tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload)
+tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_rx_ctx *c,
+	    const struct tnbc_hdr *hdr, const void *payload)
 {
 	switch (hdr->type) {
 	case TNBC_PKT_EAGER:
 	case TNBC_PKT_RTS:
-		return tnbc_rx_msg(ep, hdr, payload, NULL, 0);
+		return tnbc_rx_msg(ep, c, hdr, payload, NULL, 0);
 	case TNBC_PKT_ACK:
 		tnbc_rx_ack(ep, hdr);
 		break;
@@ -801,7 +804,7 @@ tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload)
 	case TNBC_PKT_DATA:
 		return tnbc_rx_data(ep, hdr, payload, NULL, 0);
 	case TNBC_PKT_RMA_REQ:
-		tnbc_rma_rx_req(ep, hdr, payload);
+		tnbc_rma_rx_req(ep, c->via, hdr, payload);
 		break;
 	case TNBC_PKT_RMA_RESP:
 		tnbc_rma_rx_resp(ep, hdr, payload);
@@ -817,15 +820,16 @@ tnbc_rx_hdr(struct tnbc_ep *ep, const struct tnbc_hdr *hdr, const void *payload)
  * message's goes straight where it belongs (a receive's buffers, or one
  * unexpected buffer), and so does rendezvous data; any other packet is
  * read whole first, into a buffer of its own, and taken as from memory. */
-static int tnbc_rx_stream(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-			  struct tnbc_xrx *rx, size_t hlen)
+static int tnbc_rx_stream(struct tnbc_ep *ep, const struct tnbc_rx_ctx *c,
+			  const struct tnbc_hdr *hdr, struct tnbc_xrx *rx,
+			  size_t hlen)
 {
 	struct iovec to = {.iov_len = hdr->payload_len};
 	ssize_t r;
 	int verdict;
 
 	if (hdr->type == TNBC_PKT_EAGER)
-		return tnbc_rx_msg(ep, hdr, NULL, rx, hlen);
+		return tnbc_rx_msg(ep, c, hdr, NULL, rx, hlen);
 	if (hdr->type == TNBC_PKT_DATA)
 		return tnbc_rx_data(ep, hdr, NULL, rx, hlen);
 	to.iov_base = malloc(to.iov_len);
@@ -837,7 +841,7 @@ static int tnbc_rx_stream(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		/* its sender stalled, or died mid-packet */
 		return r == -FI_EAGAIN ? TNBC_RX_LATER : TNBC_RX_BAD;
 	}
-	verdict = tnbc_rx_hdr(ep, hdr, to.iov_base);
+	verdict = tnbc_rx_hdr(ep, c, hdr, to.iov_base);
 	free(to.iov_base);
 	/* kept or left: the transport offers the packet again, whole */
 	return verdict;
@@ -845,8 +849,9 @@ static int tnbc_rx_stream(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 
 int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx)
 {
-	struct tnbc_ep_xport *x = arg;
-	struct tnbc_ep *ep = x->ep;
+	const struct tnbc_rx_ctx *c = arg;
+	struct tnbc_ep *ep = c->ep;
+	const struct tnbc_ep_xport *x = &ep->xp[c->via];
 	struct tnbc_hdr hdr;
 	size_t hlen =
 		tnbc_frame_unpack(x->ops, &ep->name, rx->head, rx->len, &hdr);
@@ -863,13 +868,12 @@ int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx)
 					  memory_order_relaxed);
 		return TNBC_RX_BAD;
 	}
-	if (ep->app_progress)
+	if (c->app)
 		tnbc_app_inside(ep->domain, true);
-	ep->rx_via = x->i;
 	if (rx->head_len < rx->len)
-		verdict = tnbc_rx_stream(ep, &hdr, rx, hlen);
+		verdict = tnbc_rx_stream(ep, c, &hdr, rx, hlen);
 	else
-		verdict = tnbc_rx_hdr(ep, &hdr, rx->head + hlen);
+		verdict = tnbc_rx_hdr(ep, c, &hdr, rx->head + hlen);
 	if (verdict == TNBC_RX_KEEP)
 		rx->kept_src = hdr.src;
 	return verdict;
@@ -1375,8 +1379,9 @@ static ssize_t tnbc_post_peek_claim(struct tnbc_ep *ep, struct tnbc_xfer *rx)
 			tnbc_cntr_inc(ep->rx_cntr);
 		free(rx);
 	} else {
-		ep->rx_via = ux->via;
-		tnbc_deliver(ep, rx, &ux->hdr, ux->data, 0, ux->src_addr);
+		struct tnbc_rx_ctx c = {.ep = ep, .via = ux->via};
+
+		tnbc_deliver(ep, &c, rx, &ux->hdr, ux->data, 0, ux->src_addr);
 	}
 	tnbc_ux_free(ep, ux);
 	return 0;
@@ -1440,7 +1445,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 	if (a->flags & (FI_PEEK | FI_CLAIM)) {
 		/* A peek must see what has already arrived in the queue. */
 		if (a->flags & FI_PEEK)
-			tnbc_ep_xpoll(ep, 1 << 30);
+			tnbc_ep_xpoll(&(struct tnbc_rx_ctx){.ep = ep}, 1 << 30);
 		ret = tnbc_post_peek_claim(ep, rx);
 		goto out;
 	}
@@ -1455,13 +1460,17 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 		 * application is posting receives for): its read joins theirs
 		 * at the next progress call, which is usually the very next
 		 * call.  A lone one is read now. */
-		ep->batch_pulls =
-			ux->hdr.type == TNBC_PKT_RTS && !tnbc_list_empty(ul) &&
-			tnbc_container_of(ul->next, struct tnbc_unexp, entry)
-					->hdr.type == TNBC_PKT_RTS;
-		ep->rx_via = ux->via;
-		tnbc_deliver(ep, rx, &ux->hdr, ux->data, 0, ux->src_addr);
-		ep->batch_pulls = false;
+		struct tnbc_rx_ctx c = {
+			.ep = ep,
+			.via = ux->via,
+			.batch = ux->hdr.type == TNBC_PKT_RTS &&
+				 !tnbc_list_empty(ul) &&
+				 tnbc_container_of(ul->next, struct tnbc_unexp,
+						   entry)
+						 ->hdr.type == TNBC_PKT_RTS,
+		};
+
+		tnbc_deliver(ep, &c, rx, &ux->hdr, ux->data, 0, ux->src_addr);
 		tnbc_ux_free(ep, ux);
 		/* the engine makes them if the application does not call */
 		if (!had && ep->npulls)
@@ -1495,7 +1504,7 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 
 		while (budget-- > 0 && ep->rx_matches == matches &&
 		       (kept ? tnbc_ep_xpending(ep) : tnbc_ep_xunlooked(ep)))
-			tnbc_ep_xpoll(ep, 1);
+			tnbc_ep_xpoll(&(struct tnbc_rx_ctx){.ep = ep}, 1);
 	}
 out:
 	tnbc_ep_unlock(ep);

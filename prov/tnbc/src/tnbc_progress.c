@@ -108,7 +108,6 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 		return 0;
 	if (!engine)
 		tnbc_app_inside(ep->domain, true);
-	ep->app_progress = !engine;
 	/* Eager messages nobody has posted a receive for stay in the queue
 	 * while it has room: the receive posted for one takes it straight
 	 * from there (one copy, no unexpected buffer), and the engine
@@ -119,13 +118,13 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	if (tnbc_ep_rx_idle(ep) && tnbc_ep_xquiet(ep)) {
 		n = 0;
 	} else {
-		ep->rx_engine = engine;
-		ep->rx_lazy = true;
-		ep->batch_pulls = true;
-		n = tnbc_ep_xpoll(ep, TNBC_RX_POLL_BUDGET);
-		ep->batch_pulls = false;
-		ep->rx_lazy = false;
-		ep->rx_engine = false;
+		struct tnbc_rx_ctx c = {.ep = ep,
+					.engine = engine,
+					.lazy = true,
+					.batch = true,
+					.app = !engine};
+
+		n = tnbc_ep_xpoll(&c, TNBC_RX_POLL_BUDGET);
 	}
 	if (ep->npulls) {
 		n += (int)ep->npulls;
@@ -133,7 +132,7 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 	}
 	if (!tnbc_list_empty(&ep->ctrl_queue) ||
 	    !tnbc_list_empty(&ep->tx_queue))
-		n += tnbc_tx_queue_progress(ep);
+		n += tnbc_tx_queue_progress(ep, !engine);
 	tnbc_ep_check_peers(ep, engine);
 	atomic_store_explicit(&ep->work,
 			      !tnbc_list_empty(&ep->ctrl_queue) ||
@@ -143,7 +142,6 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 				      !tnbc_list_empty(&ep->rx_coll) ||
 				      ep->npulls,
 			      memory_order_relaxed);
-	ep->app_progress = false;
 	if (!engine)
 		tnbc_app_inside(ep->domain, false);
 	tnbc_ep_unlock(ep);

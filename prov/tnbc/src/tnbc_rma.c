@@ -893,8 +893,8 @@ static int tnbc_rma_rx_direct(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 	return 0;
 }
 
-void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-		     const void *payload)
+void tnbc_rma_rx_req(struct tnbc_ep *ep, unsigned via,
+		     const struct tnbc_hdr *hdr, const void *payload)
 {
 	struct tnbc_domain *dom = ep->domain;
 	struct tnbc_rma_req req;
@@ -906,7 +906,7 @@ void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 	uint64_t access, off;
 	int status;
 
-	if (tnbc_ep_src_peer(ep, &hdr->src, &peer)) {
+	if (tnbc_ep_src_peer(ep, via, &hdr->src, &peer)) {
 		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
 			"RMA request from an unreachable peer dropped\n");
 		return;

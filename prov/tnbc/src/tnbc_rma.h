@@ -24,8 +24,9 @@ int tnbc_rma_args_atomic(struct tnbc_rma_args *a,
 			 const struct fi_ioc *res, size_t res_count,
 			 const struct fi_ioc *cmp, size_t cmp_count,
 			 uint8_t kind, uint64_t flags);
-void tnbc_rma_rx_req(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
-		     const void *payload);
+/* A request that came by transport via. */
+void tnbc_rma_rx_req(struct tnbc_ep *ep, unsigned via,
+		     const struct tnbc_hdr *hdr, const void *payload);
 void tnbc_rma_rx_resp(struct tnbc_ep *ep, const struct tnbc_hdr *hdr,
 		      const void *payload);
 /* Issues an RMA operation's next chunks; -FI_EAGAIN when the peer's

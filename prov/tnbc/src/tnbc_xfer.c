@@ -199,10 +199,10 @@ void tnbc_tx_free(struct tnbc_xfer *tx)
 	free(tx);
 }
 
-int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,
-		     struct tnbc_xpeer **peer)
+int tnbc_ep_src_peer(struct tnbc_ep *ep, unsigned via,
+		     const struct tnbc_name *src, struct tnbc_xpeer **peer)
 {
-	const struct tnbc_xslot *x = &ep->domain->xp[ep->rx_via];
+	const struct tnbc_xslot *x = &ep->domain->xp[via];
 
 	/* a network transport knows the source's address from its
 	 * traffic */
@@ -281,7 +281,7 @@ bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio)
 /* Peers with a full queue one pass skips past; past that many it stops. */
 #define TNBC_TX_BLOCKED_MAX 8
 
-int tnbc_tx_queue_progress(struct tnbc_ep *ep)
+int tnbc_tx_queue_progress(struct tnbc_ep *ep, bool app)
 {
 	struct tnbc_xpeer *blocked[TNBC_TX_BLOCKED_MAX];
 	struct tnbc_list *it, *tmp;
@@ -353,7 +353,7 @@ int tnbc_tx_queue_progress(struct tnbc_ep *ep)
 			ret = -FI_EHOSTUNREACH;
 		}
 		n++;
-		if (ep->app_progress)
+		if (app)
 			tnbc_app_inside(ep->domain, true);
 		tx->stall_ns = 0;
 		tx->kind->done(ep, tx, ret);

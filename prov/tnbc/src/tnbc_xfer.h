@@ -131,7 +131,7 @@ struct tnbc_unexp {
 	struct tnbc_hdr hdr;
 	fi_addr_t src_addr;
 	struct tnbc_xpeer *peer;
-	unsigned via; /* the transport it came by (tnbc_ep.rx_via) */
+	unsigned via; /* the transport it came by (tnbc_rx_ctx.via) */
 	void *claim_ctx; /* set once FI_CLAIMed */
 	size_t data_len;
 	uint8_t data[]; /* eager payload or RTS iovecs */
@@ -185,15 +185,16 @@ void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx,
 void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
 /* Whether an operation of this priority may go out ahead of the queue. */
 bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio);
-/* One pass over the control and transmit queues: how many went. */
-int tnbc_tx_queue_progress(struct tnbc_ep *ep);
+/* One pass over the control and transmit queues: how many went (app:
+ * an application thread makes it, and each send says it is alive). */
+int tnbc_tx_queue_progress(struct tnbc_ep *ep, bool app);
 
 /* Counts and reports a packet that fits no transfer. */
 void tnbc_stray(struct tnbc_ep *ep, const char *what);
 /* The peer a packet's source names, through the transport the packet
- * came by (ep->rx_via). */
-int tnbc_ep_src_peer(struct tnbc_ep *ep, const struct tnbc_name *src,
-		     struct tnbc_xpeer **peer);
+ * came by (tnbc_rx_ctx.via, tnbc_unexp.via). */
+int tnbc_ep_src_peer(struct tnbc_ep *ep, unsigned via,
+		     const struct tnbc_name *src, struct tnbc_xpeer **peer);
 int tnbc_check_iov(const struct iovec *iov, size_t count);
 
 #endif /* TNBC_XFER_H */

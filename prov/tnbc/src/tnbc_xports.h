@@ -27,14 +27,32 @@ int tnbc_rx_packet(void *arg, struct tnbc_xrx *rx);
 /* Each of these takes the first transport before looking at how many
  * there are: the common endpoint has one, and these run on every poll. */
 
-/* Packets taken, up to budget from each transport. */
-static inline int tnbc_ep_xpoll(struct tnbc_ep *ep, int budget)
-{
-	struct tnbc_ep_xport *x = ep->xp;
-	int n = x->ops->poll(x->xep, tnbc_rx_packet, x, budget);
+/* A poll of an endpoint's transports, as the receive callback sees it:
+ * how the packet came and who takes it.  Whoever polls builds it, and
+ * the handlers get it passed down, never from the endpoint. */
+struct tnbc_rx_ctx {
+	struct tnbc_ep *ep;
+	unsigned via; /* the transport polled (tnbc_domain.xp) */
+	bool engine; /* the engine polls: it may read a rendezvous early */
+	/* stop at an eager message nobody waits for while the queue is
+	 * quiet: its receive takes it from there (tnbc_ep_progress) */
+	bool lazy;
+	bool batch; /* rendezvous reads wait for the end of the pass */
+	bool app; /* an application thread polls: each packet says so */
+};
 
-	for (unsigned i = 1; i < ep->nxp; i++)
-		n += x[i].ops->poll(x[i].xep, tnbc_rx_packet, &x[i], budget);
+/* Packets taken, up to budget from each transport (ep->lock held). */
+static inline int tnbc_ep_xpoll(struct tnbc_rx_ctx *c, int budget)
+{
+	struct tnbc_ep_xport *x = c->ep->xp;
+	int n;
+
+	c->via = 0;
+	n = x->ops->poll(x->xep, tnbc_rx_packet, c, budget);
+	for (unsigned i = 1; i < c->ep->nxp; i++) {
+		c->via = i;
+		n += x[i].ops->poll(x[i].xep, tnbc_rx_packet, c, budget);
+	}
 	return n;
 }
 
