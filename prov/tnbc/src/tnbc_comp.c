@@ -206,25 +206,3 @@ void tnbc_cntr_inc_err(struct tnbc_cntr *cntr)
 {
 	tnbc_cntr_bump(cntr, &cntr->err, 1, false);
 }
-
-/* ------------------------------------------------------------------ */
-/* Which of them an operation reports to                                */
-
-bool tnbc_cq_wanted(bool selective, uint64_t flags)
-{
-	if (flags & (TNBC_NO_COMPLETION | TNBC_INTERNAL))
-		return false;
-	/* deferred work reports only when asked to (fi_trigger(3)) */
-	if ((selective || (flags & TNBC_DEFERRED)))
-		return flags & FI_COMPLETION;
-	return true;
-}
-
-void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
-			   struct tnbc_cntr *comp_cntr, bool err)
-{
-	if (ep_cntr && !(flags & (TNBC_DEFERRED | TNBC_INTERNAL)))
-		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(ep_cntr);
-	if (comp_cntr)
-		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(comp_cntr);
-}

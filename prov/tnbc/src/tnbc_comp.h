@@ -26,11 +26,27 @@ void tnbc_cntr_changed(struct tnbc_cntr *cntr);
 /* Wakes the fi_cntr_wait callers the change may satisfy. */
 void tnbc_cntr_signal(struct tnbc_cntr *cntr);
 /* Counts a completion of an operation carrying these op flags: the
- * endpoint counter, unless deferred; the deferred completion counter. */
-void tnbc_count_completion(struct tnbc_cntr *ep_cntr, uint64_t flags,
-			   struct tnbc_cntr *comp_cntr, bool err);
+ * endpoint counter, unless deferred; the deferred completion counter.
+ * Inline, as the next: every completion asks them. */
+static inline void tnbc_count_completion(struct tnbc_cntr *ep_cntr,
+					 uint64_t flags,
+					 struct tnbc_cntr *comp_cntr, bool err)
+{
+	if (ep_cntr && !(flags & (TNBC_DEFERRED | TNBC_INTERNAL)))
+		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(ep_cntr);
+	if (comp_cntr)
+		(err ? tnbc_cntr_inc_err : tnbc_cntr_inc)(comp_cntr);
+}
 /* Whether a successful completion goes to the CQ. */
-bool tnbc_cq_wanted(bool selective, uint64_t flags);
+static inline bool tnbc_cq_wanted(bool selective, uint64_t flags)
+{
+	if (flags & (TNBC_NO_COMPLETION | TNBC_INTERNAL))
+		return false;
+	/* deferred work reports only when asked to (fi_trigger(3)) */
+	if ((selective || (flags & TNBC_DEFERRED)))
+		return flags & FI_COMPLETION;
+	return true;
+}
 
 /* A completion as the provider keeps it; converted to the CQ's format
  * only when the application reads it. */

@@ -31,33 +31,6 @@ void tnbc_stray(struct tnbc_ep *ep, const char *what)
 			what, n);
 }
 
-#define TNBC_XFER_CACHE 64
-
-struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep)
-{
-	struct tnbc_xfer *x = ep->xfer_free;
-
-	tnbc_ep_assert_locked(ep);
-	if (!x)
-		return calloc(1, sizeof(*x));
-	ep->xfer_free = (struct tnbc_xfer *)x->entry.next;
-	ep->xfer_nfree--;
-	memset(x, 0, offsetof(struct tnbc_xfer, iov));
-	return x;
-}
-
-void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer)
-{
-	tnbc_ep_assert_locked(ep);
-	if (ep->xfer_nfree >= TNBC_XFER_CACHE) {
-		free(xfer);
-		return;
-	}
-	xfer->entry.next = (struct tnbc_list *)ep->xfer_free;
-	ep->xfer_free = xfer;
-	ep->xfer_nfree++;
-}
-
 void tnbc_xfer_cache_free(struct tnbc_ep *ep)
 {
 	while (ep->xfer_free) {
@@ -266,16 +239,6 @@ void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	 * megabytes): freeing it ends its count */
 	if (!tx->stream_len || tx->stream_off < tx->stream_len)
 		tnbc_tx_unlink(tx);
-}
-
-/* Whether an operation of this priority may go out ahead of the queue:
- * only when nothing queued has the same or a higher priority. */
-bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio)
-{
-	tnbc_ep_assert_locked(ep);
-	return tnbc_list_empty(&ep->tx_queue) ||
-	       tnbc_container_of(ep->tx_queue.next, struct tnbc_xfer, entry)
-			       ->prio < prio;
 }
 
 /* Peers with a full queue one pass skips past; past that many it stops. */

@@ -7,6 +7,9 @@
 #ifndef TNBC_XFER_H
 #define TNBC_XFER_H
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "tnbc.h"
 
 /* What an RMA or atomic operation does, taken from any of the entry
@@ -161,9 +164,35 @@ struct tnbc_ctrl {
 	uint8_t data[];
 };
 
-/* A zeroed transfer, and one given back. */
-struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep);
-void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer);
+/* A zeroed transfer, and one given back (inline: one of each per
+ * message received). */
+#define TNBC_XFER_CACHE 64
+
+static inline struct tnbc_xfer *tnbc_xfer_get(struct tnbc_ep *ep)
+{
+	struct tnbc_xfer *x = ep->xfer_free;
+
+	tnbc_ep_assert_locked(ep);
+	if (!x)
+		return calloc(1, sizeof(*x));
+	ep->xfer_free = (struct tnbc_xfer *)x->entry.next;
+	ep->xfer_nfree--;
+	memset(x, 0, offsetof(struct tnbc_xfer, iov));
+	return x;
+}
+
+static inline void tnbc_xfer_put(struct tnbc_ep *ep, struct tnbc_xfer *xfer)
+{
+	tnbc_ep_assert_locked(ep);
+	if (ep->xfer_nfree >= TNBC_XFER_CACHE) {
+		free(xfer);
+		return;
+	}
+	xfer->entry.next = (struct tnbc_list *)ep->xfer_free;
+	ep->xfer_free = xfer;
+	ep->xfer_nfree++;
+}
+
 void tnbc_xfer_cache_free(struct tnbc_ep *ep);
 /* Frees a send, and what its transport holds for it (a rendezvous). */
 void tnbc_tx_free(struct tnbc_xfer *tx);
@@ -183,8 +212,16 @@ void tnbc_send_ctrl(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 void tnbc_tx_enqueue(struct tnbc_ep *ep, struct tnbc_xfer *tx,
 		     const struct tnbc_tx_kind *kind);
 void tnbc_tx_dequeue(struct tnbc_ep *ep, struct tnbc_xfer *tx);
-/* Whether an operation of this priority may go out ahead of the queue. */
-bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio);
+/* Whether an operation of this priority may go out ahead of the queue:
+ * only when nothing queued has the same or a higher priority. */
+static inline bool tnbc_tx_may_bypass(struct tnbc_ep *ep, uint8_t prio)
+{
+	tnbc_ep_assert_locked(ep);
+	return tnbc_list_empty(&ep->tx_queue) ||
+	       tnbc_container_of(ep->tx_queue.next, struct tnbc_xfer, entry)
+			       ->prio < prio;
+}
+
 /* One pass over the control and transmit queues: how many went (app:
  * an application thread makes it, and each send says it is alive). */
 int tnbc_tx_queue_progress(struct tnbc_ep *ep, bool app);
