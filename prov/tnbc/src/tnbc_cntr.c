@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Counters.  Values are atomics so that the engine can bump them without
- * a lock; the mutex guards the heap of triggered work (tnbc_trigger.c)
+ * a lock; the mutex guards the heap of triggered work (tnbc_trig_heap.c)
  * and, for an application's counter, the condition variable of
  * fi_cntr_wait.  The provider's own counters (collective schedules make
  * them by the dozen) have no fid and no condition: nobody blocks on
  * them, and nothing outside the provider can name them.  Every change goes
- * through tnbc_cntr_changed(), which releases the work it satisfies.
+ * through tnbc_cntr_changed() (tnbc_comp.c), which releases the work it
+ * satisfies.
  */
 #include <errno.h>
 #include <sched.h>
