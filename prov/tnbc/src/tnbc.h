@@ -429,33 +429,17 @@ int tnbc_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		     void *context);
 int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		     struct fid_domain **domain, void *context);
-/* fi_join_collective and fi_collective(3) (coll/tnbc_coll.c) */
-int tnbc_coll_join(struct fid_ep *ep, const void *addr, uint64_t flags,
-		   struct fid_mc **mc, void *context);
-int tnbc_coll_join_named(struct fid_ep *ep,
-			 const struct fi_collective_addr *addr, uint32_t id,
-			 struct fid_mc **mc, void *context);
-extern struct fi_ops_collective tnbc_coll_ops;
-/* seed 002's descriptors (coll/tnbc_desc.c), FI_TNBC_COLL_OPS_1 */
-extern struct fi_tnbc_ops_coll tnbc_desc_ops;
-int tnbc_coll_query(struct fid_domain *domain, enum fi_collective_op coll,
-		    struct fi_collective_attr *attr, uint64_t flags);
 int tnbc_av_set_open(struct tnbc_av *av, struct fi_av_set_attr *attr,
 		     struct fid_av_set **set, void *context);
 /* The addresses of a set of av, in order (valid while it is open). */
 int tnbc_av_set_members(const struct fid_av_set *set, struct tnbc_av *av,
 			const fi_addr_t **addrs, size_t *n);
-/* Frees what joins left on a closing endpoint. */
-void tnbc_coll_ep_fini(struct tnbc_ep *ep);
 int tnbc_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		 struct fid_cq **cq, void *context);
 int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		   struct fid_cntr **cntr, void *context);
 int tnbc_ep_open(struct fid_domain *domain, struct fi_info *info,
 		 struct fid_ep **ep, void *context);
-
-extern const struct fi_ops_msg tnbc_msg_ops;
-extern const struct fi_ops_tagged tnbc_tagged_ops;
 
 /* init: domains the provider stops at fi_fini */
 void tnbc_prov_track(struct tnbc_domain *dom, bool add);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "coll/tnbc_coll.h"
 #include "tnbc_trigger.h"
 #include "tnbc_link.h"
 #include "tnbc_unsupp.h"

@@ -35,5 +35,8 @@ int tnbc_ep_check_send(struct tnbc_ep *ep, const struct iovec *iov,
 
 void tnbc_ep_flush_pulls(struct tnbc_ep *ep);
 void tnbc_ep_free_reads(struct tnbc_ep *ep);
+/* The entry points (tnbc_msg_ops.c). */
+extern const struct fi_ops_msg tnbc_msg_ops;
+extern const struct fi_ops_tagged tnbc_tagged_ops;
 
 #endif /* TNBC_MSG_H */

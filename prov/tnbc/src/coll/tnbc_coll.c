@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tnbc_coll.h"
 #include "tnbc_sched.h"
 #include "../tnbc_unsupp.h"
 #include "../tnbc_alu.h"

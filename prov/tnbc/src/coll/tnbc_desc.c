@@ -27,6 +27,7 @@
 
 #include <rdma/fi_ext_tnbc.h>
 
+#include "tnbc_coll.h"
 #include "tnbc_sched.h"
 #include "../tnbc_trigger.h"
 #include "../tnbc_alu.h"
