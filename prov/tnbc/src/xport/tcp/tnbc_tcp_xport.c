@@ -38,7 +38,7 @@
  * sleeps, kicks it when data arrived; it never reads a packet.  The
  * engine and application threads read the sockets (poll).  (Data waking
  * the sleeping engine itself, its sockets in an epoll set the engine
- * sleeps in, was measured slower: fi_tnbc(7), Engine sleep policy.)
+ * sleeps in, was measured slower: fi_tnbc(7), ENGINE SLEEP POLICY.)
  *
  * A connection carries packets both ways when it can: the connecting
  * domain's only endpoint names itself in the hello and reads the
