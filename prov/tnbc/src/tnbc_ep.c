@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "tnbc.h"
+#include "tnbc_lock.h"
 #include "coll/tnbc_coll.h"
 #include "tnbc_eq.h"
 #include "tnbc_comp.h"

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 
 #include "tnbc.h"
+#include "tnbc_lock.h"
 #include "tnbc_link.h"
 #include "tnbc_xfer.h"
 #include "tnbc_xports.h"

@@ -38,6 +38,7 @@
 #include <linux/futex.h>
 
 #include "tnbc.h"
+#include "tnbc_lock.h"
 #include "tnbc_trigger.h"
 #include "tnbc_xfer.h"
 #include "tnbc_progress.h"

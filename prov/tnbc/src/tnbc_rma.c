@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "tnbc.h"
+#include "tnbc_lock.h"
 #include "tnbc_xfer.h"
 #include "tnbc_xports.h"
 #include "tnbc_frame.h"

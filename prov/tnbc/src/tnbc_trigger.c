@@ -23,7 +23,7 @@
  * Cost: O(log n) heap steps per request queued, released or cancelled,
  * O(1) per counter change that releases nothing.
  *
- * Lock order (extends tnbc.h): dom->cntr_lock > cntr->lock >
+ * Lock order (extends tnbc_lock.h): dom->cntr_lock > cntr->lock >
  * dom->tu.lock.  No lock is held while a request runs.
  */
 #include <sched.h>

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tnbc.h"
+#include "tnbc_lock.h"
 #include "tnbc_link.h"
 #include "tnbc_xfer.h"
 #include "tnbc_frame.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tnbc.h"
+#include "tnbc_lock.h"
 
 /* What an RMA or atomic operation does, taken from any of the entry
  * points (and kept by a triggered one until it fires). */
