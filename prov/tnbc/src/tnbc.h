@@ -17,7 +17,8 @@
  *   tnbc_rma.c (RMA and atomics)
  *   tnbc_xfer.c (transfers, id tables, the control and transmit queues)
  *   tnbc_comp.c (completion writing), tnbc_trig_heap.c (work waiting on
- *     counters), tnbc_av.c, tnbc_mr.c, tnbc_link.c, tnbc_addr.c
+ *     counters), tnbc_av.c (above tnbc_av_set.c), tnbc_mr.c, tnbc_link.c,
+ *     tnbc_addr.c
  *   xport/ (shm, tcp, verbs, loop behind tnbc_xport.h), tnbc_xports.c
  *   tnbc_param.c, tnbc_frame.c, tnbc_alu.c, tnbc_util.c
  *
@@ -398,11 +399,6 @@ int tnbc_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		     void *context);
 int tnbc_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		     struct fid_domain **domain, void *context);
-int tnbc_av_set_open(struct tnbc_av *av, struct fi_av_set_attr *attr,
-		     struct fid_av_set **set, void *context);
-/* The addresses of a set of av, in order (valid while it is open). */
-int tnbc_av_set_members(const struct fid_av_set *set, struct tnbc_av *av,
-			const fi_addr_t **addrs, size_t *n);
 int tnbc_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		 struct fid_cq **cq, void *context);
 int tnbc_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,

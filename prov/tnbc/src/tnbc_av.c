@@ -17,6 +17,7 @@
 #include "tnbc_unsupp.h"
 #include "tnbc_addr.h"
 #include "tnbc_av.h"
+#include "tnbc_av_set.h"
 
 static size_t tnbc_name_hash(const struct tnbc_name *n)
 {

@@ -24,6 +24,7 @@
 #include "../tnbc_alu.h"
 #include "../tnbc_eq.h"
 #include "../tnbc_lock.h"
+#include "../tnbc_av_set.h"
 
 /* Joins of one membership an endpoint has made: the count makes the
  * group's id, so that a set joined twice gets two ids on every

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tnbc_sched.h"
-#include "../tnbc_unsupp.h"
+#include "tnbc.h"
+#include "tnbc_av_set.h"
+#include "tnbc_unsupp.h"
 
 struct tnbc_av_set {
 	struct fid_av_set set_fid;
