@@ -14,6 +14,11 @@
  *               "software" case)
  *   -o reduce   (offload only) fi_reduce or fi_broadcast rooted at rank 0
  *   -o bcast    instead of fi_allreduce: the tree's halves
+ *   -o alltoall fi_alltoall of slices of each size (bytes of FI_UINT8);
+ *               with -m host, the direct exchange the application drives
+ *               over tagged messages (every receive posted, then every
+ *               send): what a provider without fi_alltoall, such as
+ *               tcp;ofi_rxm, offers
  *
  * Prints figures only; it never judges them.
  */
@@ -72,7 +77,8 @@ opt(int c, const char *arg)
 	case 'o':
 		coll_op = arg;
 		return strcmp(arg, "allreduce") && strcmp(arg, "reduce") &&
-				       strcmp(arg, "bcast") ?
+				       strcmp(arg, "bcast") &&
+				       strcmp(arg, "alltoall") ?
 			       -1 :
 			       0;
 	}
@@ -181,7 +187,10 @@ static void
 post_offload(struct ftx_ctx *ctx, const double *in, double *out, size_t count,
 	     void *context)
 {
-	if (!strcmp(coll_op, "reduce"))
+	if (!strcmp(coll_op, "alltoall"))
+		FTX_POST(ctx, fi_alltoall(ctx->ep, in, count, NULL, out, NULL,
+					  coll, FI_UINT8, 0, context));
+	else if (!strcmp(coll_op, "reduce"))
 		FTX_POST(ctx, fi_reduce(ctx->ep, in, count, NULL, out, NULL,
 					coll, ctx->addrs[0], FI_DOUBLE, FI_SUM,
 					0, context));
@@ -193,6 +202,50 @@ post_offload(struct ftx_ctx *ctx, const double *in, double *out, size_t count,
 		FTX_POST(ctx,
 			 fi_allreduce(ctx->ep, in, count, NULL, out, NULL, coll,
 				      FI_DOUBLE, FI_SUM, 0, context));
+}
+
+/* Alltoall of len-byte slices: slice j of rank r holds (r + 7 j) & 0xff
+ * in every byte. */
+static void
+a2a_fill(struct ftx_ctx *ctx, uint8_t *in, size_t len)
+{
+	for (int j = 0; j < ctx->nprocs; j++)
+		memset(in + (size_t) j * len, (ctx->rank + 7 * j) & 0xff, len);
+}
+
+static void
+a2a_check(struct ftx_ctx *ctx, const uint8_t *out, size_t len)
+{
+	for (int m = 0; m < ctx->nprocs; m++)
+		for (size_t i = 0; i < len; i++)
+			FTX_EXPECT(out[(size_t) m * len + i] ==
+					   ((m + 7 * ctx->rank) & 0xff),
+				   "alltoall %zu B: slice from %d wrong", len,
+				   m);
+}
+
+/* The application's alltoall: every receive posted, then every send,
+ * then all waited for. */
+static void
+host_alltoall(struct ftx_ctx *ctx, const uint8_t *in, uint8_t *out, size_t len,
+	      uint64_t tag)
+{
+	int n = ctx->nprocs, me = ctx->rank;
+	struct fi_context2 rctx[FTX_MAX_PROCS], sctx[FTX_MAX_PROCS];
+
+	for (int j = 0; j < n; j++)
+		if (j != me)
+			FTX_POST(ctx, fi_trecv(ctx->ep, out + (size_t) j * len,
+					       len, NULL, ctx->addrs[j], tag, 0,
+					       &rctx[j]));
+	for (int j = 0; j < n; j++)
+		if (j != me)
+			FTX_POST(ctx,
+				 fi_tsend(ctx->ep, in + (size_t) j * len, len,
+					  NULL, ctx->addrs[j], tag, &sctx[j]));
+	memcpy(out + (size_t) me * len, in + (size_t) me * len, len);
+	ftx_wait_n_ok(ctx, FTX_RX, (size_t) n - 1);
+	ftx_wait_n_ok(ctx, FTX_TX, (size_t) n - 1);
 }
 
 /* What out must hold afterwards, or -1: nothing (a reduce's leaves). */
@@ -229,6 +282,7 @@ static int
 run(struct ftx_ctx *ctx)
 {
 	bool offload = !strcmp(mode, "offload");
+	bool a2a = !strcmp(coll_op, "alltoall");
 	char deflabel[64];
 	const char *lbl = label;
 
@@ -244,26 +298,33 @@ run(struct ftx_ctx *ctx)
 	}
 	if (compute_us && b2b)
 		ftx_fail("-c and -B do not mix");
-	if (!offload && strcmp(coll_op, "allreduce"))
-		ftx_fail("-m host runs allreduce only");
+	if (!offload && strcmp(coll_op, "allreduce") && !a2a)
+		ftx_fail("-m host runs allreduce and alltoall only");
 	if (ctx->rank == 0)
 		printf("label,nprocs,bytes,median_us,min_us\n");
 	for (int s = 0; s < nsizes; s++) {
-		size_t count = sizes[s] / sizeof(double) ?
-				       sizes[s] / sizeof(double) :
-				       1;
+		/* alltoall: bytes of slices; the others: doubles */
+		size_t count = a2a ? sizes[s] :
+			       sizes[s] / sizeof(double) ?
+				     sizes[s] / sizeof(double) :
+				     1;
+		size_t bytes = a2a ? (size_t) ctx->nprocs * sizes[s] :
+				     count * sizeof(double);
 		int n = sizes[s] >= 65536 ? (reps / 10 > 20 ? reps / 10 : 20) :
 					    reps;
-		double *in = ftx_alloc(count * sizeof(double));
-		double *out = ftx_alloc(count * sizeof(double));
+		double *in = ftx_alloc(bytes ? bytes : 1);
+		double *out = ftx_alloc(bytes ? bytes : 1);
 		double *slots =
 			ftx_alloc((size_t) degree * count * sizeof(double));
 		uint64_t *times = calloc((size_t) n, sizeof(*times));
 		uint64_t all[FTX_MAX_PROCS];
 
 		FTX_EXPECT(times, "out of memory");
-		for (size_t i = 0; i < count; i++)
-			out[i] = in[i] = ctx->rank + 1;
+		if (a2a)
+			a2a_fill(ctx, (uint8_t *) in, count);
+		else
+			for (size_t i = 0; i < count; i++)
+				out[i] = in[i] = ctx->rank + 1;
 		if (b2b) {
 			/* one start, n operations in a row: the mean */
 			uint64_t t0 = 0, dt;
@@ -278,6 +339,12 @@ run(struct ftx_ctx *ctx)
 					post_offload(ctx, in, out, count,
 						     &ctxv);
 					wait_one(ctx);
+				} else if (a2a) {
+					host_alltoall(
+						ctx, (uint8_t *) in,
+						(uint8_t *) out, count,
+						HOST_TAG | (uint64_t) (r +
+								       warmup));
 				} else {
 					host_allreduce(
 						ctx, in, out, slots, count,
@@ -305,6 +372,11 @@ run(struct ftx_ctx *ctx)
 				if (compute_us)
 					compute();
 				wait_one(ctx);
+			} else if (a2a) {
+				host_alltoall(ctx, (uint8_t *) in,
+					      (uint8_t *) out, count,
+					      HOST_TAG |
+						      (uint64_t) (r + warmup));
 			} else {
 				host_allreduce(
 					ctx, in, out, slots, count,
@@ -320,7 +392,9 @@ run(struct ftx_ctx *ctx)
 			if (r >= 0)
 				times[r] = last - t0;
 		}
-		for (size_t i = 0; expected(ctx) >= 0 && i < count; i++)
+		if (a2a)
+			a2a_check(ctx, (const uint8_t *) out, count);
+		for (size_t i = 0; !a2a && expected(ctx) >= 0 && i < count; i++)
 			FTX_EXPECT(out[i] == expected(ctx),
 				   "%zu B: element %zu is %g", sizes[s], i,
 				   out[i]);
@@ -375,7 +449,7 @@ static const struct ftx_test test = {
 		   "  -m MODE  offload (fi_allreduce) or host (tree driven "
 		   "by the application)\n"
 		   "  -o OP    offload: allreduce (default), reduce or bcast "
-		   "(rooted at rank 0)\n"
+		   "(rooted at rank 0), or alltoall (also with -m host)\n"
 		   "  -k K     branch degree of the host tree (default: "
 		   "FI_TNBC_COLL_DEGREE, else 8, the provider's)\n"
 		   "  -l NAME  label of the CSV lines\n"

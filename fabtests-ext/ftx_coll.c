@@ -15,6 +15,10 @@
  *   sleep        8 ranks post an allreduce and stop calling libfabric;
  *                the result appears in memory anyway
  *   bad_input    what must be refused is, and the group still works
+ *   alltoall     slices of 1 B to 1 MiB, several in flight, under the
+ *                pinned or chosen algorithm (direct, PLP, LSS); with
+ *                FTX_A2A_SYNC, the synchronisation packets counted
+ *   alltoall_death  a member dies mid-alltoall: the others end
  */
 #include "common/ftx.h"
 #include "common/ftx_trig.h"
@@ -1105,6 +1109,150 @@ run_member_death(struct ftx_ctx *ctx)
 }
 
 /* ------------------------------------------------------------------ */
+/* Alltoall for hosts of many processes (seed 001: PLP, LSS)           */
+
+/* The slice sizes every algorithm must get right. */
+static const size_t a2a_sizes[] = {1, 7, 48, 4096, 65536, 1 << 20};
+#define A2A_NSIZES (sizeof(a2a_sizes) / sizeof(a2a_sizes[0]))
+
+/* Every size, twice, then one of each size in flight at once, checked
+ * exactly; the algorithm is whatever FI_TNBC_COLL_ALG pins or the
+ * automatic choice takes.  With FTX_A2A_SYNC=k, also counts the
+ * synchronisation packets (fi_tnbc_engine_stats.sync_pkts) one
+ * alltoall of FTX_A2A_SYNC_LEN bytes (64 KiB) sends from this process:
+ * k per other member (run with one rank per host). */
+static int
+run_alltoall(struct ftx_ctx *ctx)
+{
+	size_t n = (size_t) ctx->nprocs;
+	char *in[A2A_NSIZES], *out[A2A_NSIZES];
+	int ctxv[A2A_NSIZES];
+	uint64_t salt[A2A_NSIZES];
+	const char *sync = getenv("FTX_A2A_SYNC");
+	struct group g;
+	size_t left;
+
+	join(ctx, &g, 0, 1, ctx->nprocs);
+	for (int round = 0; round < 2; round++)
+		for (size_t i = 0; i < A2A_NSIZES; i++)
+			check_move(ctx, &g, FI_ALLTOALL, a2a_sizes[i], 0);
+	/* several in flight: posted together, completed in any order */
+	for (size_t i = 0; i < A2A_NSIZES; i++) {
+		size_t b = a2a_sizes[i];
+
+		in[i] = gbuf(n * b);
+		out[i] = gbuf(n * b);
+		salt[i] = ++salt_seq;
+		for (size_t j = 0; j < n; j++)
+			ftx_fill(in[i] + j * b, b,
+				 ftx_seed(salt[i], g.rank, j));
+		memset(out[i], 0xee, n * b);
+		FTX_POST(ctx, fi_alltoall(ctx->ep, in[i], b, NULL, out[i], NULL,
+					  g.coll, FI_UINT8, 0, &ctxv[i]));
+	}
+	for (left = A2A_NSIZES; left; left--) {
+		struct ftx_comp c;
+
+		ftx_wait_ok(ctx, FTX_TX, &c);
+		FTX_EXPECT(c.flags & FI_COLLECTIVE, "not a collective's");
+	}
+	for (size_t i = 0; i < A2A_NSIZES; i++) {
+		size_t b = a2a_sizes[i];
+
+		gcheck(out[i], n * b, "result");
+		for (size_t m = 0; m < n; m++)
+			FTX_EXPECT(ftx_check(out[i] + m * b, b,
+					     ftx_seed(salt[i], m, g.rank)) ==
+					   SIZE_MAX,
+				   "in flight, %zu B: slice from %zu wrong", b,
+				   m);
+		free(in[i]);
+		free(out[i]);
+	}
+	if (sync && *sync) {
+		const char *l = getenv("FTX_A2A_SYNC_LEN");
+		size_t b = l && *l ? strtoull(l, NULL, 0) : 65536;
+		uint64_t want = strtoull(sync, NULL, 0) * (n - 1);
+		struct fi_tnbc_engine_stats st0, st1;
+		char *a = gbuf(n * b), *r = gbuf(n * b);
+		int cv;
+
+		memset(a, 1, n * b);
+		FTX_POST(ctx, fi_barrier(ctx->ep, g.coll, &cv));
+		wait_coll(ctx, &cv);
+		FTX_EXPECT(ftx_tnbc_stats(ctx, &st0), "no engine statistics");
+		FTX_POST(ctx, fi_alltoall(ctx->ep, a, b, NULL, r, NULL, g.coll,
+					  FI_UINT8, 0, &cv));
+		wait_coll(ctx, &cv);
+		/* every answer this process owes is sent by then */
+		FTX_POST(ctx, fi_barrier(ctx->ep, g.coll, &cv));
+		wait_coll(ctx, &cv);
+		FTX_EXPECT(ftx_tnbc_stats(ctx, &st1), "no engine statistics");
+		ftx_log("alltoall of %zu B slices among %zu: %llu "
+			"synchronisation packets sent",
+			b, n,
+			(unsigned long long) (st1.sync_pkts - st0.sync_pkts));
+		FTX_EXPECT(st1.sync_pkts - st0.sync_pkts == want,
+			   "%llu synchronisation packets, not %llu",
+			   (unsigned long long) (st1.sync_pkts - st0.sync_pkts),
+			   (unsigned long long) want);
+		free(a);
+		free(r);
+	}
+	leave(&g);
+	return 0;
+}
+
+/* The last rank posts an alltoall of 1 MiB slices and dies at once:
+ * every survivor's alltoall ends, within the documented bound, in an
+ * error, or in success with every slice right (the victim's slices
+ * may all have left before it died); none hangs. */
+static int
+run_alltoall_death(struct ftx_ctx *ctx)
+{
+	int victim = ctx->nprocs - 1, cv;
+	size_t n = (size_t) ctx->nprocs, b = (size_t) 1 << 20;
+	char *in = gbuf(n * b), *out = gbuf(n * b);
+	uint64_t salt = ++salt_seq, t0, ms;
+	struct ftx_comp c;
+	struct group g;
+
+	join(ctx, &g, 0, 1, ctx->nprocs);
+	for (size_t j = 0; j < n; j++)
+		ftx_fill(in + j * b, b, ftx_seed(salt, g.rank, j));
+	FTX_POST(ctx, fi_barrier(ctx->ep, g.coll, &cv));
+	wait_coll(ctx, &cv);
+	if (ctx->rank == victim)
+		ftx_sleep_ms(20); /* the others' operations are under way */
+	t0 = ftx_now_ns();
+	FTX_POST(ctx, fi_alltoall(ctx->ep, in, b, NULL, out, NULL, g.coll,
+				  FI_UINT8, 0, &cv));
+	if (ctx->rank == victim) {
+		ftx_expect_death(ctx);
+		fflush(stderr);
+		raise(SIGKILL);
+		abort();
+	}
+	ftx_wait_comp(ctx, FTX_TX, &c);
+	ms = (ftx_now_ns() - t0) / 1000000u;
+	FTX_EXPECT(c.op_context == &cv, "context %p", c.op_context);
+	if (!c.err)
+		for (size_t m = 0; m < n; m++)
+			FTX_EXPECT(ftx_check(out + m * b, b,
+					     ftx_seed(salt, m, g.rank)) ==
+					   SIZE_MAX,
+				   "a success with slice %zu wrong", m);
+	FTX_EXPECT(ms < 5000, "the alltoall took %llu ms",
+		   (unsigned long long) ms);
+	ftx_log("alltoall with a member dying: %s after %llu ms",
+		c.err ? fi_strerror(c.err) : "done", (unsigned long long) ms);
+	free(in);
+	free(out);
+	leave(&g);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
 /* Seed 002's descriptors (fi_tnbc_coll(3))                             */
 
 static struct fi_tnbc_ops_coll *
@@ -1365,6 +1513,11 @@ static const struct ftx_case cases[] = {
 	{.name = "descriptors", .run = run_descriptors},
 	{.name = "member_death",
 	 .run = run_member_death,
+	 .pre_enable = bind_eq,
+	 .flags = FTX_CASE_NO_FINAL_BARRIER},
+	{.name = "alltoall", .run = run_alltoall, .pre_enable = bind_eq},
+	{.name = "alltoall_death",
+	 .run = run_alltoall_death,
 	 .pre_enable = bind_eq,
 	 .flags = FTX_CASE_NO_FINAL_BARRIER},
 	{0},

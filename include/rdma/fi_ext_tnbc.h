@@ -104,6 +104,10 @@ struct fi_tnbc_engine_stats {
 	 * process-wide, present when size covers them */
 	uint64_t link_holds;
 	uint64_t link_overruns;
+	/* synchronisation packets this domain sent: a rendezvous's RTS,
+	 * CTS and ACK, and the ready notes of an LSS alltoall (fi_tnbc(7),
+	 * Collectives); present when size covers it */
+	uint64_t sync_pkts;
 };
 
 struct fi_tnbc_ops_domain {

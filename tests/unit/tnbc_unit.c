@@ -470,6 +470,7 @@ int main(void)
 	srunner_add_suite(sr, tu_rma_suite());
 	srunner_add_suite(sr, tu_trigger_suite());
 	srunner_add_suite(sr, tu_tree_suite());
+	srunner_add_suite(sr, tu_plp_suite());
 	srunner_add_suite(sr, tu_alg_suite());
 	srunner_add_suite(sr, tu_coll_suite());
 	srunner_add_suite(sr, tu_desc_suite());

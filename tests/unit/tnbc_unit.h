@@ -72,6 +72,7 @@ Suite *tu_proto_suite(void);
 Suite *tu_rma_suite(void);
 Suite *tu_trigger_suite(void);
 Suite *tu_tree_suite(void);
+Suite *tu_plp_suite(void);
 Suite *tu_desc_suite(void);
 Suite *tu_hostile_suite(void);
 Suite *tu_tcp_suite(void);

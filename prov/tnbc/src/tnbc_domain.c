@@ -237,10 +237,13 @@ static int tnbc_engine_stats(struct fid_domain *domain,
 	if (st->size >= offsetof(struct fi_tnbc_engine_stats, engine_domains) +
 				sizeof(st->engine_domains))
 		st->engine_domains = (uint64_t)tnbc_engine_domains(dom);
-	if (st->size >= sizeof(*st)) {
+	if (st->size >= offsetof(struct fi_tnbc_engine_stats, link_overruns) +
+				sizeof(st->link_overruns)) {
 		st->link_holds = tnbc_link_holds();
 		st->link_overruns = tnbc_link_overruns();
 	}
+	if (st->size >= sizeof(*st))
+		st->sync_pkts = atomic_load(&e->sync_pkts);
 	return 0;
 }
 

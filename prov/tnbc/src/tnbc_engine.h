@@ -35,6 +35,7 @@ struct tnbc_engine {
 	atomic_uint_fast64_t wakeups;
 	atomic_uint_fast64_t rndv_pull;
 	atomic_uint_fast64_t rndv_stream;
+	atomic_uint_fast64_t sync_pkts; /* RTS, CTS, ACK and ready notes */
 	atomic_uint_fast64_t rma_direct; /* fi_tnbc_engine_stats */
 	atomic_int cpu;
 	atomic_uint_fast64_t trig_queued;

@@ -199,6 +199,8 @@ static void tnbc_send_answer(struct tnbc_ep *ep, struct tnbc_xpeer *peer,
 		.src = ep->name,
 	};
 
+	atomic_fetch_add_explicit(&ep->domain->engine.sync_pkts, 1,
+				  memory_order_relaxed);
 	tnbc_send_ctrl(ep, peer, &hdr, NULL, 0);
 }
 
@@ -888,8 +890,6 @@ static int tnbc_msg_tx_go(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 	size_t chunk, n;
 	int ret;
 
-	(void)ep; /* a kind's go: RMA's needs it */
-
 	if (!tx->stream_len) {
 		struct iovec one;
 		const struct iovec *src = tx->iov;
@@ -913,7 +913,12 @@ static int tnbc_msg_tx_go(struct tnbc_ep *ep, struct tnbc_xfer *tx)
 			}
 			one.iov_base = riov;
 			one.iov_len = tx->iov_count * sizeof(riov[0]);
-			return tnbc_pkt_send(tx->peer, &tx->hdr, &one, 1);
+			ret = tnbc_pkt_send(tx->peer, &tx->hdr, &one, 1);
+			if (!ret)
+				atomic_fetch_add_explicit(
+					&ep->domain->engine.sync_pkts, 1,
+					memory_order_relaxed);
+			return ret;
 		}
 		return tnbc_pkt_send(tx->peer, &tx->hdr, src, cnt);
 	}
@@ -1203,7 +1208,9 @@ ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 	/* An injected buffer may be reused at once, so it always travels
 	 * eagerly (inject_size never exceeds one slot). */
 	rndv = !(flags & FI_INJECT) &&
-	       (len > tnbc_eager_limit(peer) || (flags & FI_DELIVERY_COMPLETE));
+	       (len > (a->ready ? tnbc_max_payload(peer)
+				: tnbc_eager_limit(peer)) ||
+		(flags & FI_DELIVERY_COMPLETE));
 
 	if (!rndv) {
 		hdr.type = TNBC_PKT_EAGER;
@@ -1295,6 +1302,9 @@ ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 out:
 	tnbc_ep_unlock(ep);
 out_unlocked:
+	if (!ret && a->sync)
+		atomic_fetch_add_explicit(&ep->domain->engine.sync_pkts, 1,
+					  memory_order_relaxed);
 	return ret;
 }
 

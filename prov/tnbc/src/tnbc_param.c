@@ -46,6 +46,9 @@ struct tnbc_env tnbc_env = {
 	.link_hold_ms = 100,
 	.coll_flat_max = 2,
 	.coll_flat_hosts = 8,
+	.coll_plp_max = 1024,
+	.coll_plp_bytes = 16384,
+	.coll_lss_min = 32768,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -169,6 +172,26 @@ void tnbc_param_read(void)
 			"exchanging their hosts' results in one hop, instead "
 			"of on a tree of hosts; 0 to 64 (default: %zu)",
 			tnbc_env.coll_flat_hosts);
+	fi_param_define(&tnbc_prov, "coll_plp_max", FI_PARAM_SIZE_T,
+			"Slice bytes up to which fi_alltoall of a group whose "
+			"hosts hold several members aggregates the slices "
+			"between hosts at leaders (PLP) (default: %zu)",
+			tnbc_env.coll_plp_max);
+	fi_param_define(&tnbc_prov, "coll_plp_bytes", FI_PARAM_SIZE_T,
+			"Bytes a PLP leader sends across at most: the number "
+			"of leaders per host is the fewest that keep under it "
+			"(default: %zu)",
+			tnbc_env.coll_plp_bytes);
+	fi_param_define(&tnbc_prov, "coll_plp_leaders", FI_PARAM_SIZE_T,
+			"PLP's leaders per host, 1 to 64; 0 chooses them by "
+			"slice size with coll_plp_bytes (default: %zu)",
+			tnbc_env.coll_plp_leaders);
+	fi_param_define(&tnbc_prov, "coll_lss_min", FI_PARAM_SIZE_T,
+			"Slice bytes from which fi_alltoall of a group on "
+			"several hosts sends each slice between hosts after "
+			"one ready note from its receiver (LSS) "
+			"(default: %zu)",
+			tnbc_env.coll_lss_min);
 	fi_param_define(
 		&tnbc_prov, "coll_hosts", FI_PARAM_BOOL,
 		"Trees of a group whose members are on several hosts "
@@ -324,6 +347,13 @@ void tnbc_param_read(void)
 	tnbc_param_size("coll_seg", &tnbc_env.coll_seg, 64, (size_t)1 << 30);
 	tnbc_param_size("coll_flat_max", &tnbc_env.coll_flat_max, 0, 64);
 	tnbc_param_size("coll_flat_hosts", &tnbc_env.coll_flat_hosts, 0, 64);
+	tnbc_param_size("coll_plp_max", &tnbc_env.coll_plp_max, 0,
+			TNBC_MAX_MSG_SIZE);
+	tnbc_param_size("coll_plp_bytes", &tnbc_env.coll_plp_bytes, 1,
+			TNBC_MAX_MSG_SIZE);
+	tnbc_param_size("coll_plp_leaders", &tnbc_env.coll_plp_leaders, 0, 64);
+	tnbc_param_size("coll_lss_min", &tnbc_env.coll_lss_min, 0,
+			TNBC_MAX_MSG_SIZE);
 	if (fi_param_get_bool(&tnbc_prov, "coll_slots", &b) == FI_SUCCESS)
 		tnbc_env.coll_slots = !!b;
 	if (fi_param_get_bool(&tnbc_prov, "coll_hosts", &b) == FI_SUCCESS)

@@ -45,6 +45,13 @@ struct tnbc_msg_args {
 	uint64_t flags;
 	bool tagged;
 	bool coll; /* the collectives' match space (TNBC_HDR_COLL) */
+	/* a collective's send whose receive is known to be posted (an LSS
+	 * alltoall's, after the receiver's ready note): eager up to one
+	 * packet, whatever the eager size, since it cannot land unexpected */
+	bool ready;
+	/* a collective's synchronisation message (LSS's ready note):
+	 * counted in the engine's sync_pkts */
+	bool sync;
 };
 
 /* Per-operation options that are not fi_* arguments. */

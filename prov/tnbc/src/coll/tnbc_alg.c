@@ -52,6 +52,19 @@ static bool tnbc_alg_rsag_pick(const struct tnbc_mc *mc,
 	       len >= tnbc_env.coll_rsag_min;
 }
 
+static bool tnbc_alg_plp_pick(const struct tnbc_mc *mc,
+			      enum fi_collective_op coll, size_t len)
+{
+	return tnbc_alg_plp_can(mc, coll, len) && len <= tnbc_env.coll_plp_max;
+}
+
+static bool tnbc_alg_lss_pick(const struct tnbc_mc *mc,
+			      enum fi_collective_op coll, size_t len)
+{
+	return tnbc_alg_lss_can(mc, coll, len) && mc->host && mc->nhosts > 1 &&
+	       len >= tnbc_env.coll_lss_min;
+}
+
 /* The descriptors' tree and the direct exchange take every operation
  * of the collectives they implement. */
 static bool tnbc_alg_always(const struct tnbc_mc *mc,
@@ -74,6 +87,10 @@ static const struct tnbc_alg tnbc_algs[] = {
 	 TNBC_ALG_BIT(FI_ALLREDUCE) | TNBC_ALG_BIT(FI_REDUCE) |
 		 TNBC_ALG_BIT(FI_BARRIER) | TNBC_ALG_BIT(FI_BROADCAST),
 	 tnbc_alg_always, tnbc_alg_always, tnbc_alg_desc},
+	{"plp", TNBC_ALG_BIT(FI_ALLTOALL), tnbc_alg_plp_can, tnbc_alg_plp_pick,
+	 tnbc_alg_plp},
+	{"lss", TNBC_ALG_BIT(FI_ALLTOALL), tnbc_alg_lss_can, tnbc_alg_lss_pick,
+	 tnbc_alg_lss},
 	{"direct",
 	 TNBC_ALG_BIT(FI_ALLTOALL) | TNBC_ALG_BIT(FI_ALLGATHER) |
 		 TNBC_ALG_BIT(FI_REDUCE_SCATTER) | TNBC_ALG_BIT(FI_SCATTER) |
@@ -128,7 +145,7 @@ static void tnbc_alg_pin_item(char *item)
 		FI_WARN(&tnbc_prov, FI_LOG_CORE,
 			"FI_TNBC_COLL_ALG: \"%s%s%s\" names no algorithm of "
 			"that collective (algorithms: flat, hosts, rsag, desc, "
-			"direct); ignored\n",
+			"plp, lss, direct); ignored\n",
 			item, eq ? "=" : "", eq ? name : "");
 }
 

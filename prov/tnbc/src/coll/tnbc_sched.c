@@ -23,6 +23,8 @@
 #include "tnbc_sched.h"
 #include "../tnbc_trigger.h"
 #include "../tnbc_comp.h"
+#include "../tnbc_av.h"
+#include "../tnbc_frame.h"
 
 int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out)
@@ -150,7 +152,7 @@ static int tnbc_sched_status(void *arg)
 
 static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 			  struct tnbc_cntr *comp, fi_addr_t addr, uint64_t tag,
-			  const void *buf, size_t len)
+			  const void *buf, size_t len, unsigned how)
 {
 	struct tnbc_cntr *gate = tnbc_sched_gate(s, trig, &thr);
 	struct iovec iov = {(void *)buf, len};
@@ -167,7 +169,9 @@ static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 			.tag = tag,
 			.context = s,
 			.tagged = true,
-			.coll = true},
+			.coll = true,
+			.ready = how & TNBC_SCHED_MSG_READY,
+			.sync = how & TNBC_SCHED_MSG_SYNC},
 		/* a failed step fails every member after it */
 		.amend = send ? tnbc_sched_status : NULL,
 		.amend_arg = s,
@@ -179,26 +183,44 @@ static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 /* A step's message to or from a member of the schedule's group. */
 static int tnbc_sched_member(struct tnbc_sched *s, int op, int trig,
 			     uint64_t thr, int comp, int peer, unsigned step,
-			     const void *buf, size_t len)
+			     const void *buf, size_t len, unsigned how)
 {
 	if (step >= (1u << TNBC_SCHED_STEP_BITS))
 		return -FI_EINVAL;
 	return tnbc_sched_msg(s, op, trig, thr, tnbc_sched_cntr(s, comp),
-			      s->mc->members[peer], s->tag | step, buf, len);
+			      s->mc->members[peer], s->tag | step, buf, len,
+			      how);
 }
 
 int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, const void *buf, size_t len)
 {
 	return tnbc_sched_member(s, FI_OP_TSEND, trig, thr, comp, peer, step,
-				 buf, len);
+				 buf, len, 0);
+}
+
+int tnbc_sched_send_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+			int peer, unsigned step, const void *buf, size_t len,
+			unsigned how)
+{
+	return tnbc_sched_member(s, FI_OP_TSEND, trig, thr, comp, peer, step,
+				 buf, len, how);
 }
 
 int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, void *buf, size_t len)
 {
 	return tnbc_sched_member(s, FI_OP_TRECV, trig, thr, comp, peer, step,
-				 buf, len);
+				 buf, len, 0);
+}
+
+size_t tnbc_sched_packet_max(struct tnbc_sched *s, int peer)
+{
+	struct tnbc_xpeer *xp;
+
+	if (tnbc_av_peer(s->ep->av, s->mc->members[peer], &xp))
+		return 0;
+	return tnbc_max_payload(xp);
 }
 
 int tnbc_sched_send_to(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
@@ -206,7 +228,7 @@ int tnbc_sched_send_to(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		       size_t len)
 {
 	return tnbc_sched_msg(s, FI_OP_TSEND, trig, thr,
-			      tnbc_sched_cntr(s, comp), addr, tag, buf, len);
+			      tnbc_sched_cntr(s, comp), addr, tag, buf, len, 0);
 }
 
 int tnbc_sched_recv_from(struct tnbc_sched *s, int trig, uint64_t thr,
@@ -214,7 +236,7 @@ int tnbc_sched_recv_from(struct tnbc_sched *s, int trig, uint64_t thr,
 			 void *buf, size_t len)
 {
 	return tnbc_sched_msg(s, FI_OP_TRECV, trig, thr, comp, addr, tag, buf,
-			      len);
+			      len, 0);
 }
 
 int tnbc_sched_fn(struct tnbc_sched *s, struct tnbc_cntr *trig, uint64_t thr,

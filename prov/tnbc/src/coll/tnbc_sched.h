@@ -84,6 +84,15 @@ int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, const void *buf, size_t len);
 int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, void *buf, size_t len);
+/* A send marked how: TNBC_SCHED_MSG_READY, its receive is posted (an
+ * eager packet up to tnbc_sched_packet_max); TNBC_SCHED_MSG_SYNC, a
+ * synchronisation message (counted in the engine's sync_pkts). */
+enum { TNBC_SCHED_MSG_READY = 1, TNBC_SCHED_MSG_SYNC = 2 };
+int tnbc_sched_send_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+			int peer, unsigned step, const void *buf, size_t len,
+			unsigned how);
+/* The largest payload of one packet to member peer (0: unreachable). */
+size_t tnbc_sched_packet_max(struct tnbc_sched *s, int peer);
 int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		      void *dst, const void *src, size_t count, enum fi_op op,
 		      enum fi_datatype dt);
@@ -154,6 +163,15 @@ int tnbc_alg_hosts(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
  * group at all (tnbc_alg.c decides whether it should). */
 bool tnbc_alg_hosts_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
 			size_t len);
+/* Alltoall for hosts of many processes (seed 001): PLP aggregates
+ * small slices between hosts at leaders, LSS sends large ones after one
+ * ready note (tnbc_alg_plp.c, tnbc_alg_lss.c). */
+int tnbc_alg_plp(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+bool tnbc_alg_plp_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
+		      size_t len);
+int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op);
+bool tnbc_alg_lss_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
+		      size_t len);
 /* Largest group tnbc_alg_flat takes (FI_TNBC_COLL_FLAT_MAX's range). */
 #define TNBC_ALG_FLAT_MAX 64
 bool tnbc_alg_flat_can(const struct tnbc_mc *mc, enum fi_collective_op coll,

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * Alltoall of large slices between hosts with fewer synchronisation
+ * messages: seed 001's LSS.  A rendezvous costs a slice three of them
+ * when the data must be streamed (request, ready, finish: RTS, CTS and
+ * ACK over TCP, or wherever the receiver cannot read the sender's
+ * memory), and two when it reads it (RTS, ACK); when all the processes
+ * of a host send theirs through one link at once, these tiny messages
+ * queue behind the data and cost far more than their size.
+ *
+ * In an alltoall every receiver knows whom it receives from, so it
+ * needs no request: it posts the receive and sends its ready note, and
+ * the sender, once the note is in, sends the slice eagerly straight
+ * into that receive (in segments of one packet each), whose arrival is
+ * the finish.  One synchronisation message per slice instead of three:
+ * the paper's LSS needs two because its data is an RDMA write the
+ * receiver cannot see land; here the data completes its own receive.
+ * The engine's sync_pkts counts them (fi_tnbc_engine_stats).
+ *
+ * Slices between members of one host go as in the direct exchange
+ * (shared memory's single-copy read: no link to queue behind).
+ *
+ * Counters: C1 counts the receives; SENT the sends and the end mark;
+ * READY + k, the ready note of the k-th member elsewhere.
+ *   receive each segment from a member elsewhere, C1           (ARM, 1)
+ *   send it the ready note, SENT                               (ARM, 1)
+ *   receive its ready note, READY + k                          (ARM, 1)
+ *   send it each segment, as ready, SENT                   (READY + k, 1)
+ *   the host's members: receive, C1, and send, SENT            (ARM, 1)
+ *   mark once every receive is in, SENT                     (C1, recvs)
+ */
+#include "tnbc_sched.h"
+#include "../tnbc_alu.h"
+
+enum {
+	TNBC_LSS_LOCAL = 1,
+	TNBC_LSS_READY,
+	TNBC_LSS_DATA, /* segment i is TNBC_LSS_DATA + i */
+	/* the steps a slice's segments may take */
+	TNBC_LSS_MAX_SEGS = (1 << TNBC_SCHED_STEP_BITS) - TNBC_LSS_DATA,
+};
+
+enum {
+	TNBC_LSS_SENT = TNBC_SCHED_NCNTR,
+	TNBC_LSS_READY_CNTR, /* one per member elsewhere */
+};
+
+bool tnbc_alg_lss_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
+		      size_t len)
+{
+	(void)len;
+	return coll == FI_ALLTOALL && mc->size > 1;
+}
+
+/* A slice's segments to or from member j: one packet each, unless that
+ * takes more steps than a slice has. */
+static size_t tnbc_lss_seg(struct tnbc_sched *s, int j, size_t len)
+{
+	size_t seg = tnbc_sched_packet_max(s, j);
+	size_t least = (len + TNBC_LSS_MAX_SEGS - 1) / TNBC_LSS_MAX_SEGS;
+
+	if (seg < least)
+		seg = least;
+	return seg ? seg : 1;
+}
+
+int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
+{
+	size_t len = tnbc_alu_size(op->dt) * op->count;
+	int n = mc->size, me = mc->rank, far = 0, k = 0, j, ret = 0;
+	const char *in = op->buf;
+	char *out = op->result;
+	uint64_t nsend = 0, nrecv = 0;
+	struct tnbc_sched *s;
+
+	for (j = 0; j < n; j++)
+		far += mc->host && mc->host[j] != mc->host[me];
+	ret = tnbc_sched_new(mc, TNBC_LSS_READY_CNTR + far, 0, op->context, &s);
+	if (ret)
+		return ret;
+	s->end = op->end;
+	for (j = 0; !ret && j < n; j++) {
+		const char *src = in + (size_t)j * len;
+		char *dst = out + (size_t)j * len;
+		size_t seg, off;
+		unsigned i;
+
+		if (j == me)
+			continue;
+		if (!mc->host || mc->host[j] == mc->host[me]) {
+			ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1,
+					      TNBC_SCHED_C1, j, TNBC_LSS_LOCAL,
+					      dst, len);
+			if (!ret)
+				ret = tnbc_sched_send(s, TNBC_SCHED_ARM, 1,
+						      TNBC_LSS_SENT, j,
+						      TNBC_LSS_LOCAL, src, len);
+			nrecv++;
+			nsend++;
+			continue;
+		}
+		seg = tnbc_lss_seg(s, j, len);
+		/* the receive first, then the note that says it is there */
+		for (off = 0, i = 0; !ret && (off < len || !i);
+		     off += seg, i++) {
+			size_t part = len - off < seg ? len - off : seg;
+
+			ret = tnbc_sched_recv(
+				s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C1, j,
+				TNBC_LSS_DATA + i, dst + off, part);
+			nrecv++;
+		}
+		if (!ret)
+			ret = tnbc_sched_send_how(
+				s, TNBC_SCHED_ARM, 1, TNBC_LSS_SENT, j,
+				TNBC_LSS_READY, NULL, 0, TNBC_SCHED_MSG_SYNC);
+		if (!ret)
+			ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1,
+					      TNBC_LSS_READY_CNTR + k, j,
+					      TNBC_LSS_READY, NULL, 0);
+		nsend++;
+		for (off = 0, i = 0; !ret && (off < len || !i);
+		     off += seg, i++) {
+			size_t part = len - off < seg ? len - off : seg;
+
+			ret = tnbc_sched_send_how(s, TNBC_LSS_READY_CNTR + k, 1,
+						  TNBC_LSS_SENT, j,
+						  TNBC_LSS_DATA + i, src + off,
+						  part, TNBC_SCHED_MSG_READY);
+			nsend++;
+		}
+		k++;
+	}
+	if (!ret && len)
+		ret = tnbc_sched_copy(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_NONE,
+				      out + (size_t)me * len,
+				      in + (size_t)me * len, len);
+	if (!ret)
+		ret = tnbc_sched_copy(s, nrecv ? TNBC_SCHED_C1 : TNBC_SCHED_ARM,
+				      nrecv ? nrecv : 1, TNBC_LSS_SENT, NULL,
+				      NULL, 0);
+	if (!ret)
+		ret = tnbc_sched_start(s, TNBC_LSS_SENT, nsend + 1);
+	if (ret)
+		tnbc_sched_abort(s);
+	return ret;
+}
