@@ -54,6 +54,18 @@ ftx_unexp_storm ftx_many_recvs ftx_iov ftx_trunc ftx_directed ftx_cancel
 ftx_peek_claim ftx_neg ftx_peer_death ftx_cq_formats ftx_trigger_chain
 ftx_trigger_cancel" sh "$(dirname "$0")/../fabtests-ext/run-functional.sh"
 step ftx_coll ./fabtests-ext/ftx_coll -n 3 -t 300
+# fi_alltoall's synchronisation packets per process and peer, 64 KiB
+# slices (above the eager size): a rendezvous the receiver reads with
+# RDMA read costs 2 (RTS, ACK), one it cannot read 3 (RTS, CTS, ACK:
+# FI_TNBC_CMA=0 turns the reads off), LSS 1 (fi_tnbc(7), Collectives)
+step "alltoall sync, direct by RDMA read" env FTX_A2A_SYNC=2 \
+	FI_TNBC_COLL_ALG=alltoall=direct ./fabtests-ext/ftx_coll -n 3 -t 300 \
+	-C alltoall
+step "alltoall sync, direct streamed" env FTX_A2A_SYNC=3 FI_TNBC_CMA=0 \
+	FI_TNBC_COLL_ALG=alltoall=direct ./fabtests-ext/ftx_coll -n 3 -t 300 \
+	-C alltoall
+step "alltoall sync, LSS" env FTX_A2A_SYNC=1 FI_TNBC_COLL_ALG=alltoall=lss \
+	./fabtests-ext/ftx_coll -n 3 -t 300 -C alltoall
 after=$(pkts)
 echo "rxe0 sent $((after - ran)) packets"
 [ "$((after - ran))" -gt 10000 ] ||

@@ -17,18 +17,22 @@
  * receiver cannot see land; here the data completes its own receive.
  * The engine's sync_pkts counts them (fi_tnbc_engine_stats).
  *
- * Slices between members of one host go as in the direct exchange
- * (shared memory's single-copy read: no link to queue behind).
+ * Slices to members that shared memory reaches go as in the direct
+ * exchange (its single-copy read: no link to queue behind, and no
+ * extra copy through its queue); the others are those a network
+ * transport reaches (TCP, verbs), whatever host they are on.
  *
  * Counters: C1 counts the receives; SENT the sends and the end mark;
- * READY + k, the ready note of the k-th member elsewhere.
- *   receive each segment from a member elsewhere, C1           (ARM, 1)
+ * READY + k, the ready note of the k-th member over a link.
+ *   receive each segment from a member over a link, C1         (ARM, 1)
  *   send it the ready note, SENT                               (ARM, 1)
  *   receive its ready note, READY + k                          (ARM, 1)
  *   send it each segment, as ready, SENT                   (READY + k, 1)
  *   the host's members: receive, C1, and send, SENT            (ARM, 1)
  *   mark once every receive is in, SENT                     (C1, recvs)
  */
+#include <stdlib.h>
+
 #include "tnbc_sched.h"
 #include "../tnbc_alu.h"
 
@@ -52,16 +56,15 @@ bool tnbc_alg_lss_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
 	return coll == FI_ALLTOALL && mc->size > 1;
 }
 
-/* A slice's segments to or from member j: one packet each, unless that
- * takes more steps than a slice has. */
-static size_t tnbc_lss_seg(struct tnbc_sched *s, int j, size_t len)
+/* A slice's segments to or from member j over a link of packets of
+ * pkt bytes: one packet each, unless that takes more steps than a
+ * slice has.  Both sides cut the same way: the job's transports size
+ * their packets from the same parameters. */
+static size_t tnbc_lss_seg(size_t pkt, size_t len)
 {
-	size_t seg = tnbc_sched_packet_max(s, j);
 	size_t least = (len + TNBC_LSS_MAX_SEGS - 1) / TNBC_LSS_MAX_SEGS;
 
-	if (seg < least)
-		seg = least;
-	return seg ? seg : 1;
+	return pkt < least ? least : pkt;
 }
 
 int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
@@ -72,12 +75,19 @@ int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	char *out = op->result;
 	uint64_t nsend = 0, nrecv = 0;
 	struct tnbc_sched *s;
+	size_t *pkt = calloc((size_t)n, sizeof(*pkt));
 
-	for (j = 0; j < n; j++)
-		far += mc->host && mc->host[j] != mc->host[me];
+	if (!pkt)
+		return -FI_ENOMEM;
+	for (j = 0; j < n; j++) {
+		pkt[j] = j == me ? 0 : tnbc_sched_link_packet(mc, j);
+		far += pkt[j] > 0;
+	}
 	ret = tnbc_sched_new(mc, TNBC_LSS_READY_CNTR + far, 0, op->context, &s);
-	if (ret)
+	if (ret) {
+		free(pkt);
 		return ret;
+	}
 	s->end = op->end;
 	for (j = 0; !ret && j < n; j++) {
 		const char *src = in + (size_t)j * len;
@@ -87,7 +97,7 @@ int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 
 		if (j == me)
 			continue;
-		if (!mc->host || mc->host[j] == mc->host[me]) {
+		if (!pkt[j]) {
 			ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1,
 					      TNBC_SCHED_C1, j, TNBC_LSS_LOCAL,
 					      dst, len);
@@ -99,7 +109,7 @@ int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 			nsend++;
 			continue;
 		}
-		seg = tnbc_lss_seg(s, j, len);
+		seg = tnbc_lss_seg(pkt[j], len);
 		/* the receive first, then the note that says it is there */
 		for (off = 0, i = 0; !ret && (off < len || !i);
 		     off += seg, i++) {
@@ -143,5 +153,6 @@ int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		ret = tnbc_sched_start(s, TNBC_LSS_SENT, nsend + 1);
 	if (ret)
 		tnbc_sched_abort(s);
+	free(pkt);
 	return ret;
 }

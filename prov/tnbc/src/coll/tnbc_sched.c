@@ -214,11 +214,12 @@ int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 				 buf, len, 0);
 }
 
-size_t tnbc_sched_packet_max(struct tnbc_sched *s, int peer)
+size_t tnbc_sched_link_packet(const struct tnbc_mc *mc, int peer)
 {
 	struct tnbc_xpeer *xp;
 
-	if (tnbc_av_peer(s->ep->av, s->mc->members[peer], &xp))
+	if (tnbc_av_peer(mc->ep->av, mc->members[peer], &xp) ||
+	    (tnbc_xpeer_ops(xp)->flags & TNBC_XPORT_LOCAL))
 		return 0;
 	return tnbc_max_payload(xp);
 }

@@ -85,14 +85,15 @@ int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, void *buf, size_t len);
 /* A send marked how: TNBC_SCHED_MSG_READY, its receive is posted (an
- * eager packet up to tnbc_sched_packet_max); TNBC_SCHED_MSG_SYNC, a
+ * eager packet up to tnbc_sched_link_packet); TNBC_SCHED_MSG_SYNC, a
  * synchronisation message (counted in the engine's sync_pkts). */
 enum { TNBC_SCHED_MSG_READY = 1, TNBC_SCHED_MSG_SYNC = 2 };
 int tnbc_sched_send_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 			int peer, unsigned step, const void *buf, size_t len,
 			unsigned how);
-/* The largest payload of one packet to member peer (0: unreachable). */
-size_t tnbc_sched_packet_max(struct tnbc_sched *s, int peer);
+/* The largest payload of one packet to member peer when a link reaches
+ * it (a network transport); 0 when shared memory does, or nothing. */
+size_t tnbc_sched_link_packet(const struct tnbc_mc *mc, int peer);
 int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		      void *dst, const void *src, size_t count, enum fi_op op,
 		      enum fi_datatype dt);
