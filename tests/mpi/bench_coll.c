@@ -31,7 +31,13 @@
  * then that repetition measured the late start too), e.g. on an
  * oversubscribed host.
  *
+ * With -o alltoall the operation is MPI_Alltoall (MPI_BYTE, each size a
+ * slice per rank; slice j of rank r holds (r + 7 j) & 0xff, checked).
+ * With -H the ranks may be on several hosts that share one kernel's
+ * CLOCK_MONOTONIC (tests/netns-lib.sh's namespace hosts).
+ *
  * usage: mpirun -np N bench_coll [-s LIST] [-i N] [-w N] [-l LABEL] [-c USEC]
+ *                                [-o alltoall] [-H]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -57,6 +63,8 @@ static int reps = 200, warmup = 20;
 static long compute_us;
 static const char *label = "mpi";
 static bool help;
+static bool a2a; /* -o alltoall */
+static bool shared_clock; /* -H */
 
 static int rank, nprocs;
 
@@ -122,7 +130,11 @@ static void usage(FILE *f)
 		   "  -w N      warm-up repetitions per size (default 20)\n"
 		   "  -l LABEL  first field of the CSV lines (default mpi)\n"
 		   "  -c USEC   MPI_Iallreduce, USEC of computation with no "
-		   "MPI call, MPI_Wait\n");
+		   "MPI call, MPI_Wait\n"
+		   "  -o OP     allreduce (default) or alltoall (each size a "
+		   "slice per rank)\n"
+		   "  -H        the ranks' hosts share one kernel's clock "
+		   "(namespace hosts)\n");
 }
 
 static bool parse_args(int argc, char **argv)
@@ -131,8 +143,17 @@ static bool parse_args(int argc, char **argv)
 	long v;
 	int c;
 
-	while ((c = getopt(argc, argv, "s:i:w:l:c:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:i:w:l:c:o:Hh")) != -1) {
 		switch (c) {
+		case 'o':
+			if (!strcmp(optarg, "alltoall"))
+				a2a = true;
+			else if (strcmp(optarg, "allreduce"))
+				return false;
+			break;
+		case 'H':
+			shared_clock = true;
+			break;
 		case 's':
 			nsizes = parse_sizes(optarg, sizes, MAX_SIZES);
 			if (nsizes <= 0)
@@ -230,11 +251,18 @@ static void one_rep(const double *in, double *out, int count, uint64_t *time_ns,
 		MPI_Request req;
 		uint64_t end = now_ns() + (uint64_t)compute_us * 1000u;
 
-		MPI_Iallreduce(in, out, count, MPI_DOUBLE, MPI_SUM,
-			       MPI_COMM_WORLD, &req);
+		if (a2a)
+			MPI_Ialltoall(in, count, MPI_BYTE, out, count, MPI_BYTE,
+				      MPI_COMM_WORLD, &req);
+		else
+			MPI_Iallreduce(in, out, count, MPI_DOUBLE, MPI_SUM,
+				       MPI_COMM_WORLD, &req);
 		while (now_ns() < end)
 			;
 		MPI_Wait(&req, MPI_STATUS_IGNORE);
+	} else if (a2a) {
+		MPI_Alltoall(in, count, MPI_BYTE, out, count, MPI_BYTE,
+			     MPI_COMM_WORLD);
 	} else {
 		MPI_Allreduce(in, out, count, MPI_DOUBLE, MPI_SUM,
 			      MPI_COMM_WORLD);
@@ -243,6 +271,22 @@ static void one_rep(const double *in, double *out, int count, uint64_t *time_ns,
 	MPI_Reduce(mine, all, 2, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
 	*time_ns = all[0] > t ? all[0] - t : 0;
 	*late_ns = all[1];
+}
+
+static void check_a2a(const unsigned char *out, size_t len)
+{
+	for (int m = 0; m < nprocs; m++)
+		for (size_t i = 0; i < len; i++)
+			if (out[(size_t)m * len + i] !=
+			    (unsigned char)((m + 7 * rank) & 0xff)) {
+				fprintf(stderr,
+					"bench_coll: rank %d: %zu B: "
+					"MPI_Alltoall slice from %d wrong\n",
+					rank, len, m);
+				fflush(stderr);
+				MPI_Abort(MPI_COMM_WORLD, 1);
+				exit(1);
+			}
 }
 
 static void check(const double *out, int count, size_t bytes)
@@ -281,7 +325,7 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return help ? 0 : 2;
 	}
-	if (!one_host()) {
+	if (!shared_clock && !one_host()) {
 		if (rank == 0)
 			fprintf(stderr,
 				"bench_coll: the %d ranks are not all on one "
@@ -292,12 +336,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	for (k = 0; k < nsizes; k++)
-		if (sizes[k] / sizeof(double) > maxcount)
-			maxcount = sizes[k] / sizeof(double);
+	for (k = 0; k < nsizes; k++) {
+		size_t c = a2a ? (sizes[k] * (size_t)nprocs + 7) / 8
+			       : sizes[k] / sizeof(double);
+
+		if (c > maxcount)
+			maxcount = c;
+	}
 	in = alloc(maxcount * sizeof(double));
 	out = alloc(maxcount * sizeof(double));
-	for (i = 0; i < (int)maxcount; i++)
+	for (i = 0; !a2a && i < (int)maxcount; i++)
 		in[i] = rank + 1;
 	/* large sizes: max(20, reps / 10) <= max(20, reps) */
 	times = alloc((size_t)(reps > 20 ? reps : 20) * sizeof(*times));
@@ -305,9 +353,14 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		printf("label,nprocs,bytes,median_us,min_us\n");
 	for (k = 0; k < nsizes; k++) {
-		count = sizes[k] / sizeof(double)
+		count = a2a ? (int)sizes[k]
+			: sizes[k] / sizeof(double)
 				? (int)(sizes[k] / sizeof(double))
 				: 1;
+		if (a2a)
+			for (int j = 0; j < nprocs; j++)
+				memset((char *)in + (size_t)j * sizes[k],
+				       (rank + 7 * j) & 0xff, sizes[k]);
 		n = sizes[k] >= LARGE ? (reps / 10 > 20 ? reps / 10 : 20)
 				      : reps;
 		nlate = 0;
@@ -315,7 +368,9 @@ int main(int argc, char **argv)
 		for (r = -warmup; r < n; r++) {
 			/* the last one is checked: it must write all */
 			if (r == n - 1)
-				memset(out, 0xff, (size_t)count * sizeof(*out));
+				memset(out, 0xff,
+				       a2a ? (size_t)count * (size_t)nprocs
+					   : (size_t)count * sizeof(*out));
 			one_rep(in, out, count, &t_ns, &late);
 			if (r < 0)
 				continue;
@@ -326,7 +381,10 @@ int main(int argc, char **argv)
 					maxlate = late;
 			}
 		}
-		check(out, count, sizes[k]);
+		if (a2a)
+			check_a2a((const unsigned char *)out, sizes[k]);
+		else
+			check(out, count, sizes[k]);
 		if (rank != 0)
 			continue;
 		qsort(times, (size_t)n, sizeof(*times), cmp_u64);
