@@ -11,6 +11,9 @@
 #   tnbc-direct  FI_TNBC_COLL_ALG=alltoall=direct (every slice straight)
 #   tnbc-plp     ... =plp (leaders per host by slice size)
 #   tnbc-lss     ... =lss (one ready note per slice between hosts)
+#   tnbc-plpN    PLP with N leaders per host (FI_TNBC_COLL_PLP_LEADERS;
+#                not in the default STACKS: what the size rule is tuned
+#                from)
 #   tnbc-rndv3   direct with FI_TNBC_TCP_EAGER_SIZE=16384: slices from
 #                32 KiB between hosts take the 3-message rendezvous (RTS,
 #                CTS, ACK) LSS is measured against
@@ -125,6 +128,9 @@ one() {
 	tnbc-auto) cmd=(env -u FI_TNBC_COLL_ALG) ;;
 	tnbc-direct | tnbc-plp | tnbc-lss)
 		cmd=(env FI_TNBC_COLL_ALG=alltoall=${st#tnbc-}) ;;
+	tnbc-plp[1-9]*)
+		cmd=(env FI_TNBC_COLL_ALG=alltoall=plp
+			FI_TNBC_COLL_PLP_LEADERS=${st#tnbc-plp}) ;;
 	tnbc-rndv3)
 		cmd=(env FI_TNBC_COLL_ALG=alltoall=direct "${rndv3[@]}") ;;
 	esac

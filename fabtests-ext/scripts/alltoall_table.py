@@ -27,7 +27,8 @@ for r in rows:
 med = {k: statistics.median(v) for k, v in vals.items()}
 shapes = sorted({k[0] for k in med})
 sizes = sorted({k[1] for k in med})
-order = ["tnbc-auto", "tnbc-direct", "tnbc-plp", "tnbc-lss", "tnbc-rndv3", "rxm-host", "ompi"]
+order = ["tnbc-auto", "tnbc-direct", "tnbc-plp", "tnbc-plp1", "tnbc-plp2", "tnbc-plp3", "tnbc-lss",
+         "tnbc-rndv3", "rxm-host", "ompi"]
 stacks = [s for s in order if any(k[2] == s for k in med)]
 stacks += sorted({k[2] for k in med} - set(stacks))
 algs = [s for s in ("tnbc-direct", "tnbc-plp", "tnbc-lss") if s in stacks]

@@ -65,6 +65,58 @@ START_TEST(alg_automatic)
 }
 END_TEST
 
+/* Alltoall: PLP for small slices when hosts hold several members, LSS
+ * for large ones between hosts, direct otherwise. */
+START_TEST(alg_alltoall)
+{
+	int two_hosts[4] = {0, 0, 1, 1}, apart[3] = {0, 1, 2};
+	struct tnbc_mc one = group(4, NULL, 1);
+	struct tnbc_mc spread = group(4, two_hosts, 2);
+	struct tnbc_mc single = group(3, apart, 3);
+
+	tnbc_env.coll_alg = NULL;
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 1), "plp");
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, tnbc_env.coll_plp_max),
+			 "plp");
+	ck_assert_str_eq(
+		chosen(&spread, FI_ALLTOALL, tnbc_env.coll_plp_max + 1),
+		"direct");
+	/* one member per host: nothing to aggregate */
+	ck_assert_str_eq(chosen(&single, FI_ALLTOALL, 1), "direct");
+	/* one host: no link */
+	ck_assert_str_eq(chosen(&one, FI_ALLTOALL, 1), "direct");
+	ck_assert_str_eq(chosen(&one, FI_ALLTOALL, 1 << 20), "direct");
+	/* LSS from FI_TNBC_COLL_LSS_MIN when it is set (0: above the
+	 * link's eager size, which a group with no endpoint has none of) */
+	tnbc_env.coll_lss_min = 0;
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 1 << 20), "direct");
+	tnbc_env.coll_lss_min = 65536;
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 65535), "direct");
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 65536), "lss");
+	ck_assert_str_eq(chosen(&single, FI_ALLTOALL, 1 << 20), "lss");
+	ck_assert_str_eq(chosen(&one, FI_ALLTOALL, 1 << 20), "direct");
+	/* the choice follows FI_TNBC_COLL_PLP_MAX */
+	tnbc_env.coll_plp_max = 0;
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 1), "direct");
+}
+END_TEST
+
+START_TEST(alg_alltoall_pinned)
+{
+	int two_hosts[4] = {0, 0, 1, 1};
+	struct tnbc_mc one = group(4, NULL, 1);
+	struct tnbc_mc spread = group(4, two_hosts, 2);
+
+	static char pins[] = "alltoall=plp";
+
+	tnbc_env.coll_alg = pins;
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 1 << 20), "plp");
+	/* one host: PLP cannot, the choice is automatic */
+	ck_assert_str_eq(chosen(&one, FI_ALLTOALL, 1), "direct");
+	ck_assert_str_eq(tnbc_alg_named("lss")->name, "lss");
+}
+END_TEST
+
 /* The rules follow their parameters. */
 START_TEST(alg_rules_follow_parameters)
 {
@@ -151,6 +203,8 @@ Suite *tu_alg_suite(void)
 	TCase *tc = tcase_create("alg");
 
 	tcase_add_test(tc, alg_automatic);
+	tcase_add_test(tc, alg_alltoall);
+	tcase_add_test(tc, alg_alltoall_pinned);
 	tcase_add_test(tc, alg_rules_follow_parameters);
 	tcase_add_test(tc, alg_pinned);
 	tcase_add_test(tc, alg_pinned_by_name_alone);

@@ -46,9 +46,8 @@ struct tnbc_env tnbc_env = {
 	.link_hold_ms = 100,
 	.coll_flat_max = 2,
 	.coll_flat_hosts = 8,
-	.coll_plp_max = 1024,
-	.coll_plp_bytes = 16384,
-	.coll_lss_min = 32768,
+	.coll_plp_max = 4096,
+	.coll_plp_bytes = 98304,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -189,8 +188,9 @@ void tnbc_param_read(void)
 	fi_param_define(&tnbc_prov, "coll_lss_min", FI_PARAM_SIZE_T,
 			"Slice bytes from which fi_alltoall of a group on "
 			"several hosts sends each slice between hosts after "
-			"one ready note from its receiver (LSS) "
-			"(default: %zu)",
+			"one ready note from its receiver (LSS); 0: above "
+			"the link's eager size, where a rendezvous would "
+			"start (default: %zu)",
 			tnbc_env.coll_lss_min);
 	fi_param_define(
 		&tnbc_prov, "coll_hosts", FI_PARAM_BOOL,

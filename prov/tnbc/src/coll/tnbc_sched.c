@@ -25,6 +25,7 @@
 #include "../tnbc_comp.h"
 #include "../tnbc_av.h"
 #include "../tnbc_frame.h"
+#include "../tnbc_msg.h"
 
 int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out)
@@ -212,6 +213,18 @@ int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 {
 	return tnbc_sched_member(s, FI_OP_TRECV, trig, thr, comp, peer, step,
 				 buf, len, 0);
+}
+
+size_t tnbc_sched_link_eager(const struct tnbc_mc *mc)
+{
+	struct tnbc_xpeer *xp;
+
+	for (int j = 0; j < mc->size; j++)
+		if (j != mc->rank &&
+		    !tnbc_av_peer(mc->ep->av, mc->members[j], &xp) &&
+		    !(tnbc_xpeer_ops(xp)->flags & TNBC_XPORT_LOCAL))
+			return tnbc_eager_limit(xp);
+	return 0;
 }
 
 size_t tnbc_sched_link_packet(const struct tnbc_mc *mc, int peer)

@@ -94,6 +94,9 @@ int tnbc_sched_send_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 /* The largest payload of one packet to member peer when a link reaches
  * it (a network transport); 0 when shared memory does, or nothing. */
 size_t tnbc_sched_link_packet(const struct tnbc_mc *mc, int peer);
+/* The eager size of the link to the first member a network transport
+ * reaches (0: none does): larger messages take a rendezvous there. */
+size_t tnbc_sched_link_eager(const struct tnbc_mc *mc);
 int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		      void *dst, const void *src, size_t count, enum fi_op op,
 		      enum fi_datatype dt);
