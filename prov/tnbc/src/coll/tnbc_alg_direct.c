@@ -124,14 +124,7 @@ int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 							slots + (size_t)j * len,
 							op->count, op->op,
 							op->dt);
-	/* one mark once the receives (and any folds) are done */
-	if (!ret)
-		ret = tnbc_sched_copy(s, nrecv ? TNBC_SCHED_C1 : TNBC_SCHED_ARM,
-				      nrecv ? nrecv : 1, TNBC_SCHED_C2, NULL,
-				      NULL, 0);
-	if (!ret)
-		ret = tnbc_sched_start(s, TNBC_SCHED_C2, nsend + 1);
-	if (ret)
-		tnbc_sched_abort(s);
-	return ret;
+	/* the folds run on C1 too: the mark comes after them */
+	return tnbc_sched_close(s, ret, TNBC_SCHED_C1, nrecv, TNBC_SCHED_C2,
+				nsend);
 }

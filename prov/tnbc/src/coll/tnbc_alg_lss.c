@@ -145,14 +145,7 @@ int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		ret = tnbc_sched_copy(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_NONE,
 				      out + (size_t)me * len,
 				      in + (size_t)me * len, len);
-	if (!ret)
-		ret = tnbc_sched_copy(s, nrecv ? TNBC_SCHED_C1 : TNBC_SCHED_ARM,
-				      nrecv ? nrecv : 1, TNBC_LSS_SENT, NULL,
-				      NULL, 0);
-	if (!ret)
-		ret = tnbc_sched_start(s, TNBC_LSS_SENT, nsend + 1);
-	if (ret)
-		tnbc_sched_abort(s);
 	free(pkt);
-	return ret;
+	return tnbc_sched_close(s, ret, TNBC_SCHED_C1, nrecv, TNBC_LSS_SENT,
+				nsend);
 }

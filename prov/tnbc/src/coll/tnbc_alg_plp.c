@@ -60,6 +60,80 @@ bool tnbc_alg_plp_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
 	       mc->nhosts < mc->size;
 }
 
+/* Messages between this member and each other member of its host,
+ * bytes each, the i-th at buf + i * bytes (its local number i); counted
+ * in *n. */
+static int tnbc_plp_locals(struct tnbc_sched *s, const struct tnbc_plp_op *p,
+			   bool send, int trig, int comp, unsigned step,
+			   char *buf, size_t bytes, uint64_t *n)
+{
+	int ret = 0;
+
+	for (int i = 0; !ret && i < tnbc_plp_n(&p->map, p->h); i++) {
+		int j = tnbc_plp_member(&p->map, p->h, i);
+		char *at = buf + (size_t)i * bytes;
+
+		if (i == p->me)
+			continue;
+		ret = send ? tnbc_sched_send(s, trig, 1, comp, j, step, at,
+					     bytes)
+			   : tnbc_sched_recv(s, trig, 1, comp, j, step, at,
+					     bytes);
+		(*n)++;
+	}
+	return ret;
+}
+
+/* A leader's part: gather its host's ups, repack, exchange with the
+ * carriers of its share's hosts, hand the downs out; its own down joins
+ * the member's receives (C1).  Counts its sends in *nsend. */
+static int tnbc_plp_lead(struct tnbc_sched *s, struct tnbc_plp_op *p, int L,
+			 uint64_t *nsend)
+{
+	size_t len = p->len, sh = p->share[p->lead];
+	size_t nh = (size_t)tnbc_plp_n(&p->map, p->h);
+	uint64_t nup = 0, nacross = 0;
+	int ret;
+
+	ret = tnbc_plp_locals(s, p, false, TNBC_SCHED_ARM, TNBC_SCHED_C2,
+			      TNBC_PLP_UP, p->gath, sh * len, &nup);
+	if (!ret)
+		ret = tnbc_sched_copy(s, TNBC_PLP_PACKED, 1, TNBC_SCHED_C2,
+				      NULL, NULL, 0);
+	if (!ret)
+		ret = tnbc_sched_fn(s, &s->c[TNBC_SCHED_C2], nup + 1,
+				    TNBC_PLP_ACROSS_OUT, tnbc_plp_repack, p);
+	for (int g = tnbc_plp_carried(p, 0); !ret && g < p->map.nhosts;
+	     g = tnbc_plp_carried(p, g + 1)) {
+		size_t bytes = nh * (size_t)tnbc_plp_n(&p->map, g) * len;
+		int peer = tnbc_plp_member(
+			&p->map, g, tnbc_plp_carrier(&p->map, g, p->h, L));
+
+		ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C3, peer,
+				      TNBC_PLP_ACROSS,
+				      tnbc_plp_at(p->xin, p->xoff[g], len),
+				      bytes);
+		if (!ret)
+			ret = tnbc_sched_send(
+				s, TNBC_PLP_ACROSS_OUT, 1, TNBC_PLP_SENT, peer,
+				TNBC_PLP_ACROSS,
+				tnbc_plp_at(p->xout, p->xoff[g], len), bytes);
+		nacross++;
+		(*nsend)++;
+	}
+	if (!ret)
+		ret = tnbc_sched_fn(s, &s->c[TNBC_SCHED_C3], nacross,
+				    TNBC_PLP_DOWN_OUT, tnbc_plp_distribute, p);
+	if (!ret)
+		ret = tnbc_plp_locals(s, p, true, TNBC_PLP_DOWN_OUT,
+				      TNBC_PLP_SENT, TNBC_PLP_DOWN, p->dist,
+				      sh * len, nsend);
+	if (!ret)
+		ret = tnbc_sched_copy(s, TNBC_PLP_DOWN_OUT, 1, TNBC_SCHED_C1,
+				      NULL, NULL, 0);
+	return ret;
+}
+
 /* A schedule whose scratch holds the plan, then the buffers. */
 static int tnbc_plp_new(struct tnbc_mc *mc, const struct tnbc_coll_op *op,
 			int L, size_t len, struct tnbc_sched **out)
@@ -92,7 +166,7 @@ int tnbc_alg_plp(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	struct tnbc_plp_map map0;
 	struct tnbc_plp_op *p;
 	struct tnbc_sched *s;
-	uint64_t nsend = 0, nlocal = 0, ndown = 0, nup = 0, nacross = 0;
+	uint64_t nsend = 0, nlocal = 0, ndown = 0;
 	int *tab, L, nh, ret;
 
 	/* the number of leaders: pinned, or by size */
@@ -100,7 +174,7 @@ int tnbc_alg_plp(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 	if (!tab)
 		return -FI_ENOMEM;
 	ret = tnbc_plp_map_init(&map0, mc->size, mc->host, mc->nhosts, tab);
-	L = tnbc_env.coll_plp_leaders
+	L = ret || tnbc_env.coll_plp_leaders
 		    ? (int)tnbc_env.coll_plp_leaders
 		    : tnbc_plp_choose(&map0, len, tnbc_env.coll_plp_bytes);
 	if (!ret && L > map0.nmax)
@@ -160,67 +234,7 @@ int tnbc_alg_plp(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		ret = tnbc_sched_fn(s, &s->c[TNBC_SCHED_ARM], 1,
 				    TNBC_PLP_PACKED, tnbc_plp_pack, p);
 	if (!ret && p->lead >= 0) {
-		size_t sh = p->share[p->lead];
-
-		for (int i = 0; !ret && i < nh; i++) {
-			if (i == p->me)
-				continue;
-			ret = tnbc_sched_recv(
-				s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C2,
-				tnbc_plp_member(&p->map, p->h, i), TNBC_PLP_UP,
-				tnbc_plp_at(p->gath, (size_t)i * sh, len),
-				sh * len);
-			nup++;
-		}
-		if (!ret)
-			ret = tnbc_sched_copy(s, TNBC_PLP_PACKED, 1,
-					      TNBC_SCHED_C2, NULL, NULL, 0);
-		if (!ret)
-			ret = tnbc_sched_fn(s, &s->c[TNBC_SCHED_C2], nup + 1,
-					    TNBC_PLP_ACROSS_OUT,
-					    tnbc_plp_repack, p);
-		for (int g = 0; !ret && g < p->map.nhosts; g++) {
-			size_t bytes;
-			int peer;
-
-			if (g == p->h || p->carrier[g] != p->lead)
-				continue;
-			peer = tnbc_plp_member(
-				&p->map, g,
-				tnbc_plp_carrier(&p->map, g, p->h, L));
-			bytes = (size_t)nh * (size_t)tnbc_plp_n(&p->map, g) *
-				len;
-			ret = tnbc_sched_recv(
-				s, TNBC_SCHED_ARM, 1, TNBC_SCHED_C3, peer,
-				TNBC_PLP_ACROSS,
-				tnbc_plp_at(p->xin, p->xoff[g], len), bytes);
-			if (!ret)
-				ret = tnbc_sched_send(
-					s, TNBC_PLP_ACROSS_OUT, 1,
-					TNBC_PLP_SENT, peer, TNBC_PLP_ACROSS,
-					tnbc_plp_at(p->xout, p->xoff[g], len),
-					bytes);
-			nacross++;
-			nsend++;
-		}
-		if (!ret)
-			ret = tnbc_sched_fn(s, &s->c[TNBC_SCHED_C3], nacross,
-					    TNBC_PLP_DOWN_OUT,
-					    tnbc_plp_distribute, p);
-		for (int i = 0; !ret && i < nh; i++) {
-			if (i == p->me)
-				continue;
-			ret = tnbc_sched_send(
-				s, TNBC_PLP_DOWN_OUT, 1, TNBC_PLP_SENT,
-				tnbc_plp_member(&p->map, p->h, i),
-				TNBC_PLP_DOWN,
-				tnbc_plp_at(p->dist, (size_t)i * sh, len),
-				sh * len);
-			nsend++;
-		}
-		if (!ret)
-			ret = tnbc_sched_copy(s, TNBC_PLP_DOWN_OUT, 1,
-					      TNBC_SCHED_C1, NULL, NULL, 0);
+		ret = tnbc_plp_lead(s, p, L, &nsend);
 		ndown++;
 	}
 	if (!ret)

@@ -142,13 +142,11 @@ int tnbc_plp_plan_at(char *scratch, int size, const int *host, int nhosts,
 	for (int k = 0; k < p->lh; k++)
 		p->upoff[k + 1] = p->upoff[k] + p->share[k];
 	p->lead = p->me < p->lh && p->share[p->me] ? p->me : -1;
-	if (p->lead >= 0)
-		for (int g = 0, x = 0; g < nhosts; g++)
-			if (g != p->h && p->carrier[g] == p->lead) {
-				p->xoff[g] = (size_t)x *
-					     (size_t)tnbc_plp_n(&p->map, p->h);
-				x += tnbc_plp_n(&p->map, g);
-			}
+	for (int g = tnbc_plp_carried(p, 0), x = 0; g < nhosts;
+	     g = tnbc_plp_carried(p, g + 1)) {
+		p->xoff[g] = (size_t)x * (size_t)tnbc_plp_n(&p->map, p->h);
+		x += tnbc_plp_n(&p->map, g);
+	}
 	return 0;
 }
 
@@ -205,11 +203,10 @@ int tnbc_plp_repack(void *arg)
 	size_t sh = p->share[p->lead];
 	int nh = tnbc_plp_n(m, p->h);
 
-	for (int g = 0; g < m->nhosts; g++) {
+	for (int g = tnbc_plp_carried(p, 0); g < m->nhosts;
+	     g = tnbc_plp_carried(p, g + 1)) {
 		size_t ng = (size_t)tnbc_plp_n(m, g);
 
-		if (g == p->h || p->carrier[g] != p->lead)
-			continue;
 		for (int i = 0; i < nh; i++)
 			memcpy(tnbc_plp_at(p->xout, p->xoff[g] + i * ng,
 					   p->len),
@@ -229,11 +226,10 @@ int tnbc_plp_distribute(void *arg)
 	size_t sh = p->share[p->lead];
 	int nh = tnbc_plp_n(m, p->h);
 
-	for (int g = 0; g < m->nhosts; g++) {
+	for (int g = tnbc_plp_carried(p, 0); g < m->nhosts;
+	     g = tnbc_plp_carried(p, g + 1)) {
 		int ng = tnbc_plp_n(m, g);
 
-		if (g == p->h || p->carrier[g] != p->lead)
-			continue;
 		for (int j = 0; j < nh; j++)
 			for (int i = 0; i < ng; i++)
 				memcpy(tnbc_plp_at(p->dist,

@@ -113,6 +113,17 @@ static inline char *tnbc_plp_at(char *buf, size_t slice, size_t len)
 	return buf + slice * len;
 }
 
+/* The first host from g on that this member's leader share carries
+ * (nhosts: none left); a member that leads nothing carries none. */
+static inline int tnbc_plp_carried(const struct tnbc_plp_op *p, int g)
+{
+	if (p->lead < 0)
+		return p->map.nhosts;
+	while (g < p->map.nhosts && (g == p->h || p->carrier[g] != p->lead))
+		g++;
+	return g;
+}
+
 /* Bytes of the plan of a group of size members on nhosts hosts. */
 size_t tnbc_plp_plan_bytes(int size, int nhosts, int L);
 /* Makes member rank's plan in scratch (tnbc_plp_plan_bytes of it): 0,

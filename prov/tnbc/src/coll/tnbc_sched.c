@@ -109,6 +109,20 @@ static void tnbc_sched_free(struct tnbc_sched *s, bool reported)
 	atomic_fetch_sub(&ep->ref, 1);
 }
 
+int tnbc_sched_close(struct tnbc_sched *s, int ret, int recvd, uint64_t nrecv,
+		     int sent, uint64_t nsend)
+{
+	/* one mark once the receives are in, then the end past the sends */
+	if (!ret)
+		ret = tnbc_sched_copy(s, nrecv ? recvd : TNBC_SCHED_ARM,
+				      nrecv ? nrecv : 1, sent, NULL, NULL, 0);
+	if (!ret)
+		ret = tnbc_sched_start(s, sent, nsend + 1);
+	if (ret)
+		tnbc_sched_abort(s);
+	return ret;
+}
+
 void tnbc_sched_abort(struct tnbc_sched *s)
 {
 	for (int i = 0; i < s->nc; i++)

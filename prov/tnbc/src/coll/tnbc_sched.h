@@ -123,6 +123,12 @@ int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr);
  * error of the counter the step would have counted in). */
 int tnbc_sched_start_unarmed(struct tnbc_sched *s, int trig, uint64_t thr);
 void tnbc_sched_arm(struct tnbc_sched *s);
+/* The common end of an exchange: once counter recvd has nrecv
+ * receives, a mark in counter sent, which ends the operation when it
+ * also has the nsend sends; started, or taken back when ret (the
+ * building so far) or this fails.  Returns the first error. */
+int tnbc_sched_close(struct tnbc_sched *s, int ret, int recvd, uint64_t nrecv,
+		     int sent, uint64_t nsend);
 /* Takes back a schedule that was never started. */
 void tnbc_sched_abort(struct tnbc_sched *s);
 
