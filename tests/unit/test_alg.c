@@ -86,18 +86,44 @@ START_TEST(alg_alltoall)
 	/* one host: no link */
 	ck_assert_str_eq(chosen(&one, FI_ALLTOALL, 1), "direct");
 	ck_assert_str_eq(chosen(&one, FI_ALLTOALL, 1 << 20), "direct");
-	/* LSS from FI_TNBC_COLL_LSS_MIN when it is set (0: above the
-	 * link's eager size, which a group with no endpoint has none of) */
-	tnbc_env.coll_lss_min = 0;
-	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 1 << 20), "direct");
-	tnbc_env.coll_lss_min = 65536;
-	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 65535), "direct");
-	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 65536), "lss");
+	/* LSS above FI_TNBC_COLL_LSS_ABOVE (TCP's eager size by default),
+	 * between hosts */
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 131072), "direct");
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 131073), "lss");
 	ck_assert_str_eq(chosen(&single, FI_ALLTOALL, 1 << 20), "lss");
 	ck_assert_str_eq(chosen(&one, FI_ALLTOALL, 1 << 20), "direct");
+	tnbc_env.coll_lss_above = 65535;
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 65535), "direct");
+	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 65536), "lss");
 	/* the choice follows FI_TNBC_COLL_PLP_MAX */
 	tnbc_env.coll_plp_max = 0;
 	ck_assert_str_eq(chosen(&spread, FI_ALLTOALL, 1), "direct");
+}
+END_TEST
+
+/* Which of LSS's pairs cross a link: both members of a pair must
+ * agree, from what is the same for both (hosts, FI_TNBC_XPORTS). */
+START_TEST(alg_lss_links)
+{
+	int hosts[3] = {0, 0, 1};
+	struct tnbc_mc mc = group(3, hosts, 2);
+
+	mc.rank = 0;
+	tnbc_env.xport_list[0] = &tnbc_shm_ops;
+	tnbc_env.xport_list[1] = &tnbc_tcp_ops;
+	tnbc_env.nxport = 2;
+	ck_assert(!tnbc_sched_over_link(&mc, 1));
+	ck_assert(tnbc_sched_over_link(&mc, 2));
+	mc.rank = 2;
+	ck_assert(tnbc_sched_over_link(&mc, 0));
+	/* no shared memory: every pair crosses one */
+	tnbc_env.xport_list[0] = &tnbc_tcp_ops;
+	tnbc_env.nxport = 1;
+	mc.rank = 0;
+	ck_assert(tnbc_sched_over_link(&mc, 1));
+	/* a segment fits one packet of every transport */
+	ck_assert_uint_eq(tnbc_sched_packet_floor() + TNBC_XPKT_FRAME_MAX + 16,
+			  tnbc_env.slot_size);
 }
 END_TEST
 
@@ -205,6 +231,7 @@ Suite *tu_alg_suite(void)
 	tcase_add_test(tc, alg_automatic);
 	tcase_add_test(tc, alg_alltoall);
 	tcase_add_test(tc, alg_alltoall_pinned);
+	tcase_add_test(tc, alg_lss_links);
 	tcase_add_test(tc, alg_rules_follow_parameters);
 	tcase_add_test(tc, alg_pinned);
 	tcase_add_test(tc, alg_pinned_by_name_alone);

@@ -298,6 +298,10 @@ START_TEST(plp_bad_maps)
 	ck_assert_int_eq(tnbc_plp_plan_at(plan, 4, host, 2, 4, 1, 8),
 			 -FI_EINVAL);
 	ck_assert_int_eq(tnbc_plp_plan_at(plan, 4, host, 2, 3, 2, 8), 0);
+	/* buffers past what a size_t counts: refused, not wrapped */
+	ck_assert_int_eq(tnbc_plp_plan_at(plan, 4, host, 2, 0, 1, SIZE_MAX / 2),
+			 0);
+	ck_assert_uint_eq(tnbc_plp_data_at((void *)plan, NULL), SIZE_MAX);
 }
 END_TEST
 

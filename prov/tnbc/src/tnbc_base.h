@@ -106,7 +106,7 @@ struct tnbc_env {
 	size_t coll_plp_max; /* alltoall slice bytes up to which: PLP */
 	size_t coll_plp_bytes; /* a PLP leader's bytes across, at most */
 	size_t coll_plp_leaders; /* PLP's leaders per host; 0: by size */
-	size_t coll_lss_min; /* alltoall slice bytes from which: LSS */
+	size_t coll_lss_above; /* alltoall slice bytes above which: LSS */
 	int link_share; /* order off-host transfers with this host's others */
 	size_t link_hold_ms; /* longest a neighbour's priority holds one */
 	/* trust model: same user only, or also this group's members */

@@ -57,7 +57,7 @@ static inline uint64_t tnbc_kind(bool tagged)
 	return tagged ? FI_TAGGED : FI_MSG;
 }
 
-size_t tnbc_eager_limit(struct tnbc_xpeer *peer)
+static size_t tnbc_eager_limit(struct tnbc_xpeer *peer)
 {
 	const struct tnbc_xport_ops *ops = tnbc_xpeer_ops(peer);
 	size_t max = tnbc_max_payload(peer);

@@ -22,8 +22,6 @@ ssize_t tnbc_ep_post_send(struct tnbc_ep *ep, const struct iovec *iov,
 			  size_t count, fi_addr_t dest, uint64_t tag,
 			  uint64_t data, void *context, uint64_t flags,
 			  bool tagged, const struct tnbc_opx *x);
-/* The largest message to peer that travels eagerly (no ep lock). */
-size_t tnbc_eager_limit(struct tnbc_xpeer *peer);
 /* Start a checked send or receive (see struct tnbc_msg_args). */
 ssize_t tnbc_msg_start_send(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 			    const struct tnbc_opx *x);

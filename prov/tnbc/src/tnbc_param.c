@@ -48,6 +48,7 @@ struct tnbc_env tnbc_env = {
 	.coll_flat_hosts = 8,
 	.coll_plp_max = 4096,
 	.coll_plp_bytes = 98304,
+	.coll_lss_above = 131072,
 };
 
 /* FI_TNBC_SHM_GROUP: a group name or number; unknown leaves the
@@ -185,13 +186,12 @@ void tnbc_param_read(void)
 			"PLP's leaders per host, 1 to 64; 0 chooses them by "
 			"slice size with coll_plp_bytes (default: %zu)",
 			tnbc_env.coll_plp_leaders);
-	fi_param_define(&tnbc_prov, "coll_lss_min", FI_PARAM_SIZE_T,
-			"Slice bytes from which fi_alltoall of a group on "
+	fi_param_define(&tnbc_prov, "coll_lss_above", FI_PARAM_SIZE_T,
+			"Slice bytes above which fi_alltoall of a group on "
 			"several hosts sends each slice between hosts after "
-			"one ready note from its receiver (LSS); 0: above "
-			"the link's eager size, where a rendezvous would "
-			"start (default: %zu)",
-			tnbc_env.coll_lss_min);
+			"one ready note from its receiver (LSS); the same on "
+			"every member (default: %zu, TCP's eager size)",
+			tnbc_env.coll_lss_above);
 	fi_param_define(
 		&tnbc_prov, "coll_hosts", FI_PARAM_BOOL,
 		"Trees of a group whose members are on several hosts "
@@ -352,7 +352,7 @@ void tnbc_param_read(void)
 	tnbc_param_size("coll_plp_bytes", &tnbc_env.coll_plp_bytes, 1,
 			TNBC_MAX_MSG_SIZE);
 	tnbc_param_size("coll_plp_leaders", &tnbc_env.coll_plp_leaders, 0, 64);
-	tnbc_param_size("coll_lss_min", &tnbc_env.coll_lss_min, 0,
+	tnbc_param_size("coll_lss_above", &tnbc_env.coll_lss_above, 0,
 			TNBC_MAX_MSG_SIZE);
 	if (fi_param_get_bool(&tnbc_prov, "coll_slots", &b) == FI_SUCCESS)
 		tnbc_env.coll_slots = !!b;

@@ -59,19 +59,14 @@ static bool tnbc_alg_plp_pick(const struct tnbc_mc *mc,
 }
 
 /* LSS pays where the direct exchange would take a rendezvous over the
- * link: above its eager size (FI_TNBC_COLL_LSS_MIN 0), or from the
- * size that parameter names. */
+ * link: above FI_TNBC_COLL_LSS_ABOVE, TCP's eager size by default.  A
+ * job-wide figure, not the link's own: every member must choose the
+ * same. */
 static bool tnbc_alg_lss_pick(const struct tnbc_mc *mc,
 			      enum fi_collective_op coll, size_t len)
 {
-	size_t eager;
-
-	if (!tnbc_alg_lss_can(mc, coll, len) || !mc->host || mc->nhosts < 2)
-		return false;
-	if (tnbc_env.coll_lss_min)
-		return len >= tnbc_env.coll_lss_min;
-	eager = mc->ep ? tnbc_sched_link_eager(mc) : 0;
-	return eager && len > eager;
+	return tnbc_alg_lss_can(mc, coll, len) && mc->host && mc->nhosts > 1 &&
+	       len > tnbc_env.coll_lss_above;
 }
 
 /* The descriptors' tree and the direct exchange take every operation

@@ -17,10 +17,11 @@
  * receiver cannot see land; here the data completes its own receive.
  * The engine's sync_pkts counts them (fi_tnbc_engine_stats).
  *
- * Slices to members that shared memory reaches go as in the direct
- * exchange (its single-copy read: no link to queue behind, and no
- * extra copy through its queue); the others are those a network
- * transport reaches (TCP, verbs), whatever host they are on.
+ * Slices to members of this host go as in the direct exchange when
+ * shared memory carries them (its single-copy read: no link to queue
+ * behind, and no extra copy through its queue); the others cross a
+ * link (tnbc_sched_over_link: another host, or no shared memory in
+ * FI_TNBC_XPORTS), decided so that both members of a pair agree.
  *
  * Counters: C1 counts the receives; SENT the sends and the end mark;
  * READY + k, the ready note of the k-th member over a link.
@@ -56,10 +57,9 @@ bool tnbc_alg_lss_can(const struct tnbc_mc *mc, enum fi_collective_op coll,
 	return coll == FI_ALLTOALL && mc->size > 1;
 }
 
-/* A slice's segments to or from member j over a link of packets of
- * pkt bytes: one packet each, unless that takes more steps than a
- * slice has.  Both sides cut the same way: the job's transports size
- * their packets from the same parameters. */
+/* A slice's segments over a link: one packet of pkt bytes each, unless
+ * that takes more steps than a slice has.  Both sides cut the same way:
+ * pkt comes from the job-wide FI_TNBC_SLOT_SIZE. */
 static size_t tnbc_lss_seg(size_t pkt, size_t len)
 {
 	size_t least = (len + TNBC_LSS_MAX_SEGS - 1) / TNBC_LSS_MAX_SEGS;
@@ -70,34 +70,36 @@ static size_t tnbc_lss_seg(size_t pkt, size_t len)
 int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 {
 	size_t len = tnbc_alu_size(op->dt) * op->count;
-	int n = mc->size, me = mc->rank, far = 0, k = 0, j, ret = 0;
+	int n = mc->size, me = mc->rank, nfar = 0, k = 0, j, ret = 0;
 	const char *in = op->buf;
 	char *out = op->result;
 	uint64_t nsend = 0, nrecv = 0;
 	struct tnbc_sched *s;
-	size_t *pkt = calloc((size_t)n, sizeof(*pkt));
+	bool *far = calloc((size_t)n, sizeof(*far));
+	size_t seg = tnbc_lss_seg(tnbc_sched_packet_floor(), len);
 
-	if (!pkt)
+	if (!far)
 		return -FI_ENOMEM;
 	for (j = 0; j < n; j++) {
-		pkt[j] = j == me ? 0 : tnbc_sched_link_packet(mc, j);
-		far += pkt[j] > 0;
+		far[j] = j != me && tnbc_sched_over_link(mc, j);
+		nfar += far[j];
 	}
-	ret = tnbc_sched_new(mc, TNBC_LSS_READY_CNTR + far, 0, op->context, &s);
+	ret = tnbc_sched_new(mc, TNBC_LSS_READY_CNTR + nfar, 0, op->context,
+			     &s);
 	if (ret) {
-		free(pkt);
+		free(far);
 		return ret;
 	}
 	s->end = op->end;
 	for (j = 0; !ret && j < n; j++) {
 		const char *src = in + (size_t)j * len;
 		char *dst = out + (size_t)j * len;
-		size_t seg, off;
+		size_t off;
 		unsigned i;
 
 		if (j == me)
 			continue;
-		if (!pkt[j]) {
+		if (!far[j]) {
 			ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1,
 					      TNBC_SCHED_C1, j, TNBC_LSS_LOCAL,
 					      dst, len);
@@ -109,7 +111,6 @@ int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 			nsend++;
 			continue;
 		}
-		seg = tnbc_lss_seg(pkt[j], len);
 		/* the receive first, then the note that says it is there */
 		for (off = 0, i = 0; !ret && (off < len || !i);
 		     off += seg, i++) {
@@ -145,7 +146,7 @@ int tnbc_alg_lss(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 		ret = tnbc_sched_copy(s, TNBC_SCHED_ARM, 1, TNBC_SCHED_NONE,
 				      out + (size_t)me * len,
 				      in + (size_t)me * len, len);
-	free(pkt);
+	free(far);
 	return tnbc_sched_close(s, ret, TNBC_SCHED_C1, nrecv, TNBC_LSS_SENT,
 				nsend);
 }

@@ -30,6 +30,7 @@
  *   its own down joins the member's, C1                  (DOWN_OUT, 1)
  * The operation ends when SENT has every send and the unpack.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,8 @@ static int tnbc_plp_new(struct tnbc_mc *mc, const struct tnbc_coll_op *op,
 	free(probe);
 	if (ret)
 		return ret;
+	if (data > SIZE_MAX - plan)
+		return -FI_ENOMEM;
 	ret = tnbc_sched_new(mc, TNBC_PLP_NCNTR, plan + data, op->context, out);
 	if (ret)
 		return ret;

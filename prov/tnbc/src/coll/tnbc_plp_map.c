@@ -150,14 +150,28 @@ int tnbc_plp_plan_at(char *scratch, int size, const int *host, int nhosts,
 	return 0;
 }
 
+/* a * b slices of len bytes, in whole cache lines; SIZE_MAX when that
+ * does not fit a size_t */
+static size_t tnbc_plp_block(size_t a, size_t b, size_t len)
+{
+	size_t n;
+
+	if (__builtin_mul_overflow(a, b, &n) ||
+	    __builtin_mul_overflow(n, len, &n) || n > SIZE_MAX - 63)
+		return SIZE_MAX;
+	return tnbc_plp_align(n);
+}
+
 size_t tnbc_plp_data_at(struct tnbc_plp_op *p, char *base)
 {
 	size_t nh = (size_t)tnbc_plp_n(&p->map, p->h);
-	size_t rest = tnbc_plp_align(((size_t)p->map.size - nh) * p->len);
-	size_t lead = p->lead < 0
-			      ? 0
-			      : tnbc_plp_align(nh * p->share[p->lead] * p->len);
+	size_t rest = tnbc_plp_block((size_t)p->map.size - nh, 1, p->len);
+	size_t lead =
+		p->lead < 0 ? 0 : tnbc_plp_block(nh, p->share[p->lead], p->len);
 
+	/* 2 rest + 4 lead, which the scratch's size must hold */
+	if (rest > SIZE_MAX / 8 || lead > SIZE_MAX / 8)
+		return SIZE_MAX;
 	if (base) {
 		p->up = base;
 		p->down = base + rest;

@@ -132,7 +132,7 @@ size_t tnbc_plp_plan_bytes(int size, int nhosts, int L);
 int tnbc_plp_plan_at(char *scratch, int size, const int *host, int nhosts,
 		     int rank, int L, size_t len);
 /* The buffers' bytes, which the plan sizes, laid out from base (NULL:
- * only counted). */
+ * only counted); SIZE_MAX when they would not fit a size_t. */
 size_t tnbc_plp_data_at(struct tnbc_plp_op *p, char *base);
 /* The steps, each a TNBC_TRIG_FN on a struct tnbc_plp_op (always 0):
  * pack in into the up messages (a leader's own into its gather);

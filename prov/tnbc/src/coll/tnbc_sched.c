@@ -23,9 +23,6 @@
 #include "tnbc_sched.h"
 #include "../tnbc_trigger.h"
 #include "../tnbc_comp.h"
-#include "../tnbc_av.h"
-#include "../tnbc_frame.h"
-#include "../tnbc_msg.h"
 
 int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out)
@@ -229,26 +226,21 @@ int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 				 buf, len, 0);
 }
 
-size_t tnbc_sched_link_eager(const struct tnbc_mc *mc)
+bool tnbc_sched_over_link(const struct tnbc_mc *mc, int peer)
 {
-	struct tnbc_xpeer *xp;
+	bool local = false;
 
-	for (int j = 0; j < mc->size; j++)
-		if (j != mc->rank &&
-		    !tnbc_av_peer(mc->ep->av, mc->members[j], &xp) &&
-		    !(tnbc_xpeer_ops(xp)->flags & TNBC_XPORT_LOCAL))
-			return tnbc_eager_limit(xp);
-	return 0;
+	if (mc->host && mc->host[peer] != mc->host[mc->rank])
+		return true;
+	for (unsigned i = 0; i < tnbc_env.nxport; i++)
+		local |=
+			(tnbc_env.xport_list[i]->flags & TNBC_XPORT_LOCAL) != 0;
+	return !local;
 }
 
-size_t tnbc_sched_link_packet(const struct tnbc_mc *mc, int peer)
+size_t tnbc_sched_packet_floor(void)
 {
-	struct tnbc_xpeer *xp;
-
-	if (tnbc_av_peer(mc->ep->av, mc->members[peer], &xp) ||
-	    (tnbc_xpeer_ops(xp)->flags & TNBC_XPORT_LOCAL))
-		return 0;
-	return tnbc_max_payload(xp);
+	return tnbc_env.slot_size - 16 - TNBC_XPKT_FRAME_MAX;
 }
 
 int tnbc_sched_send_to(struct tnbc_sched *s, int trig, uint64_t thr, int comp,

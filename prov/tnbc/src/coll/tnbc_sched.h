@@ -85,18 +85,22 @@ int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, void *buf, size_t len);
 /* A send marked how: TNBC_SCHED_MSG_READY, its receive is posted (an
- * eager packet up to tnbc_sched_link_packet); TNBC_SCHED_MSG_SYNC, a
+ * eager packet up to tnbc_sched_packet_floor); TNBC_SCHED_MSG_SYNC, a
  * synchronisation message (counted in the engine's sync_pkts). */
 enum { TNBC_SCHED_MSG_READY = 1, TNBC_SCHED_MSG_SYNC = 2 };
 int tnbc_sched_send_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 			int peer, unsigned step, const void *buf, size_t len,
 			unsigned how);
-/* The largest payload of one packet to member peer when a link reaches
- * it (a network transport); 0 when shared memory does, or nothing. */
-size_t tnbc_sched_link_packet(const struct tnbc_mc *mc, int peer);
-/* The eager size of the link to the first member a network transport
- * reaches (0: none does): larger messages take a rendezvous there. */
-size_t tnbc_sched_link_eager(const struct tnbc_mc *mc);
+/* Whether the schedule's messages with member peer cross a link: the
+ * peer is on another host, or this process has no shared-memory
+ * transport (FI_TNBC_XPORTS).  Every member of a job run with one
+ * FI_TNBC_XPORTS answers the same for a pair, whichever transport
+ * carries it in each direction. */
+bool tnbc_sched_over_link(const struct tnbc_mc *mc, int peer);
+/* The largest payload one packet of every transport carries, from the
+ * job-wide FI_TNBC_SLOT_SIZE: every transport's packets hold at least
+ * a slot, less 16 bytes of its own and the frame. */
+size_t tnbc_sched_packet_floor(void);
 int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		      void *dst, const void *src, size_t count, enum fi_op op,
 		      enum fi_datatype dt);
