@@ -142,6 +142,9 @@ uint64_t tnbc_now_ns(void);
 /* This host as shared memory sees one: this boot, its /dev/shm and its
  * pid namespace (pids are unique only within them). */
 uint64_t tnbc_host_id(void);
+/* Whether process pid of this host is there and not a zombie (a
+ * killed process nobody reaped yet never answers either). */
+bool tnbc_pid_alive(pid_t pid);
 /* 64 bits nobody can predict; never 0 (0 marks a service name). */
 uint64_t tnbc_nonce(void);
 /* "ip:port" or "[ip6]:port" into an IP address of family AF_INET or

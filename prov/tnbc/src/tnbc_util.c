@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,29 @@ uint64_t tnbc_host_id(void)
 	if (!stat("/proc/self/ns/pid", &st))
 		h = tnbc_fnv(h, &st.st_ino, sizeof(st.st_ino));
 	return h ? h : 1;
+}
+
+bool tnbc_pid_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	bool alive = true;
+	FILE *f;
+
+	if (pid <= 0 || (kill(pid, 0) && errno == ESRCH))
+		return false;
+	/* A killed process that nobody reaped yet is a zombie: it exists
+	 * for kill(2) but will never answer. */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	if (fgets(buf, sizeof(buf), f)) {
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+			alive = false;
+	}
+	fclose(f);
+	return alive;
 }
 
 uint64_t tnbc_nonce(void)

@@ -284,29 +284,6 @@ static int tnbc_futex(atomic_uint *addr, int op, unsigned val,
 	return (int)syscall(SYS_futex, addr, op, val, ts, NULL, 0);
 }
 
-static bool tnbc_shm_pid_alive(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	bool alive = true;
-	FILE *f;
-
-	if (pid <= 0 || (kill(pid, 0) && errno == ESRCH))
-		return false;
-	/* A killed process that nobody reaped yet is a zombie: it exists
-	 * for kill(2) but will never answer. */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return true;
-	if (fgets(buf, sizeof(buf), f)) {
-		p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
-			alive = false;
-	}
-	fclose(f);
-	return alive;
-}
-
 /* ------------------------------------------------------------------ */
 /* Regions: trust, creation, mapping                                    */
 
@@ -453,7 +430,7 @@ static bool tnbc_shm_stale(const char *name)
 	if (tnbc_shm_map(NULL, name, O_RDONLY, (void **)&r, &len, NULL))
 		return false;
 	stale = len < sizeof(*r) || r->magic != TNBC_SHM_MAGIC ||
-		!tnbc_shm_pid_alive(r->pid);
+		!tnbc_pid_alive(r->pid);
 	munmap(r, len);
 	return stale;
 }
@@ -784,7 +761,7 @@ static int tnbc_shm_peer_get(struct tnbc_xdom *xdom,
 
 static bool tnbc_shm_peer_alive(struct tnbc_xpeer *peer)
 {
-	return tnbc_shm_pid_alive(peer->pid);
+	return tnbc_pid_alive(peer->pid);
 }
 
 /* Whether the queue is less than half full behind pos: then an eager
@@ -1274,7 +1251,7 @@ static uint64_t tnbc_shm_dead_claim(struct tnbc_xep *xep, uint64_t pos,
 	xep->stall_check_ns = now;
 	if (marked) {
 		pid = (pid_t)TNBC_SHM_CLAIM_PID(seq);
-		if (tnbc_shm_pid_alive(pid))
+		if (tnbc_pid_alive(pid))
 			return 0;
 		k = tnbc_shm_xcells(
 			xep, pos,
@@ -1393,7 +1370,7 @@ static void tnbc_shm_mbox_sweep(struct tnbc_xep *xep)
 		if (seq == TNBC_SHM_MBOX_FULL)
 			found |= 1ull << i;
 		if (!(seq & TNBC_SHM_CLAIMED) || seq != seen ||
-		    tnbc_shm_pid_alive((pid_t)TNBC_SHM_CLAIM_PID(seq)))
+		    tnbc_pid_alive((pid_t)TNBC_SHM_CLAIM_PID(seq)))
 			continue;
 		if (!atomic_compare_exchange_strong_explicit(
 			    &slot->seq, &seq, 0, memory_order_relaxed,

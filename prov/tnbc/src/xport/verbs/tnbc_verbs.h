@@ -222,6 +222,8 @@ struct tnbc_xdom {
 	struct ibv_pd *pd;
 	struct tnbc_verbs_mrc *mrc; /* registrations of user buffers */
 	struct tnbc_verbs_addr addr; /* the device's address */
+	/* this host (tnbc_host_id): a peer's process here can be watched */
+	uint64_t host;
 	struct rdma_event_channel *cmch;
 	struct ibv_comp_channel *cch;
 	/* sends of every peer: completions give the buffers back */

@@ -400,9 +400,38 @@ static int tnbc_verbs_peer_get(struct tnbc_xdom *xdom,
 	return 0;
 }
 
+/* What waits on a dead peer ends now: the reads queued for its
+ * connection fail, and those posted are flushed by moving the queue
+ * pair to its error state, rather than retried for
+ * FI_TNBC_VERBS_TIMEOUT_MS or left to a disconnect that does not move
+ * it.  peer->lock held. */
+static void tnbc_verbs_peer_down(struct tnbc_xpeer *peer)
+{
+	if (peer->id && peer->id->qp)
+		ibv_modify_qp(peer->id->qp,
+			      &(struct ibv_qp_attr){.qp_state = IBV_QPS_ERR},
+			      IBV_QP_STATE);
+	tnbc_verbs_reads_go(peer);
+}
+
+/* A peer that sends nothing more and has nothing more of ours to take
+ * leaves its queue pair silent when its process dies: no completion
+ * fails, and the disconnect may never come (a process killed while its
+ * connection was still being set up).  A peer of this host is watched
+ * by its pid, as shared memory watches its peers; one elsewhere fails
+ * with its queue pair (FI_TNBC_VERBS_TIMEOUT_MS) or its disconnect. */
 static bool tnbc_verbs_peer_alive(struct tnbc_xpeer *peer)
 {
 	tnbc_verbs_reap(peer->xdom, false);
+	if (!atomic_load(&peer->dead) && peer->name.pid &&
+	    peer->name.host == peer->xdom->host &&
+	    !tnbc_pid_alive((pid_t)peer->name.pid)) {
+		tnbc_verbs_peer_dead(peer, "its process is gone");
+		pthread_mutex_lock(&peer->lock);
+		tnbc_verbs_peer_down(peer);
+		pthread_mutex_unlock(&peer->lock);
+		tnbc_verbs_reap(peer->xdom, false);
+	}
 	return !atomic_load(&peer->dead);
 }
 
@@ -903,6 +932,7 @@ static void tnbc_verbs_peer_cm(struct tnbc_xpeer *p,
 		FI_INFO(&tnbc_prov, FI_LOG_EP_CTRL, "verbs: %s (status %d)\n",
 			rdma_event_str(type), status);
 		tnbc_verbs_peer_dead(p, why);
+		tnbc_verbs_peer_down(p);
 	}
 	pthread_mutex_unlock(&p->lock);
 }
@@ -1184,6 +1214,7 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 
 		xdom->rd_atom = (uint8_t)(atom < 16 ? atom : 16);
 	}
+	xdom->host = tnbc_host_id();
 	xdom->pd = ibv_alloc_pd(xdom->ctx);
 	xdom->cch = ibv_create_comp_channel(xdom->ctx);
 	if (!xdom->pd || !xdom->cch) {
