@@ -255,7 +255,7 @@ static int tnbc_domain_handoff(struct fid_domain *domain)
 		tnbc_container_of(domain, struct tnbc_domain, domain_fid));
 }
 
-__thread bool tnbc_defer_tls;
+__thread bool tnbc_defer_tls __attribute__((tls_model("initial-exec")));
 
 static int tnbc_domain_defer(struct fid_domain *domain, int on)
 {

@@ -53,8 +53,13 @@ static inline bool tnbc_trig_has_ready(struct tnbc_domain *dom)
 /* Runs ready requests.  Must be called with no provider lock held.  Every
  * poll calls it: with nothing ready it is one load. */
 /* Set by fi_tnbc_ops_domain's defer: triggered work this thread makes
- * ready is the engine's to run, not this thread's. */
-extern __thread bool tnbc_defer_tls;
+ * ready is the engine's to run, not this thread's.  Initial-exec: read
+ * on the hot path with no __tls_get_addr call, and out of the dynamic
+ * TLS that LeakSanitizer tracks for dlopen'd modules (with it, LSan's
+ * tracer read a bogus block of this module in one thread of an ASan
+ * build across namespace hosts, and crashed).  One bool fits glibc's
+ * static TLS surplus for dlopen'd libraries. */
+extern __thread bool tnbc_defer_tls __attribute__((tls_model("initial-exec")));
 
 static inline void tnbc_trig_run(struct tnbc_domain *dom, bool engine)
 {
