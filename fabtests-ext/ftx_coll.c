@@ -17,7 +17,8 @@
  *   bad_input    what must be refused is, and the group still works
  *   alltoall     slices of 1 B to 1 MiB, several in flight, under the
  *                pinned or chosen algorithm (direct, PLP, LSS); with
- *                FTX_A2A_SYNC, the synchronisation packets counted
+ *                FTX_A2A_SYNC, the synchronisation packets counted (and
+ *                with FTX_A2A_PKTS, the packets handled)
  *   alltoall_death  a member dies mid-alltoall: the others end
  */
 #include "common/ftx.h"
@@ -1120,7 +1121,11 @@ static const size_t a2a_sizes[] = {1, 7, 48, 4096, 65536, 1 << 20};
  * automatic choice takes.  With FTX_A2A_SYNC=k, also counts the
  * synchronisation packets (fi_tnbc_engine_stats.sync_pkts) one
  * alltoall of FTX_A2A_SYNC_LEN bytes (64 KiB) sends from this process:
- * k per other member (run with one rank per host). */
+ * k per other member (run with one rank per host); with FTX_A2A_PKTS=p,
+ * that the packets progress handled meanwhile (engine_pkts + app_pkts:
+ * what came in, the barrier after and the transmit queue's turns, an
+ * upper bound) are at most p per other member: how many segments a
+ * slice crossed in, one or dozens. */
 static int
 run_alltoall(struct ftx_ctx *ctx)
 {
@@ -1129,6 +1134,7 @@ run_alltoall(struct ftx_ctx *ctx)
 	int ctxv[A2A_NSIZES];
 	uint64_t salt[A2A_NSIZES];
 	const char *sync = getenv("FTX_A2A_SYNC");
+	const char *pkts = getenv("FTX_A2A_PKTS");
 	struct group g;
 	size_t left;
 
@@ -1196,6 +1202,18 @@ run_alltoall(struct ftx_ctx *ctx)
 			   "%llu synchronisation packets, not %llu",
 			   (unsigned long long) (st1.sync_pkts - st0.sync_pkts),
 			   (unsigned long long) want);
+		if (pkts && *pkts) {
+			uint64_t got = st1.engine_pkts + st1.app_pkts -
+				       st0.engine_pkts - st0.app_pkts,
+				 most = strtoull(pkts, NULL, 0) * (n - 1);
+
+			ftx_log("%llu packets handled",
+				(unsigned long long) got);
+			FTX_EXPECT(got <= most,
+				   "%llu packets handled, more than %llu",
+				   (unsigned long long) got,
+				   (unsigned long long) most);
+		}
 		free(a);
 		free(r);
 	}

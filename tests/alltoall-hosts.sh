@@ -83,6 +83,12 @@ run "sync packets: direct by rendezvous, 3 per peer" 1,2,3 \
 run "sync packets: LSS, 1 per peer" 1,2,3 \
 	FI_TNBC_COLL_ALG=alltoall=lss FI_TNBC_TCP_EAGER_SIZE=16384 \
 	FTX_A2A_SYNC=1 $ftx -n 3 -C alltoall
+# a 1 MiB slice crosses TCP in one packet, as the rendezvous's data
+# does: one ready note and one segment in, and the barrier after, not
+# the 32 of one-slot segments
+run "LSS segments: 1 MiB in one packet over TCP" 1,2,3 \
+	FI_TNBC_COLL_ALG=alltoall=lss FTX_A2A_SYNC=1 \
+	FTX_A2A_SYNC_LEN=1048576 FTX_A2A_PKTS=6 $ftx -n 3 -C alltoall
 # a member dies mid-operation
 for alg in direct plp lss; do
 	run "alltoall $alg, a member dies" 1,2,3 \

@@ -10,6 +10,7 @@
 #include "tnbc_unit.h"
 
 #include "coll/tnbc_sched.h"
+#include "xport/tcp/tnbc_tcp.h"
 
 /* A group of n members, on hosts[] (NULL: one host). */
 static struct tnbc_mc group(int n, int *hosts, int nhosts)
@@ -121,8 +122,78 @@ START_TEST(alg_lss_links)
 	tnbc_env.nxport = 1;
 	mc.rank = 0;
 	ck_assert(tnbc_sched_over_link(&mc, 1));
-	/* a segment fits one packet of every transport */
-	ck_assert_uint_eq(tnbc_sched_packet_floor() + TNBC_XPKT_FRAME_MAX + 16,
+	/* segments: one packet of every link transport, the same for
+	 * every member; TCP alone takes its stream's large packets */
+	ck_assert_uint_eq(tnbc_sched_link_payload(&mc, 1) + TNBC_XPKT_FRAME_MAX,
+			  tnbc_tcp_rx_max());
+	ck_assert_uint_gt(tnbc_sched_link_payload(&mc, 1), (size_t)1 << 20);
+	tnbc_env.xport_list[0] = &tnbc_shm_ops;
+	tnbc_env.xport_list[1] = &tnbc_tcp_ops;
+	tnbc_env.nxport = 2;
+	ck_assert_uint_eq(tnbc_sched_link_payload(&mc, 2) + TNBC_XPKT_FRAME_MAX,
+			  tnbc_tcp_rx_max());
+	{
+		/* names: member 1's has no TCP, member 2 is known by a
+		 * service address (no transports known): a slot */
+		uint16_t tcp = TNBC_XPORT_BIT(tnbc_shm_ops.id) |
+			       TNBC_XPORT_BIT(tnbc_tcp_ops.id);
+		uint16_t names[3] = {tcp, TNBC_XPORT_BIT(tnbc_shm_ops.id), 0};
+		size_t slot = tnbc_env.slot_size - 16 - TNBC_XPKT_FRAME_MAX;
+
+		mc.xports = names;
+		mc.rank = 0;
+		ck_assert_uint_eq(tnbc_sched_link_payload(&mc, 1), slot);
+		ck_assert_uint_eq(tnbc_sched_link_payload(&mc, 2), slot);
+		names[1] = tcp;
+		ck_assert_uint_eq(tnbc_sched_link_payload(&mc, 1) +
+					  TNBC_XPKT_FRAME_MAX,
+				  tnbc_tcp_rx_max());
+		mc.rank = 2;
+		ck_assert_uint_eq(tnbc_sched_link_payload(&mc, 0), slot);
+		mc.xports = NULL;
+	}
+#ifdef TNBC_HAVE_VERBS
+	{
+		/* member 0 has no RDMA device, 1 and 2 have: verbs may
+		 * carry 1-2 (a slot), TCP alone 0-1 and 0-2, whichever
+		 * end asks */
+		uint16_t tcp = TNBC_XPORT_BIT(tnbc_shm_ops.id) |
+			       TNBC_XPORT_BIT(tnbc_tcp_ops.id),
+			 both = tcp | TNBC_XPORT_BIT(tnbc_verbs_ops.id);
+		uint16_t names[3] = {tcp, both, both};
+		size_t slot = tnbc_env.slot_size - 16 - TNBC_XPKT_FRAME_MAX;
+
+		tnbc_env.xport_list[1] = &tnbc_verbs_ops;
+		tnbc_env.xport_list[2] = &tnbc_tcp_ops;
+		tnbc_env.nxport = 3;
+		mc.xports = names;
+		for (mc.rank = 0; mc.rank < 3; mc.rank++)
+			for (int j = 0; j < 3; j++) {
+				bool rdma = mc.rank && j;
+
+				if (j == mc.rank)
+					continue;
+				ck_assert_uint_eq(
+					tnbc_sched_link_payload(&mc, j),
+					rdma ? slot
+					     : tnbc_tcp_rx_max() -
+							TNBC_XPKT_FRAME_MAX);
+			}
+		/* member 0 alone, with no verbs in its list: the same */
+		tnbc_env.xport_list[1] = &tnbc_tcp_ops;
+		tnbc_env.nxport = 2;
+		mc.rank = 0;
+		ck_assert_uint_eq(tnbc_sched_link_payload(&mc, 1) +
+					  TNBC_XPKT_FRAME_MAX,
+				  tnbc_tcp_rx_max());
+		mc.xports = NULL;
+	}
+#endif
+	/* shared memory alone: no link, a slot all the same */
+	tnbc_env.xport_list[0] = &tnbc_shm_ops;
+	tnbc_env.nxport = 1;
+	ck_assert_uint_eq(tnbc_sched_link_payload(&mc, 1) +
+				  TNBC_XPKT_FRAME_MAX + 16,
 			  tnbc_env.slot_size);
 }
 END_TEST

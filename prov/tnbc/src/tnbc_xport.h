@@ -418,6 +418,12 @@ struct tnbc_xport_ops {
 	 * is known: fi_info's inject size and atomic limits follow from
 	 * it. */
 	size_t (*packet_limit)(void);
+	/* The max_packet of every peer of this transport, where it is the
+	 * same for all and follows only job-wide parameters: the two ends
+	 * of a pair this transport may carry then cut a message alike
+	 * before either knows which link carries it (LSS's segments).
+	 * NULL: packet_limit. */
+	size_t (*link_packet)(void);
 
 	/* The application put name in an AV with xaddr (its address in
 	 * this transport's slot, which may be zeros): a network transport

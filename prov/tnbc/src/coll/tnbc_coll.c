@@ -117,6 +117,7 @@ static int tnbc_mc_close(struct fid *fid)
 	tnbc_ep_unlock(ep);
 	atomic_fetch_sub(&ep->ref, 1);
 	free(mc->host);
+	free(mc->xports);
 	free(mc->members);
 	free(mc);
 	return 0;
@@ -176,13 +177,16 @@ static int tnbc_mc_hostkey_cmp(const void *a, const void *b)
 }
 
 /* Numbers the members' hosts (their names say), the same way at every
- * member: the trees of hosts are built from them (tnbc_alg_desc.c). */
+ * member: the trees of hosts are built from them (tnbc_alg_desc.c).
+ * Keeps the transports each member's name says reach it, from which
+ * both members of a pair learn alike what may carry it. */
 static int tnbc_mc_hosts(struct tnbc_ep *ep, struct tnbc_mc *mc)
 {
 	struct tnbc_mc_hostkey *k = malloc((size_t)mc->size * sizeof(*k));
 
 	mc->host = malloc((size_t)mc->size * sizeof(*mc->host));
-	if (!k || !mc->host) {
+	mc->xports = malloc((size_t)mc->size * sizeof(*mc->xports));
+	if (!k || !mc->host || !mc->xports) {
 		free(k);
 		return -FI_ENOMEM;
 	}
@@ -195,6 +199,10 @@ static int tnbc_mc_hosts(struct tnbc_ep *ep, struct tnbc_mc *mc)
 		}
 		k[i] = (struct tnbc_mc_hostkey){.host = e->name.host,
 						.member = i};
+		/* a service address's transports are what the inserter's
+		 * own list parses, not what the member has: none known */
+		mc->xports[i] =
+			e->name.kind == TNBC_NAME_PID ? e->name.xports : 0;
 	}
 	qsort(k, (size_t)mc->size, sizeof(*k), tnbc_mc_hostkey_cmp);
 	mc->nhosts = 0;
@@ -364,6 +372,7 @@ static int tnbc_coll_join_id(struct fid_ep *fid, const void *addr,
 	return 0;
 err:
 	free(mc->host);
+	free(mc->xports);
 	free(mc->members);
 	free(mc);
 	return ret;

@@ -238,9 +238,31 @@ bool tnbc_sched_over_link(const struct tnbc_mc *mc, int peer)
 	return !local;
 }
 
-size_t tnbc_sched_packet_floor(void)
+size_t tnbc_sched_link_payload(const struct tnbc_mc *mc, int peer)
 {
-	return tnbc_env.slot_size - 16 - TNBC_XPKT_FRAME_MAX;
+	size_t min = 0, pkt;
+	unsigned i;
+
+	for (i = 0; i < tnbc_env.nxport; i++) {
+		const struct tnbc_xport_ops *x = tnbc_env.xport_list[i];
+		unsigned bit = TNBC_XPORT_BIT(x->id);
+
+		if (x->flags & TNBC_XPORT_LOCAL)
+			continue;
+		/* the names, not the lists: FI_TNBC_XPORTS's default drops
+		 * verbs where a host has no device, and a host with one
+		 * reaches a host without by TCP */
+		if (mc->xports &&
+		    !(mc->xports[mc->rank] & mc->xports[peer] & bit))
+			continue;
+		pkt = x->link_packet ? x->link_packet() : x->packet_limit();
+		if (!min || pkt < min)
+			min = pkt;
+	}
+	/* none: every transport holds at least a slot, less 16 bytes */
+	if (!min)
+		min = tnbc_env.slot_size - 16;
+	return min - TNBC_XPKT_FRAME_MAX;
 }
 
 int tnbc_sched_send_to(struct tnbc_sched *s, int trig, uint64_t thr, int comp,

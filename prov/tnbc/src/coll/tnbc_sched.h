@@ -29,6 +29,9 @@ struct tnbc_mc {
 	/* each member's host, numbered 0 .. nhosts - 1 (trees of hosts) */
 	int *host;
 	int nhosts;
+	/* each member's transports (tnbc_name.xports; 0 for one known by
+	 * a service address); NULL: this process's FI_TNBC_XPORTS for all */
+	uint16_t *xports;
 	uint32_t id; /* the group's tag (see tnbc_sched_tag) */
 	atomic_uint next_seq; /* the next operation's number */
 	atomic_int inflight; /* operations not yet freed */
@@ -85,7 +88,7 @@ int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, void *buf, size_t len);
 /* A send marked how: TNBC_SCHED_MSG_READY, its receive is posted (an
- * eager packet up to tnbc_sched_packet_floor); TNBC_SCHED_MSG_SYNC, a
+ * eager packet up to tnbc_sched_link_payload); TNBC_SCHED_MSG_SYNC, a
  * synchronisation message (counted in the engine's sync_pkts). */
 enum { TNBC_SCHED_MSG_READY = 1, TNBC_SCHED_MSG_SYNC = 2 };
 int tnbc_sched_send_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
@@ -97,10 +100,15 @@ int tnbc_sched_send_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
  * FI_TNBC_XPORTS answers the same for a pair, whichever transport
  * carries it in each direction. */
 bool tnbc_sched_over_link(const struct tnbc_mc *mc, int peer);
-/* The largest payload one packet of every transport carries, from the
- * job-wide FI_TNBC_SLOT_SIZE: every transport's packets hold at least
- * a slot, less 16 bytes of its own and the frame. */
-size_t tnbc_sched_packet_floor(void);
+/* The largest payload one packet carries over the pair of this
+ * process and member peer, whichever link transport carries each
+ * direction: the least link_packet of the transports of
+ * FI_TNBC_XPORTS that both members' names say reach them, or a slot
+ * when they share none (or a service address names one: a service
+ * endpoint's own name is one too, so both ends see it).  Both members
+ * of the pair compute the same: about 1 MiB when TCP is the only link
+ * the two share, a slot when verbs may carry it. */
+size_t tnbc_sched_link_payload(const struct tnbc_mc *mc, int peer);
 int tnbc_sched_reduce(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		      void *dst, const void *src, size_t count, enum fi_op op,
 		      enum fi_datatype dt);

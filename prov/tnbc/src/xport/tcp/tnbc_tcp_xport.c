@@ -550,6 +550,7 @@ const struct tnbc_xport_ops tnbc_tcp_ops = {
 	.max_packet = tnbc_tcp_max_packet,
 	.eager_max = tnbc_tcp_eager_max,
 	.packet_limit = tnbc_tcp_packet_limit,
+	.link_packet = tnbc_tcp_rx_max,
 	.addr_known = tnbc_tcp_addr_known,
 	.peer_get = tnbc_tcp_peer_get,
 	.peer_alive = tnbc_tcp_peer_alive,
