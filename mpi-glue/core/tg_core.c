@@ -28,6 +28,8 @@
 
 struct tg_state tg = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+static void tg_req_cache_drain(void);
+
 static struct fi_info *tg_getinfo(uint64_t extra_caps)
 {
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
@@ -177,6 +179,7 @@ void tg_close(void)
 	fi_freeinfo(tg.info);
 	tg.info = NULL;
 	pthread_mutex_unlock(&tg.lock);
+	tg_req_cache_drain();
 }
 
 /* How long a thread that spins elsewhere yields after leaving work to
@@ -275,10 +278,73 @@ void tg_set_done_fn(tg_done_fn fn)
 	tg.done_fn = fn;
 }
 
+/* A request comes and goes with every non-blocking call: calloc and
+ * free cost about 600 instructions of the glue's own 1,700 per call
+ * (callgrind, 8-byte MPI_Iallreduce).  A free list keeps up to
+ * TG_REQ_CACHE_MAX; sanitizer builds bypass it, so that a use after
+ * free is still caught. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TG_REQ_CACHE 0
+#else
+#define TG_REQ_CACHE 1
+#endif
+#define TG_REQ_CACHE_MAX 64u
+
+static struct {
+	pthread_mutex_t lock; /* a leaf: taken under tg.lock too */
+	struct tg_req *head; /* linked by done_next */
+	unsigned n;
+} tg_req_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct tg_req *tg_req_cache_get(void)
+{
+	struct tg_req *r = NULL;
+
+	if (!TG_REQ_CACHE)
+		return NULL;
+	pthread_mutex_lock(&tg_req_cache.lock);
+	r = tg_req_cache.head;
+	if (r) {
+		tg_req_cache.head = r->done_next;
+		tg_req_cache.n--;
+	}
+	pthread_mutex_unlock(&tg_req_cache.lock);
+	return r;
+}
+
+static bool tg_req_cache_put(struct tg_req *r)
+{
+	bool kept = false;
+
+	if (!TG_REQ_CACHE)
+		return false;
+	pthread_mutex_lock(&tg_req_cache.lock);
+	if (tg_req_cache.n < TG_REQ_CACHE_MAX) {
+		r->done_next = tg_req_cache.head;
+		tg_req_cache.head = r;
+		tg_req_cache.n++;
+		kept = true;
+	}
+	pthread_mutex_unlock(&tg_req_cache.lock);
+	return kept;
+}
+
+static void tg_req_cache_drain(void)
+{
+	struct tg_req *r;
+
+	while ((r = tg_req_cache_get()))
+		free(r);
+}
+
 struct tg_req *tg_req_new(void *owner)
 {
-	struct tg_req *r = calloc(1, sizeof(*r));
+	struct tg_req *r = tg_req_cache_get();
 
+	if (r)
+		memset(r, 0, sizeof(*r));
+	else
+		r = calloc(1, sizeof(*r));
 	if (r) {
 		r->self = r;
 		r->owner = owner;
@@ -312,7 +378,8 @@ static void tg_req_release(struct tg_req *r)
 		fi_close(&r->cntr->fid);
 	free(r->tmp);
 	free(r->sink);
-	free(r);
+	if (!tg_req_cache_put(r))
+		free(r);
 }
 
 void tg_req_free(struct tg_req *req)

@@ -236,6 +236,10 @@ struct tnbc_cntr {
 	struct tnbc_trig **heap;
 	size_t heap_cap;
 	atomic_size_t heap_len;
+	/* The lowest threshold in the heap, written under lock with
+	 * heap_len (0 before the first push: look under the lock), so that
+	 * an increment that releases nothing skips the lock too. */
+	atomic_uint_fast64_t heap_min;
 	uint64_t trig_seq; /* submission order, under lock */
 	/* the first few: a schedule's counters hold a handful of requests
 	 * for a few microseconds, a malloc and a free each time */
@@ -431,6 +435,10 @@ bool tnbc_cq_has_entries(struct tnbc_cq *cq);
  * does (a schedule through its endpoint), once for all its counters. */
 int tnbc_cntr_init(struct tnbc_cntr *cntr, struct tnbc_domain *dom);
 void tnbc_cntr_fini(struct tnbc_cntr *cntr);
+/* fini in two halves, for a counter kept for reuse: quiesce waits for
+ * its users and frees its heap, reuse makes it as new, lock and all */
+void tnbc_cntr_quiesce(struct tnbc_cntr *cntr);
+void tnbc_cntr_reuse(struct tnbc_cntr *cntr, struct tnbc_domain *dom);
 
 /* Something was queued or now waits on a peer; ep->lock held. */
 static inline void tnbc_ep_mark_work(struct tnbc_ep *ep)

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -143,7 +144,7 @@ int tnbc_cntr_init(struct tnbc_cntr *cntr, struct tnbc_domain *dom)
 	return 0;
 }
 
-void tnbc_cntr_fini(struct tnbc_cntr *cntr)
+void tnbc_cntr_quiesce(struct tnbc_cntr *cntr)
 {
 	/* queued triggered work holds references; a request that just
 	 * ran drops its own once it returns */
@@ -151,6 +152,22 @@ void tnbc_cntr_fini(struct tnbc_cntr *cntr)
 		sched_yield();
 	if (cntr->heap != cntr->heap_inline)
 		free(cntr->heap);
+	cntr->heap = NULL;
+}
+
+void tnbc_cntr_reuse(struct tnbc_cntr *cntr, struct tnbc_domain *dom)
+{
+	const size_t a = offsetof(struct tnbc_cntr, lock);
+	const size_t b = a + sizeof(cntr->lock);
+
+	memset(cntr, 0, a);
+	memset((char *)cntr + b, 0, sizeof(*cntr) - b);
+	cntr->domain = dom;
+}
+
+void tnbc_cntr_fini(struct tnbc_cntr *cntr)
+{
+	tnbc_cntr_quiesce(cntr);
 	pthread_mutex_destroy(&cntr->lock);
 }
 

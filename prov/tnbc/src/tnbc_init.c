@@ -9,6 +9,7 @@
 #include "tnbc_progress.h"
 #include "tnbc_xports.h"
 #include "tnbc_attr.h"
+#include "coll/tnbc_sched.h"
 
 /*
  * Provider state: the domains whose engine threads run.  libfabric
@@ -45,6 +46,7 @@ static void tnbc_cleanup(void)
 			tnbc_container_of(it, struct tnbc_domain, prov_entry));
 	pthread_mutex_unlock(&tnbc_state.lock);
 	tnbc_trig_cache_drain();
+	tnbc_sched_cache_drain();
 }
 
 FI_EXT_INI

@@ -105,7 +105,8 @@ int tnbc_trig_heap_push(struct tnbc_cntr *c, struct tnbc_trig *t)
 	c->heap[len] = t;
 	t->idx = len;
 	steps = tnbc_heap_up(c, len);
-	/* seq_cst: pairs with the incrementer in tnbc_trig_check */
+	/* seq_cst, both: pair with the incrementer in tnbc_trig_release */
+	atomic_store(&c->heap_min, c->heap[0]->threshold);
 	atomic_store(&c->heap_len, len + 1);
 	atomic_fetch_add_explicit(&c->domain->engine.trig_heap_steps, steps + 1,
 				  memory_order_relaxed);
@@ -124,6 +125,7 @@ void tnbc_trig_heap_remove(struct tnbc_cntr *c, size_t i)
 		if (!steps)
 			steps = tnbc_heap_up(c, i);
 	}
+	atomic_store(&c->heap_min, len ? c->heap[0]->threshold : UINT64_MAX);
 	atomic_store(&c->heap_len, len);
 	atomic_fetch_add_explicit(&c->domain->engine.trig_heap_steps, steps + 1,
 				  memory_order_relaxed);
@@ -139,8 +141,14 @@ static void tnbc_trig_release(struct tnbc_cntr *cntr)
 	uint64_t val;
 	size_t n = 0;
 
-	/* seq_cst: the caller's counter update comes first (see the top) */
+	/* seq_cst: the caller's counter update comes first (see the top).
+	 * A poster stores heap_min before it re-reads the counter, so, as
+	 * with heap_len, either this look sees the new minimum or the
+	 * poster sees this change and releases the request itself. */
 	if (!atomic_load(&cntr->heap_len))
+		return;
+	val = atomic_load(&cntr->cnt) + atomic_load(&cntr->err);
+	if (atomic_load(&cntr->heap_min) > val)
 		return;
 	tnbc_list_init(&local);
 	pthread_mutex_lock(&cntr->lock);

@@ -67,6 +67,8 @@ struct tnbc_sched {
 	struct tnbc_cntr *hold[2]; /* counters it names, kept open */
 	struct tnbc_cntr *c; /* nc of them */
 	int nc;
+	bool cached; /* goes back to the free list when done */
+	struct tnbc_sched *next_free;
 	void *scratch;
 };
 
@@ -81,6 +83,8 @@ int tnbc_sched_new(struct tnbc_mc *mc, int nc, size_t scratch, void *context,
 		   struct tnbc_sched **out);
 int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 		      void *context, struct tnbc_sched **out);
+/* Frees the schedules kept for reuse (the provider's cleanup). */
+void tnbc_sched_cache_drain(void);
 /* Each queues a step that starts once counter trig (cnt + err) reaches
  * thr and reports to counter comp (or TNBC_SCHED_NONE). */
 int tnbc_sched_send(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
