@@ -22,6 +22,9 @@ static ssize_t tnbc_eq_read_common(struct tnbc_eq *eq, uint32_t *event,
 
 	if ((!buf && len) || (flags & ~(uint64_t)FI_PEEK))
 		return -FI_EINVAL;
+	if (!timeout &&
+	    !atomic_load_explicit(&eq->nitems, memory_order_acquire))
+		return -FI_EAGAIN;
 	pthread_mutex_lock(&eq->lock);
 	if (timeout != 0) {
 		if (timeout > 0)
@@ -57,6 +60,7 @@ static ssize_t tnbc_eq_read_common(struct tnbc_eq *eq, uint32_t *event,
 	ret = (ssize_t)len;
 	if (!(flags & FI_PEEK)) {
 		tnbc_list_remove(&item->entry);
+		atomic_fetch_sub_explicit(&eq->nitems, 1, memory_order_relaxed);
 		free(item);
 	}
 out:
@@ -92,6 +96,8 @@ static ssize_t tnbc_eq_readerr(struct fid_eq *fid, struct fi_eq_err_entry *buf,
 
 	if (!buf || (flags & ~(uint64_t)FI_PEEK))
 		return -FI_EINVAL;
+	if (!atomic_load_explicit(&eq->nitems, memory_order_acquire))
+		return -FI_EAGAIN;
 	pthread_mutex_lock(&eq->lock);
 	if (!tnbc_list_empty(&eq->items)) {
 		item = tnbc_container_of(eq->items.next, struct tnbc_eq_item,
@@ -101,6 +107,8 @@ static ssize_t tnbc_eq_readerr(struct fid_eq *fid, struct fi_eq_err_entry *buf,
 			ret = sizeof(*buf);
 			if (!(flags & FI_PEEK)) {
 				tnbc_list_remove(&item->entry);
+				atomic_fetch_sub_explicit(&eq->nitems, 1,
+							  memory_order_relaxed);
 				free(item);
 			}
 		}
@@ -123,6 +131,7 @@ int tnbc_eq_post(struct tnbc_eq *eq, uint32_t event, const void *buf,
 		memcpy(item->u.raw, buf, len);
 	pthread_mutex_lock(&eq->lock);
 	tnbc_list_insert_tail(&item->entry, &eq->items);
+	atomic_fetch_add_explicit(&eq->nitems, 1, memory_order_release);
 	pthread_cond_broadcast(&eq->cond);
 	pthread_mutex_unlock(&eq->lock);
 	return 0;
