@@ -22,6 +22,10 @@
  * rank's average time in the post and in MPI_Wait after the compute).
  *
  * usage: bench_glue [-l LABEL] [-c sleep|busy] [-m MAXBYTES] [-i ITER]
+ *        bench_glue -k N
+ * -k: count mode, for callgrind (tests/mpi/cost-glue.sh): N 8-byte
+ * MPI_Allreduce calls, then N MPI_Iallreduce + MPI_Wait, nothing timed
+ * and nothing printed.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -33,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int rank, size, iters = 200, warm = 20;
+static int rank, size, iters = 200, warm = 20, count;
 static const char *label = "run", *mode = "sleep";
 
 static double now(void)
@@ -128,7 +132,7 @@ int main(int argc, char **argv)
 	char ver[MPI_MAX_LIBRARY_VERSION_STRING];
 	int c, len;
 
-	while ((c = getopt(argc, argv, "l:c:m:i:")) != -1) {
+	while ((c = getopt(argc, argv, "l:c:m:i:k:")) != -1) {
 		if (c == 'l')
 			label = optarg;
 		else if (c == 'c')
@@ -137,6 +141,8 @@ int main(int argc, char **argv)
 			maxb = (size_t)strtoull(optarg, NULL, 0);
 		else if (c == 'i')
 			iters = atoi(optarg);
+		else if (c == 'k')
+			count = atoi(optarg);
 	}
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -147,6 +153,18 @@ int main(int argc, char **argv)
 				      : "?";
 	sbuf = calloc(maxb * (size_t)size, 1);
 	rbuf = calloc(maxb * (size_t)size, 1);
+	if (count) {
+		MPI_Request rq;
+
+		for (int i = 0; i < count; i++)
+			call(ALLREDUCE, 8, NULL);
+		for (int i = 0; i < count; i++) {
+			call(ALLREDUCE, 8, &rq);
+			MPI_Wait(&rq, MPI_STATUS_IGNORE);
+		}
+		MPI_Finalize();
+		return 0;
+	}
 	if (!rank)
 		printf("label,mpi,np,coll,bytes,us,pure_us,total_us,overlap_"
 		       "pct,post_us,wait_us\n");
