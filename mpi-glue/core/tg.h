@@ -68,7 +68,9 @@ int tg_world_size(void);
 
 struct tg_req;
 /* Called by tg_poll() on the application thread, for each request that
- * completed, once; the front-end turns it into an MPI completion. */
+ * completed, once; the front-end turns it into an MPI completion.  An
+ * owner told this way frees its request only after being told; a
+ * front-end whose owners free requests on their own sets none. */
 typedef void (*tg_done_fn)(struct tg_req *req, void *owner);
 void tg_set_done_fn(tg_done_fn fn);
 

@@ -292,7 +292,7 @@ void tg_set_done_fn(tg_done_fn fn)
 
 static struct {
 	pthread_mutex_t lock; /* a leaf: taken under tg.lock too */
-	struct tg_req *head; /* linked by done_next */
+	struct tg_req *head; /* linked by free_next */
 	unsigned n;
 } tg_req_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -305,7 +305,7 @@ static struct tg_req *tg_req_cache_get(void)
 	pthread_mutex_lock(&tg_req_cache.lock);
 	r = tg_req_cache.head;
 	if (r) {
-		tg_req_cache.head = r->done_next;
+		tg_req_cache.head = r->free_next;
 		tg_req_cache.n--;
 	}
 	pthread_mutex_unlock(&tg_req_cache.lock);
@@ -320,7 +320,7 @@ static bool tg_req_cache_put(struct tg_req *r)
 		return false;
 	pthread_mutex_lock(&tg_req_cache.lock);
 	if (tg_req_cache.n < TG_REQ_CACHE_MAX) {
-		r->done_next = tg_req_cache.head;
+		r->free_next = tg_req_cache.head;
 		tg_req_cache.head = r;
 		tg_req_cache.n++;
 		kept = true;

@@ -27,6 +27,7 @@ struct tg_req {
 	bool freed; /* the owner let go; free once done */
 	void *owner;
 	struct tg_req *done_next; /* tg.done, until its owner is told */
+	struct tg_req *free_next; /* the free list (tg_core.c) */
 	void *tmp; /* the core's copy of an in-place input */
 	void *sink; /* a result nobody keeps (a scatter root in place) */
 	struct tg_comm *comm; /* counts the group's operations in flight */
