@@ -6,6 +6,8 @@
  */
 #include "tnbc_unit.h"
 
+#include <inttypes.h>
+
 #include <rdma/fi_ext_tnbc.h>
 
 static struct fi_tnbc_ops_coll *desc_ops(struct tu_world *w)
@@ -281,6 +283,61 @@ START_TEST(desc_child_disagrees)
 }
 END_TEST
 
+/* A root broadcast whose threshold is already met when it is posted (0,
+ * or a counter already there: _i 0 and 1) sends at once; one whose
+ * counter gets there later (_i 2) sends then.  Member 1 forwards to
+ * member 2. */
+START_TEST(desc_bcast_threshold)
+{
+	static const uint64_t thr[] = {0, 3, 5};
+	struct tu_world w;
+	struct fi_tnbc_ops_coll *ops;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fid_cntr *trig, *done[3];
+	int64_t v[3][4] = {{11, 22, 33, 44}};
+
+	tu_world_open(&w, 3, NULL);
+	ops = desc_ops(&w);
+	ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &trig, NULL), 0);
+	ck_assert_int_eq(fi_cntr_set(trig, 3), 0);
+	/* the others post first, so that they wait for the root */
+	for (int i = 2; i >= 0; i--) {
+		fi_addr_t to = i < 2 ? w.addr[i + 1] : FI_ADDR_UNSPEC;
+		struct fi_tnbc_bcast_desc b = {
+			.size = sizeof(b),
+			.tag = 9,
+			.trig_cntr = i ? NULL : trig,
+			.threshold = i ? 0 : thr[_i],
+			.src = i ? w.addr[i - 1] : FI_ADDR_UNSPEC,
+			.dests = i < 2 ? &to : NULL,
+			.ndests = i < 2 ? 1 : 0,
+			.result = v[i],
+			.len = sizeof(v[i]),
+		};
+
+		ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &done[i], NULL),
+				 0);
+		b.comp_cntr = done[i];
+		ck_assert_int_eq(ops->bcast(w.ep[i].ep, &b), 0);
+	}
+	if (thr[_i] > 3) {
+		ck_assert(!tu_cntr_reach(done[2], 1, 200));
+		ck_assert_int_eq(fi_cntr_add(trig, thr[_i] - 3), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		ck_assert_msg(tu_cntr_reach(done[i], 1, 5000),
+			      "member %d's broadcast did not complete "
+			      "(threshold %" PRIu64 ")",
+			      i, thr[_i]);
+	for (int i = 1; i < 3; i++)
+		ck_assert_mem_eq(v[i], v[0], sizeof(v[0]));
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(fi_close(&done[i]->fid), 0);
+	ck_assert_int_eq(fi_close(&trig->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
 Suite *tu_desc_suite(void)
 {
 	Suite *s = suite_create("desc");
@@ -290,6 +347,7 @@ Suite *tu_desc_suite(void)
 	tcase_add_loop_test(tc, desc_reduce_refused, 0, BAD_MAX);
 	tcase_add_test(tc, desc_maxloc_ties);
 	tcase_add_loop_test(tc, desc_child_disagrees, 0, 5);
+	tcase_add_loop_test(tc, desc_bcast_threshold, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -106,6 +106,12 @@ static int tnbc_desc_reduce(struct fid_ep *fid,
 		r->context, &s);
 	if (ret)
 		return ret;
+	/* With the application's CP counter the fold may fire on arrivals
+	 * counted for other descriptors and end before its own children's
+	 * messages land in its slots: such a schedule is never reused while
+	 * those receives may still be posted. */
+	if (cp)
+		s->cached = false;
 	p = s->scratch;
 	d = &p->red;
 	memset(p, 0, sizeof(*p));
@@ -253,9 +259,13 @@ static int tnbc_desc_bcast(struct fid_ep *fid,
 		return 0;
 	}
 	/* re-triggered by the application's counter (the root reduce
-	 * descriptor's completion) */
-	if (tnbc_sched_fn(s, trig, b->threshold, TNBC_SCHED_NONE, tnbc_desc_arm,
-			  d))
+	 * descriptor's completion).  A threshold of 0 is met already: a
+	 * step would take it for "wait for the arming", which only this
+	 * step does. */
+	if (!b->threshold)
+		tnbc_desc_arm(d);
+	else if (tnbc_sched_fn(s, trig, b->threshold, TNBC_SCHED_NONE,
+			       tnbc_desc_arm, d))
 		tnbc_cntr_inc_err(&s->c[TNBC_SCHED_ARM]);
 	tnbc_trig_run(ep->domain, false);
 	return 0;
