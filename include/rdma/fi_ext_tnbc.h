@@ -296,9 +296,10 @@ struct fi_tnbc_red_desc {
 	uint16_t count; /* values in data (pairs for *LOC) */
 	uint32_t errvec; /* this member's error bits, ORed up the tree */
 	/* Counts children's contributions as they arrive; the descriptor
-	 * fires once it reaches cpcnt (thresholds add up when a counter
-	 * serves several reductions).  NULL: a counter of the descriptor's
-	 * own, and cpcnt must equal children. */
+	 * fires once it reaches cpcnt and its own children are all in
+	 * (thresholds add up when a counter serves several reductions).
+	 * NULL: a counter of the descriptor's own, and cpcnt must equal
+	 * children. */
 	struct fid_cntr *cp_cntr;
 	uint64_t cpcnt;
 	fi_addr_t dest; /* the parent, or FI_ADDR_NOTAVAIL: the root */

@@ -338,6 +338,71 @@ START_TEST(desc_bcast_threshold)
 }
 END_TEST
 
+/* Two root descriptors on one CP counter: A (threshold 1, child member
+ * 1) and B (threshold 2, child member 2).  B's child arrives first, or
+ * (_i 1) the counter is past both thresholds before either is posted:
+ * A still folds its own child, not a slot nothing was written to. */
+START_TEST(desc_shared_cp)
+{
+	struct tu_world w;
+	struct fi_tnbc_ops_coll *ops;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fid_cntr *cp, *done[2];
+	double res[2] = {-1, -1};
+	uint32_t ev[2] = {7, 7};
+	const uint64_t base = _i ? 10 : 0;
+
+	tu_world_open(&w, 3, NULL);
+	ops = desc_ops(&w);
+	ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &cp, NULL), 0);
+	ck_assert_int_eq(fi_cntr_set(cp, base), 0);
+	for (int k = 0; k < 2; k++) {
+		struct fi_tnbc_red_desc r = good_root(&res[k]);
+
+		ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &done[k], NULL),
+				 0);
+		r.tag = 1 + (uint64_t)k;
+		r.children = 1;
+		r.cp_cntr = cp;
+		r.cpcnt = 1 + (uint64_t)k;
+		r.errvec_out = &ev[k];
+		r.comp_cntr = done[k];
+		memcpy(r.data, &(double){1.0 + 9 * k}, sizeof(double));
+		ck_assert_int_eq(ops->reduce(w.ep[0].ep, &r), 0);
+	}
+	/* the children, B's first: member k + 1 contributes 2 (A), 20 (B) */
+	for (int k = 1; k >= 0; k--) {
+		struct fi_tnbc_red_desc c = good_root(NULL);
+
+		c.tag = 1 + (uint64_t)k;
+		c.order = 1;
+		c.dest = w.addr[0];
+		c.result = NULL;
+		memcpy(c.data, &(double){2.0 + 18 * k}, sizeof(double));
+		ck_assert_int_eq(ops->reduce(w.ep[k + 1].ep, &c), 0);
+		if (k == 1) {
+			ck_assert(tu_cntr_reach(cp, base + 1, 5000));
+			ck_assert_msg(!tu_cntr_reach(done[0], 1, 200) &&
+					      fi_cntr_readerr(done[0]) == 0,
+				      "A completed without its own child");
+		}
+	}
+	for (int k = 0; k < 2; k++)
+		ck_assert_msg(tu_cntr_reach(done[k], 1, 5000),
+			      "descriptor %d did not complete", k);
+	ck_assert_uint_eq(fi_cntr_readerr(done[0]) + fi_cntr_readerr(done[1]),
+			  0);
+	ck_assert_uint_eq(fi_cntr_read(cp), base + 2);
+	ck_assert_uint_eq(fi_cntr_readerr(cp), 0);
+	ck_assert_uint_eq(ev[0] | ev[1], 0);
+	ck_assert(res[0] == 3.0 && res[1] == 30.0);
+	for (int k = 0; k < 2; k++)
+		ck_assert_int_eq(fi_close(&done[k]->fid), 0);
+	ck_assert_int_eq(fi_close(&cp->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
 Suite *tu_desc_suite(void)
 {
 	Suite *s = suite_create("desc");
@@ -348,6 +413,7 @@ Suite *tu_desc_suite(void)
 	tcase_add_test(tc, desc_maxloc_ties);
 	tcase_add_loop_test(tc, desc_child_disagrees, 0, 5);
 	tcase_add_loop_test(tc, desc_bcast_threshold, 0, 3);
+	tcase_add_loop_test(tc, desc_shared_cp, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3,20 +3,30 @@
  * The descriptor engine: seed 002's reduction and broadcast descriptors
  * (fi_tnbc_coll(3)), each run as a schedule of the trigger unit.
  *
- * A reduce descriptor with c children and parent p:
+ * A reduce descriptor with c children and parent p (step: when -> counts
+ * in):
  *   receive c contributions (any source, the reduction's tag) into
- *   slots, each counted by the CP counter                     (ARM, 1)
+ *   slots                                               (ARM 1 -> C1)
  *   fold: check each against this descriptor (CP, op, width, count,
- *   degree), fold the agreeing ones in ascending order         (CP, CPCnt)
- *   send the folded packet to p, or write the result (root)   (C2, 1)
- *   complete                                                  (C3, 1)
+ *   degree), fold the agreeing ones in ascending order   (C1 c -> C3)
+ *   send the folded packet to p (none at the root)       (C3 1 -> C3)
+ *   complete                                             (C3 2, root 1)
+ * With the application's CP counter each arrival is relayed to it
+ * (C1 i), and the fold waits for two marks in C2 instead: all of its
+ * own children in (C1 c), and the CP counter at CPCnt.  A shared counter
+ * may reach a descriptor's threshold with another's children; seed 002's
+ * NIC fires on the counter but folds its own packets, and so does this:
+ * the threshold alone would fold slots not yet written, and end the
+ * schedule under receives still posted into it.
+ *
  * A broadcast descriptor receives the result from its parent (or, at
  * the root, fires on an application counter: the root reduce
  * descriptor's completion counter re-triggers it) and forwards it.
  *
- * The fold is the last step queued: it waits on a counter that is not
- * the schedule's, so it is queued only once the schedule is armed, and a
- * failure to queue it fails the operation instead of the post.
+ * A step that waits on an application's counter is queued last, once
+ * the schedule is armed: an abort could not take it back from that
+ * counter.  A failure to queue it fails the operation instead of the
+ * post.
  *
  * Contributions travel as messages of the collectives' match space
  * (struct tnbc_red_pkt, tnbc_proto.h), whatever the transport: the
@@ -33,10 +43,17 @@
 #include "../tnbc_alu.h"
 #include "../tnbc_comp.h"
 
+/* The application's CP counter, fed from the arrivals' own count. */
+struct tnbc_desc_relay {
+	struct tnbc_cntr *cp, *own;
+	atomic_uint_fast64_t err; /* own's errors relayed so far */
+};
+
 /* A posted reduce descriptor's scratch: the packet it sends up, then
  * its children's. */
 struct tnbc_desc_post {
 	struct tnbc_desc_red red;
+	struct tnbc_desc_relay relay;
 	uint8_t own[FI_TNBC_RED_INLINE];
 	struct tnbc_red_pkt slot[];
 };
@@ -56,6 +73,29 @@ static struct tnbc_cntr *tnbc_desc_cntr(struct tnbc_ep *ep,
 	if (c->domain != ep->domain)
 		*bad = true;
 	return c;
+}
+
+/* One arrival of the descriptor's own, relayed to the CP counter: as an
+ * error while C1 has errors not yet relayed. */
+static int tnbc_desc_relay(void *arg)
+{
+	struct tnbc_desc_relay *y = arg;
+	uint_fast64_t done = atomic_load(&y->err);
+
+	while (done < atomic_load(&y->own->err))
+		if (atomic_compare_exchange_weak(&y->err, &done, done + 1)) {
+			tnbc_cntr_inc_err(y->cp);
+			return 0;
+		}
+	tnbc_cntr_inc(y->cp);
+	return 0;
+}
+
+/* The CP counter reached CPCnt: one of the fold's two marks. */
+static int tnbc_desc_nop(void *arg)
+{
+	(void)arg;
+	return 0;
 }
 
 static int tnbc_desc_red_check(struct tnbc_ep *ep,
@@ -78,17 +118,50 @@ static int tnbc_desc_red_check(struct tnbc_ep *ep,
 	return 0;
 }
 
+/* Every step but the CP counter's mark.  The arrivals count in C1; the
+ * fold fires on C1 alone, or on C2's two marks (C1 full, the CP counter
+ * at CPCnt); a member sends the fold up and counts the send in C3 too. */
+static int tnbc_desc_steps(struct tnbc_sched *s,
+			   const struct fi_tnbc_red_desc *r,
+			   struct tnbc_desc_post *p, bool cp, bool root)
+{
+	struct tnbc_cntr *own = &s->c[TNBC_SCHED_C1];
+	uint64_t tag = s->tag;
+	int ret = 0;
+
+	for (uint32_t i = 0; !ret && i < r->children; i++)
+		ret = tnbc_sched_recv_from(s, TNBC_SCHED_ARM, 1, own,
+					   FI_ADDR_UNSPEC, tag, &p->slot[i + 1],
+					   sizeof(p->slot[0]));
+	for (uint32_t i = 0; cp && !ret && i < r->children; i++)
+		ret = tnbc_sched_fn(s, own, i + 1, TNBC_SCHED_NONE,
+				    tnbc_desc_relay, &p->relay);
+	if (!ret && cp)
+		ret = tnbc_sched_copy(s, TNBC_SCHED_C1, r->children,
+				      TNBC_SCHED_C2, NULL, NULL, 0);
+	if (!ret)
+		ret = tnbc_sched_fn(s, cp ? &s->c[TNBC_SCHED_C2] : own,
+				    cp ? 2 : r->children, TNBC_SCHED_C3,
+				    tnbc_desc_red_fire, &p->red);
+	if (!ret && !root)
+		ret = tnbc_sched_send_to(s, TNBC_SCHED_C3, 1, TNBC_SCHED_C3,
+					 r->dest, tag, &p->slot[0],
+					 sizeof(p->slot[0]));
+	if (!ret)
+		ret = tnbc_sched_start_unarmed(s, TNBC_SCHED_C3, root ? 1 : 2);
+	return ret;
+}
+
 static int tnbc_desc_reduce(struct fid_ep *fid,
 			    const struct fi_tnbc_red_desc *r)
 {
 	struct tnbc_ep *ep = TNBC_EP(fid);
 	bool root, badc = false;
-	struct tnbc_cntr *cp, *done, *fire;
+	struct tnbc_cntr *cp, *done;
 	struct tnbc_desc_post *p;
 	struct tnbc_desc_red *d;
 	struct tnbc_sched *s;
-	uint64_t tag;
-	int ret, comp;
+	int ret;
 
 	if (!ep->enabled || !ep->av)
 		return -FI_EOPBADSTATE;
@@ -100,18 +173,12 @@ static int tnbc_desc_reduce(struct fid_ep *fid,
 	if (badc)
 		return -FI_EINVAL;
 	root = r->dest == FI_ADDR_NOTAVAIL;
-	tag = tnbc_desc_tag(r->tag, false);
-	ret = tnbc_sched_new_ep(
-		ep, tag, 0, sizeof(*p) + (r->children + 1) * sizeof(p->slot[0]),
-		r->context, &s);
+	ret = tnbc_sched_new_ep(ep, tnbc_desc_tag(r->tag, false), 0,
+				sizeof(*p) +
+					(r->children + 1) * sizeof(p->slot[0]),
+				r->context, &s);
 	if (ret)
 		return ret;
-	/* With the application's CP counter the fold may fire on arrivals
-	 * counted for other descriptors and end before its own children's
-	 * messages land in its slots: such a schedule is never reused while
-	 * those receives may still be posted. */
-	if (cp)
-		s->cached = false;
 	p = s->scratch;
 	d = &p->red;
 	memset(p, 0, sizeof(*p));
@@ -143,28 +210,19 @@ static int tnbc_desc_reduce(struct fid_ep *fid,
 	for (int i = 0; i < 2; i++)
 		if (s->hold[i])
 			atomic_fetch_add(&s->hold[i]->ref, 1);
-	/* arrivals count in the CP counter: the application's, or C1 */
-	fire = cp ? cp : &s->c[TNBC_SCHED_C1];
-	for (uint32_t i = 0; !ret && i < r->children; i++)
-		ret = tnbc_sched_recv_from(s, TNBC_SCHED_ARM, 1, fire,
-					   FI_ADDR_UNSPEC, tag, &p->slot[i + 1],
-					   sizeof(p->slot[0]));
-	comp = root ? TNBC_SCHED_C3 : TNBC_SCHED_C2;
-	if (!ret && !root)
-		ret = tnbc_sched_send_to(s, TNBC_SCHED_C2, 1, TNBC_SCHED_C3,
-					 r->dest, tag, &p->slot[0],
-					 sizeof(p->slot[0]));
-	if (!ret)
-		ret = tnbc_sched_start_unarmed(s, TNBC_SCHED_C3, 1);
+	p->relay.cp = cp;
+	p->relay.own = &s->c[TNBC_SCHED_C1];
+	ret = tnbc_desc_steps(s, r, p, cp != NULL, root);
 	if (ret) {
 		tnbc_sched_abort(s);
 		return ret;
 	}
 	tnbc_sched_arm(s);
-	ret = tnbc_sched_fn(s, fire, cp ? r->cpcnt : r->children, comp,
-			    tnbc_desc_red_fire, d);
-	if (ret) /* posted: the operation fails instead */
-		tnbc_cntr_inc_err(&s->c[comp]);
+	/* the CP counter's mark, last: a step on a counter not the
+	 * schedule's; once armed, a failure fails the operation instead */
+	if (cp &&
+	    tnbc_sched_fn(s, cp, r->cpcnt, TNBC_SCHED_C2, tnbc_desc_nop, NULL))
+		tnbc_cntr_inc_err(&s->c[TNBC_SCHED_C2]);
 	return 0;
 }
 
