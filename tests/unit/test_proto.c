@@ -321,6 +321,50 @@ START_TEST(proto_loadavg)
 }
 END_TEST
 
+/* The free list behind the trigger unit's requests and the schedules:
+ * last in, first out; full at its cap; drained through fini.  Sanitizer
+ * builds keep nothing. */
+static int freelist_fini_calls;
+
+static void freelist_fini(void *obj)
+{
+	freelist_fini_calls++;
+	free(obj);
+}
+
+START_TEST(proto_freelist)
+{
+	struct tnbc_freelist fl = TNBC_FREELIST_INIT(3);
+	void *obj[4];
+	bool keeps;
+
+	for (int i = 0; i < 4; i++) {
+		obj[i] = malloc(64);
+		ck_assert_ptr_nonnull(obj[i]);
+		memset(obj[i], 0xa5, 64);
+	}
+	ck_assert_ptr_null(tnbc_freelist_get(&fl));
+	keeps = tnbc_freelist_put(&fl, obj[0]);
+	if (!keeps) { /* a sanitizer build */
+		for (int i = 0; i < 4; i++)
+			free(obj[i]);
+		return;
+	}
+	ck_assert(tnbc_freelist_put(&fl, obj[1]));
+	ck_assert(tnbc_freelist_put(&fl, obj[2]));
+	ck_assert(!tnbc_freelist_put(&fl, obj[3])); /* full: still ours */
+	ck_assert_ptr_eq(tnbc_freelist_get(&fl), obj[2]);
+	/* only the link's bytes were written */
+	ck_assert_uint_eq(((unsigned char *)obj[2])[sizeof(void *)], 0xa5);
+	ck_assert(tnbc_freelist_put(&fl, obj[3]));
+	freelist_fini_calls = 0;
+	tnbc_freelist_drain(&fl, freelist_fini);
+	ck_assert_int_eq(freelist_fini_calls, 3);
+	ck_assert_ptr_null(tnbc_freelist_get(&fl));
+	free(obj[2]);
+}
+END_TEST
+
 START_TEST(proto_iov_copy)
 {
 	uint8_t a[10], c[20], e[5], src[40], dst[40];
@@ -1783,6 +1827,7 @@ Suite *tu_proto_suite(void)
 	tcase_add_test(tc, proto_iov_slice);
 	tcase_add_test(tc, proto_iov_copy);
 	tcase_add_test(tc, proto_loadavg);
+	tcase_add_test(tc, proto_freelist);
 	suite_add_tcase(s, tc);
 
 	tcase_set_timeout(tr, TU_TCASE_TIMEOUT);

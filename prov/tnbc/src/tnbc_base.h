@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * What every part of the provider may use, transports included: the
- * provider itself (for logging), its runtime parameters, the clock and
- * iovec helpers.  No libfabric object and no wire format lives here: a
+ * provider itself (for logging), its runtime parameters, the clock,
+ * iovec helpers and a free list.  No libfabric object and no wire format lives here: a
  * transport includes this and tnbc_xport.h, never tnbc.h.
  */
 #ifndef TNBC_BASE_H
 #define TNBC_BASE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -157,5 +158,27 @@ int tnbc_ip_scan(const char *text, bool allow6, int *family, void *ip,
 bool tnbc_loadavg_oversubscribed(const char *loadavg, long ncpu);
 /* CLOCK_REALTIME deadline ns from now, for pthread_cond_timedwait. */
 void tnbc_abstime(struct timespec *ts, uint64_t ns);
+
+/* ------------------------------------------------------------------ */
+/* A bounded free list of one kind of object, for objects one thread
+ * makes (the poster) and another frees (the engine): glibc's per-thread
+ * caches do not carry them back.  A kept object's first pointer's worth
+ * of bytes links the list; the rest stays as it was put.  Sanitizer
+ * builds keep nothing, so that a use after free is still caught. */
+struct tnbc_freelist {
+	pthread_mutex_t lock;
+	void *head;
+	unsigned n, max;
+};
+#define TNBC_FREELIST_INIT(cap)                                                \
+	{                                                                      \
+		.lock = PTHREAD_MUTEX_INITIALIZER, .max = (cap)                \
+	}
+/* A kept object, or NULL. */
+void *tnbc_freelist_get(struct tnbc_freelist *fl);
+/* Keeps obj, unless the list is full: false, and obj is the caller's. */
+bool tnbc_freelist_put(struct tnbc_freelist *fl, void *obj);
+/* Hands every kept object to fini (the provider's cleanup). */
+void tnbc_freelist_drain(struct tnbc_freelist *fl, void (*fini)(void *obj));
 
 #endif /* TNBC_BASE_H */

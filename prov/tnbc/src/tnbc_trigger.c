@@ -195,18 +195,11 @@ static const struct tnbc_trig_kind *tnbc_trig_kind_of(enum fi_op_type op)
 /*
  * Requests are built and freed once per step of every collective (four
  * for a 2-member allreduce), built by the posting thread and freed by
- * whichever thread ran them, the engine's as often as not: glibc's
- * per-thread cache does not balance across the two, and calloc cost 340
- * instructions a request (callgrind, 8-byte allreduce through the MPI
- * glue).  A free list per size class keeps up to TNBC_TRIG_CACHE_MAX of
- * each.  Sanitizer builds bypass it, so that a use after free is still
- * caught.
+ * whichever thread ran them, the engine's as often as not, and calloc
+ * cost 340 instructions a request (callgrind, 8-byte allreduce through
+ * the MPI glue).  A free list per size class keeps up to
+ * TNBC_TRIG_CACHE_MAX of each.
  */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TNBC_TRIG_CACHE 0
-#else
-#define TNBC_TRIG_CACHE 1
-#endif
 #define TNBC_TRIG_CACHE_MAX 256u
 enum { TNBC_TRIG_CLS_STEP = 1, TNBC_TRIG_CLS_MSG, TNBC_TRIG_NCLS };
 
@@ -215,16 +208,14 @@ static const size_t tnbc_trig_cls_size[TNBC_TRIG_NCLS] = {
 	[TNBC_TRIG_CLS_MSG] = TNBC_TRIG_MSG_SIZE,
 };
 
-static struct {
-	pthread_mutex_t lock;
-	struct tnbc_list *head[TNBC_TRIG_NCLS];
-	unsigned n[TNBC_TRIG_NCLS];
-} tnbc_trig_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static struct tnbc_freelist tnbc_trig_cache[TNBC_TRIG_NCLS] = {
+	[TNBC_TRIG_CLS_STEP] = TNBC_FREELIST_INIT(TNBC_TRIG_CACHE_MAX),
+	[TNBC_TRIG_CLS_MSG] = TNBC_FREELIST_INIT(TNBC_TRIG_CACHE_MAX),
+};
 
 static struct tnbc_trig *tnbc_trig_alloc(enum fi_op_type op)
 {
 	const struct tnbc_trig_kind *k = tnbc_trig_kind_of(op);
-	struct tnbc_list *got = NULL;
 	struct tnbc_trig *t;
 	uint8_t cls;
 
@@ -235,17 +226,8 @@ static struct tnbc_trig *tnbc_trig_alloc(enum fi_op_type op)
 					      : 0;
 	if (!cls)
 		return calloc(1, k->size);
-	if (TNBC_TRIG_CACHE) {
-		pthread_mutex_lock(&tnbc_trig_cache.lock);
-		got = tnbc_trig_cache.head[cls];
-		if (got) {
-			tnbc_trig_cache.head[cls] = got->next;
-			tnbc_trig_cache.n[cls]--;
-		}
-		pthread_mutex_unlock(&tnbc_trig_cache.lock);
-	}
-	if (got) {
-		t = (struct tnbc_trig *)got;
+	t = tnbc_freelist_get(&tnbc_trig_cache[cls]);
+	if (t) {
 		memset(t, 0, tnbc_trig_cls_size[cls]);
 	} else {
 		t = calloc(1, tnbc_trig_cls_size[cls]);
@@ -258,34 +240,14 @@ static struct tnbc_trig *tnbc_trig_alloc(enum fi_op_type op)
 
 static void tnbc_trig_free(struct tnbc_trig *t)
 {
-	uint8_t cls = t->cls;
-
-	if (cls && TNBC_TRIG_CACHE) {
-		pthread_mutex_lock(&tnbc_trig_cache.lock);
-		if (tnbc_trig_cache.n[cls] < TNBC_TRIG_CACHE_MAX) {
-			t->entry.next = tnbc_trig_cache.head[cls];
-			tnbc_trig_cache.head[cls] = &t->entry;
-			tnbc_trig_cache.n[cls]++;
-			t = NULL;
-		}
-		pthread_mutex_unlock(&tnbc_trig_cache.lock);
-	}
-	free(t);
+	if (!t->cls || !tnbc_freelist_put(&tnbc_trig_cache[t->cls], t))
+		free(t);
 }
 
 void tnbc_trig_cache_drain(void)
 {
-	pthread_mutex_lock(&tnbc_trig_cache.lock);
-	for (int c = 0; c < TNBC_TRIG_NCLS; c++) {
-		while (tnbc_trig_cache.head[c]) {
-			struct tnbc_list *e = tnbc_trig_cache.head[c];
-
-			tnbc_trig_cache.head[c] = e->next;
-			free(e);
-		}
-		tnbc_trig_cache.n[c] = 0;
-	}
-	pthread_mutex_unlock(&tnbc_trig_cache.lock);
+	for (int c = TNBC_TRIG_CLS_STEP; c < TNBC_TRIG_NCLS; c++)
+		tnbc_freelist_drain(&tnbc_trig_cache[c], free);
 }
 
 void tnbc_trig_check_app(struct tnbc_cntr *cntr)

@@ -259,3 +259,48 @@ int tnbc_ip_scan(const char *text, bool allow6, int *family, void *ip,
 	*family = AF_INET;
 	return inet_pton(AF_INET, host, ip) == 1 ? 0 : -FI_EINVAL;
 }
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TNBC_FREELIST_KEEPS 0
+#else
+#define TNBC_FREELIST_KEEPS 1
+#endif
+
+void *tnbc_freelist_get(struct tnbc_freelist *fl)
+{
+	void *obj;
+
+	pthread_mutex_lock(&fl->lock);
+	obj = fl->head;
+	if (obj) {
+		memcpy(&fl->head, obj, sizeof(fl->head));
+		fl->n--;
+	}
+	pthread_mutex_unlock(&fl->lock);
+	return obj;
+}
+
+bool tnbc_freelist_put(struct tnbc_freelist *fl, void *obj)
+{
+	bool kept = false;
+
+	if (!TNBC_FREELIST_KEEPS)
+		return false;
+	pthread_mutex_lock(&fl->lock);
+	if (fl->n < fl->max) {
+		memcpy(obj, &fl->head, sizeof(fl->head));
+		fl->head = obj;
+		fl->n++;
+		kept = true;
+	}
+	pthread_mutex_unlock(&fl->lock);
+	return kept;
+}
+
+void tnbc_freelist_drain(struct tnbc_freelist *fl, void (*fini)(void *obj))
+{
+	void *obj;
+
+	while ((obj = tnbc_freelist_get(fl)))
+		fini(obj);
+}

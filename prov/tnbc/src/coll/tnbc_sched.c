@@ -26,68 +26,31 @@
 
 /*
  * Every collective makes a schedule and its last step frees it, often on
- * another thread (the engine's), so glibc's per-thread cache does not
- * serve them: the malloc, the free and a mutex set up and torn down per
- * counter cost about 1,300 instructions of an 8-byte allreduce's 9,000
- * (callgrind, through the MPI glue).  Schedules with the usual counters
- * and little scratch are kept, counters and their locks included, on a
- * free list of up to TNBC_SCHED_CACHE_MAX, as the trigger unit keeps its
- * requests.  Sanitizer builds bypass it, so that a use after free is
- * still caught.
+ * another thread (the engine's): the malloc, the free and a mutex set up
+ * and torn down per counter cost about 1,300 instructions of an 8-byte
+ * allreduce's 9,000 (callgrind, through the MPI glue).  Schedules with
+ * the usual counters and little scratch are kept, counters and their
+ * locks included, on a free list of up to TNBC_SCHED_CACHE_MAX, as the
+ * trigger unit keeps its requests.
  */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TNBC_SCHED_CACHE 0
-#else
-#define TNBC_SCHED_CACHE 1
-#endif
 #define TNBC_SCHED_CACHE_MAX   64u
 #define TNBC_SCHED_CACHE_BYTES 4096u /* object, counters and scratch */
 
-static struct {
-	pthread_mutex_t lock;
-	struct tnbc_sched *head;
-	unsigned n;
-} tnbc_sched_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static struct tnbc_freelist tnbc_sched_cache =
+	TNBC_FREELIST_INIT(TNBC_SCHED_CACHE_MAX);
 
-static struct tnbc_sched *tnbc_sched_cache_get(void)
+static void tnbc_sched_destroy(void *obj)
 {
-	struct tnbc_sched *s;
+	struct tnbc_sched *s = obj;
 
-	pthread_mutex_lock(&tnbc_sched_cache.lock);
-	s = tnbc_sched_cache.head;
-	if (s) {
-		tnbc_sched_cache.head = s->next_free;
-		tnbc_sched_cache.n--;
-	}
-	pthread_mutex_unlock(&tnbc_sched_cache.lock);
-	return s;
-}
-
-/* Takes s, its counters quiet, unless the list is full. */
-static bool tnbc_sched_cache_put(struct tnbc_sched *s)
-{
-	bool kept = false;
-
-	pthread_mutex_lock(&tnbc_sched_cache.lock);
-	if (tnbc_sched_cache.n < TNBC_SCHED_CACHE_MAX) {
-		s->next_free = tnbc_sched_cache.head;
-		tnbc_sched_cache.head = s;
-		tnbc_sched_cache.n++;
-		kept = true;
-	}
-	pthread_mutex_unlock(&tnbc_sched_cache.lock);
-	return kept;
+	for (int i = 0; i < s->nc; i++)
+		pthread_mutex_destroy(&s->c[i].lock);
+	free(s);
 }
 
 void tnbc_sched_cache_drain(void)
 {
-	struct tnbc_sched *s;
-
-	while ((s = tnbc_sched_cache_get())) {
-		for (int i = 0; i < s->nc; i++)
-			pthread_mutex_destroy(&s->c[i].lock);
-		free(s);
-	}
+	tnbc_freelist_drain(&tnbc_sched_cache, tnbc_sched_destroy);
 }
 
 int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
@@ -105,9 +68,9 @@ int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 	head = (sizeof(*s) + (size_t)nc * sizeof(s->c[0]) + 63) & ~(size_t)63;
 	if (scratch > SIZE_MAX - head)
 		return -FI_ENOMEM;
-	cacheable = TNBC_SCHED_CACHE && nc == TNBC_SCHED_NCNTR &&
+	cacheable = nc == TNBC_SCHED_NCNTR &&
 		    head + scratch <= TNBC_SCHED_CACHE_BYTES;
-	if (cacheable && (s = tnbc_sched_cache_get())) {
+	if (cacheable && (s = tnbc_freelist_get(&tnbc_sched_cache))) {
 		memset(s, 0, sizeof(*s));
 		s->c = (struct tnbc_cntr *)(s + 1);
 		for (i = 0; i < nc; i++)
@@ -172,11 +135,8 @@ static void tnbc_sched_free(struct tnbc_sched *s, bool reported)
 	for (int i = 0; i < 2; i++)
 		if (s->hold[i])
 			atomic_fetch_sub(&s->hold[i]->ref, 1);
-	if (!s->cached || !tnbc_sched_cache_put(s)) {
-		for (int i = 0; i < s->nc; i++)
-			pthread_mutex_destroy(&s->c[i].lock);
-		free(s);
-	}
+	if (!s->cached || !tnbc_freelist_put(&tnbc_sched_cache, s))
+		tnbc_sched_destroy(s);
 	/* the last touches of the group (tnbc_mc_close reads them in the
 	 * other order), and of the endpoint */
 	if (mc) {

@@ -68,7 +68,6 @@ struct tnbc_sched {
 	struct tnbc_cntr *c; /* nc of them */
 	int nc;
 	bool cached; /* goes back to the free list when done */
-	struct tnbc_sched *next_free;
 	void *scratch;
 };
 
