@@ -2,8 +2,9 @@
 /*
  * What every part of the provider may use, transports included: the
  * provider itself (for logging), its runtime parameters, the clock,
- * iovec helpers and a free list.  No libfabric object and no wire format lives here: a
- * transport includes this and tnbc_xport.h, never tnbc.h.
+ * iovec helpers and a free list.  No libfabric object and no wire
+ * format lives here: a transport includes this and tnbc_xport.h, never
+ * tnbc.h.
  */
 #ifndef TNBC_BASE_H
 #define TNBC_BASE_H
