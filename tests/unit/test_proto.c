@@ -345,6 +345,7 @@ START_TEST(proto_freelist)
 	}
 	ck_assert_ptr_null(tnbc_freelist_get(&fl));
 	keeps = tnbc_freelist_put(&fl, obj[0]);
+	ck_assert_int_eq(keeps, TNBC_FREELIST_KEEPS);
 	if (!keeps) { /* a sanitizer build */
 		for (int i = 0; i < 4; i++)
 			free(obj[i]);

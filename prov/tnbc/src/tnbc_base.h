@@ -166,6 +166,16 @@ void tnbc_abstime(struct timespec *ts, uint64_t ns);
  * caches do not carry them back.  A kept object's first pointer's worth
  * of bytes links the list; the rest stays as it was put.  Sanitizer
  * builds keep nothing, so that a use after free is still caught. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TNBC_FREELIST_KEEPS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TNBC_FREELIST_KEEPS 0
+#endif
+#endif
+#ifndef TNBC_FREELIST_KEEPS
+#define TNBC_FREELIST_KEEPS 1
+#endif
 struct tnbc_freelist {
 	pthread_mutex_t lock;
 	void *head;

@@ -260,12 +260,6 @@ int tnbc_ip_scan(const char *text, bool allow6, int *family, void *ip,
 	return inet_pton(AF_INET, host, ip) == 1 ? 0 : -FI_EINVAL;
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TNBC_FREELIST_KEEPS 0
-#else
-#define TNBC_FREELIST_KEEPS 1
-#endif
-
 void *tnbc_freelist_get(struct tnbc_freelist *fl)
 {
 	void *obj;

@@ -133,6 +133,10 @@ static int tnbc_desc_steps(struct tnbc_sched *s,
 		ret = tnbc_sched_recv_from(s, TNBC_SCHED_ARM, 1, own,
 					   FI_ADDR_UNSPEC, tag, &p->slot[i + 1],
 					   sizeof(p->slot[0]));
+	/* The relays count in no counter: nothing waits for them but the
+	 * order of C1's heap (threshold, then submission), which runs the
+	 * last one before the mark queued after it on the same threshold,
+	 * and so before the fold and the end. */
 	for (uint32_t i = 0; cp && !ret && i < r->children; i++)
 		ret = tnbc_sched_fn(s, own, i + 1, TNBC_SCHED_NONE,
 				    tnbc_desc_relay, &p->relay);

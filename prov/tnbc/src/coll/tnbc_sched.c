@@ -68,7 +68,9 @@ int tnbc_sched_new_ep(struct tnbc_ep *ep, uint64_t tag, int nc, size_t scratch,
 	head = (sizeof(*s) + (size_t)nc * sizeof(s->c[0]) + 63) & ~(size_t)63;
 	if (scratch > SIZE_MAX - head)
 		return -FI_ENOMEM;
-	cacheable = nc == TNBC_SCHED_NCNTR &&
+	/* a sanitizer build allocates the exact size, so that it still
+	 * sees an overrun of the scratch */
+	cacheable = TNBC_FREELIST_KEEPS && nc == TNBC_SCHED_NCNTR &&
 		    head + scratch <= TNBC_SCHED_CACHE_BYTES;
 	if (cacheable && (s = tnbc_freelist_get(&tnbc_sched_cache))) {
 		memset(s, 0, sizeof(*s));

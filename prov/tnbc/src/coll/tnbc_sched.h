@@ -133,9 +133,10 @@ int tnbc_sched_fn(struct tnbc_sched *s, struct tnbc_cntr *trig, uint64_t thr,
  * arms the schedule.  After it, the schedule belongs to the engine. */
 int tnbc_sched_start(struct tnbc_sched *s, int trig, uint64_t thr);
 /* The same in two halves: the last step, then the arming.  Between the
- * two the caller may queue steps on counters that are not the
- * schedule's; none may fail the build any more (count a failure as an
- * error of the counter the step would have counted in). */
+ * two, or after the arming where the end waits for their marks, the
+ * caller may queue steps on counters that are not the schedule's; none
+ * may fail the build any more (count a failure as an error of the
+ * counter the step would have counted in). */
 int tnbc_sched_start_unarmed(struct tnbc_sched *s, int trig, uint64_t thr);
 void tnbc_sched_arm(struct tnbc_sched *s);
 /* The common end of an exchange: once counter recvd has nrecv
