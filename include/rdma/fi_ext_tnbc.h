@@ -347,6 +347,14 @@ struct fi_tnbc_ops_coll {
 	 * size covers it. */
 	int (*join)(struct fid_ep *ep, const struct fi_collective_addr *addr,
 		    uint32_t id, struct fid_mc **mc, void *context);
+	/* 1 when some of the group's messages cross a link (a member on
+	 * another host, or no shared-memory transport in this process's
+	 * FI_TNBC_XPORTS), 0 when all stay in this host's memory;
+	 * -FI_EINVAL for a group that is not tnbc's.  An operation over a
+	 * link takes tens of microseconds, so a caller may leave even a
+	 * small one's first steps to the engine (defer).  Present when
+	 * size covers it. */
+	int (*over_link)(struct fid_mc *mc);
 };
 
 #ifdef __cplusplus

@@ -56,10 +56,13 @@ bool tg_handoff(size_t bytes);
 /* Whether work was left to the engine within the last TG_OWED_NS: a
  * thread that spins meanwhile (in the MPI's own waits) should yield. */
 bool tg_engine_owed(void);
-/* Around a non-blocking post of bytes: from TNBC_MPI_DEFER bytes on
- * (default 8192; off: never) its first steps, copies of the payload among
- * them, are left to the engine instead of run in the posting call. */
-void tg_defer(size_t bytes, bool on);
+struct tg_comm;
+/* Around a non-blocking post of bytes on c: from TNBC_MPI_DEFER bytes on
+ * (default 8192; off: never), or TNBC_MPI_DEFER_LINK (default 0) where
+ * c's messages cross a link, its first steps, copies of the payload
+ * among them, are left to the engine instead of run in the posting
+ * call.  c may be NULL (as if in one host). */
+void tg_defer(const struct tg_comm *c, size_t bytes, bool on);
 int tg_world_rank(void);
 int tg_world_size(void);
 

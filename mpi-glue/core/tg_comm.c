@@ -126,6 +126,10 @@ int tg_comm_join(struct tg_comm *c)
 	if (ret)
 		goto err;
 	c->coll = fi_mc_addr(c->mc);
+	c->link = tg.coll_ops->size >=
+			  offsetof(struct fi_tnbc_ops_coll, over_link) +
+				  sizeof(tg.coll_ops->over_link) &&
+		  tg.coll_ops->over_link && tg.coll_ops->over_link(c->mc) == 1;
 	return 0;
 err:
 	fi_close(&c->set->fid);

@@ -117,6 +117,11 @@ int tg_open(void **name, size_t *len)
 			       : !strcmp(v, "off")
 				       ? SIZE_MAX
 				       : (size_t)strtoull(v, NULL, 0);
+		v = getenv("TNBC_MPI_DEFER_LINK");
+		tg.defer_link_min = !v || !*v ? 0
+				    : !strcmp(v, "off")
+					    ? SIZE_MAX
+					    : (size_t)strtoull(v, NULL, 0);
 	}
 	fi_getname(&tg.ep->fid, NULL, &n);
 	*name = calloc(1, n ? n : 1);
@@ -227,9 +232,12 @@ bool tg_engine_owed(void)
 	return false;
 }
 
-void tg_defer(size_t bytes, bool on)
+void tg_defer(const struct tg_comm *c, size_t bytes, bool on)
 {
-	if (!tg.ready || !tg.dom_ops || bytes < tg.defer_min)
+	/* over a link even a small operation takes tens of microseconds:
+	 * the application may as well compute meanwhile (tnbc-mpi(7)) */
+	if (!tg.ready || !tg.dom_ops ||
+	    bytes < (c && c->link ? tg.defer_link_min : tg.defer_min))
 		return;
 	if (on)
 		atomic_store_explicit(&tg.deferred, true, memory_order_relaxed);

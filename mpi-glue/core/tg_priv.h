@@ -53,6 +53,7 @@ struct tg_comm {
 	int *world; /* world rank of each member */
 	struct fid_av_set *set;
 	struct fid_mc *mc; /* NULL until the first collective joins */
+	bool link; /* its messages cross a link (known once joined) */
 	fi_addr_t coll;
 	atomic_int inflight;
 	bool closing; /* freed by its owner, closed when idle */
@@ -76,6 +77,7 @@ struct tg_state {
 	struct fi_tnbc_ops_domain *dom_ops; /* NULL: no handoff */
 	size_t handoff_min; /* bytes from which a post hands off */
 	size_t defer_min; /* bytes from which a post's steps are deferred */
+	size_t defer_link_min; /* the same on a group that crosses a link */
 	_Atomic uint64_t owed_until; /* tg_engine_owed's end, ns; 0: none */
 	atomic_bool deferred; /* a post was deferred since the last handoff */
 	int rank, size;

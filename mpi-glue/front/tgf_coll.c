@@ -234,7 +234,7 @@ static int tgf_size(MPI_Comm comm)
 		return FALLBACK;                                               \
 	} while (0)
 
-#define TGF_NB(FN, WHY, BYTES, POST, FALLBACK)                                 \
+#define TGF_NB(FN, WHY, TC, BYTES, POST, FALLBACK)                             \
 	do {                                                                   \
 		int why_ = (WHY);                                              \
 		if (why_ == TGF_OK && !tgf_nb_enabled())                       \
@@ -243,9 +243,9 @@ static int tgf_size(MPI_Comm comm)
 			struct tg_req *r = tgf_nb_begin(request);              \
 			int bad_ = 1;                                          \
 			if (r) {                                               \
-				tg_defer(BYTES, true);                         \
+				tg_defer((TC), BYTES, true);                   \
 				bad_ = (POST);                                 \
-				tg_defer(BYTES, false);                        \
+				tg_defer((TC), BYTES, false);                  \
 			}                                                      \
 			if (!bad_) {                                           \
 				tg_count(FN, true, 0);                         \
@@ -773,7 +773,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 	struct tgf_comm *fc = NULL;
 	int why = tgf_comm_check(comm, &fc);
 
-	TGF_NB(TG_IBARRIER, tgf_policy(why, TG_IBARRIER, 0, fc), 0,
+	TGF_NB(TG_IBARRIER, tgf_policy(why, TG_IBARRIER, 0, fc), fc->tc, 0,
 	       tg_barrier(fc->tc, r), PMPI_Ibarrier(comm, request));
 }
 
@@ -793,7 +793,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
 		why = count < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
 	if (why == TGF_OK && (!bytes || !buf))
 		why = TG_WHY_ARGS;
-	TGF_NB(TG_IBCAST, tgf_policy(why, TG_IBCAST, bytes, fc), bytes,
+	TGF_NB(TG_IBCAST, tgf_policy(why, TG_IBCAST, bytes, fc), fc->tc, bytes,
 	       tg_bcast(fc->tc, buf, bytes, root, r),
 	       PMPI_Ibcast(buf, count, dt, root, comm, request));
 }
@@ -814,7 +814,7 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		TGF_NB(TG_IALLREDUCE,
 		       tgf_policy(why, TG_IALLREDUCE,
 				  (size_t)count * (wide ? 16 : 8), a.fc),
-		       (size_t)count * 16,
+		       a.fc->tc, (size_t)count * 16,
 		       tg_allreduce_loc(a.fc->tc,
 					sbuf == MPI_IN_PLACE ? NULL : sbuf,
 					rbuf, (size_t)count, wide, width,
@@ -826,7 +826,7 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 				  &a);
 
 	TGF_NB(TG_IALLREDUCE, tgf_policy(why, TG_IALLREDUCE, a.bytes, a.fc),
-	       a.bytes,
+	       a.fc->tc, a.bytes,
 	       tg_allreduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op,
 			    r),
 	       PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm, request));
@@ -841,7 +841,8 @@ int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	struct tgf_red a = {0};
 	int why = tgf_check_reduce(comm, sbuf, rbuf, count, dt, op, root, &a);
 
-	TGF_NB(TG_IREDUCE, tgf_policy(why, TG_IREDUCE, a.bytes, a.fc), a.bytes,
+	TGF_NB(TG_IREDUCE, tgf_policy(why, TG_IREDUCE, a.bytes, a.fc), a.fc->tc,
+	       a.bytes,
 	       tg_reduce(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op,
 			 root, r),
 	       PMPI_Ireduce(sbuf, rbuf, count, dt, op, root, comm, request));
@@ -861,7 +862,8 @@ int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 				     rtype, &a);
 
 	TGF_NB(TG_IALLGATHER, tgf_policy(why, TG_IALLGATHER, a.bytes, a.fc),
-	       a.bytes, tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+	       a.fc->tc, a.bytes,
+	       tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
 	       PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm,
 			       request));
 }
@@ -880,7 +882,8 @@ int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 				     rtype, &a);
 
 	TGF_NB(TG_IALLTOALL, tgf_policy(why, TG_IALLTOALL, a.bytes, a.fc),
-	       a.bytes, tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+	       a.fc->tc, a.bytes,
+	       tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
 	       PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm,
 			      request));
 }
@@ -907,10 +910,10 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		int bad = 1;
 
 		if (r) {
-			tg_defer(SIZE_MAX, true);
+			tg_defer(a.fc->tc, SIZE_MAX, true);
 			bad = tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, rbuf,
 					   a.rc, a.rd, r);
-			tg_defer(SIZE_MAX, false);
+			tg_defer(a.fc->tc, SIZE_MAX, false);
 		}
 		if (!bad) {
 			free(a.sc);

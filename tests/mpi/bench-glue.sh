@@ -9,8 +9,14 @@
 # policy (glue), and the glue with every blocking call offloaded
 # (glue-all).  Figures only: nothing passes or fails on time.
 #
+# WHERE=netns runs Open MPI's instead across 2 namespace hosts
+# (tests/netns-lib.sh; root only), NPS ranks split between them, ob1
+# with its TCP BTL under all three: there a collective's time is the
+# link's, not the post's; its rows' mpi column reads openmpi@netns.
+#
 # usage: tests/mpi/bench-glue.sh [BUILDDIR]   (default: build)
 # environment: NPS="2 4", MPIS="openmpi mpich", MAXB=1048576, ITER=200,
+#              WHERE="local" (or "netns", or both),
 #              OUT=DIR (default ./bench-glue-YYYYmmdd-HHMMSS), PLOT=0,
 #              TABLES_ONLY=1 (tables and plot again from OUT/results.csv)
 # OUT holds results.csv (every row), ratio.csv (glue-all over mpi per
@@ -31,27 +37,71 @@ py=python3
 [ "${TABLES_ONLY:-0}" = 1 ] ||
 	echo "label,mpi,np,coll,bytes,us,pure_us,total_us,overlap_pct,post_us,wait_us,compute" >"$csv"
 
-[ "${TABLES_ONLY:-0}" = 1 ] || for mpi in ${MPIS:-openmpi mpich}; do
-	bin=$b/tests/mpi/glue-bin/bench_glue.$mpi
-	[ -x "$bin" ] || { echo "no $bin (make check builds it)"; continue; }
-	for np in ${NPS:-2 4}; do
-		for compute in sleep busy; do
-			args=(-m "${MAXB:-1048576}" -i "${ITER:-200}" -c "$compute")
-			if [ "$mpi" = openmpi ]; then
-				plain=(mpirun.openmpi --allow-run-as-root --oversubscribe)
-				lopts=(--allow-run-as-root --oversubscribe)
-			else
-				plain=(mpirun.mpich)
-				lopts=()
-			fi
-			echo "== $mpi np=$np compute=$compute" >&2
-			"${plain[@]}" -np "$np" "$bin" -l mpi "${args[@]}" |
-				tail -n +2 | sed "s/\$/,$compute/" >>"$csv"
-			"$run" "${lopts[@]}" -np "$np" "$bin" -l glue "${args[@]}" |
-				tail -n +2 | sed "s/\$/,$compute/" >>"$csv"
-			TNBC_MPI_OFFLOAD=all "$run" "${lopts[@]}" -np "$np" "$bin" \
-				-l glue-all "${args[@]}" | tail -n +2 |
-				sed "s/\$/,$compute/" >>"$csv"
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+netns_up=0
+cleanup() {
+	[ $netns_up = 1 ] && netns_cleanup
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# one configuration: $1 mpi, $2 where, $3 np, $4 compute
+run_one() {
+	local mpi=$1 where=$2 np=$3 compute=$4 lopts pre=() tag=$1 label launch
+	local bin=$b/tests/mpi/glue-bin/bench_glue.$mpi
+	local args=(-m "${MAXB:-1048576}" -i "${ITER:-200}" -c "$compute")
+	if [ "$mpi" = openmpi ]; then
+		lopts=(--allow-run-as-root --oversubscribe)
+	else
+		lopts=()
+	fi
+	if [ "$where" = netns ]; then
+		# shellcheck disable=SC2054
+		lopts+=(--mca plm_rsh_agent "$work/rsh"
+			--mca mpi_yield_when_idle 1 --mca pml ob1
+			--mca btl self,vader,tcp
+			--mca oob_tcp_if_include 10.231.0.0/24
+			--mca btl_tcp_if_include 10.231.0.0/24
+			-H "10.231.0.1:$(((np + 1) / 2)),10.231.0.2:$((np / 2))")
+		pre=(nsenter -t "${HOSTPID[1]}" -n -u env PATH="$PATH")
+		tag=$mpi@netns
+	fi
+	echo "== $tag np=$np compute=$compute" >&2
+	for label in mpi glue glue-all; do
+		launch=("$run")
+		[ $label = mpi ] && launch=(mpirun."$mpi")
+		[ $label = glue-all ] && launch=(env TNBC_MPI_OFFLOAD=all "$run")
+		"${pre[@]}" "${launch[@]}" "${lopts[@]}" -np "$np" "$bin" \
+			-l $label "${args[@]}" | tail -n +2 |
+			sed "s/^\([^,]*\),$mpi,/\1,$tag,/; s/\$/,$compute/" >>"$csv"
+	done
+}
+
+[ "${TABLES_ONLY:-0}" = 1 ] || for where in ${WHERE:-local}; do
+	if [ "$where" = netns ]; then
+		# shellcheck source=../netns-lib.sh
+		. "$src/tests/netns-lib.sh"
+		if ! why=$(netns_usable); then
+			echo "no namespace hosts: $why" >&2
+			continue
+		fi
+		netns_hosts 2
+		netns_up=1
+		netns_agent "$work/rsh" PATH="$PATH" \
+			FI_PROVIDER_PATH="$FI_PROVIDER_PATH" \
+			TNBC_MPI_LIBDIR="$TNBC_MPI_LIBDIR"
+	fi
+	for mpi in ${MPIS:-openmpi mpich}; do
+		# MPICH 4.0's runs across namespace hosts hang in MPI_Finalize
+		# (ch4:ucx over TCP; tests/mpi/bench-apps.sh)
+		[ "$where" = netns ] && [ "$mpi" = mpich ] && continue
+		bin=$b/tests/mpi/glue-bin/bench_glue.$mpi
+		[ -x "$bin" ] || { echo "no $bin (make check builds it)"; continue; }
+		for np in ${NPS:-2 4}; do
+			for compute in sleep busy; do
+				run_one "$mpi" "$where" "$np" "$compute"
+			done
 		done
 	done
 done

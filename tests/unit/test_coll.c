@@ -269,6 +269,30 @@ static void co_join_wait(struct co_world *w)
 	}
 }
 
+/* The members of one process reach each other through shared memory,
+ * unless this run's FI_TNBC_XPORTS has none (unit-tcp.sh): then every
+ * group of two or more crosses a link. */
+static void co_over_link(struct co_world *w)
+{
+	struct fi_tnbc_ops_coll *ops = NULL;
+	struct fid_mc stranger = {.fid = {.fclass = FI_CLASS_MC}};
+	bool local = false;
+
+	for (unsigned k = 0; k < tnbc_env.nxport; k++)
+		local |=
+			(tnbc_env.xport_list[k]->flags & TNBC_XPORT_LOCAL) != 0;
+	ck_assert_int_eq(fi_open_ops(&w->ep[0]->fid, FI_TNBC_COLL_OPS_1, 0,
+				     (void **)&ops, NULL),
+			 0);
+	ck_assert_uint_ge(ops->size,
+			  offsetof(struct fi_tnbc_ops_coll, over_link) +
+				  sizeof(ops->over_link));
+	for (int i = 0; i < w->n; i++)
+		ck_assert_int_eq(ops->over_link(w->mc[i]), w->n > 1 && !local);
+	ck_assert_int_eq(ops->over_link(NULL), -FI_EINVAL);
+	ck_assert_int_eq(ops->over_link(&stranger), -FI_EINVAL);
+}
+
 static void co_open(struct co_world *w, int n, const char *setup)
 {
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
@@ -325,6 +349,7 @@ static void co_open(struct co_world *w, int n, const char *setup)
 	co_join_wait(w);
 	for (int i = 0; i < n; i++)
 		w->coll[i] = fi_mc_addr(w->mc[i]);
+	co_over_link(w);
 }
 
 static void co_close(struct co_world *w)

@@ -394,6 +394,22 @@ int tnbc_coll_join_named(struct fid_ep *fid,
 	return tnbc_coll_join_id(fid, addr, FI_COLLECTIVE, id, mc, context);
 }
 
+/* FI_TNBC_COLL_OPS_1's over_link: whether some member is reached by a
+ * link transport, as the algorithms see it (tnbc_sched_over_link). */
+int tnbc_coll_over_link(struct fid_mc *fid)
+{
+	struct tnbc_mc *mc;
+
+	if (!fid || fid->fid.fclass != FI_CLASS_MC ||
+	    fid->fid.ops != &tnbc_mc_fi_ops)
+		return -FI_EINVAL;
+	mc = tnbc_container_of(fid, struct tnbc_mc, mc_fid);
+	for (int i = 0; i < mc->size; i++)
+		if (i != mc->rank && tnbc_sched_over_link(mc, i))
+			return 1;
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The calls                                                            */
 

@@ -18,6 +18,7 @@ int tnbc_coll_join(struct fid_ep *ep, const void *addr, uint64_t flags,
 int tnbc_coll_join_named(struct fid_ep *ep,
 			 const struct fi_collective_addr *addr, uint32_t id,
 			 struct fid_mc **mc, void *context);
+int tnbc_coll_over_link(struct fid_mc *mc);
 extern struct fi_ops_collective tnbc_coll_ops;
 /* seed 002's descriptors (coll/tnbc_desc.c), FI_TNBC_COLL_OPS_1 */
 extern struct fi_tnbc_ops_coll tnbc_desc_ops;

@@ -338,4 +338,5 @@ struct fi_tnbc_ops_coll tnbc_desc_ops = {
 	.reduce = tnbc_desc_reduce,
 	.bcast = tnbc_desc_bcast,
 	.join = tnbc_coll_join_named,
+	.over_link = tnbc_coll_over_link,
 };
