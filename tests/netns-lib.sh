@@ -81,6 +81,17 @@ netns_hosts() {
 	for i in $(seq "$1"); do netns_add_host "$i" || return 1; done
 }
 
+# netns_setup N FILE [VAR=value...]: hosts 1..N and FILE, an ssh
+# stand-in for them (netns_agent); says why on standard error and fails
+# where this machine cannot make them.
+netns_setup() {
+	local n=$1 f=$2 why
+	shift 2
+	why=$(netns_usable) || { echo "no namespace hosts: $why" >&2; return 1; }
+	netns_hosts "$n" || return 1
+	netns_agent "$f" "$@"
+}
+
 # Bytes the bridge took in from hosts "$@" so far.
 netns_link_bytes() {
 	local sum=0 i

@@ -183,14 +183,10 @@ if [ "${TABLES_ONLY:-0}" != 1 ]; then
 		if [ "$where" = netns ]; then
 			# shellcheck source=../netns-lib.sh
 			. "$src/tests/netns-lib.sh"
-			if ! why=$(netns_usable); then
-				echo "no namespace hosts: $why" >&2
-				continue
-			fi
-			netns_hosts 2
 			netns_up=1
-			netns_agent "$work/rsh" PATH="$PATH" \
-				FI_PROVIDER_PATH="$FI_PROVIDER_PATH" UCX_NET_DEVICES=eth0
+			netns_setup 2 "$work/rsh" PATH="$PATH" \
+				FI_PROVIDER_PATH="$FI_PROVIDER_PATH" \
+				UCX_NET_DEVICES=eth0 || continue
 		fi
 		for round in $(seq "${ROUNDS:-2}"); do
 			for mpi in openmpi mpich; do

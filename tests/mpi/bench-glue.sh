@@ -82,15 +82,10 @@ run_one() {
 	if [ "$where" = netns ]; then
 		# shellcheck source=../netns-lib.sh
 		. "$src/tests/netns-lib.sh"
-		if ! why=$(netns_usable); then
-			echo "no namespace hosts: $why" >&2
-			continue
-		fi
-		netns_hosts 2
 		netns_up=1
-		netns_agent "$work/rsh" PATH="$PATH" \
+		netns_setup 2 "$work/rsh" PATH="$PATH" \
 			FI_PROVIDER_PATH="$FI_PROVIDER_PATH" \
-			TNBC_MPI_LIBDIR="$TNBC_MPI_LIBDIR"
+			TNBC_MPI_LIBDIR="$TNBC_MPI_LIBDIR" || continue
 	fi
 	for mpi in ${MPIS:-openmpi mpich}; do
 		# MPICH 4.0's runs across namespace hosts hang in MPI_Finalize
