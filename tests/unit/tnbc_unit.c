@@ -407,6 +407,18 @@ bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value, unsigned timeout_ms)
 	return true;
 }
 
+bool tu_cntr_settle(struct fid_cntr *cntr, uint64_t n, unsigned timeout_ms)
+{
+	uint64_t deadline = tu_now_ms() + timeout_ms;
+
+	while (fi_cntr_read(cntr) + fi_cntr_readerr(cntr) < n) {
+		if (tu_now_ms() >= deadline)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
 void tu_engine_stats(struct fid_domain *domain, struct fi_tnbc_engine_stats *st)
 {
 	struct fi_tnbc_ops_domain *ops = NULL;

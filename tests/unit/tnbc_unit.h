@@ -186,6 +186,9 @@ void tu_cq_expect_err(struct fid_cq *cq, struct fi_cq_err_entry *err);
 bool tu_cq_quiet(struct fid_cq *cq, unsigned ms);
 /* Waits until the counter reaches value; false on timeout. */
 bool tu_cntr_reach(struct fid_cntr *cntr, uint64_t value, unsigned timeout_ms);
+/* Waits until the counter's successes and errors together reach n, for
+ * work that may end either way; false on timeout. */
+bool tu_cntr_settle(struct fid_cntr *cntr, uint64_t n, unsigned timeout_ms);
 /* Waits until the engine sleeps without a bound (only a kick or a ring
  * wakes it then); fails after 3 * TU_WAIT_MS. */
 void tu_engine_until_asleep(struct tnbc_engine *e);
