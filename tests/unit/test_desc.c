@@ -7,6 +7,7 @@
 #include "tnbc_unit.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 
 #include <rdma/fi_ext_tnbc.h>
 
@@ -337,6 +338,72 @@ START_TEST(desc_bcast_threshold)
 }
 END_TEST
 
+/* Root broadcasts posted on the application's trigger counter while
+ * another thread keeps adding to it: each is queued on a counter that
+ * is changing (the schedule's own are its builder's alone until armed,
+ * this one never is), and each fires once, none lost. */
+#define BUSY_POSTS 2000
+
+struct busy_adder {
+	struct fid_cntr *trig;
+	atomic_int go;
+};
+
+static void *busy_add(void *arg)
+{
+	struct busy_adder *a = arg;
+
+	while (!atomic_load(&a->go))
+		sched_yield();
+	for (int i = 0; i < BUSY_POSTS; i++) {
+		ck_assert_int_eq(fi_cntr_add(a->trig, 1), 0);
+		if (i % 8 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+START_TEST(desc_bcast_trig_busy)
+{
+	struct tu_world w;
+	struct fi_tnbc_ops_coll *ops;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct busy_adder a = {0};
+	struct fid_cntr *done;
+	pthread_t thr;
+	int64_t v = 0;
+
+	tu_world_open(&w, 1, NULL);
+	ops = desc_ops(&w);
+	ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &a.trig, NULL), 0);
+	ck_assert_int_eq(fi_cntr_open(w.d.domain, &ca, &done, NULL), 0);
+	ck_assert_int_eq(pthread_create(&thr, NULL, busy_add, &a), 0);
+	atomic_store(&a.go, 1);
+	for (uint64_t k = 0; k < BUSY_POSTS; k++) {
+		struct fi_tnbc_bcast_desc b = {
+			.size = sizeof(b),
+			.tag = k,
+			.trig_cntr = a.trig,
+			.threshold = k + 1,
+			.src = FI_ADDR_UNSPEC,
+			.result = &v,
+			.len = sizeof(v),
+			.comp_cntr = done,
+		};
+
+		ck_assert_int_eq(ops->bcast(w.ep[0].ep, &b), 0);
+	}
+	pthread_join(thr, NULL);
+	ck_assert_msg(tu_cntr_reach(done, BUSY_POSTS, 10000),
+		      "%" PRIu64 " of %d broadcasts fired", fi_cntr_read(done),
+		      BUSY_POSTS);
+	ck_assert_uint_eq(fi_cntr_readerr(done), 0);
+	ck_assert_int_eq(fi_close(&done->fid), 0);
+	ck_assert_int_eq(fi_close(&a.trig->fid), 0);
+	tu_world_close(&w);
+}
+END_TEST
+
 /* Two root descriptors on one CP counter: A (threshold 1, child member
  * 1) and B (threshold 2, child member 2).  B's child arrives first, or
  * (_i 1) the counter is past both thresholds before either is posted:
@@ -413,6 +480,7 @@ Suite *tu_desc_suite(void)
 	tcase_add_loop_test(tc, desc_child_disagrees, 0, 5);
 	tcase_add_loop_test(tc, desc_bcast_threshold, 0, 3);
 	tcase_add_loop_test(tc, desc_shared_cp, 0, 2);
+	tcase_add_test(tc, desc_bcast_trig_busy);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -321,6 +321,11 @@ static void tnbc_trig_take_ready(struct tnbc_domain *dom,
 				 struct tnbc_list *batch)
 {
 	tnbc_list_init(batch);
+	/* what this runner took is counted until it has run: none left
+	 * means none came since (one that comes now is its poster's to run,
+	 * or this runner's after it lets go: tnbc_trig_run_ready) */
+	if (!tnbc_trig_has_ready(dom))
+		return;
 	pthread_mutex_lock(&dom->tu.lock);
 	if (!tnbc_list_empty(&dom->tu.ready)) {
 		batch->next = dom->tu.ready.next;
