@@ -244,6 +244,8 @@ int tg_policy_may(enum tg_fn fn);
  * Non-blocking calls always do.  Every member decides the same. */
 bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size);
 bool tg_report_wanted(void);
+/* A call of fn, offloaded or fallen back and why (kept only when the
+ * report is wanted). */
 void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why);
 /* Time spent in a call of fn (the report's; T-NBC's functions). */
 void tg_time(enum tg_fn fn, uint64_t ns);

@@ -278,8 +278,13 @@ void tg_time(enum tg_fn fn, uint64_t ns)
 				  memory_order_relaxed);
 }
 
+/* Counted only for the report: otherwise an atomic add on a line every
+ * thread's collectives share would be the whole cost of a fallback
+ * beyond the MPI's own call. */
 void tg_count_early(enum tg_fn fn)
 {
+	if (!tgp.report)
+		return;
 	atomic_fetch_add_explicit(&tgp.count[fn][1 + TG_NWHY], 1,
 				  memory_order_relaxed);
 }
@@ -291,6 +296,8 @@ bool tg_report_wanted(void)
 
 void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why)
 {
+	if (!tgp.report)
+		return;
 	atomic_fetch_add_explicit(&tgp.count[fn][offloaded ? 0 : 1 + why], 1,
 				  memory_order_relaxed);
 }
