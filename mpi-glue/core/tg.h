@@ -243,6 +243,10 @@ int tg_policy_may(enum tg_fn fn);
  * same on every member) on a group of size members goes to the offload.
  * Non-blocking calls always do.  Every member decides the same. */
 bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size);
+/* Whether the policy certainly leaves a blocking call of fn of at most
+ * bytes to the MPI (its cutoff, unforced, no T-NBC): a wrapper may pass
+ * it through before looking at its handles. */
+bool tg_policy_below(enum tg_fn fn, size_t bytes);
 bool tg_report_wanted(void);
 /* A call of fn, offloaded or fallen back and why (kept only when the
  * report is wanted). */

@@ -261,6 +261,12 @@ bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size)
 	}
 }
 
+bool tg_policy_below(enum tg_fn fn, size_t bytes)
+{
+	return !tgp.off && tg.ready && tgp.mode[fn] == TG_AUTO &&
+	       !tgp.tnbc[fn] && bytes < tg_cut[fn];
+}
+
 bool tg_policy_tnbc(enum tg_fn fn, size_t bytes)
 {
 	return !tgp.off && tg.ready && (unsigned)fn < TG_NFN && tgp.tnbc[fn] &&
