@@ -217,9 +217,13 @@ static int tgf_size(MPI_Comm comm)
 		}                                                              \
 	} while (0)
 
-/* Then a call too small for the function's cutoff whatever its type:
- * COUNT elements of at most TGF_ELEM_MAX bytes, the largest predefined
- * type (a derived one falls back anyway).  The handle checks cost more
+/* Then a reduction too small for the function's cutoff whatever its
+ * type: COUNT elements of at most TGF_ELEM_MAX bytes, the largest
+ * predefined type (a derived one falls back anyway).  Only where every
+ * member passes the same count and type, as a reduction's must: a
+ * broadcast's members may describe one message with different counts
+ * (1 of a contiguous type against 1000 MPI_INT), and would decide apart
+ * and wait on each other for ever.  The handle checks cost more
  * than a small reduction of the MPI's own: MPICH's 8-byte MPI_Reduce at
  * 2 ranks took 0.35 us alone, 0.43 through them.  A negative count is
  * left to the checks, which give it to the MPI as an argument error. */
@@ -515,7 +519,6 @@ static int tgf_bcast_body(const void *site_, void *buf, int count,
 {
 	TGF_OPEN(tgf_open(buf, count, dt));
 	TGF_SHORTCUT(TG_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
-	TGF_BELOW(TG_BCAST, count, PMPI_Bcast(buf, count, dt, root, comm));
 	struct tgf_comm *fc = NULL;
 	int why = tgf_comm_check(comm, &fc);
 	size_t bytes = 0;
