@@ -7,12 +7,14 @@
  * so errors reach the communicator's error handler as without the glue.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include <rdma/fi_errno.h>
 #include <rdma/fi_ext_tnbc.h>
 
 #include "tgf_coll.h"
 #include "tgf_req.h"
+#include "tgf_stage.h"
 #include "tgf_tnbc.h"
 
 #define TGF_OK (-1)
@@ -110,21 +112,25 @@ static int tgf_fi_op(MPI_Op op)
 	return -1;
 }
 
-/* Whether count elements of dt are one run of bytes. */
-static bool tgf_contig(MPI_Datatype dt, int count, size_t *bytes)
+/* count elements of dt for a data mover: *bytes, and whether they are
+ * one run of bytes at the buffer (TGF_RUN) or must be staged
+ * (tgf_stage.c); TGF_BAD for what the MPI must judge. */
+enum { TGF_BAD = -1, TGF_STAGED, TGF_RUN };
+
+static int tgf_layout(MPI_Datatype dt, int count, size_t *bytes)
 {
 	MPI_Aint lb, extent, tlb, textent;
 	int size;
 
 	if (count < 0 || dt == MPI_DATATYPE_NULL ||
 	    PMPI_Type_size(dt, &size) != MPI_SUCCESS || size < 0)
-		return false;
+		return TGF_BAD;
+	*bytes = (size_t)size * (size_t)count;
 	PMPI_Type_get_extent(dt, &lb, &extent);
 	PMPI_Type_get_true_extent(dt, &tlb, &textent);
 	if (lb || tlb || extent != size || textent != size)
-		return false;
-	*bytes = (size_t)size * (size_t)count;
-	return true;
+		return TGF_STAGED;
+	return TGF_RUN;
 }
 
 static int tgf_comm_check(MPI_Comm comm, struct tgf_comm **fc)
@@ -180,11 +186,12 @@ int tgf_fail(MPI_Comm comm, int err)
 	return code;
 }
 
-int tgf_finish(MPI_Comm comm, struct tg_req *r)
+int tgf_finish(MPI_Comm comm, struct tg_req *r, struct tgf_stage *st)
 {
 	int err = tg_req_wait(r);
 
 	tg_req_free(r);
+	tgf_stage_end(st, !err);
 	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
 }
 
@@ -237,30 +244,39 @@ static int tgf_size(MPI_Comm comm)
 		}                                                              \
 	} while (0)
 
-/* The dance every wrapper does; POST uses r, FALLBACK is the PMPI call. */
-#define TGF_BLOCKING(FN, WHY, POST, FALLBACK)                                  \
+/* The dance every wrapper does; POST uses r, FALLBACK is the PMPI call.
+ * A data mover's STAGE (TGF_OK or why not) stages its buffers once the
+ * call is offloaded, into the chain ST, which the call unpacks. */
+#define TGF_BLOCKING_ST(FN, WHY, STAGE, ST, POST, FALLBACK)                    \
 	do {                                                                   \
 		int why_ = (WHY);                                              \
+		if (why_ == TGF_OK)                                            \
+			why_ = (STAGE);                                        \
 		if (why_ == TGF_OK) {                                          \
 			struct tg_req *r = tg_req_new(NULL);                   \
 			if (r && !(POST)) {                                    \
 				tg_count(FN, true, 0);                         \
-				return tgf_finish(comm, r);                    \
+				return tgf_finish(comm, r, ST);                \
 			}                                                      \
 			tg_req_free(r);                                        \
 			why_ = TG_WHY_POST;                                    \
 		}                                                              \
+		tgf_stage_end(ST, false);                                      \
 		tg_count(FN, false, (enum tg_why)why_);                        \
 		return FALLBACK;                                               \
 	} while (0)
+#define TGF_BLOCKING(FN, WHY, POST, FALLBACK)                                  \
+	TGF_BLOCKING_ST(FN, WHY, TGF_OK, NULL, POST, FALLBACK)
 
-#define TGF_NB(FN, WHY, TC, BYTES, POST, FALLBACK)                             \
+#define TGF_NB_ST(FN, WHY, TC, BYTES, STAGE, ST, POST, FALLBACK)               \
 	do {                                                                   \
 		int why_ = (WHY);                                              \
 		if (why_ == TGF_OK && !tgf_nb_enabled())                       \
 			why_ = TG_WHY_OFF;                                     \
+		if (why_ == TGF_OK)                                            \
+			why_ = (STAGE);                                        \
 		if (why_ == TGF_OK) {                                          \
-			struct tg_req *r = tgf_nb_begin(request);              \
+			struct tg_req *r = tgf_nb_begin(request, ST);          \
 			int bad_ = 1;                                          \
 			if (r) {                                               \
 				tg_defer((TC), BYTES, true);                   \
@@ -275,9 +291,12 @@ static int tgf_size(MPI_Comm comm)
 			tgf_nb_abort(request, r);                              \
 			why_ = TG_WHY_POST;                                    \
 		}                                                              \
+		tgf_stage_end(ST, false);                                      \
 		tg_count(FN, false, (enum tg_why)why_);                        \
 		return FALLBACK;                                               \
 	} while (0)
+#define TGF_NB(FN, WHY, TC, BYTES, POST, FALLBACK)                             \
+	TGF_NB_ST(FN, WHY, TC, BYTES, TGF_OK, NULL, POST, FALLBACK)
 
 /* ------------------------------------------------------------------ */
 /* Argument checks, one per shape                                       */
@@ -340,29 +359,78 @@ struct tgf_mov {
 	const void *sbuf; /* NULL: in place */
 	void *rbuf;
 	size_t bytes; /* one member's slice */
+	/* the send and the receive side, where staged (tgf_stage.h) */
+	struct tgf_side side[2];
+	struct tgf_stage *st;
 };
 
-/* Allgather and alltoall: a slice from each to each. */
+/* One side of a data mover: count elements of dt at buf, times mult
+ * for the whole buffer (a member's slice or all n of them).  A buffer
+ * of one run of bytes needs an address; a staged one may be MPI_BOTTOM
+ * with absolute displacements. */
+static int tgf_side(struct tgf_mov *a, int k, const void *buf, int count,
+		    MPI_Datatype dt, int mult, unsigned how, size_t *bytes)
+{
+	int l = tgf_layout(dt, count, bytes);
+
+	if (l == TGF_BAD)
+		return TG_WHY_ARGS;
+	if (l == TGF_RUN)
+		return buf ? TGF_OK : TG_WHY_ARGS;
+	a->side[k] = (struct tgf_side){.buf = buf,
+				       .count = (size_t)count * (size_t)mult,
+				       .dt = dt,
+				       .how = how};
+	return TGF_OK;
+}
+
+/* Once offloaded: the staged sides become their packed bytes. */
+static int tgf_mov_stage(struct tgf_mov *a)
+{
+	for (int k = 0; k < 2; k++) {
+		struct tgf_stage *s;
+		void *b = NULL;
+
+		if (!a->side[k].how)
+			continue;
+		s = tgf_stage_new(&a->side[k], &b);
+		if (!s) {
+			tgf_stage_end(a->st, false);
+			a->st = NULL;
+			return TG_WHY_POST;
+		}
+		a->st = tgf_stage_link(a->st, s);
+		if (k == 0)
+			a->sbuf = b;
+		else
+			a->rbuf = b;
+	}
+	return TGF_OK;
+}
+
+/* Allgather (mult 1) and alltoall (mult n): a slice from each to each. */
 static int tgf_check_exchange(MPI_Comm comm, const void *sbuf, int scount,
 			      MPI_Datatype stype, void *rbuf, int rcount,
-			      MPI_Datatype rtype, struct tgf_mov *a)
+			      MPI_Datatype rtype, bool all, struct tgf_mov *a)
 {
-	int why = tgf_comm_check(comm, &a->fc);
+	int why = tgf_comm_check(comm, &a->fc), n;
+	bool in_place = sbuf == MPI_IN_PLACE;
 	size_t sb = 0, rb = 0;
 
 	if (why != TGF_OK)
 		return why;
-	if (!tgf_contig(rtype, rcount, &rb))
-		return rcount < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
-	if (sbuf != MPI_IN_PLACE) {
-		if (!tgf_contig(stype, scount, &sb))
-			return scount < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
-		if (sb != rb || !sbuf || sbuf == rbuf)
-			return TG_WHY_ARGS;
-	}
-	if (!rb || !rbuf)
+	n = tg_comm_size(a->fc->tc);
+	why = tgf_side(a, 1, rbuf, rcount, rtype, n,
+		       in_place ? TGF_STAGE_IN | TGF_STAGE_OUT : TGF_STAGE_OUT,
+		       &rb);
+	if (why == TGF_OK && !in_place)
+		why = tgf_side(a, 0, sbuf, scount, stype, all ? n : 1,
+			       TGF_STAGE_IN, &sb);
+	if (why != TGF_OK)
+		return why;
+	if (!rb || (!in_place && (sb != rb || sbuf == rbuf)))
 		return TG_WHY_ARGS;
-	a->sbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
+	a->sbuf = in_place ? NULL : sbuf;
 	a->rbuf = rbuf;
 	a->bytes = rb;
 	return TGF_OK;
@@ -374,34 +442,42 @@ static int tgf_check_rooted(MPI_Comm comm, const void *sbuf, int scount,
 			    MPI_Datatype rtype, int root, bool gather,
 			    struct tgf_mov *a)
 {
-	int why = tgf_comm_check(comm, &a->fc);
-	size_t sb = 0, rb = 0;
+	int why = tgf_comm_check(comm, &a->fc), n;
+	size_t sb = 0, wb = 0;
 	bool me, in_place;
 
 	if (why != TGF_OK)
 		return why;
 	if (!tgf_root_ok(a->fc, root))
 		return TG_WHY_ARGS;
+	n = tg_comm_size(a->fc->tc);
 	me = tg_comm_rank(a->fc->tc) == root;
 	/* the slice each member has or gets, and the root's whole buffer */
 	const void *slice = gather ? sbuf : rbuf;
 	const void *whole = gather ? rbuf : sbuf;
 	int scnt = gather ? scount : rcount, wcnt = gather ? rcount : scount;
 	MPI_Datatype sty = gather ? stype : rtype, wty = gather ? rtype : stype;
-	size_t wb = 0;
+	/* the side (0 send, 1 receive) each is, and what it carries */
+	int sk = gather ? 0 : 1, wk = 1 - sk;
+	unsigned shw = gather ? TGF_STAGE_IN : TGF_STAGE_OUT;
+	unsigned whw = gather ? TGF_STAGE_OUT : TGF_STAGE_IN;
 
-	(void)sb;
-	(void)rb;
 	/* the root's own slice may stay where it is */
 	in_place = me && slice == MPI_IN_PLACE;
-	if (!in_place && !tgf_contig(sty, scnt, &sb))
-		return scnt < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
-	if (me && !tgf_contig(wty, wcnt, &wb))
-		return wcnt < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
+	/* a root gathering in place sends its slice from the whole */
+	if (in_place && gather)
+		whw |= TGF_STAGE_IN;
+	why = TGF_OK;
+	if (!in_place)
+		why = tgf_side(a, sk, slice, scnt, sty, 1, shw, &sb);
+	if (why == TGF_OK && me)
+		why = tgf_side(a, wk, whole, wcnt, wty, n, whw, &wb);
+	if (why != TGF_OK)
+		return why;
 	if (in_place)
 		sb = wb;
-	if (!sb || (me && (wb != sb || !whole || whole == slice)) ||
-	    (!in_place && (!slice || slice == MPI_IN_PLACE)))
+	if (!sb || (me && (wb != sb || whole == slice)) ||
+	    (!in_place && slice == MPI_IN_PLACE))
 		return TG_WHY_ARGS;
 	a->bytes = sb;
 	if (gather) {
@@ -414,11 +490,53 @@ static int tgf_check_rooted(MPI_Comm comm, const void *sbuf, int scount,
 	return TGF_OK;
 }
 
+/* A broadcast's buffer: read at the root, written elsewhere. */
+static int tgf_check_bcast(MPI_Comm comm, void *buf, int count, MPI_Datatype dt,
+			   int root, struct tgf_mov *a)
+{
+	int why = tgf_comm_check(comm, &a->fc);
+
+	if (why != TGF_OK)
+		return why;
+	if (!tgf_root_ok(a->fc, root))
+		return TG_WHY_ARGS;
+	why = tgf_side(a, 1, buf, count, dt, 1,
+		       tg_comm_rank(a->fc->tc) == root ? TGF_STAGE_IN
+						       : TGF_STAGE_OUT,
+		       &a->bytes);
+	if (why != TGF_OK)
+		return why;
+	if (!a->bytes)
+		return TG_WHY_ARGS;
+	a->rbuf = buf;
+	return TGF_OK;
+}
+
 struct tgf_v {
 	struct tgf_comm *fc;
-	const void *sbuf;
+	const void *sbuf; /* NULL: in place */
+	void *rbuf;
 	size_t *sc, *sd, *rc, *rd; /* one allocation */
+	struct tgf_side side[2]; /* as tgf_mov's */
+	struct tgf_stage *st;
 };
+
+/* Byte counts and displacements of one side: its own, or where staged
+ * the packed blocks one after another. */
+static bool tgf_v_bytes(const int *counts, const int *displs, size_t elem,
+			bool staged, int n, size_t *c, size_t *d)
+{
+	size_t at = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (counts[i] < 0 || displs[i] < 0)
+			return false;
+		c[i] = (size_t)counts[i] * elem;
+		d[i] = staged ? at : (size_t)displs[i] * elem;
+		at += c[i];
+	}
+	return true;
+}
 
 static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 			       const int *scounts, const int *sdispls,
@@ -426,18 +544,20 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 			       const int *rcounts, const int *rdispls,
 			       MPI_Datatype rtype, struct tgf_v *a)
 {
-	int why = tgf_comm_check(comm, &a->fc), n;
+	int why = tgf_comm_check(comm, &a->fc), n, rl, sl = TGF_RUN;
 	size_t se = 0, re = 0;
 	bool in_place = sbuf == MPI_IN_PLACE;
 
 	a->sc = NULL;
 	if (why != TGF_OK)
 		return why;
-	if (!tgf_contig(rtype, 1, &re) ||
-	    (!in_place && !tgf_contig(stype, 1, &se)))
-		return TG_WHY_TYPE;
-	if (!rcounts || !rdispls || !rbuf ||
-	    (!in_place && (!scounts || !sdispls || !sbuf || sbuf == rbuf)))
+	rl = tgf_layout(rtype, 1, &re);
+	if (!in_place)
+		sl = tgf_layout(stype, 1, &se);
+	if (rl == TGF_BAD || sl == TGF_BAD || !rcounts || !rdispls ||
+	    (rl == TGF_RUN && !rbuf) ||
+	    (!in_place && (!scounts || !sdispls || sbuf == rbuf ||
+			   (sl == TGF_RUN && !sbuf))))
 		return TG_WHY_ARGS;
 	n = tg_comm_size(a->fc->tc);
 	a->sc = malloc(4 * (size_t)n * sizeof(size_t));
@@ -446,20 +566,49 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 	a->sd = a->sc + n;
 	a->rc = a->sd + n;
 	a->rd = a->rc + n;
-	for (int i = 0; i < n; i++) {
-		if (rcounts[i] < 0 || rdispls[i] < 0 ||
-		    (!in_place && (scounts[i] < 0 || sdispls[i] < 0))) {
-			free(a->sc);
-			a->sc = NULL;
-			return TG_WHY_ARGS;
-		}
-		a->rc[i] = (size_t)rcounts[i] * re;
-		a->rd[i] = (size_t)rdispls[i] * re;
-		a->sc[i] = in_place ? 0 : (size_t)scounts[i] * se;
-		a->sd[i] = in_place ? 0 : (size_t)sdispls[i] * se;
+	if (!tgf_v_bytes(rcounts, rdispls, re, rl == TGF_STAGED, n, a->rc,
+			 a->rd) ||
+	    (!in_place && !tgf_v_bytes(scounts, sdispls, se, sl == TGF_STAGED,
+				       n, a->sc, a->sd))) {
+		free(a->sc);
+		a->sc = NULL;
+		return TG_WHY_ARGS;
 	}
+	if (in_place)
+		memset(a->sc, 0, 2 * (size_t)n * sizeof(size_t));
+	if (rl == TGF_STAGED)
+		a->side[1] = (struct tgf_side){
+			.buf = rbuf,
+			.counts = rcounts,
+			.displs = rdispls,
+			.n = n,
+			.dt = rtype,
+			.how = in_place ? TGF_STAGE_IN | TGF_STAGE_OUT
+					: TGF_STAGE_OUT};
+	if (!in_place && sl == TGF_STAGED)
+		a->side[0] = (struct tgf_side){.buf = sbuf,
+					       .counts = scounts,
+					       .displs = sdispls,
+					       .n = n,
+					       .dt = stype,
+					       .how = TGF_STAGE_IN};
 	a->sbuf = in_place ? NULL : sbuf;
+	a->rbuf = rbuf;
 	return TGF_OK;
+}
+
+static int tgf_v_stage(struct tgf_v *a)
+{
+	struct tgf_mov m = {.sbuf = a->sbuf, .rbuf = a->rbuf};
+	int why;
+
+	m.side[0] = a->side[0];
+	m.side[1] = a->side[1];
+	why = tgf_mov_stage(&m);
+	a->sbuf = m.sbuf;
+	a->rbuf = m.rbuf;
+	a->st = m.st;
+	return why;
 }
 
 /* MAXLOC/MINLOC on the pair types the descriptors carry: TGF_OK and the
@@ -519,21 +668,27 @@ static int tgf_bcast_body(const void *site_, void *buf, int count,
 {
 	TGF_OPEN(tgf_open(buf, count, dt));
 	TGF_SHORTCUT(TG_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
-	struct tgf_comm *fc = NULL;
-	int why = tgf_comm_check(comm, &fc);
-	size_t bytes = 0;
+	struct tgf_mov a = {0};
+	int why = tgf_check_bcast(comm, buf, count, dt, root, &a);
 
-	if (why == TGF_OK && !tgf_root_ok(fc, root))
-		why = TG_WHY_ARGS;
-	if (why == TGF_OK && !tgf_contig(dt, count, &bytes))
-		why = count < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
-	if (why == TGF_OK && (!bytes || !buf))
-		why = TG_WHY_ARGS;
-	if (why == TGF_OK && tg_policy_tnbc(TG_BCAST, bytes))
-		return tgf_tnbc_bcast(comm, fc->tc, site_, buf, bytes, root);
-	TGF_BLOCKING(TG_BCAST, tgf_policy(why, TG_BCAST, bytes, fc),
-		     tg_bcast(fc->tc, buf, bytes, root, r),
-		     PMPI_Bcast(buf, count, dt, root, comm));
+	if (why == TGF_OK && tg_policy_tnbc(TG_BCAST, a.bytes)) {
+		int rc;
+
+		if (!a.side[1].how)
+			return tgf_tnbc_bcast(comm, a.fc->tc, site_, buf,
+					      a.bytes, root, false);
+		why = tgf_mov_stage(&a);
+		if (why == TGF_OK) {
+			rc = tgf_tnbc_bcast(comm, a.fc->tc, site_, a.rbuf,
+					    a.bytes, root, true);
+			tgf_stage_end(a.st, rc == MPI_SUCCESS);
+			return rc;
+		}
+	}
+	TGF_BLOCKING_ST(TG_BCAST, tgf_policy(why, TG_BCAST, a.bytes, a.fc),
+			tgf_mov_stage(&a), a.st,
+			tg_bcast(a.fc->tc, a.rbuf, a.bytes, root, r),
+			PMPI_Bcast(buf, count, dt, root, comm));
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
@@ -634,10 +789,11 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 						  rcount, rtype, comm));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
-				     rtype, &a);
+				     rtype, false, &a);
 
-	TGF_BLOCKING(
+	TGF_BLOCKING_ST(
 		TG_ALLGATHER, tgf_policy(why, TG_ALLGATHER, a.bytes, a.fc),
+		tgf_mov_stage(&a), a.st,
 		tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
 		PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
@@ -652,13 +808,23 @@ static int tgf_alltoall_body(const void *site_, const void *sbuf, int scount,
 						rcount, rtype, comm));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
-				     rtype, &a);
+				     rtype, true, &a);
 
-	if (why == TGF_OK && tg_policy_tnbc(TG_ALLTOALL, a.bytes))
-		return tgf_tnbc_alltoall(comm, a.fc->tc, site_, a.sbuf, a.rbuf,
-					 a.bytes);
-	TGF_BLOCKING(
+	if (why == TGF_OK && tg_policy_tnbc(TG_ALLTOALL, a.bytes)) {
+		bool whole = a.side[1].how;
+		int rc;
+
+		why = tgf_mov_stage(&a);
+		if (why == TGF_OK) {
+			rc = tgf_tnbc_alltoall(comm, a.fc->tc, site_, a.sbuf,
+					       a.rbuf, a.bytes, whole);
+			tgf_stage_end(a.st, rc == MPI_SUCCESS);
+			return rc;
+		}
+	}
+	TGF_BLOCKING_ST(
 		TG_ALLTOALL, tgf_policy(why, TG_ALLTOALL, a.bytes, a.fc),
+		tgf_mov_stage(&a), a.st,
 		tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
 		PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
@@ -691,10 +857,11 @@ int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
 				   rtype, root, true, &a);
 
-	TGF_BLOCKING(TG_GATHER, tgf_policy(why, TG_GATHER, a.bytes, a.fc),
-		     tg_gather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, root, r),
-		     PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root,
-				 comm));
+	TGF_BLOCKING_ST(TG_GATHER, tgf_policy(why, TG_GATHER, a.bytes, a.fc),
+			tgf_mov_stage(&a), a.st,
+			tg_gather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, root, r),
+			PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype,
+				    root, comm));
 }
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
@@ -708,10 +875,11 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
 				   rtype, root, false, &a);
 
-	TGF_BLOCKING(TG_SCATTER, tgf_policy(why, TG_SCATTER, a.bytes, a.fc),
-		     tg_scatter(a.fc->tc, a.sbuf, a.rbuf, a.bytes, root, r),
-		     PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype,
-				  root, comm));
+	TGF_BLOCKING_ST(TG_SCATTER, tgf_policy(why, TG_SCATTER, a.bytes, a.fc),
+			tgf_mov_stage(&a), a.st,
+			tg_scatter(a.fc->tc, a.sbuf, a.rbuf, a.bytes, root, r),
+			PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype,
+				     root, comm));
 }
 
 static int tgf_alltoallv_body(const void *site_, const void *sbuf,
@@ -732,36 +900,43 @@ static int tgf_alltoallv_body(const void *site_, const void *sbuf,
 
 	/* With T-NBC named, every member sends the offload's messages (the
 	 * variable is the same everywhere); each then receives by T-NBC or
-	 * not by its own largest message, which the others cannot know. */
+	 * not by its own largest message, which the others cannot know, and
+	 * a staged receive buffer (unpacked at the end) not by T-NBC. */
 	if (why == TGF_OK && tg_policy_tnbc(TG_ALLTOALLV, SIZE_MAX)) {
 		size_t big = 0;
 
 		for (int i = 0; i < tg_comm_size(a.fc->tc); i++)
 			big = a.rc[i] > big ? a.rc[i] : big;
-		if (tg_policy_tnbc(TG_ALLTOALLV, big)) {
+		why = tgf_v_stage(&a);
+		if (why == TGF_OK && !a.side[1].how &&
+		    tg_policy_tnbc(TG_ALLTOALLV, big)) {
 			rc = tgf_tnbc_run(comm, a.fc->tc, TG_ALLTOALLV, site_,
-					  a.sbuf, a.sc, a.sd, rbuf, a.rc, a.rd);
+					  a.sbuf, a.sc, a.sd, a.rbuf, a.rc,
+					  a.rd);
+			tgf_stage_end(a.st, false);
 			free(a.sc);
 			return rc;
 		}
-		why = TGF_OK;
 	} else {
 		/* counts differ per member: only the group size may
 		 * decide */
 		why = tgf_policy(why, TG_ALLTOALLV, 0, a.fc);
+		if (why == TGF_OK)
+			why = tgf_v_stage(&a);
 	}
 	if (why == TGF_OK) {
 		struct tg_req *r = tg_req_new(NULL);
 
-		if (r && !tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, rbuf, a.rc,
-				       a.rd, r)) {
+		if (r && !tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, a.rbuf,
+				       a.rc, a.rd, r)) {
 			free(a.sc);
 			tg_count(TG_ALLTOALLV, true, 0);
-			return tgf_finish(comm, r);
+			return tgf_finish(comm, r, a.st);
 		}
 		tg_req_free(r);
 		why = TG_WHY_POST;
 	}
+	tgf_stage_end(a.st, false);
 	free(a.sc);
 	tg_count(TG_ALLTOALLV, false, (enum tg_why)why);
 	rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,
@@ -807,19 +982,13 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
 	TGF_OPEN(tgf_open(buf, count, dt));
 	TGF_SHORTCUT(TG_IBCAST,
 		     PMPI_Ibcast(buf, count, dt, root, comm, request));
-	struct tgf_comm *fc = NULL;
-	int why = tgf_comm_check(comm, &fc);
-	size_t bytes = 0;
+	struct tgf_mov a = {0};
+	int why = tgf_check_bcast(comm, buf, count, dt, root, &a);
 
-	if (why == TGF_OK && !tgf_root_ok(fc, root))
-		why = TG_WHY_ARGS;
-	if (why == TGF_OK && !tgf_contig(dt, count, &bytes))
-		why = count < 0 ? TG_WHY_ARGS : TG_WHY_TYPE;
-	if (why == TGF_OK && (!bytes || !buf))
-		why = TG_WHY_ARGS;
-	TGF_NB(TG_IBCAST, tgf_policy(why, TG_IBCAST, bytes, fc), fc->tc, bytes,
-	       tg_bcast(fc->tc, buf, bytes, root, r),
-	       PMPI_Ibcast(buf, count, dt, root, comm, request));
+	TGF_NB_ST(TG_IBCAST, tgf_policy(why, TG_IBCAST, a.bytes, a.fc),
+		  a.fc->tc, a.bytes, tgf_mov_stage(&a), a.st,
+		  tg_bcast(a.fc->tc, a.rbuf, a.bytes, root, r),
+		  PMPI_Ibcast(buf, count, dt, root, comm, request));
 }
 
 int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
@@ -883,13 +1052,13 @@ int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 				     comm, request));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
-				     rtype, &a);
+				     rtype, false, &a);
 
-	TGF_NB(TG_IALLGATHER, tgf_policy(why, TG_IALLGATHER, a.bytes, a.fc),
-	       a.fc->tc, a.bytes,
-	       tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
-	       PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm,
-			       request));
+	TGF_NB_ST(TG_IALLGATHER, tgf_policy(why, TG_IALLGATHER, a.bytes, a.fc),
+		  a.fc->tc, a.bytes, tgf_mov_stage(&a), a.st,
+		  tg_allgather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+		  PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype,
+				  comm, request));
 }
 
 int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
@@ -903,13 +1072,13 @@ int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 				    comm, request));
 	struct tgf_mov a = {0};
 	int why = tgf_check_exchange(comm, sbuf, scount, stype, rbuf, rcount,
-				     rtype, &a);
+				     rtype, true, &a);
 
-	TGF_NB(TG_IALLTOALL, tgf_policy(why, TG_IALLTOALL, a.bytes, a.fc),
-	       a.fc->tc, a.bytes,
-	       tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
-	       PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm,
-			      request));
+	TGF_NB_ST(TG_IALLTOALL, tgf_policy(why, TG_IALLTOALL, a.bytes, a.fc),
+		  a.fc->tc, a.bytes, tgf_mov_stage(&a), a.st,
+		  tg_alltoall(a.fc->tc, a.sbuf, a.rbuf, a.bytes, r),
+		  PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm,
+				 request));
 }
 
 int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
@@ -929,13 +1098,15 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 	why = tgf_policy(why, TG_IALLTOALLV, 0, a.fc);
 	if (why == TGF_OK && !tgf_nb_enabled())
 		why = TG_WHY_OFF;
+	if (why == TGF_OK)
+		why = tgf_v_stage(&a);
 	if (why == TGF_OK) {
-		struct tg_req *r = tgf_nb_begin(request);
+		struct tg_req *r = tgf_nb_begin(request, a.st);
 		int bad = 1;
 
 		if (r) {
 			tg_defer(a.fc->tc, SIZE_MAX, true);
-			bad = tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, rbuf,
+			bad = tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, a.rbuf,
 					   a.rc, a.rd, r);
 			tg_defer(a.fc->tc, SIZE_MAX, false);
 		}
@@ -948,6 +1119,7 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 		tgf_nb_abort(request, r);
 		why = TG_WHY_POST;
 	}
+	tgf_stage_end(a.st, false);
 	free(a.sc);
 	tg_count(TG_IALLTOALLV, false, (enum tg_why)why);
 	return PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,

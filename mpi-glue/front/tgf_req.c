@@ -20,10 +20,12 @@
 #include <stdlib.h>
 
 #include "tgf_req.h"
+#include "tgf_stage.h"
 
 struct tgf_nb {
 	struct tg_req *r;
 	MPI_Request mreq;
+	struct tgf_stage *st; /* unpacked on completion */
 	atomic_bool completed; /* MPI_Grequest_complete was called */
 };
 
@@ -35,6 +37,10 @@ static void tgf_nb_complete(struct tgf_nb *nb)
 
 	if (!atomic_compare_exchange_strong(&nb->completed, &was, true))
 		return;
+	/* the data lands in the program's own buffer before the request
+	 * completes, on this application thread */
+	tgf_stage_end(nb->st, !tg_req_err(nb->r));
+	nb->st = NULL;
 	/* The last one: the application stops polling the glue's domain,
 	 * and sends of this operation still queued there (a member that
 	 * finished first may owe the others its last pieces) must not wait
@@ -173,7 +179,7 @@ void tgf_req_fini(void)
 }
 #endif
 
-struct tg_req *tgf_nb_begin(MPI_Request *request)
+struct tg_req *tgf_nb_begin(MPI_Request *request, struct tgf_stage *st)
 {
 	struct tgf_nb *nb = calloc(1, sizeof(*nb));
 	int rc;
@@ -197,15 +203,21 @@ struct tg_req *tgf_nb_begin(MPI_Request *request)
 		return NULL;
 	}
 	nb->mreq = *request;
+	nb->st = st;
 	atomic_fetch_add(&tgf_outstanding, 1);
 	return nb->r;
 }
 
 void tgf_nb_abort(MPI_Request *request, struct tg_req *r)
 {
+	struct tgf_nb *nb;
+
 	if (!r)
 		return;
-	tgf_nb_complete(tg_req_owner(r));
+	/* nothing was posted: the stage stays the caller's */
+	nb = tg_req_owner(r);
+	nb->st = NULL;
+	tgf_nb_complete(nb);
 	PMPI_Request_free(request);
 	*request = MPI_REQUEST_NULL;
 }

@@ -9,9 +9,12 @@
  * non-blocking calls fall back). */
 int tgf_req_init(void);
 void tgf_req_fini(void);
-/* Starts an MPI request for a core request about to be posted. */
-struct tg_req *tgf_nb_begin(MPI_Request *request);
-/* The post was refused: the MPI request goes, *request is reset. */
+struct tgf_stage;
+/* Starts an MPI request for a core request about to be posted; st (may
+ * be NULL) is unpacked and freed when it completes. */
+struct tg_req *tgf_nb_begin(MPI_Request *request, struct tgf_stage *st);
+/* The post was refused: the MPI request goes, *request is reset; the
+ * stage given to tgf_nb_begin is the caller's again. */
 void tgf_nb_abort(MPI_Request *request, struct tg_req *r);
 
 #endif /* TGF_REQ_H */

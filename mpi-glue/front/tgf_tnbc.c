@@ -69,10 +69,26 @@ static const void *tgf_site(const void *c_site)
 	return f ? f : c_site;
 }
 
-int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
-		 const void *site, const void *sbuf, const size_t *sc,
-		 const size_t *sd, void *rbuf, const size_t *rc,
-		 const size_t *rd)
+/* A call whose buffer is a stage (tgf_stage.c) returns only once all
+ * of it is in, to be unpacked: it is opened, waiting for the data. */
+static int tgf_tnbc_end(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
+			bool early, void *whole, size_t len)
+{
+	int err;
+
+	if (whole)
+		tg_tnbc_open(whole, len);
+	else if (early)
+		tg_count_early(fn);
+	/* a post that failed midway: the call fails */
+	err = tg_tnbc_error(tc);
+	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
+}
+
+static int tgf_tnbc_run_to(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
+			   const void *site, const void *sbuf, const size_t *sc,
+			   const size_t *sd, void *rbuf, const size_t *rc,
+			   const size_t *rd, size_t whole)
 {
 	bool early = false;
 	int err = tg_tnbc_error(tc), ret;
@@ -95,18 +111,23 @@ int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
 			return tgf_fail(comm, ret);
 		}
 		tg_count(fn, true, 0);
-		return tgf_finish(comm, r);
+		return tgf_finish(comm, r, NULL);
 	}
 	tg_count(fn, true, 0);
-	if (early)
-		tg_count_early(fn);
-	/* a post that failed midway: the call fails */
-	err = tg_tnbc_error(tc);
-	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
+	return tgf_tnbc_end(comm, tc, fn, early, whole ? rbuf : NULL, whole);
+}
+
+int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
+		 const void *site, const void *sbuf, const size_t *sc,
+		 const size_t *sd, void *rbuf, const size_t *rc,
+		 const size_t *rd)
+{
+	return tgf_tnbc_run_to(comm, tc, fn, site, sbuf, sc, sd, rbuf, rc, rd,
+			       0);
 }
 
 int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, const void *site,
-		   void *buf, size_t bytes, int root)
+		   void *buf, size_t bytes, int root, bool whole)
 {
 	bool early = false;
 	int err = tg_tnbc_error(tc), ret;
@@ -122,14 +143,12 @@ int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, const void *site,
 		return tgf_fail(comm, ret);
 	}
 	tg_count(TG_BCAST, true, 0);
-	if (early)
-		tg_count_early(TG_BCAST);
-	err = tg_tnbc_error(tc);
-	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
+	return tgf_tnbc_end(comm, tc, TG_BCAST, early, whole ? buf : NULL,
+			    bytes);
 }
 
 int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *site,
-		      const void *sbuf, void *rbuf, size_t bytes)
+		      const void *sbuf, void *rbuf, size_t bytes, bool whole)
 {
 	int n = tg_comm_size(tc), rc;
 	size_t *a = malloc(2 * (size_t)n * sizeof(*a));
@@ -141,8 +160,8 @@ int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *site,
 		a[i] = bytes;
 		a[n + i] = (size_t)i * bytes;
 	}
-	rc = tgf_tnbc_run(comm, tc, TG_ALLTOALL, site, sbuf, a, a + n, rbuf, a,
-			  a + n);
+	rc = tgf_tnbc_run_to(comm, tc, TG_ALLTOALL, site, sbuf, a, a + n, rbuf,
+			     a, a + n, whole ? bytes * (size_t)n : 0);
 	free(a);
 	return rc;
 }

@@ -145,6 +145,16 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Alltoallv offloaded [1-9][0-9]* fallback 0 early [0-9]'
 		fi
 	done
+	# every data mover of glue_coll by T-NBC from the smallest size,
+	# mixed datatypes among them: a member whose buffer is staged
+	# (non-contiguous) takes T-NBC's messages too, and returns once its
+	# data is in
+	prog=glue_coll
+	st=0
+	TNBC_MPI_TNBC=all TNBC_MPI_TNBC_MIN=0 TNBC_MPI_OFFLOAD=all \
+		launch "$mpi" 3 || st=$?
+	result "$mpi np=3 glue_coll by T-NBC" "$st"
+	prog=glue_tnbc
 	# a call site opted out: every alltoall lands in place
 	st=0
 	TNBC_MPI_TNBC=all TNBC_MPI_TNBC_SKIP=MPI_Alltoall@ TNBC_MPI_REPORT=1 \

@@ -8,7 +8,9 @@
  * kind (world, dup, split with reversed keys, create, create_group) x
  * root; MPI_IN_PLACE; guard bytes past every result and input buffers
  * checked unchanged; MAXLOC/MINLOC with ties, a user op and a derived
- * datatype (fallbacks); non-blocking collectives mixed with
+ * datatype (fallbacks); data movers whose members take different
+ * datatypes for one message (strided on some, MPI_INT on others, and
+ * MPI_BOTTOM with absolute addresses); non-blocking collectives mixed with
  * point-to-point requests in Waitall, Waitany and Testsome; results
  * watched in memory, with no MPI call, while the rank sleeps; two threads
  * on two communicators under MPI_THREAD_MULTIPLE.
@@ -727,6 +729,285 @@ static void t_fallbacks(struct cx *x)
 	MT_MPI(MPI_Type_free(&vec));
 }
 
+/*
+ * Data movers whose members describe one message with different
+ * datatypes, as MPI allows: the members that stride take a
+ * non-contiguous type (an int every 8 bytes), the others MPI_INT.  Every
+ * member must take the same path (a member falling back to the MPI
+ * because of its type would wait for the others for ever) and land the
+ * data exactly, the holes between the strided ints untouched.  Pass 0:
+ * odd ranks stride; pass 1: even ranks.  Non-blocking calls free their
+ * type before the wait, as MPI allows.
+ */
+#define HOLE (-7)
+
+struct mix {
+	struct cx *x;
+	bool vec; /* this member strides */
+	MPI_Datatype st; /* the strided int */
+};
+
+static int mval(int from, size_t e, int to)
+{
+	return from * 1000000 + (int)e * 7 + to;
+}
+
+/* A buffer of e elements in this member's layout, holes set. */
+static int *mbuf(const struct mix *m, size_t e)
+{
+	size_t ints = m->vec ? 2 * e : e;
+	int *b = gbuf((ints ? ints : 1) * sizeof(int));
+
+	for (size_t i = 0; i < ints; i++)
+		b[i] = HOLE;
+	return b;
+}
+
+static int *mat(const struct mix *m, int *b, size_t e)
+{
+	return b + (m->vec ? 2 * e : e);
+}
+
+/* Every hole still HOLE, nothing past the end. */
+static void mholes(const struct mix *m, int *b, size_t e, const char *what)
+{
+	struct cx *x = m->x;
+
+	if (m->vec)
+		for (size_t i = 0; i < e; i++)
+			CK(b[2 * i + 1] == HOLE, "%s: hole %zu written", what,
+			   i);
+	guard_ok(x, b, (m->vec ? 2 * e : e) * sizeof(int), what);
+}
+
+/* The type for this member, a duplicate a non-blocking call frees
+ * before its wait. */
+static MPI_Datatype mtype(const struct mix *m, bool nb)
+{
+	MPI_Datatype t = m->vec ? m->st : MPI_INT;
+
+	if (nb && m->vec)
+		MT_MPI(MPI_Type_dup(m->st, &t));
+	return t;
+}
+
+static void mdone(const struct mix *m, MPI_Request *req, MPI_Datatype *t,
+		  MPI_Datatype *t2)
+{
+	if (req && m->vec) {
+		MT_MPI(MPI_Type_free(t));
+		if (t2)
+			MT_MPI(MPI_Type_free(t2));
+	}
+	done(req);
+}
+
+static void t_mixed_types_k(struct mix *m, size_t k, bool nb)
+{
+	struct cx *x = m->x;
+	int n = x->size, me = x->rank, root = (int)(k % (size_t)n);
+	MPI_Request rq, *req = nb ? &rq : NULL;
+	size_t all = k * (size_t)n;
+	int *s, *r;
+	MPI_Datatype ts, tr;
+
+	/* bcast */
+	r = mbuf(m, k);
+	for (size_t e = 0; e < k; e++)
+		*mat(m, r, e) = me == root ? mval(root, e, 0) : 0;
+	ts = mtype(m, nb);
+	if (nb)
+		MT_MPI(MPI_Ibcast(r, (int)k, ts, root, x->comm, req));
+	else
+		MT_MPI(MPI_Bcast(r, (int)k, ts, root, x->comm));
+	mdone(m, req, &ts, NULL);
+	for (size_t e = 0; e < k; e++)
+		CK(*mat(m, r, e) == mval(root, e, 0),
+		   "mixed bcast of %zu from %d at %zu: %d", k, root, e,
+		   *mat(m, r, e));
+	mholes(m, r, k, "mixed bcast");
+	free(r);
+
+	/* allgather, then in place */
+	s = mbuf(m, k);
+	r = mbuf(m, all);
+	for (size_t e = 0; e < k; e++)
+		*mat(m, s, e) = mval(me, e, 0);
+	ts = mtype(m, nb);
+	tr = mtype(m, nb);
+	if (nb)
+		MT_MPI(MPI_Iallgather(s, (int)k, ts, r, (int)k, tr, x->comm,
+				      req));
+	else
+		MT_MPI(MPI_Allgather(s, (int)k, ts, r, (int)k, tr, x->comm));
+	mdone(m, req, &ts, &tr);
+	for (int p = 0; p < n; p++)
+		for (size_t e = 0; e < k; e++)
+			CK(*mat(m, r, (size_t)p * k + e) == mval(p, e, 0),
+			   "mixed allgather of %zu from %d at %zu", k, p, e);
+	mholes(m, r, all, "mixed allgather");
+	for (size_t e = 0; e < all; e++)
+		*mat(m, r, e) = e / k == (size_t)me ? mval(me, e % k, 1) : 0;
+	MT_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, (int)k,
+			     m->vec ? m->st : MPI_INT, x->comm));
+	for (size_t e = 0; e < all; e++)
+		CK(*mat(m, r, e) == mval((int)(e / k), e % k, 1),
+		   "mixed allgather in place of %zu at %zu", k, e);
+	mholes(m, r, all, "mixed allgather in place");
+	free(s);
+	free(r);
+
+	/* alltoall, then in place */
+	s = mbuf(m, all);
+	r = mbuf(m, all);
+	for (size_t e = 0; e < all; e++)
+		*mat(m, s, e) = mval(me, e % k, (int)(e / k));
+	ts = mtype(m, nb);
+	tr = mtype(m, nb);
+	if (nb)
+		MT_MPI(MPI_Ialltoall(s, (int)k, ts, r, (int)k, tr, x->comm,
+				     req));
+	else
+		MT_MPI(MPI_Alltoall(s, (int)k, ts, r, (int)k, tr, x->comm));
+	mdone(m, req, &ts, &tr);
+	for (size_t e = 0; e < all; e++)
+		CK(*mat(m, r, e) == mval((int)(e / k), e % k, me),
+		   "mixed alltoall of %zu at %zu: %d", k, e, *mat(m, r, e));
+	mholes(m, r, all, "mixed alltoall");
+	MT_MPI(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s, (int)k,
+			    m->vec ? m->st : MPI_INT, x->comm));
+	for (size_t e = 0; e < all; e++)
+		CK(*mat(m, s, e) == mval((int)(e / k), e % k, me),
+		   "mixed alltoall in place of %zu at %zu", k, e);
+	mholes(m, s, all, "mixed alltoall in place");
+	free(s);
+	free(r);
+
+	/* alltoallv: k elements from p to q, rank order */
+	{
+		int *c = malloc((size_t)n * sizeof(int)),
+		    *d = malloc((size_t)n * sizeof(int));
+
+		for (int p = 0; p < n; p++) {
+			c[p] = (int)k;
+			d[p] = p * (int)k;
+		}
+		s = mbuf(m, all);
+		r = mbuf(m, all);
+		for (size_t e = 0; e < all; e++)
+			*mat(m, s, e) = mval(me, e % k, (int)(e / k) + 5);
+		ts = mtype(m, nb);
+		tr = mtype(m, nb);
+		if (nb)
+			MT_MPI(MPI_Ialltoallv(s, c, d, ts, r, c, d, tr, x->comm,
+					      req));
+		else
+			MT_MPI(MPI_Alltoallv(s, c, d, ts, r, c, d, tr,
+					     x->comm));
+		mdone(m, req, &ts, &tr);
+		for (size_t e = 0; e < all; e++)
+			CK(*mat(m, r, e) == mval((int)(e / k), e % k, me + 5),
+			   "mixed alltoallv of %zu at %zu", k, e);
+		mholes(m, r, all, "mixed alltoallv");
+		free(s);
+		free(r);
+		free(c);
+		free(d);
+	}
+	if (nb)
+		return;
+
+	/* gather and scatter, with the root in place too */
+	for (int ip = 0; ip < 2; ip++) {
+		MPI_Datatype t = m->vec ? m->st : MPI_INT;
+		bool in = ip && me == root;
+
+		s = mbuf(m, k);
+		r = mbuf(m, all);
+		for (size_t e = 0; e < k; e++)
+			*mat(m, in ? r : s, (in ? (size_t)me * k : 0) + e) =
+				mval(me, e, 2 + ip);
+		MT_MPI(MPI_Gather(in ? MPI_IN_PLACE : s, (int)k, t, r, (int)k,
+				  t, root, x->comm));
+		if (me == root) {
+			for (size_t e = 0; e < all; e++)
+				CK(*mat(m, r, e) ==
+					   mval((int)(e / k), e % k, 2 + ip),
+				   "mixed gather%s of %zu at %zu",
+				   ip ? " in place" : "", k, e);
+			mholes(m, r, all, "mixed gather");
+		}
+		free(s);
+		free(r);
+		s = mbuf(m, all);
+		r = mbuf(m, k);
+		if (me == root)
+			for (size_t e = 0; e < all; e++)
+				*mat(m, s, e) =
+					mval(root, e % k, (int)(e / k) + 9);
+		MT_MPI(MPI_Scatter(s, (int)k, t, in ? MPI_IN_PLACE : r, (int)k,
+				   t, root, x->comm));
+		for (size_t e = 0; e < k && !in; e++)
+			CK(*mat(m, r, e) == mval(root, e, me + 9),
+			   "mixed scatter of %zu at %zu", k, e);
+		mholes(m, r, k, "mixed scatter");
+		free(s);
+		free(r);
+	}
+}
+
+/* A broadcast into scattered variables, by absolute addresses from
+ * MPI_BOTTOM on the striding members. */
+static void t_mixed_bottom(struct mix *m)
+{
+	struct cx *x = m->x;
+	int a = 0, b = 0, c[2] = {0, 0}, root = 0;
+
+	if (m->vec) {
+		MPI_Aint at[2];
+		int len[2] = {1, 1};
+		MPI_Datatype t;
+
+		MPI_Get_address(&a, &at[0]);
+		MPI_Get_address(&b, &at[1]);
+		MT_MPI(MPI_Type_create_hindexed(2, len, at, MPI_INT, &t));
+		MT_MPI(MPI_Type_commit(&t));
+		if (x->rank == root) {
+			a = 41;
+			b = 42;
+		}
+		MT_MPI(MPI_Bcast(MPI_BOTTOM, 1, t, root, x->comm));
+		MT_MPI(MPI_Type_free(&t));
+	} else {
+		if (x->rank == root) {
+			c[0] = 41;
+			c[1] = 42;
+		}
+		MT_MPI(MPI_Bcast(c, 2, MPI_INT, root, x->comm));
+		a = c[0];
+		b = c[1];
+	}
+	CK(a == 41 && b == 42, "bcast from MPI_BOTTOM: %d %d", a, b);
+}
+
+static void t_mixed_types(struct cx *x)
+{
+	size_t ks[] = {1, 3, 1000, 70000};
+	struct mix m = {.x = x};
+
+	MT_MPI(MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &m.st));
+	MT_MPI(MPI_Type_commit(&m.st));
+	for (int pass = 0; pass < 2; pass++) {
+		m.vec = x->rank % 2 == !pass;
+		for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
+			t_mixed_types_k(&m, ks[i], false);
+			t_mixed_types_k(&m, ks[i], true);
+		}
+		t_mixed_bottom(&m);
+	}
+	MT_MPI(MPI_Type_free(&m.st));
+}
+
 static double now(void)
 {
 	struct timespec t;
@@ -910,6 +1191,7 @@ static void run_all(struct cx *x)
 	t_alltoallv(x, false);
 	t_alltoallv(x, true);
 	t_fallbacks(x);
+	t_mixed_types(x);
 	t_mixed(x);
 }
 
