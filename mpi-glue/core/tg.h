@@ -248,6 +248,11 @@ bool tg_policy_offload(enum tg_fn fn, size_t bytes, int size);
  * it through before looking at its handles. */
 bool tg_policy_below(enum tg_fn fn, size_t bytes);
 bool tg_report_wanted(void);
+/* The report as every rank agreed (the report is a collective). */
+void tg_report_set(bool on);
+/* A digest of the TNBC_MPI_* variables that steer the decisions (all
+ * but TNBC_MPI_LIBDIR and TNBC_MPI_REPORT): every rank's must agree. */
+uint32_t tg_policy_env_hash(void);
 /* A call of fn, offloaded or fallen back and why (kept only when the
  * report is wanted). */
 void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why);

@@ -22,6 +22,11 @@
  *   TNBC_MPI_TNBC_MIN=bytes    from this largest message on (4096)
  *   TNBC_MPI_TNBC_PIECE=bytes  a broadcast's pieces (65536)
  *   TNBC_MPI_REPORT=1          rank 0 prints the counts at MPI_Finalize
+ *
+ * Every rank reads them, and every rank must read the same: a launcher
+ * that does not forward them (Open MPI's mpirun without -x, to another
+ * host) would make one member offload what another falls back on.  The
+ * front-end compares tg_policy_env_hash() across the world at start.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -298,6 +303,32 @@ void tg_count_early(enum tg_fn fn)
 bool tg_report_wanted(void)
 {
 	return tgp.report;
+}
+
+void tg_report_set(bool on)
+{
+	tgp.report = on;
+}
+
+/* FNV-1a of each TNBC_MPI_* entry, summed: the same whatever the order
+ * of the environment. */
+uint32_t tg_policy_env_hash(void)
+{
+	extern char **environ;
+	uint32_t sum = 0;
+
+	for (char **e = environ; e && *e; e++) {
+		uint32_t h = 2166136261u;
+
+		if (strncmp(*e, "TNBC_MPI", 8) ||
+		    !strncmp(*e, "TNBC_MPI_LIBDIR=", 16) ||
+		    !strncmp(*e, "TNBC_MPI_REPORT=", 16))
+			continue;
+		for (const char *c = *e; *c; c++)
+			h = (h ^ (unsigned char)*c) * 16777619u;
+		sum += h;
+	}
+	return sum;
 }
 
 void tg_count(enum tg_fn fn, bool offloaded, enum tg_why why)

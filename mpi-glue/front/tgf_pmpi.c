@@ -209,7 +209,7 @@ static bool tgf_oversubscribed(void)
 
 static void tgf_start(void)
 {
-	int bad, lens[2], mylens[2];
+	int bad, lens[5], mylens[5];
 	void *name = NULL;
 	size_t len = 0;
 	char *all = NULL, *mine = NULL;
@@ -227,10 +227,25 @@ static void tgf_start(void)
 		bad = 1;
 	/* every member must agree: one that cannot open turns the glue off
 	 * everywhere, or the others would wait in collectives it never
-	 * joins */
+	 * joins; so do variables read differently (the highest and the
+	 * lowest digest, 31 bits of it); and the report, itself a
+	 * collective, is everyone's if anyone's */
 	mylens[0] = bad;
 	mylens[1] = (int)len;
-	PMPI_Allreduce(mylens, lens, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	mylens[2] = (int)(tg_policy_env_hash() & INT32_MAX);
+	mylens[3] = -mylens[2];
+	mylens[4] = tg_report_wanted();
+	PMPI_Allreduce(mylens, lens, 5, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	tg_report_set(lens[4]);
+	if (!lens[0] && lens[2] != -lens[3]) {
+		if (rank == 0)
+			fprintf(stderr,
+				"tnbc-mpi: the TNBC_MPI_* variables differ "
+				"between ranks (Open MPI's mpirun forwards "
+				"only what -x names; tnbc-mpirun forwards "
+				"them all): the glue is off\n");
+		lens[0] = 1;
+	}
 	if (lens[0])
 		goto off;
 	mine = calloc(1, (size_t)lens[1]);

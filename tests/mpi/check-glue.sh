@@ -125,6 +125,25 @@ for mpi in $mpis; do
 	result "$mpi np=2 TNBC_MPI=0" "$st"
 	expect "$mpi TNBC_MPI=0 report" \
 		'^tnbc-mpi: MPI_Iallreduce offloaded 0 fallback [1-9][0-9]* \(off'
+	# variables rank 0 reads and the others do not (a launcher that
+	# does not forward them): rank 0 alone would offload the small
+	# blocking allreduces the others leave to the MPI, and each would
+	# wait for the other; the glue turns itself off everywhere instead,
+	# and says why.  The report (a reduction at MPI_Finalize) is
+	# everyone's when one rank wants it.
+	st=0
+	largs=()
+	[ "$mpi" = openmpi ] && largs=(--allow-run-as-root --oversubscribe)
+	MPITEST_TIMEOUT=60 timeout 300 "$run" --mpi="$mpi" \
+		"${largs[@]}" -np 3 sh -c \
+		'[ "${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" = 0 ] &&
+		export TNBC_MPI_ALLREDUCE=on TNBC_MPI_REPORT=1
+		exec "$0" --no-progress-check' \
+		"$PWD/tests/mpi/glue-bin/glue_coll.$mpi" >"$out" 2>&1 || st=$?
+	result "$mpi np=3 variables differ between ranks" "$st"
+	expect "$mpi variables differ: the glue is off" \
+		'^tnbc-mpi: the TNBC_MPI_\* variables differ between ranks' \
+		'^tnbc-mpi: MPI_Allreduce offloaded 0 fallback [1-9][0-9]* \(off'
 done
 
 # T-NBC: blocking alltoall(v) returning before the data has arrived, the
