@@ -191,8 +191,16 @@ int tgf_finish(MPI_Comm comm, struct tg_req *r, struct tgf_stage *st)
 	int err = tg_req_wait(r);
 
 	tg_req_free(r);
-	tgf_stage_end(st, !err);
+	if (!tgf_stage_end(st, !err) && !err)
+		err = -FI_EIO;
 	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
+}
+
+/* A call every member offloads whose buffers could not be staged. */
+static int tgf_unstaged(MPI_Comm comm, enum tg_fn fn)
+{
+	tg_count(fn, false, TG_WHY_POST);
+	return tgf_fail(comm, -FI_ENOMEM);
 }
 
 /* Before anything else: what T-NBC guards in the call's buffers opens
@@ -245,13 +253,16 @@ static int tgf_size(MPI_Comm comm)
 	} while (0)
 
 /* The dance every wrapper does; POST uses r, FALLBACK is the PMPI call.
- * A data mover's STAGE (TGF_OK or why not) stages its buffers once the
- * call is offloaded, into the chain ST, which the call unpacks. */
+ * A data mover's STAGE (TGF_OK or TGF_UNSTAGED) stages its buffers once
+ * the call is offloaded, into the chain ST, which the call unpacks. */
+#define TGF_UNSTAGED (-2)
 #define TGF_BLOCKING_ST(FN, WHY, STAGE, ST, POST, FALLBACK)                    \
 	do {                                                                   \
 		int why_ = (WHY);                                              \
 		if (why_ == TGF_OK)                                            \
 			why_ = (STAGE);                                        \
+		if (why_ == TGF_UNSTAGED)                                      \
+			return tgf_unstaged(comm, FN);                         \
 		if (why_ == TGF_OK) {                                          \
 			struct tg_req *r = tg_req_new(NULL);                   \
 			if (r && !(POST)) {                                    \
@@ -275,6 +286,10 @@ static int tgf_size(MPI_Comm comm)
 			why_ = TG_WHY_OFF;                                     \
 		if (why_ == TGF_OK)                                            \
 			why_ = (STAGE);                                        \
+		if (why_ == TGF_UNSTAGED) {                                    \
+			*request = MPI_REQUEST_NULL;                           \
+			return tgf_unstaged(comm, FN);                         \
+		}                                                              \
 		if (why_ == TGF_OK) {                                          \
 			struct tg_req *r = tgf_nb_begin(request, ST);          \
 			int bad_ = 1;                                          \
@@ -384,7 +399,10 @@ static int tgf_side(struct tgf_mov *a, int k, const void *buf, int count,
 	return TGF_OK;
 }
 
-/* Once offloaded: the staged sides become their packed bytes. */
+/* Once offloaded: the staged sides become their packed bytes.  A
+ * stage that fails (no memory for the copy) fails the call: every
+ * member decided to offload, and one that fell back alone would wait
+ * for the others for ever. */
 static int tgf_mov_stage(struct tgf_mov *a)
 {
 	for (int k = 0; k < 2; k++) {
@@ -397,7 +415,7 @@ static int tgf_mov_stage(struct tgf_mov *a)
 		if (!s) {
 			tgf_stage_end(a->st, false);
 			a->st = NULL;
-			return TG_WHY_POST;
+			return TGF_UNSTAGED;
 		}
 		a->st = tgf_stage_link(a->st, s);
 		if (k == 0)
@@ -428,7 +446,11 @@ static int tgf_check_exchange(MPI_Comm comm, const void *sbuf, int scount,
 			       TGF_STAGE_IN, &sb);
 	if (why != TGF_OK)
 		return why;
-	if (!rb || (!in_place && (sb != rb || sbuf == rbuf)))
+	/* one address for both is an error only where both are the
+	 * buffer's bytes (MPI_BOTTOM and absolute types may share it) */
+	if (!rb ||
+	    (!in_place && (sb != rb || (sbuf == rbuf && !a->side[0].how &&
+					!a->side[1].how))))
 		return TG_WHY_ARGS;
 	a->sbuf = in_place ? NULL : sbuf;
 	a->rbuf = rbuf;
@@ -476,7 +498,9 @@ static int tgf_check_rooted(MPI_Comm comm, const void *sbuf, int scount,
 		return why;
 	if (in_place)
 		sb = wb;
-	if (!sb || (me && (wb != sb || whole == slice)) ||
+	if (!sb ||
+	    (me && (wb != sb ||
+		    (whole == slice && !a->side[0].how && !a->side[1].how))) ||
 	    (!in_place && slice == MPI_IN_PLACE))
 		return TG_WHY_ARGS;
 	a->bytes = sb;
@@ -556,7 +580,8 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 		sl = tgf_layout(stype, 1, &se);
 	if (rl == TGF_BAD || sl == TGF_BAD || !rcounts || !rdispls ||
 	    (rl == TGF_RUN && !rbuf) ||
-	    (!in_place && (!scounts || !sdispls || sbuf == rbuf ||
+	    (!in_place && (!scounts || !sdispls ||
+			   (sbuf == rbuf && rl == TGF_RUN && sl == TGF_RUN) ||
 			   (sl == TGF_RUN && !sbuf))))
 		return TG_WHY_ARGS;
 	n = tg_comm_size(a->fc->tc);
@@ -677,13 +702,13 @@ static int tgf_bcast_body(const void *site_, void *buf, int count,
 		if (!a.side[1].how)
 			return tgf_tnbc_bcast(comm, a.fc->tc, site_, buf,
 					      a.bytes, root, false);
-		why = tgf_mov_stage(&a);
-		if (why == TGF_OK) {
-			rc = tgf_tnbc_bcast(comm, a.fc->tc, site_, a.rbuf,
-					    a.bytes, root, true);
-			tgf_stage_end(a.st, rc == MPI_SUCCESS);
-			return rc;
-		}
+		if (tgf_mov_stage(&a) != TGF_OK)
+			return tgf_unstaged(comm, TG_BCAST);
+		rc = tgf_tnbc_bcast(comm, a.fc->tc, site_, a.rbuf, a.bytes,
+				    root, true);
+		if (!tgf_stage_end(a.st, rc == MPI_SUCCESS) && !rc)
+			rc = tgf_fail(comm, -FI_EIO);
+		return rc;
 	}
 	TGF_BLOCKING_ST(TG_BCAST, tgf_policy(why, TG_BCAST, a.bytes, a.fc),
 			tgf_mov_stage(&a), a.st,
@@ -814,13 +839,13 @@ static int tgf_alltoall_body(const void *site_, const void *sbuf, int scount,
 		bool whole = a.side[1].how;
 		int rc;
 
-		why = tgf_mov_stage(&a);
-		if (why == TGF_OK) {
-			rc = tgf_tnbc_alltoall(comm, a.fc->tc, site_, a.sbuf,
-					       a.rbuf, a.bytes, whole);
-			tgf_stage_end(a.st, rc == MPI_SUCCESS);
-			return rc;
-		}
+		if (tgf_mov_stage(&a) != TGF_OK)
+			return tgf_unstaged(comm, TG_ALLTOALL);
+		rc = tgf_tnbc_alltoall(comm, a.fc->tc, site_, a.sbuf, a.rbuf,
+				       a.bytes, whole);
+		if (!tgf_stage_end(a.st, rc == MPI_SUCCESS) && !rc)
+			rc = tgf_fail(comm, -FI_EIO);
+		return rc;
 	}
 	TGF_BLOCKING_ST(
 		TG_ALLTOALL, tgf_policy(why, TG_ALLTOALL, a.bytes, a.fc),
@@ -908,8 +933,11 @@ static int tgf_alltoallv_body(const void *site_, const void *sbuf,
 		for (int i = 0; i < tg_comm_size(a.fc->tc); i++)
 			big = a.rc[i] > big ? a.rc[i] : big;
 		why = tgf_v_stage(&a);
-		if (why == TGF_OK && !a.side[1].how &&
-		    tg_policy_tnbc(TG_ALLTOALLV, big)) {
+		if (why == TGF_UNSTAGED) {
+			free(a.sc);
+			return tgf_unstaged(comm, TG_ALLTOALLV);
+		}
+		if (!a.side[1].how && tg_policy_tnbc(TG_ALLTOALLV, big)) {
 			rc = tgf_tnbc_run(comm, a.fc->tc, TG_ALLTOALLV, site_,
 					  a.sbuf, a.sc, a.sd, a.rbuf, a.rc,
 					  a.rd);
@@ -921,8 +949,10 @@ static int tgf_alltoallv_body(const void *site_, const void *sbuf,
 		/* counts differ per member: only the group size may
 		 * decide */
 		why = tgf_policy(why, TG_ALLTOALLV, 0, a.fc);
-		if (why == TGF_OK)
-			why = tgf_v_stage(&a);
+		if (why == TGF_OK && tgf_v_stage(&a) != TGF_OK) {
+			free(a.sc);
+			return tgf_unstaged(comm, TG_ALLTOALLV);
+		}
 	}
 	if (why == TGF_OK) {
 		struct tg_req *r = tg_req_new(NULL);
@@ -1098,8 +1128,11 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 	why = tgf_policy(why, TG_IALLTOALLV, 0, a.fc);
 	if (why == TGF_OK && !tgf_nb_enabled())
 		why = TG_WHY_OFF;
-	if (why == TGF_OK)
-		why = tgf_v_stage(&a);
+	if (why == TGF_OK && tgf_v_stage(&a) != TGF_OK) {
+		free(a.sc);
+		*request = MPI_REQUEST_NULL;
+		return tgf_unstaged(comm, TG_IALLTOALLV);
+	}
 	if (why == TGF_OK) {
 		struct tg_req *r = tgf_nb_begin(request, a.st);
 		int bad = 1;

@@ -26,6 +26,7 @@ struct tgf_nb {
 	struct tg_req *r;
 	MPI_Request mreq;
 	struct tgf_stage *st; /* unpacked on completion */
+	bool unpack_failed;
 	atomic_bool completed; /* MPI_Grequest_complete was called */
 };
 
@@ -39,7 +40,7 @@ static void tgf_nb_complete(struct tgf_nb *nb)
 		return;
 	/* the data lands in the program's own buffer before the request
 	 * completes, on this application thread */
-	tgf_stage_end(nb->st, !tg_req_err(nb->r));
+	nb->unpack_failed = !tgf_stage_end(nb->st, !tg_req_err(nb->r));
 	nb->st = NULL;
 	/* The last one: the application stops polling the glue's domain,
 	 * and sends of this operation still queued there (a member that
@@ -59,7 +60,8 @@ static int tgf_query(void *state, MPI_Status *status)
 	PMPI_Status_set_cancelled(status, 0);
 	status->MPI_SOURCE = MPI_UNDEFINED;
 	status->MPI_TAG = MPI_UNDEFINED;
-	return tg_req_err(nb->r) ? MPI_ERR_OTHER : MPI_SUCCESS;
+	return tg_req_err(nb->r) || nb->unpack_failed ? MPI_ERR_OTHER
+						      : MPI_SUCCESS;
 }
 
 static int tgf_free(void *state)

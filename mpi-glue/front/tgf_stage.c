@@ -89,21 +89,33 @@ struct tgf_stage *tgf_stage_new(const struct tgf_side *side, void **bytes)
 
 	if (!s)
 		return NULL;
+	PMPI_Type_get_extent(side->dt, &lb, &s->extent);
 	if (base) {
 		rc = PMPI_Type_dup(side->dt, &s->dt);
 	} else {
+		MPI_Datatype shifted;
+
+		/* a struct's extent may be rounded up to its alignment:
+		 * the shifted type keeps the user's bounds */
 		base = (const char *)TGF_STAGE_BASE;
-		rc = PMPI_Type_create_struct(1, &one, &down,
-					     (MPI_Datatype *)&side->dt, &s->dt);
-		if (rc == MPI_SUCCESS)
-			rc = PMPI_Type_commit(&s->dt);
+		rc = PMPI_Type_create_struct(
+			1, &one, &down, (MPI_Datatype *)&side->dt, &shifted);
+		if (rc != MPI_SUCCESS)
+			goto err_nodt;
+		rc = PMPI_Type_create_resized(shifted, lb + down, s->extent,
+					      &s->dt);
+		PMPI_Type_free(&shifted);
+		if (rc != MPI_SUCCESS)
+			goto err_nodt;
+		rc = PMPI_Type_commit(&s->dt);
+		if (rc != MPI_SUCCESS) {
+			PMPI_Type_free(&s->dt);
+			goto err_nodt;
+		}
 	}
-	if (rc != MPI_SUCCESS) {
-		free(s);
-		return NULL;
-	}
+	if (rc != MPI_SUCCESS)
+		goto err_nodt;
 	PMPI_Type_size(s->dt, &s->size);
-	PMPI_Type_get_extent(s->dt, &lb, &s->extent);
 	s->out = side->how & TGF_STAGE_OUT;
 	s->n = n;
 	for (int i = 0; i < n; i++) {
@@ -131,6 +143,9 @@ struct tgf_stage *tgf_stage_new(const struct tgf_side *side, void **bytes)
 err_free:
 	tgf_stage_free(s);
 	return NULL;
+err_nodt:
+	free(s);
+	return NULL;
 }
 
 struct tgf_stage *tgf_stage_link(struct tgf_stage *a, struct tgf_stage *b)
@@ -145,19 +160,21 @@ struct tgf_stage *tgf_stage_link(struct tgf_stage *a, struct tgf_stage *b)
 	return a;
 }
 
-void tgf_stage_end(struct tgf_stage *s, bool ok)
+bool tgf_stage_end(struct tgf_stage *s, bool ok)
 {
+	bool all = true;
+
 	while (s) {
 		struct tgf_stage *next = s->next;
 		char *at = s->bytes;
 
 		for (int i = 0; i < s->n && ok && s->out; i++) {
-			/* the MPI packed these very bytes: it unpacks them */
-			(void)tgf_stage_move(s, s->blk[i].user, at,
-					     s->blk[i].count, false);
+			all &= tgf_stage_move(s, s->blk[i].user, at,
+					      s->blk[i].count, false);
 			at += s->blk[i].count * (size_t)s->size;
 		}
 		tgf_stage_free(s);
 		s = next;
 	}
+	return all;
 }

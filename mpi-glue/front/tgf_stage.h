@@ -28,12 +28,13 @@ struct tgf_stage;
 
 /* Stages one side: its packed bytes in a fresh buffer (*bytes), IN
  * packed now.  Block i's bytes follow block i - 1's.  NULL when out of
- * memory or the MPI would not pack (an erroneous type: the PMPI call
- * then reports it). */
+ * memory or the MPI would not pack: the other members have decided to
+ * offload too, so the call must fail, not fall back. */
 struct tgf_stage *tgf_stage_new(const struct tgf_side *side, void **bytes);
 /* Chains b after a (either may be NULL); the head is returned. */
 struct tgf_stage *tgf_stage_link(struct tgf_stage *a, struct tgf_stage *b);
-/* Unpacks the OUT stages of the chain when ok, and frees it.  NULL: none. */
-void tgf_stage_end(struct tgf_stage *s, bool ok);
+/* Unpacks the OUT stages of the chain when ok, and frees it (NULL:
+ * none).  False when an unpack failed: the call fails. */
+bool tgf_stage_end(struct tgf_stage *s, bool ok);
 
 #endif /* TGF_STAGE_H */

@@ -26,8 +26,8 @@ int tgf_tnbc_run(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
 		 const void *site, const void *sbuf, const size_t *sc,
 		 const size_t *sd, void *rbuf, const size_t *rc,
 		 const size_t *rd);
-/* whole: rbuf is a stage, to be unpacked on return: the call returns
- * once all of it is in. */
+/* whole: the receive buffer (buf, rbuf) is a stage, to be unpacked on
+ * return: the call returns once all of it is in. */
 int tgf_tnbc_bcast(MPI_Comm comm, struct tg_comm *tc, const void *site,
 		   void *buf, size_t bytes, int root, bool whole);
 int tgf_tnbc_alltoall(MPI_Comm comm, struct tg_comm *tc, const void *site,

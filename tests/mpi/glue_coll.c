@@ -988,6 +988,42 @@ static void t_mixed_bottom(struct mix *m)
 		b = c[1];
 	}
 	CK(a == 41 && b == 42, "bcast from MPI_BOTTOM: %d %d", a, b);
+
+	/* an allgather from MPI_BOTTOM to MPI_BOTTOM: one address for
+	 * both, which is no aliasing, and n elements of a type whose
+	 * extent places them */
+	{
+		int n = x->size, mine = 500 + x->rank;
+		int *got = malloc((size_t)n * sizeof(int));
+
+		for (int p = 0; p < n; p++)
+			got[p] = HOLE;
+		if (m->vec) {
+			MPI_Aint at;
+			int len = 1;
+			MPI_Datatype ts, tr;
+
+			MPI_Get_address(&mine, &at);
+			MT_MPI(MPI_Type_create_hindexed(1, &len, &at, MPI_INT,
+							&ts));
+			MPI_Get_address(got, &at);
+			MT_MPI(MPI_Type_create_hindexed(1, &len, &at, MPI_INT,
+							&tr));
+			MT_MPI(MPI_Type_commit(&ts));
+			MT_MPI(MPI_Type_commit(&tr));
+			MT_MPI(MPI_Allgather(MPI_BOTTOM, 1, ts, MPI_BOTTOM, 1,
+					     tr, x->comm));
+			MT_MPI(MPI_Type_free(&ts));
+			MT_MPI(MPI_Type_free(&tr));
+		} else {
+			MT_MPI(MPI_Allgather(&mine, 1, MPI_INT, got, 1, MPI_INT,
+					     x->comm));
+		}
+		for (int p = 0; p < n; p++)
+			CK(got[p] == 500 + p,
+			   "allgather at MPI_BOTTOM: %d from %d", got[p], p);
+		free(got);
+	}
 }
 
 static void t_mixed_types(struct cx *x)
