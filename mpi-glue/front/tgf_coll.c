@@ -257,6 +257,9 @@ static int tgf_size(MPI_Comm comm)
  * the call is offloaded, into the chain ST, which the call unpacks. */
 #define TGF_UNSTAGED (-2)
 #define TGF_BLOCKING_ST(FN, WHY, STAGE, ST, POST, FALLBACK)                    \
+	TGF_BLOCKING_DONE(FN, WHY, STAGE, ST, POST, MPI_SUCCESS, FALLBACK)
+/* DONE: the call's return code once it succeeded. */
+#define TGF_BLOCKING_DONE(FN, WHY, STAGE, ST, POST, DONE, FALLBACK)            \
 	do {                                                                   \
 		int why_ = (WHY);                                              \
 		if (why_ == TGF_OK)                                            \
@@ -266,8 +269,10 @@ static int tgf_size(MPI_Comm comm)
 		if (why_ == TGF_OK) {                                          \
 			struct tg_req *r = tg_req_new(NULL);                   \
 			if (r && !(POST)) {                                    \
+				int rc_;                                       \
 				tg_count(FN, true, 0);                         \
-				return tgf_finish(comm, r, ST);                \
+				rc_ = tgf_finish(comm, r, ST);                 \
+				return rc_ == MPI_SUCCESS ? (DONE) : rc_;      \
 			}                                                      \
 			tg_req_free(r);                                        \
 			why_ = TG_WHY_POST;                                    \
@@ -374,6 +379,9 @@ struct tgf_mov {
 	const void *sbuf; /* NULL: in place */
 	void *rbuf;
 	size_t bytes; /* one member's slice */
+	/* a root whose own slice is another size than the others' */
+	bool own_differs;
+	size_t own;
 	/* the send and the receive side, where staged (tgf_stage.h) */
 	struct tgf_side side[2];
 	struct tgf_stage *st;
@@ -498,9 +506,21 @@ static int tgf_check_rooted(MPI_Comm comm, const void *sbuf, int scount,
 		return why;
 	if (in_place)
 		sb = wb;
+	if (me && wb != sb && !in_place) {
+		/* an erroneous call the MPI answers with MPI_ERR_TRUNCATE
+		 * or a short copy: the others send or receive wb bytes and
+		 * would wait for a root that fell back alone, so the root
+		 * moves its own slice itself (tgf_rooted_post); the copy of
+		 * a staged buffer starts as its content, since not all of
+		 * it is written */
+		a->own_differs = true;
+		a->own = sb;
+		a->side[gather ? wk : sk].how |=
+			a->side[gather ? wk : sk].how ? TGF_STAGE_IN : 0;
+		sb = wb;
+	}
 	if (!sb ||
-	    (me && (wb != sb ||
-		    (whole == slice && !a->side[0].how && !a->side[1].how))) ||
+	    (me && (whole == slice && !a->side[0].how && !a->side[1].how)) ||
 	    (!in_place && slice == MPI_IN_PLACE))
 		return TG_WHY_ARGS;
 	a->bytes = sb;
@@ -512,6 +532,40 @@ static int tgf_check_rooted(MPI_Comm comm, const void *sbuf, int scount,
 		a->rbuf = in_place ? NULL : (void *)slice;
 	}
 	return TGF_OK;
+}
+
+/* Gather and scatter: the post, where the root moves its own slice
+ * itself when it is another size than the others' (the smaller of the
+ * two sizes; the call then runs as if in place). */
+static int tgf_rooted_post(struct tgf_mov *a, int root, bool gather,
+			   struct tg_req *r)
+{
+	struct tg_comm *tc = a->fc->tc;
+	size_t n = a->own < a->bytes ? a->own : a->bytes;
+	char *slot;
+
+	if (!a->own_differs)
+		return gather ? tg_gather(tc, a->sbuf, a->rbuf, a->bytes, root,
+					  r)
+			      : tg_scatter(tc, a->sbuf, a->rbuf, a->bytes, root,
+					   r);
+	slot = (char *)(gather ? a->rbuf : (void *)a->sbuf) +
+	       (size_t)root * a->bytes;
+	if (gather) {
+		memcpy(slot, a->sbuf, n);
+		return tg_gather(tc, NULL, a->rbuf, a->bytes, root, r);
+	}
+	memcpy(a->rbuf, slot, n);
+	return tg_scatter(tc, a->sbuf, NULL, a->bytes, root, r);
+}
+
+/* Its return code: a root's own slice longer than where it goes is
+ * truncated, as the MPI says. */
+static int tgf_rooted_done(MPI_Comm comm, const struct tgf_mov *a, bool gather)
+{
+	if (a->own_differs && (gather ? a->own > a->bytes : a->bytes > a->own))
+		return tgf_fail(comm, -FI_ETRUNC);
+	return MPI_SUCCESS;
 }
 
 /* A broadcast's buffer: read at the root, written elsewhere. */
@@ -882,11 +936,12 @@ int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
 				   rtype, root, true, &a);
 
-	TGF_BLOCKING_ST(TG_GATHER, tgf_policy(why, TG_GATHER, a.bytes, a.fc),
-			tgf_mov_stage(&a), a.st,
-			tg_gather(a.fc->tc, a.sbuf, a.rbuf, a.bytes, root, r),
-			PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype,
-				    root, comm));
+	TGF_BLOCKING_DONE(TG_GATHER, tgf_policy(why, TG_GATHER, a.bytes, a.fc),
+			  tgf_mov_stage(&a), a.st,
+			  tgf_rooted_post(&a, root, true, r),
+			  tgf_rooted_done(comm, &a, true),
+			  PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype,
+				      root, comm));
 }
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
@@ -900,11 +955,12 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
 				   rtype, root, false, &a);
 
-	TGF_BLOCKING_ST(TG_SCATTER, tgf_policy(why, TG_SCATTER, a.bytes, a.fc),
-			tgf_mov_stage(&a), a.st,
-			tg_scatter(a.fc->tc, a.sbuf, a.rbuf, a.bytes, root, r),
-			PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype,
-				     root, comm));
+	TGF_BLOCKING_DONE(
+		TG_SCATTER, tgf_policy(why, TG_SCATTER, a.bytes, a.fc),
+		tgf_mov_stage(&a), a.st, tgf_rooted_post(&a, root, false, r),
+		tgf_rooted_done(comm, &a, false),
+		PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root,
+			     comm));
 }
 
 static int tgf_alltoallv_body(const void *site_, const void *sbuf,

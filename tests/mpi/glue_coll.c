@@ -1232,6 +1232,80 @@ static void run_all(struct cx *x)
 }
 
 /*
+ * A root whose own slice is another size than the others' (an erroneous
+ * gather or scatter the MPI answers with MPI_ERR_TRUNCATE, or with a
+ * short copy): the root alone cannot fall back to the MPI, the others
+ * would wait for it.  Every member returns; the others' slices land; the
+ * root's own is copied up to the shorter size, truncation an error at
+ * the root only.
+ */
+static bool truncated(int rc)
+{
+	int cls = MPI_SUCCESS;
+
+	MPI_Error_class(rc, &cls);
+	return cls == MPI_ERR_TRUNCATE;
+}
+
+static void t_root_mismatch(MPI_Comm c)
+{
+	int rank, size, root = 0, rc;
+
+	MPI_Comm_rank(c, &rank);
+	MPI_Comm_size(c, &size);
+	for (int d = -1; d <= 1; d += 2) {
+		int k = 6, own = k + d, *s = malloc(8 * sizeof(int)),
+		    *r = malloc((size_t)size * 8 * sizeof(int));
+
+		/* gather: the root sends itself own ints into k */
+		for (int i = 0; i < 8; i++)
+			s[i] = rank * 100 + i;
+		for (int i = 0; i < size * 8; i++)
+			r[i] = -1;
+		rc = MPI_Gather(s, rank == root ? own : k, MPI_INT, r, k,
+				MPI_INT, root, c);
+		if (rank == root) {
+			MT_CHECK(d < 0 ? rc == MPI_SUCCESS : truncated(rc),
+				 "gather, root's own %d into %d: rc %d", own, k,
+				 rc);
+			for (int p = 0; p < size; p++)
+				for (int i = 0; i < k; i++)
+					MT_CHECK(
+						r[p * k + i] ==
+							(p == root && i >= own
+								 ? -1
+								 : p * 100 + i),
+						"gather, own %d: %d from %d "
+						"at %d",
+						own, r[p * k + i], p, i);
+		} else {
+			MT_CHECK(rc == MPI_SUCCESS, "gather: rc %d", rc);
+		}
+		/* scatter: the root receives k ints into own */
+		for (int i = 0; i < size * 8; i++)
+			r[i] = i;
+		for (int i = 0; i < 8; i++)
+			s[i] = -1;
+		rc = MPI_Scatter(r, k, MPI_INT, s, rank == root ? own : k,
+				 MPI_INT, root, c);
+		if (rank == root)
+			MT_CHECK(d < 0 ? truncated(rc) : rc == MPI_SUCCESS,
+				 "scatter, %d into the root's own %d: rc %d", k,
+				 own, rc);
+		else
+			MT_CHECK(rc == MPI_SUCCESS, "scatter: rc %d", rc);
+		for (int i = 0; i < 8; i++) {
+			int n = rank == root && own < k ? own : k;
+
+			MT_CHECK(s[i] == (i < n ? rank * k + i : -1),
+				 "scatter, own %d: %d at %d", own, s[i], i);
+		}
+		free(s);
+		free(r);
+	}
+}
+
+/*
  * Bad input the MPI cannot see and the provider can: an allreduce whose
  * counts differ between the members.  Every member's call must fail
  * through the communicator's error handler (MPI_ERRORS_RETURN here), not
@@ -1252,6 +1326,7 @@ static void t_mismatch(void)
 		 out[0]);
 	/* the communicator stays usable for matched calls */
 	MT_MPI(MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, c));
+	t_root_mismatch(c);
 	MT_MPI(MPI_Comm_free(&c));
 }
 
