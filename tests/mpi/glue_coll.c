@@ -802,6 +802,56 @@ static void mdone(const struct mix *m, MPI_Request *req, MPI_Datatype *t,
 	done(req);
 }
 
+/* Allgather (a2a false) or alltoall, then the same in place. */
+static void t_mixed_exchange(struct mix *m, size_t k, bool nb, bool a2a)
+{
+	struct cx *x = m->x;
+	int n = x->size, me = x->rank, v = a2a ? me : 0;
+	MPI_Request rq, *req = nb ? &rq : NULL;
+	size_t all = k * (size_t)n, sn = a2a ? all : k;
+	const char *what = a2a ? "alltoall" : "allgather";
+	int *s = mbuf(m, sn), *r = mbuf(m, all), *ip;
+	MPI_Datatype ts = mtype(m, nb), tr = mtype(m, nb);
+
+	for (size_t e = 0; e < sn; e++)
+		*mat(m, s, e) = mval(me, e % k, a2a ? (int)(e / k) : 0);
+	if (nb && a2a)
+		MT_MPI(MPI_Ialltoall(s, (int)k, ts, r, (int)k, tr, x->comm,
+				     req));
+	else if (nb)
+		MT_MPI(MPI_Iallgather(s, (int)k, ts, r, (int)k, tr, x->comm,
+				      req));
+	else if (a2a)
+		MT_MPI(MPI_Alltoall(s, (int)k, ts, r, (int)k, tr, x->comm));
+	else
+		MT_MPI(MPI_Allgather(s, (int)k, ts, r, (int)k, tr, x->comm));
+	mdone(m, req, &ts, &tr);
+	for (size_t e = 0; e < all; e++)
+		CK(*mat(m, r, e) == mval((int)(e / k), e % k, v),
+		   "mixed %s of %zu at %zu: %d", what, k, e, *mat(m, r, e));
+	mholes(m, r, all, what);
+	/* in place: the alltoall's send buffer, or the allgather's
+	 * receive buffer with this member's slice in it */
+	ip = a2a ? s : r;
+	if (!a2a)
+		for (size_t e = 0; e < all; e++)
+			*mat(m, r, e) =
+				e / k == (size_t)me ? mval(me, e % k, 1) : 0;
+	if (a2a)
+		MT_MPI(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ip,
+				    (int)k, m->vec ? m->st : MPI_INT, x->comm));
+	else
+		MT_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ip,
+				     (int)k, m->vec ? m->st : MPI_INT,
+				     x->comm));
+	for (size_t e = 0; e < all; e++)
+		CK(*mat(m, ip, e) == mval((int)(e / k), e % k, a2a ? me : 1),
+		   "mixed %s in place of %zu at %zu", what, k, e);
+	mholes(m, ip, all, what);
+	free(s);
+	free(r);
+}
+
 static void t_mixed_types_k(struct mix *m, size_t k, bool nb)
 {
 	struct cx *x = m->x;
@@ -828,60 +878,8 @@ static void t_mixed_types_k(struct mix *m, size_t k, bool nb)
 	mholes(m, r, k, "mixed bcast");
 	free(r);
 
-	/* allgather, then in place */
-	s = mbuf(m, k);
-	r = mbuf(m, all);
-	for (size_t e = 0; e < k; e++)
-		*mat(m, s, e) = mval(me, e, 0);
-	ts = mtype(m, nb);
-	tr = mtype(m, nb);
-	if (nb)
-		MT_MPI(MPI_Iallgather(s, (int)k, ts, r, (int)k, tr, x->comm,
-				      req));
-	else
-		MT_MPI(MPI_Allgather(s, (int)k, ts, r, (int)k, tr, x->comm));
-	mdone(m, req, &ts, &tr);
-	for (int p = 0; p < n; p++)
-		for (size_t e = 0; e < k; e++)
-			CK(*mat(m, r, (size_t)p * k + e) == mval(p, e, 0),
-			   "mixed allgather of %zu from %d at %zu", k, p, e);
-	mholes(m, r, all, "mixed allgather");
-	for (size_t e = 0; e < all; e++)
-		*mat(m, r, e) = e / k == (size_t)me ? mval(me, e % k, 1) : 0;
-	MT_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, (int)k,
-			     m->vec ? m->st : MPI_INT, x->comm));
-	for (size_t e = 0; e < all; e++)
-		CK(*mat(m, r, e) == mval((int)(e / k), e % k, 1),
-		   "mixed allgather in place of %zu at %zu", k, e);
-	mholes(m, r, all, "mixed allgather in place");
-	free(s);
-	free(r);
-
-	/* alltoall, then in place */
-	s = mbuf(m, all);
-	r = mbuf(m, all);
-	for (size_t e = 0; e < all; e++)
-		*mat(m, s, e) = mval(me, e % k, (int)(e / k));
-	ts = mtype(m, nb);
-	tr = mtype(m, nb);
-	if (nb)
-		MT_MPI(MPI_Ialltoall(s, (int)k, ts, r, (int)k, tr, x->comm,
-				     req));
-	else
-		MT_MPI(MPI_Alltoall(s, (int)k, ts, r, (int)k, tr, x->comm));
-	mdone(m, req, &ts, &tr);
-	for (size_t e = 0; e < all; e++)
-		CK(*mat(m, r, e) == mval((int)(e / k), e % k, me),
-		   "mixed alltoall of %zu at %zu: %d", k, e, *mat(m, r, e));
-	mholes(m, r, all, "mixed alltoall");
-	MT_MPI(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s, (int)k,
-			    m->vec ? m->st : MPI_INT, x->comm));
-	for (size_t e = 0; e < all; e++)
-		CK(*mat(m, s, e) == mval((int)(e / k), e % k, me),
-		   "mixed alltoall in place of %zu at %zu", k, e);
-	mholes(m, s, all, "mixed alltoall in place");
-	free(s);
-	free(r);
+	t_mixed_exchange(m, k, nb, false);
+	t_mixed_exchange(m, k, nb, true);
 
 	/* alltoallv: k elements from p to q, rank order */
 	{
