@@ -301,8 +301,10 @@ void tu_flood_drain(struct tu_flood *f, struct fid_ep *rep, struct fid_cq *rcq)
 	free(rbuf);
 }
 
-/* Waits for one completion on k's queue with context ctx, pumping f. */
-static void tu_flood_expect(struct tu_kside *k, void *ctx, struct tu_flood *f)
+/* Waits for one completion on k's queue with context ctx (what: which,
+ * for the failure's message), pumping f. */
+static void tu_flood_expect(struct tu_kside *k, void *ctx, struct tu_flood *f,
+			    const char *what)
 {
 	struct fi_cq_tagged_entry e;
 
@@ -326,8 +328,10 @@ static void tu_flood_expect(struct tu_kside *k, void *ctx, struct tu_flood *f)
 		}
 		ck_assert_msg(n == -FI_EAGAIN || n == 1, "cq: %zd", n);
 		ck_assert_msg(tu_now_ms() < end,
-			      "no completion of %p within %d ms", ctx,
-			      TU_WAIT_MS);
+			      "no completion of %s within %d ms (%d of %d "
+			      "flooded sends sent, %d ended)",
+			      what, TU_WAIT_MS, f ? f->next : 0, f ? f->n : 0,
+			      f ? f->done : 0);
 		if (f && k->cq != f->cq)
 			tu_flood_pump(f);
 	}
@@ -387,9 +391,9 @@ void tu_net_flood(const struct tnbc_xport_ops *ops, int n, bool moved)
 	tu_fill(abuf, len, 77);
 	ck_assert_int_eq(fi_tsend(a.ep, abuf, len, NULL, r_at_a, 1, &ctx[1]),
 			 0);
-	tu_flood_expect(&r, &ctx[0], NULL);
+	tu_flood_expect(&r, &ctx[0], NULL, "R's receive of A's message");
 	ck_assert_uint_eq(tu_check(rbuf, len, 77, 0), (size_t)-1);
-	tu_flood_expect(&a, &ctx[1], NULL);
+	tu_flood_expect(&a, &ctx[1], NULL, "A's send to R");
 	tu_engine_stats(r.dom, &st);
 	ck_assert_uint_ge(st.senders_held, 1);
 	if (moved)
@@ -402,9 +406,9 @@ void tu_net_flood(const struct tnbc_xport_ops *ops, int n, bool moved)
 	ck_assert_int_eq(
 		fi_trecv(f.ep, rbuf, big, NULL, FI_ADDR_UNSPEC, 2, 0, &ctx[3]),
 		0);
-	tu_flood_expect(&f, &ctx[3], &fl);
+	tu_flood_expect(&f, &ctx[3], &fl, "F's receive of R's rendezvous");
 	ck_assert_uint_eq(tu_check(rbuf, big, 88, 0), (size_t)-1);
-	tu_flood_expect(&r, &ctx[2], &fl);
+	tu_flood_expect(&r, &ctx[2], &fl, "R's rendezvous send to F");
 
 	tu_flood_drain(&fl, r.ep, r.cq);
 	tu_kside_close(&a);
