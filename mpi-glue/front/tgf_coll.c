@@ -411,27 +411,33 @@ static int tgf_side(struct tgf_mov *a, int k, const void *buf, int count,
  * stage that fails (no memory for the copy) fails the call: every
  * member decided to offload, and one that fell back alone would wait
  * for the others for ever. */
-static int tgf_mov_stage(struct tgf_mov *a)
+static int tgf_stage_sides(const struct tgf_side side[2], const void **sbuf,
+			   void **rbuf, struct tgf_stage **st)
 {
 	for (int k = 0; k < 2; k++) {
 		struct tgf_stage *s;
 		void *b = NULL;
 
-		if (!a->side[k].how)
+		if (!side[k].how)
 			continue;
-		s = tgf_stage_new(&a->side[k], &b);
+		s = tgf_stage_new(&side[k], &b);
 		if (!s) {
-			tgf_stage_end(a->st, false);
-			a->st = NULL;
+			tgf_stage_end(*st, false);
+			*st = NULL;
 			return TGF_UNSTAGED;
 		}
-		a->st = tgf_stage_link(a->st, s);
+		*st = tgf_stage_link(*st, s);
 		if (k == 0)
-			a->sbuf = b;
+			*sbuf = b;
 		else
-			a->rbuf = b;
+			*rbuf = b;
 	}
 	return TGF_OK;
+}
+
+static int tgf_mov_stage(struct tgf_mov *a)
+{
+	return tgf_stage_sides(a->side, &a->sbuf, &a->rbuf, &a->st);
 }
 
 /* Allgather (mult 1) and alltoall (mult n): a slice from each to each. */
@@ -515,8 +521,8 @@ static int tgf_check_rooted(MPI_Comm comm, const void *sbuf, int scount,
 		 * it is written */
 		a->own_differs = true;
 		a->own = sb;
-		a->side[gather ? wk : sk].how |=
-			a->side[gather ? wk : sk].how ? TGF_STAGE_IN : 0;
+		if (a->side[gather ? wk : sk].how)
+			a->side[gather ? wk : sk].how |= TGF_STAGE_IN;
 		sb = wb;
 	}
 	if (!sb ||
@@ -678,16 +684,7 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 
 static int tgf_v_stage(struct tgf_v *a)
 {
-	struct tgf_mov m = {.sbuf = a->sbuf, .rbuf = a->rbuf};
-	int why;
-
-	m.side[0] = a->side[0];
-	m.side[1] = a->side[1];
-	why = tgf_mov_stage(&m);
-	a->sbuf = m.sbuf;
-	a->rbuf = m.rbuf;
-	a->st = m.st;
-	return why;
+	return tgf_stage_sides(a->side, &a->sbuf, &a->rbuf, &a->st);
 }
 
 /* MAXLOC/MINLOC on the pair types the descriptors carry: TGF_OK and the
