@@ -54,6 +54,15 @@ _Static_assert(TNBC_NET_MAC_LEN == TNBC_SHA256_LEN, "handshake MACs");
 #define TNBC_VERBS_INLINE 256
 /* address and route resolution, each */
 #define TNBC_VERBS_RESOLVE_MS 2000
+/* receives a domain keeps posted for the hold notices that come back
+ * on its connections (the notice SRQ) */
+#define TNBC_VERBS_NOTICE_WRS 64
+/* hold notices an endpoint may have in flight (its completion queue
+ * has room for them) */
+#define TNBC_VERBS_NOTICES_OUT 16
+/* the work request id of a hold notice, sent or received: neither a
+ * buffer's index nor a read's address */
+#define TNBC_VERBS_WR_NOTICE UINT64_MAX
 
 /* What an rdma_cm id's context names: the first member of each. */
 enum tnbc_verbs_kind {
@@ -88,10 +97,14 @@ struct tnbc_verbs_conn {
 	/* the process every packet must come from (its hello's "from") */
 	struct tnbc_name who;
 	uint8_t expect[TNBC_SHA256_LEN]; /* the hello's MAC, with a key */
-	/* bytes of its kept messages moved out of receive buffers; whether
-	 * the consumer holds it back, and what its sender was last told */
-	size_t spilled;
+	/* bytes and count of its kept messages moved out of receive
+	 * buffers; whether the consumer holds it back, and what its sender
+	 * was last told */
+	size_t spilled, spilled_pkts;
 	bool held, told;
+	/* a notice is on its way back on the queue pair (xep->lock); the
+	 * queue pair can take no more (it broke, or it is being destroyed) */
+	bool notice_out, mute;
 };
 
 /* A received message, holding its receive buffer until released. */
@@ -136,6 +149,7 @@ struct tnbc_xep {
 	 * buffer); a connection's hold changed, to be told */
 	size_t kept_bufs, spill_bytes, spill_max, nspilled;
 	bool hold_dirty;
+	unsigned notices_out; /* at most TNBC_VERBS_NOTICES_OUT */
 	/* reads ended, done not yet called (xep->lock; looked at without
 	 * it by every poll) */
 	struct tnbc_verbs_read *_Atomic rdone;
@@ -163,11 +177,16 @@ struct tnbc_xpeer {
 	/* messages sent before it was up, in order */
 	struct tnbc_verbs_held *backlog, **backlog_tail;
 	size_t backlog_bytes;
+	/* all the backlog has is held back (TNBC_XPKT_HOLDS): answers need
+	 * not wait behind it */
+	bool parked;
 	/* reads waiting for the connection, or for room in it, in order */
 	struct tnbc_verbs_read *rwait, **rwait_tail;
 	atomic_bool dead;
-	/* the peer holds our messages back (TNBC_VERBS_HOLD) */
+	/* the peer holds our messages back (TNBC_VERBS_HOLD, on the queue
+	 * pair numbered qpn; 0 until it is made) */
 	atomic_bool held;
+	atomic_uint qpn;
 	atomic_uint inflight; /* sends posted, not completed */
 	unsigned max_send, max_inline;
 	struct tnbc_net_intros intros;
@@ -207,6 +226,7 @@ struct tnbc_verbs_held {
 	struct tnbc_verbs_held *next;
 	uint32_t imm;
 	uint32_t len;
+	bool holds; /* TNBC_XPKT_HOLDS */
 	_Alignas(8) uint8_t data[];
 };
 
@@ -226,8 +246,12 @@ struct tnbc_xdom {
 	uint64_t host;
 	struct rdma_event_channel *cmch;
 	struct ibv_comp_channel *cch;
-	/* sends of every peer: completions give the buffers back */
+	/* sends of every peer: completions give the buffers back; the
+	 * notices the peers send back on our queue pairs come to scq too,
+	 * through nsrq */
 	struct ibv_cq *scq;
+	struct ibv_srq *nsrq;
+	atomic_uint held_peers; /* peers that hold us back */
 	struct ibv_mr *smr;
 	uint8_t *sbufs;
 	size_t sbsize;
@@ -277,6 +301,8 @@ int tnbc_verbs_connect(struct tnbc_xpeer *p);
 /* Takes back the send buffers of completed sends and ends the reads
  * that completed (wait: for the lock). */
 void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait);
+/* Posts one receive for a hold notice to the domain's notice SRQ. */
+int tnbc_verbs_notice_recv(struct tnbc_xdom *xdom);
 void tnbc_verbs_read_free(struct tnbc_verbs_read *r);
 bool tnbc_verbs_read_wc(struct tnbc_xdom *xdom, const struct ibv_wc *wc);
 void tnbc_verbs_reads_go(struct tnbc_xpeer *p);

@@ -14,11 +14,13 @@
 
 /* The wire format; a peer speaking another version is refused when it
  * connects.  2: the handshake below, and no key in the clear.  3: hold
- * notices. */
-#define TNBC_VERBS_VERSION 3
+ * notices.  4: a hold notice comes back on the held queue pair. */
+#define TNBC_VERBS_VERSION 4
 #define TNBC_VERBS_MAGIC   0x54424e56u /* "TBNV" */
 
-/* A message's immediate data: its kind (the rest is zero). */
+/* A message's immediate data: its kind, and for a hold notice (no
+ * bytes, from the accepting side) whether the receiver holds the
+ * connector's messages back; the rest is zero. */
 enum tnbc_verbs_msg {
 	TNBC_VERBS_HELLO = 1,
 	TNBC_VERBS_INTRO = 2,
@@ -26,6 +28,7 @@ enum tnbc_verbs_msg {
 	TNBC_VERBS_HOLD = 4,
 };
 #define TNBC_VERBS_KIND(imm) ((imm)&0xffu)
+#define TNBC_VERBS_HOLD_ON   (1u << 8)
 
 /* A transport address: the verbs bytes of a name's xaddr region. */
 struct tnbc_verbs_addr {

@@ -9,7 +9,8 @@
  * and has room, and is posted there.  Its completions come on the
  * domain's send completion queue; whoever reaps them (tnbc_verbs_reap)
  * hands the ended read to its endpoint, whose next poll calls done.
- * Locks: peer->lock > xdom->slock > xep->lock, as for sends.
+ * Locks: peer->lock > xdom->slock > xep->lock, as for sends, and
+ * xdom->slock > xdom->lock (a hold notice).
  */
 #include "tnbc_verbs.h"
 
@@ -353,12 +354,50 @@ void tnbc_verbs_unexpose(struct tnbc_xpeer *p, void *reg)
 	free(x);
 }
 
+int tnbc_verbs_notice_recv(struct tnbc_xdom *xdom)
+{
+	struct ibv_recv_wr wr = {.wr_id = TNBC_VERBS_WR_NOTICE}, *bad;
+
+	return ibv_post_srq_recv(xdom->nsrq, &wr, &bad) ? -FI_EIO : 0;
+}
+
+/* A hold notice came back on one of our queue pairs: it sets that
+ * peer's hold.  A queue pair carries nothing but what its peer endpoint
+ * sends, so the notice needs no name.  Under slock, so that two
+ * notices for one peer take effect in the order they came; true when
+ * the peer lets us go. */
+static bool tnbc_verbs_notice(struct tnbc_xdom *xdom, const struct ibv_wc *wc)
+{
+	uint32_t imm = ntohl(wc->imm_data);
+	bool on = (imm & TNBC_VERBS_HOLD_ON) != 0, let_go = false;
+
+	if (wc->status != IBV_WC_SUCCESS || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
+	    TNBC_VERBS_KIND(imm) != TNBC_VERBS_HOLD)
+		return false;
+	pthread_mutex_lock(&xdom->lock);
+	for (struct tnbc_xpeer *p = xdom->peers; p; p = p->next) {
+		if (atomic_load(&p->qpn) != wc->qp_num)
+			continue;
+		if (atomic_exchange(&p->held, on) != on) {
+			if (on)
+				atomic_fetch_add(&xdom->held_peers, 1);
+			else
+				atomic_fetch_sub(&xdom->held_peers, 1);
+			let_go = !on;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&xdom->lock);
+	return let_go;
+}
+
 /* Takes back the send buffers of completed sends; a send that failed
  * (the peer stopped answering, or its QP broke) makes its peer dead. */
 void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 {
 	struct ibv_wc wc[32];
-	bool kick = false;
+	bool kick = false, let_go = false;
+	uint64_t one = 1;
 	int n;
 
 	if (wait)
@@ -370,6 +409,14 @@ void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 			uint32_t s = (uint32_t)wc[i].wr_id;
 			struct tnbc_xpeer *p;
 
+			if (wc[i].wr_id == TNBC_VERBS_WR_NOTICE) {
+				let_go |= tnbc_verbs_notice(xdom, &wc[i]);
+				if (tnbc_verbs_notice_recv(xdom))
+					FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+						"verbs: a notice receive could "
+						"not be posted again\n");
+				continue;
+			}
 			if (wc[i].wr_id >= TNBC_VERBS_SEND_BUFS) {
 				kick |= tnbc_verbs_read_wc(xdom, &wc[i]);
 				continue;
@@ -386,6 +433,13 @@ void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 		}
 	}
 	pthread_mutex_unlock(&xdom->slock);
-	if (kick) /* a read ended: its endpoint's poll finishes it */
+	/* what waits may go: the backlogs (the waker posts them) and the
+	 * core's (the engine, kicked) */
+	if (let_go && write(xdom->notefd, &one, sizeof(one)) != sizeof(one))
+		FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+			"verbs: the waker was not told\n");
+	/* a read ended (its endpoint's poll finishes it), or a hold
+	 * ended */
+	if (kick || let_go)
 		xdom->kick.kick(xdom->kick.arg);
 }

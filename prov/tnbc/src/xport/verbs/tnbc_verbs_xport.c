@@ -30,11 +30,15 @@
  * the buffers, the oldest are copied out and their buffers posted again
  * (at most the buffers' bytes in all, and TNBC_VERBS_SPILL_PER_BUF
  * packets per buffer).  A connection whose moved packets pass an eighth
- * of that, or whose packet finds no room to move, is held: the consumer
- * sends a hold notice (TNBC_VERBS_HOLD) to its process on a connection
- * of its own, and that domain sends the endpoint no eager message or
- * RTS (TNBC_XPKT_HOLDS) until a notice lets it go, once fewer than a
- * sixteenth are left.  Its answers, and other connections, go on.  Rendezvous
+ * of either, or whose packet finds no room to move, is held: the
+ * consumer sends a hold notice (TNBC_VERBS_HOLD, no bytes) back on that
+ * very queue pair, into the connecting domain's notice SRQ, and that
+ * domain sends the endpoint no eager message or RTS (TNBC_XPKT_HOLDS)
+ * until a notice lets it go, once fewer than a sixteenth are left.  Its
+ * answers, and other connections, go on.  The notice needs no
+ * connection of its own: one made when the hold begins took long
+ * enough, on a loaded host, for the flood to take every move and so
+ * every buffer (docs/provider-design.md).  Rendezvous
  * data and large RMA reads are read by the receiver with RDMA read
  * (tnbc_verbs_rdma.c), from buffers registered through a cache
  * (tnbc_verbs_mr.c).
@@ -47,7 +51,7 @@
  * The engine and application threads poll the completion queues
  * themselves, which costs no system call.
  *
- * Locks: peer->lock > xdom->lock, and peer->lock > xdom->slock >
+ * Locks: peer->lock > xdom->slock > xdom->lock, and xdom->slock >
  * xep->lock (an ended read goes to its endpoint).  None is held across
  * a call into the core: a message
  * being offered is out of the stash, and the reference it holds keeps
@@ -174,11 +178,16 @@ static void tnbc_verbs_unspill(struct tnbc_xep *xep,
 	free(e->copy);
 	xep->spill_bytes -= e->len;
 	xep->nspilled--;
-	if (c)
+	if (c) {
 		c->spilled -= e->len < c->spilled ? e->len : c->spilled;
+		c->spilled_pkts -= c->spilled_pkts != 0;
+	}
 	for (c = xep->conns; c; c = c->next)
-		if (c->held && tnbc_xhold_over(c->spilled, xep->spill_bytes,
-					       xep->spill_max)) {
+		if (c->held &&
+		    tnbc_xhold_over(c->spilled, xep->spill_bytes,
+				    xep->spill_max) &&
+		    tnbc_xhold_over(c->spilled_pkts, xep->nspilled,
+				    xep->nbufs * TNBC_VERBS_SPILL_PER_BUF)) {
 			c->held = false;
 			xep->hold_dirty = true;
 		}
@@ -208,6 +217,22 @@ static struct tnbc_verbs_conn *tnbc_verbs_conn_find(struct tnbc_xep *xep,
 	return NULL;
 }
 
+/* A hold notice left (or broke): the next may go.  xep->lock held. */
+static void tnbc_verbs_notice_sent(struct tnbc_xep *xep,
+				   const struct ibv_wc *wc)
+{
+	struct tnbc_verbs_conn *c = tnbc_verbs_conn_find(xep, wc->qp_num);
+
+	/* one that ended took its notice's count with it */
+	if (!c || !c->notice_out)
+		return;
+	c->notice_out = false;
+	xep->notices_out--;
+	if (wc->status != IBV_WC_SUCCESS)
+		c->mute = true; /* its end comes from the connection manager */
+	xep->hold_dirty = true;
+}
+
 /* Moves what the completion queue holds into the stash. */
 static void tnbc_verbs_fill(struct tnbc_xep *xep)
 {
@@ -217,6 +242,10 @@ static void tnbc_verbs_fill(struct tnbc_xep *xep)
 	while (xep->stash.n + 16 <= xep->stash.cap &&
 	       (n = ibv_poll_cq(xep->cq, 16, wc)) > 0) {
 		for (int i = 0; i < n; i++) {
+			if (wc[i].wr_id == TNBC_VERBS_WR_NOTICE) {
+				tnbc_verbs_notice_sent(xep, &wc[i]);
+				continue;
+			}
 			struct tnbc_verbs_rxe e = {
 				.buf = (uint32_t)wc[i].wr_id,
 				.len = wc[i].byte_len,
@@ -287,10 +316,9 @@ static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
 	struct ibv_qp_init_attr qa = {
 		.send_cq = xdom->scq,
 		.recv_cq = xdom->scq,
+		.srq = xdom->nsrq, /* hold notices come back */
 		.cap = {.max_send_wr = TNBC_VERBS_PEER_SENDS,
-			.max_recv_wr = 1,
 			.max_send_sge = 1,
-			.max_recv_sge = 1,
 			.max_inline_data = TNBC_VERBS_INLINE},
 		.qp_type = IBV_QPT_RC,
 	};
@@ -319,6 +347,7 @@ static int tnbc_verbs_connect_qp(struct tnbc_xpeer *p)
 		if (rdma_create_qp(p->id, xdom->pd, &qa))
 			return -errno;
 	}
+	atomic_store(&p->qpn, p->id->qp->qp_num);
 	p->max_send = qa.cap.max_send_wr < TNBC_VERBS_PEER_SENDS
 			      ? qa.cap.max_send_wr
 			      : TNBC_VERBS_PEER_SENDS;
@@ -517,6 +546,7 @@ static int tnbc_verbs_post(struct tnbc_xpeer *p, uint32_t imm,
  * waker's next round, brings the rest). */
 static int tnbc_verbs_flush(struct tnbc_xpeer *p)
 {
+	bool held = false;
 	int ret;
 
 	if (p->state != TNBC_VERBS_UP || atomic_load(&p->dead))
@@ -540,32 +570,48 @@ static int tnbc_verbs_flush(struct tnbc_xpeer *p)
 			return ret;
 		p->hello_sent = true;
 	}
-	while (p->backlog) {
-		struct tnbc_verbs_held *h = p->backlog;
-
+	/* Once the peer holds us back, what the backlog has for it stays
+	 * (in order) and answers pass it, as they pass what the core keeps:
+	 * the backlog of a connection just made holds a flood's first 4 MiB,
+	 * more than the peer can move out while its notice is under way.
+	 * The notice may come while this runs (post reaps), and from the
+	 * first message held on, every later one is held too, so that none
+	 * passes another. */
+	if (p->parked && atomic_load(&p->held))
+		goto out; /* nothing joins a parked backlog */
+	p->parked = false;
+	for (struct tnbc_verbs_held **it = &p->backlog, *h; (h = *it);) {
+		if (h->holds && (held || atomic_load(&p->held))) {
+			held = true;
+			it = &h->next;
+			continue;
+		}
 		ret = tnbc_verbs_post(p, h->imm, h->data, h->len, NULL, 0, 0);
 		if (ret)
 			return ret;
-		p->backlog = h->next;
-		if (!p->backlog)
-			p->backlog_tail = &p->backlog;
+		*it = h->next;
+		if (!*it)
+			p->backlog_tail = it;
 		p->backlog_bytes -= h->len;
 		free(h);
 	}
+	p->parked = p->backlog != NULL;
+out:
 	tnbc_verbs_reads_go(p);
 	return 0;
 }
 
 /* Sends one message, or queues it behind those that wait; peer->lock
  * held. */
-static int tnbc_verbs_emit(struct tnbc_xpeer *p, uint32_t imm,
+static int tnbc_verbs_emit(struct tnbc_xpeer *p, uint32_t imm, bool holds,
 			   const void *frame, size_t frame_len,
 			   const struct iovec *iov, size_t iov_count, size_t n)
 {
 	struct tnbc_verbs_held *h;
 	size_t len = frame_len + n;
 
-	if (p->state == TNBC_VERBS_UP && p->hello_sent && !p->backlog)
+	if (p->state == TNBC_VERBS_UP && p->hello_sent &&
+	    (!p->backlog || (p->parked && !holds)))
 		return tnbc_verbs_post(p, imm, frame, frame_len, iov, iov_count,
 				       n);
 	if (p->backlog_bytes + len > TNBC_VERBS_BACKLOG_MAX)
@@ -575,6 +621,7 @@ static int tnbc_verbs_emit(struct tnbc_xpeer *p, uint32_t imm,
 		return -FI_EAGAIN; /* memory may come back */
 	h->next = NULL;
 	h->imm = imm;
+	h->holds = holds;
 	h->len = (uint32_t)len;
 	memcpy(h->data, frame, frame_len);
 	if (n)
@@ -607,7 +654,8 @@ static int tnbc_verbs_introduce(struct tnbc_xpeer *p,
 	pthread_mutex_unlock(&xdom->lock);
 	if (!found)
 		return 0; /* not ours: the peer cannot answer it anyway */
-	ret = tnbc_verbs_emit(p, TNBC_VERBS_INTRO, &in, sizeof(in), NULL, 0, 0);
+	ret = tnbc_verbs_emit(p, TNBC_VERBS_INTRO, false, &in, sizeof(in), NULL,
+			      0, 0);
 	if (ret)
 		return ret;
 	tnbc_net_intro_add(&p->intros, src);
@@ -629,71 +677,40 @@ static int tnbc_verbs_up(struct tnbc_xpeer *p)
 	return 0;
 }
 
-/* Tells the process of connection "who" whether the endpoint "by" holds
- * its messages back (tnbc_verbs_hold), on a connection of our domain to
- * who's endpoint.  0, or why not (-FI_EAGAIN: later). */
-static int tnbc_verbs_notice(struct tnbc_xdom *xdom,
-			     const struct tnbc_name *who,
-			     const struct tnbc_name *by, bool on)
-{
-	struct tnbc_net_hold h = {.by = *by, .on = on};
-	struct tnbc_xpeer *p;
-	int ret;
-
-	ret = tnbc_verbs_peer_get(xdom, who, NULL, &p);
-	if (ret)
-		return ret;
-	if (atomic_load(&p->dead))
-		return -FI_EHOSTUNREACH;
-	pthread_mutex_lock(&p->lock);
-	ret = tnbc_verbs_up(p);
-	if (!ret) {
-		ret = tnbc_verbs_flush(p);
-		if (!ret || ret == -FI_EAGAIN)
-			ret = tnbc_verbs_emit(p, TNBC_VERBS_HOLD, &h, sizeof(h),
-					      NULL, 0, 0);
-	}
-	pthread_mutex_unlock(&p->lock);
-	return ret;
-}
-
-/* Tells each connection whose hold changed (up to 16 a call; a notice
- * that cannot go now is tried again at the next poll).  Without
- * xep->lock: sending takes a peer's lock, which ranks above it. */
+/* Tells each connection whose hold changed, with a notice back on its
+ * own queue pair: the connector cannot reach the queue pair's other
+ * end in any other way sooner.  One notice in flight per queue pair
+ * (its send queue holds one), TNBC_VERBS_NOTICES_OUT per endpoint; the
+ * rest go once those complete (fill). */
 static void tnbc_verbs_tell_holds(struct tnbc_xep *xep)
 {
-	struct tnbc_verbs_conn *c, *todo[16];
-	unsigned n = 0;
-
 	pthread_mutex_lock(&xep->lock);
 	xep->hold_dirty = false;
-	for (c = xep->conns; c; c = c->next) {
-		if (c->held == c->told || c->gone || c->bad || !c->hello)
+	for (struct tnbc_verbs_conn *c = xep->conns; c; c = c->next) {
+		struct ibv_send_wr wr = {0}, *bad;
+		bool on = c->held;
+
+		if (on == c->told || c->notice_out || c->mute || c->gone ||
+		    c->bad || !c->hello)
 			continue;
-		if (n == 16) {
+		if (xep->notices_out >= TNBC_VERBS_NOTICES_OUT) {
 			xep->hold_dirty = true;
 			break;
 		}
-		c->refs++;
-		todo[n++] = c;
+		wr.wr_id = TNBC_VERBS_WR_NOTICE;
+		wr.opcode = IBV_WR_SEND_WITH_IMM;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.imm_data =
+			htonl(TNBC_VERBS_HOLD | (on ? TNBC_VERBS_HOLD_ON : 0));
+		if (ibv_post_send(c->id->qp, &wr, &bad)) {
+			xep->hold_dirty = true; /* at the next poll */
+			continue;
+		}
+		c->told = on;
+		c->notice_out = true;
+		xep->notices_out++;
 	}
 	pthread_mutex_unlock(&xep->lock);
-	for (unsigned i = 0; i < n; i++) {
-		bool on = todo[i]->held;
-		int ret = tnbc_verbs_notice(xep->xdom, &todo[i]->who,
-					    &xep->name, on);
-
-		pthread_mutex_lock(&xep->lock);
-		if (!ret)
-			todo[i]->told = on;
-		else if (ret == -FI_EAGAIN)
-			xep->hold_dirty = true;
-		else
-			todo[i]->told = on; /* it cannot be told: gone */
-		if (!--todo[i]->refs && todo[i]->gone)
-			free(todo[i]);
-		pthread_mutex_unlock(&xep->lock);
-	}
 }
 
 static int tnbc_verbs_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
@@ -723,8 +740,10 @@ static int tnbc_verbs_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 		if (ret)
 			goto out;
 	}
-	ret = tnbc_verbs_emit(p, TNBC_VERBS_PKT, pkt->frame, pkt->frame_len,
-			      pkt->iov, pkt->iov_count, pkt->payload_len);
+	ret = tnbc_verbs_emit(p, TNBC_VERBS_PKT,
+			      (pkt->flags & TNBC_XPKT_HOLDS) != 0, pkt->frame,
+			      pkt->frame_len, pkt->iov, pkt->iov_count,
+			      pkt->payload_len);
 out:
 	if (ret == -FI_EAGAIN && atomic_load(&p->dead))
 		ret = -FI_EHOSTUNREACH;
@@ -860,6 +879,14 @@ static void tnbc_verbs_conn_end(struct tnbc_verbs_conn *c)
 	bool free_now;
 
 	tnbc_verbs_ending_drop(xep->xdom, c);
+	pthread_mutex_lock(&xep->lock);
+	/* no notice goes to a queue pair being destroyed */
+	c->mute = true;
+	if (c->notice_out) {
+		c->notice_out = false;
+		xep->notices_out--;
+	}
+	pthread_mutex_unlock(&xep->lock);
 	rdma_destroy_qp(id);
 	pthread_mutex_lock(&xep->lock);
 	tnbc_verbs_fill(xep); /* its messages still name it */
@@ -1143,6 +1170,21 @@ static int tnbc_verbs_fd_add(struct tnbc_xdom *xdom, int fd)
 	return epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
+/* The receives hold notices come into: no bytes, so no buffers. */
+static int tnbc_verbs_notice_srq(struct tnbc_xdom *xdom)
+{
+	struct ibv_srq_init_attr sa = {
+		.attr = {.max_wr = TNBC_VERBS_NOTICE_WRS, .max_sge = 1}};
+
+	xdom->nsrq = ibv_create_srq(xdom->pd, &sa);
+	if (!xdom->nsrq)
+		return errno ? -errno : -FI_ENOMEM;
+	for (unsigned i = 0; i < TNBC_VERBS_NOTICE_WRS; i++)
+		if (tnbc_verbs_notice_recv(xdom))
+			return -FI_EIO;
+	return 0;
+}
+
 static void tnbc_verbs_dom_free(struct tnbc_xdom *xdom)
 {
 	while (xdom->reads) { /* their endpoints closed, the QPs are gone */
@@ -1156,6 +1198,8 @@ static void tnbc_verbs_dom_free(struct tnbc_xdom *xdom)
 	if (xdom->smr)
 		ibv_dereg_mr(xdom->smr);
 	free(xdom->sbufs);
+	if (xdom->nsrq)
+		ibv_destroy_srq(xdom->nsrq);
 	if (xdom->scq)
 		ibv_destroy_cq(xdom->scq);
 	if (xdom->cch)
@@ -1226,7 +1270,8 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 	if (ret)
 		goto err;
 	xdom->scq = ibv_create_cq(xdom->ctx,
-				  TNBC_VERBS_SEND_BUFS + TNBC_VERBS_READ_WRS,
+				  TNBC_VERBS_SEND_BUFS + TNBC_VERBS_READ_WRS +
+					  TNBC_VERBS_NOTICE_WRS,
 				  NULL, xdom->cch, 0);
 	xdom->sbsize = (tnbc_env.slot_size + 63) & ~(size_t)63;
 	xdom->sbufs = aligned_alloc(4096, (xdom->sbsize * TNBC_VERBS_SEND_BUFS +
@@ -1242,6 +1287,9 @@ static int tnbc_verbs_dom_open(struct tnbc_xdom **out,
 		ret = -errno;
 		goto err;
 	}
+	ret = tnbc_verbs_notice_srq(xdom);
+	if (ret)
+		goto err;
 	for (unsigned i = 0; i < TNBC_VERBS_SEND_BUFS; i++)
 		xdom->sfree[i] = TNBC_VERBS_SEND_BUFS - 1 - i;
 	xdom->nsfree = TNBC_VERBS_SEND_BUFS;
@@ -1341,8 +1389,9 @@ static int tnbc_verbs_ep_open(struct tnbc_xdom *xdom,
 	}
 	xep->mr =
 		ibv_reg_mr(xdom->pd, xep->bufs, total, IBV_ACCESS_LOCAL_WRITE);
-	xep->cq = ibv_create_cq(xdom->ctx, (int)xep->nbufs + 16, xep, xdom->cch,
-				0);
+	xep->cq = ibv_create_cq(xdom->ctx,
+				(int)(xep->nbufs + 16 + TNBC_VERBS_NOTICES_OUT),
+				xep, xdom->cch, 0);
 	sa.attr.max_wr = (uint32_t)xep->nbufs;
 	sa.attr.max_sge = 1;
 	xep->srq = ibv_create_srq(xdom->pd, &sa);
@@ -1511,21 +1560,6 @@ static bool tnbc_verbs_control(struct tnbc_xep *xep,
 				  sizeof(in.addr));
 		return true;
 	}
-	if (TNBC_VERBS_KIND(e->imm) == TNBC_VERBS_HOLD && c->hello &&
-	    e->len == sizeof(struct tnbc_net_hold)) {
-		struct tnbc_net_hold h;
-
-		memcpy(&h, body, sizeof(h));
-		/* only the holding endpoint's own process says so */
-		if (h.by.host != c->who.host || h.by.pid != c->who.pid)
-			return false;
-		pthread_mutex_lock(&xdom->lock);
-		for (struct tnbc_xpeer *p = xdom->peers; p; p = p->next)
-			if (tnbc_name_same(&p->name, &h.by))
-				atomic_store(&p->held, h.on != 0);
-		pthread_mutex_unlock(&xdom->lock);
-		return true;
-	}
 	return false;
 }
 
@@ -1589,7 +1623,11 @@ static void tnbc_verbs_spill(struct tnbc_xep *xep)
 		atomic_fetch_add(&xep->xdom->spilled, 1);
 		if (c) {
 			c->spilled += e->len;
-			if (tnbc_xhold_due(c->spilled, xep->spill_max))
+			c->spilled_pkts++;
+			if (tnbc_xhold_due(c->spilled, xep->spill_max) ||
+			    tnbc_xhold_due(c->spilled_pkts,
+					   xep->nbufs *
+						   TNBC_VERBS_SPILL_PER_BUF))
 				tnbc_verbs_hold(xep, c);
 		}
 	}
@@ -1665,6 +1703,10 @@ static int tnbc_verbs_poll(struct tnbc_xep *xep, tnbc_rx_fn fn, void *arg,
 		tnbc_verbs_done(xep, &e, v);
 		if (v == TNBC_RX_LATER)
 			break;
+		/* at once: a poll with a large budget would otherwise move
+		 * out every packet of a flood before its sender hears */
+		if (xep->hold_dirty)
+			tnbc_verbs_tell_holds(xep);
 	}
 	xep->polling = false;
 	if (xep->hold_dirty)
@@ -1754,8 +1796,9 @@ static unsigned tnbc_verbs_sleep_begin(struct tnbc_xdom *xdom,
 		for (struct tnbc_xep *e = xdom->eps; e; e = e->next)
 			ibv_req_notify_cq(e->cq, 0);
 		pthread_mutex_unlock(&xdom->lock);
-		/* reads in flight end on the send queue */
-		if (atomic_load(&xdom->rwrs))
+		/* reads in flight end on the send queue, and the notice
+		 * that lets a held peer's messages go comes there */
+		if (atomic_load(&xdom->rwrs) || atomic_load(&xdom->held_peers))
 			ibv_req_notify_cq(xdom->scq, 0);
 	}
 	return 0;
