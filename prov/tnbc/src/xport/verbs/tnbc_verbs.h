@@ -148,7 +148,7 @@ struct tnbc_xep {
 	 * moved out (at most spill_max bytes, TNBC_VERBS_SPILL_PER_BUF per
 	 * buffer); a connection's hold changed, to be told */
 	size_t kept_bufs, spill_bytes, spill_max, nspilled;
-	bool hold_dirty;
+	atomic_bool hold_dirty; /* read without the lock by every poll */
 	unsigned notices_out; /* at most TNBC_VERBS_NOTICES_OUT */
 	/* reads ended, done not yet called (xep->lock; looked at without
 	 * it by every poll) */
@@ -252,6 +252,8 @@ struct tnbc_xdom {
 	struct ibv_cq *scq;
 	struct ibv_srq *nsrq;
 	atomic_uint held_peers; /* peers that hold us back */
+	/* notice receives that could not be posted again, to post (slock) */
+	unsigned nsrq_owed;
 	struct ibv_mr *smr;
 	uint8_t *sbufs;
 	size_t sbsize;

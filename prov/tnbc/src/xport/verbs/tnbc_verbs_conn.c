@@ -96,6 +96,9 @@ void tnbc_verbs_peer_dead(struct tnbc_xpeer *p, const char *why)
 {
 	if (atomic_exchange(&p->dead, true))
 		return;
+	/* a dead peer holds nothing back; no notice will say so */
+	if (atomic_exchange(&p->held, false))
+		atomic_fetch_sub(&p->xdom->held_peers, 1);
 	FI_INFO(&tnbc_prov, FI_LOG_EP_DATA,
 		"verbs: peer %u/%u unreachable: %s\n", p->name.pid, p->name.uid,
 		why);

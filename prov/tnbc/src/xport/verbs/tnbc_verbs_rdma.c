@@ -404,17 +404,22 @@ void tnbc_verbs_reap(struct tnbc_xdom *xdom, bool wait)
 		pthread_mutex_lock(&xdom->slock);
 	else if (pthread_mutex_trylock(&xdom->slock))
 		return;
-	while ((n = ibv_poll_cq(xdom->scq, 32, wc)) > 0) {
+	/* each completed notice receive is owed back; one that cannot be
+	 * posted now is tried again at the next reap (peers' notices wait
+	 * in their devices meanwhile) */
+	for (;;) {
+		while (xdom->nsrq_owed && !tnbc_verbs_notice_recv(xdom))
+			xdom->nsrq_owed--;
+		n = ibv_poll_cq(xdom->scq, 32, wc);
+		if (n <= 0)
+			break;
 		for (int i = 0; i < n; i++) {
 			uint32_t s = (uint32_t)wc[i].wr_id;
 			struct tnbc_xpeer *p;
 
 			if (wc[i].wr_id == TNBC_VERBS_WR_NOTICE) {
 				let_go |= tnbc_verbs_notice(xdom, &wc[i]);
-				if (tnbc_verbs_notice_recv(xdom))
-					FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
-						"verbs: a notice receive could "
-						"not be posted again\n");
+				xdom->nsrq_owed++;
 				continue;
 			}
 			if (wc[i].wr_id >= TNBC_VERBS_SEND_BUFS) {

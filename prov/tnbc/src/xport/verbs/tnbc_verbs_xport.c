@@ -51,8 +51,9 @@
  * The engine and application threads poll the completion queues
  * themselves, which costs no system call.
  *
- * Locks: peer->lock > xdom->slock > xdom->lock, and xdom->slock >
- * xep->lock (an ended read goes to its endpoint).  None is held across
+ * Locks: peer->lock > xdom->slock > xep->lock > xdom->lock (an ended
+ * read goes to its endpoint; a connection whose notice broke is ended),
+ * and xdom->slock > xdom->lock (a notice came).  None is held across
  * a call into the core: a message
  * being offered is out of the stash, and the reference it holds keeps
  * its connection.  Connections and endpoints are destroyed by the waker
@@ -217,6 +218,50 @@ static struct tnbc_verbs_conn *tnbc_verbs_conn_find(struct tnbc_xep *xep,
 	return NULL;
 }
 
+static void tnbc_verbs_conn_bad(struct tnbc_xep *xep, struct tnbc_verbs_conn *c,
+				const char *why);
+
+/* Tells each connection whose hold changed, with a notice back on its
+ * own queue pair: the connector cannot reach the queue pair's other
+ * end in any other way sooner.  One notice in flight per queue pair
+ * (its send queue holds one), TNBC_VERBS_NOTICES_OUT per endpoint; the
+ * rest go as those complete (fill).  xep->lock held. */
+static void tnbc_verbs_tell_holds_locked(struct tnbc_xep *xep)
+{
+	xep->hold_dirty = false;
+	for (struct tnbc_verbs_conn *c = xep->conns; c; c = c->next) {
+		struct ibv_send_wr wr = {0}, *bad;
+		bool on = c->held;
+
+		if (on == c->told || c->notice_out || c->mute || c->gone ||
+		    c->bad || !c->hello)
+			continue;
+		if (xep->notices_out >= TNBC_VERBS_NOTICES_OUT) {
+			xep->hold_dirty = true;
+			break;
+		}
+		wr.wr_id = TNBC_VERBS_WR_NOTICE;
+		wr.opcode = IBV_WR_SEND_WITH_IMM;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.imm_data =
+			htonl(TNBC_VERBS_HOLD | (on ? TNBC_VERBS_HOLD_ON : 0));
+		if (ibv_post_send(c->id->qp, &wr, &bad)) {
+			xep->hold_dirty = true; /* pending says so: a poll */
+			continue;
+		}
+		c->told = on;
+		c->notice_out = true;
+		xep->notices_out++;
+	}
+}
+
+static void tnbc_verbs_tell_holds(struct tnbc_xep *xep)
+{
+	pthread_mutex_lock(&xep->lock);
+	tnbc_verbs_tell_holds_locked(xep);
+	pthread_mutex_unlock(&xep->lock);
+}
+
 /* A hold notice left (or broke): the next may go.  xep->lock held. */
 static void tnbc_verbs_notice_sent(struct tnbc_xep *xep,
 				   const struct ibv_wc *wc)
@@ -228,15 +273,22 @@ static void tnbc_verbs_notice_sent(struct tnbc_xep *xep,
 		return;
 	c->notice_out = false;
 	xep->notices_out--;
-	if (wc->status != IBV_WC_SUCCESS)
-		c->mute = true; /* its end comes from the connection manager */
+	if (wc->status != IBV_WC_SUCCESS) {
+		/* the queue pair broke, and no event may ever say so: its
+		 * peer, which may be held, learns it from the disconnect */
+		c->mute = true;
+		tnbc_verbs_conn_bad(xep, c, ibv_wc_status_str(wc->status));
+	}
 	xep->hold_dirty = true;
 }
 
-/* Moves what the completion queue holds into the stash. */
+/* Moves what the completion queue holds into the stash; a notice that
+ * completed lets the next go, whoever reads the queue (a poll may not
+ * follow: the engine may find the endpoint idle).  xep->lock held. */
 static void tnbc_verbs_fill(struct tnbc_xep *xep)
 {
 	struct ibv_wc wc[16];
+	bool told = false;
 	int n;
 
 	while (xep->stash.n + 16 <= xep->stash.cap &&
@@ -244,6 +296,7 @@ static void tnbc_verbs_fill(struct tnbc_xep *xep)
 		for (int i = 0; i < n; i++) {
 			if (wc[i].wr_id == TNBC_VERBS_WR_NOTICE) {
 				tnbc_verbs_notice_sent(xep, &wc[i]);
+				told = true;
 				continue;
 			}
 			struct tnbc_verbs_rxe e = {
@@ -263,6 +316,8 @@ static void tnbc_verbs_fill(struct tnbc_xep *xep)
 			tnbc_verbs_ring_push(&xep->stash, &e);
 		}
 	}
+	if (told && xep->hold_dirty && !xep->closing)
+		tnbc_verbs_tell_holds_locked(xep);
 }
 
 /* A connection the consumer refuses: its messages are dropped from now
@@ -677,42 +732,6 @@ static int tnbc_verbs_up(struct tnbc_xpeer *p)
 	return 0;
 }
 
-/* Tells each connection whose hold changed, with a notice back on its
- * own queue pair: the connector cannot reach the queue pair's other
- * end in any other way sooner.  One notice in flight per queue pair
- * (its send queue holds one), TNBC_VERBS_NOTICES_OUT per endpoint; the
- * rest go once those complete (fill). */
-static void tnbc_verbs_tell_holds(struct tnbc_xep *xep)
-{
-	pthread_mutex_lock(&xep->lock);
-	xep->hold_dirty = false;
-	for (struct tnbc_verbs_conn *c = xep->conns; c; c = c->next) {
-		struct ibv_send_wr wr = {0}, *bad;
-		bool on = c->held;
-
-		if (on == c->told || c->notice_out || c->mute || c->gone ||
-		    c->bad || !c->hello)
-			continue;
-		if (xep->notices_out >= TNBC_VERBS_NOTICES_OUT) {
-			xep->hold_dirty = true;
-			break;
-		}
-		wr.wr_id = TNBC_VERBS_WR_NOTICE;
-		wr.opcode = IBV_WR_SEND_WITH_IMM;
-		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.imm_data =
-			htonl(TNBC_VERBS_HOLD | (on ? TNBC_VERBS_HOLD_ON : 0));
-		if (ibv_post_send(c->id->qp, &wr, &bad)) {
-			xep->hold_dirty = true; /* at the next poll */
-			continue;
-		}
-		c->told = on;
-		c->notice_out = true;
-		xep->notices_out++;
-	}
-	pthread_mutex_unlock(&xep->lock);
-}
-
 static int tnbc_verbs_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 {
 	size_t len = (size_t)pkt->frame_len + pkt->payload_len;
@@ -723,10 +742,14 @@ static int tnbc_verbs_send(struct tnbc_xpeer *p, const struct tnbc_xpkt *pkt)
 		return -FI_EMSGSIZE;
 	if (atomic_load(&p->dead))
 		return -FI_EHOSTUNREACH;
-	/* the peer holds our messages back: they wait in the core */
+	/* the peer holds our messages back: they wait in the core (the
+	 * notice that lets them go comes on the send queue) */
 	if ((pkt->flags & TNBC_XPKT_HOLDS) &&
-	    atomic_load_explicit(&p->held, memory_order_relaxed))
-		return -FI_EAGAIN;
+	    atomic_load_explicit(&p->held, memory_order_relaxed)) {
+		tnbc_verbs_reap(p->xdom, false);
+		if (atomic_load(&p->held))
+			return -FI_EAGAIN;
+	}
 	pthread_mutex_lock(&p->lock);
 	ret = tnbc_verbs_up(p);
 	if (ret)
@@ -1733,11 +1756,14 @@ static bool tnbc_verbs_pending(struct tnbc_xep *xep)
 {
 	bool r;
 
-	if (atomic_load_explicit(&xep->reads, memory_order_relaxed))
+	/* a read's end, or a notice that lets us go, may be on the send
+	 * queue before it was armed */
+	if (atomic_load_explicit(&xep->reads, memory_order_relaxed) ||
+	    atomic_load_explicit(&xep->xdom->held_peers, memory_order_relaxed))
 		tnbc_verbs_reap(xep->xdom, false);
 	pthread_mutex_lock(&xep->lock);
 	tnbc_verbs_fill(xep);
-	r = xep->stash.n != 0 || xep->rdone;
+	r = xep->stash.n != 0 || xep->rdone || xep->hold_dirty;
 	pthread_mutex_unlock(&xep->lock);
 	return r;
 }
@@ -1769,7 +1795,7 @@ static bool tnbc_verbs_idle(struct tnbc_xep *xep)
 	    pthread_mutex_trylock(&xep->lock))
 		return false;
 	tnbc_verbs_fill(xep);
-	r = !xep->stash.n && !xep->rdone;
+	r = !xep->stash.n && !xep->rdone && !xep->hold_dirty;
 	pthread_mutex_unlock(&xep->lock);
 	return r;
 }
