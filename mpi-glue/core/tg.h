@@ -77,6 +77,15 @@ struct tg_req;
 typedef void (*tg_done_fn)(struct tg_req *req, void *owner);
 void tg_set_done_fn(tg_done_fn fn);
 
+/* Called by a wait inside an MPI call (tg_req_wait, T-NBC's) each time a
+ * look finds nothing: the front-end drives its MPI's own progress there.
+ * Traffic the MPI moves only from this process's calls (the rest of a
+ * large send, a lock on its window) would otherwise wait on a member
+ * that waits in turn for this process to join the collective.  Never
+ * called with the core's lock held, nor from a fault handler. */
+typedef void (*tg_idle_fn)(void);
+void tg_set_idle_fn(tg_idle_fn fn);
+
 struct tg_req *tg_req_new(void *owner);
 /* 0: pending; 1: complete (err says how). */
 bool tg_req_done(const struct tg_req *req);
@@ -85,8 +94,9 @@ void *tg_req_owner(const struct tg_req *req);
 void tg_req_set_owner(struct tg_req *req, void *owner);
 /* Frees a request; one still in flight is freed when it completes. */
 void tg_req_free(struct tg_req *req);
-/* Waits for req (polling the completion queue, yielding the core to the
- * engine between looks); returns its error. */
+/* Waits for req (polling the completion queue, running the idle function
+ * and yielding the core to the engine between looks); returns its
+ * error. */
 int tg_req_wait(struct tg_req *req);
 
 /* Reads the completion queue and marks what completed.  Never blocks;

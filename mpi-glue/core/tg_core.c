@@ -286,6 +286,17 @@ void tg_set_done_fn(tg_done_fn fn)
 	tg.done_fn = fn;
 }
 
+void tg_set_idle_fn(tg_idle_fn fn)
+{
+	tg.idle_fn = fn;
+}
+
+void tg_idle(void)
+{
+	if (tg.idle_fn)
+		tg.idle_fn();
+}
+
 /* A request comes and goes with every non-blocking call: calloc and
  * free cost about 600 instructions of the glue's own 1,700 per call
  * (callgrind, 8-byte MPI_Iallreduce).  A free list keeps up to
@@ -545,9 +556,15 @@ int tg_req_wait(struct tg_req *req)
 			spins = 0;
 			continue;
 		}
+		tg_idle();
 		/* the engine needs the core on a host with few of them */
 		if (++spins > 64)
 			sched_yield();
 	}
+	/* and once after: what a member had the MPI deliver before it joined
+	 * is then there for this process's next look that does not wait
+	 * (MPI_Win_test, MPI_Iprobe), as after the MPI's own collective,
+	 * which comes down the same channel behind it */
+	tg_idle();
 	return req->err;
 }

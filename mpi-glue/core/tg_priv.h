@@ -83,6 +83,7 @@ struct tg_state {
 	int rank, size;
 	bool ready;
 	tg_done_fn done_fn;
+	tg_idle_fn idle_fn;
 	/* owned requests marked done under tg.lock, told to their owners
 	 * (done_fn, an MPI call) once it is let go */
 	struct tg_req *_Atomic done;
@@ -104,6 +105,8 @@ int tg_comm_join(struct tg_comm *c);
 void tg_req_part_done(struct tg_req *req, int err);
 /* tg_poll() for a caller that holds tg.lock. */
 int tg_poll_held(void);
+/* The front-end's idle function, if any (tg_set_idle_fn). */
+void tg_idle(void);
 /* Tries to close groups freed while busy; under tg.lock. */
 void tg_comm_reap(void);
 /* Closes what every group still holds of the provider, the end of the

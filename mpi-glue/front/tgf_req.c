@@ -82,6 +82,25 @@ static int tgf_cancel(void *state, int complete)
 }
 
 #if TGF_MPICH
+/* MPICH 4.0 exports no progress call; an MPI_Iprobe that matches nothing
+ * runs one pass of it.  The communicator is the glue's own, on which
+ * nothing is ever sent. */
+static MPI_Comm tgf_probe_comm = MPI_COMM_NULL;
+
+static void tgf_mpi_progress(void)
+{
+	int flag;
+
+	if (tgf_probe_comm != MPI_COMM_NULL)
+		PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, tgf_probe_comm, &flag,
+			    MPI_STATUS_IGNORE);
+}
+
+/* MPICH's MPI_Wait on a request with a poll function calls only that
+ * function, and MPI_Waitall calls the wait function before it looks at
+ * the other requests: neither runs MPICH's own progress, which the
+ * glue's request may wait on (tg_set_idle_fn).  MPICH lets go of its
+ * lock around both, so they may call it. */
 static int tgf_poll(void *state, MPI_Status *status)
 {
 	struct tgf_nb *nb = state;
@@ -90,11 +109,13 @@ static int tgf_poll(void *state, MPI_Status *status)
 	tg_poll();
 	if (tg_req_done(nb->r))
 		tgf_nb_complete(nb);
-	else
+	else {
+		tgf_mpi_progress();
 		/* MPICH's wait loop never yields: on a host with fewer cores
 		 * than ranks the engine that does the work would wait for a
 		 * time slice (12 ms per call at 5 ranks on 2 cores) */
 		sched_yield();
+	}
 	return MPI_SUCCESS;
 }
 
@@ -117,15 +138,31 @@ static int tgf_wait(int count, void **states, double timeout,
  * requests to tell could outlive them. */
 int tgf_req_init(void)
 {
+	/* collective: every rank gets here, or none (tgf_start) */
+	if (PMPI_Comm_dup(MPI_COMM_WORLD, &tgf_probe_comm) == MPI_SUCCESS)
+		PMPI_Comm_set_errhandler(tgf_probe_comm, MPI_ERRORS_RETURN);
+	else
+		tgf_probe_comm = MPI_COMM_NULL;
+	tg_set_idle_fn(tgf_mpi_progress);
 	return 0;
 }
 
 void tgf_req_fini(void)
 {
+	tg_set_idle_fn(NULL);
+	if (tgf_probe_comm != MPI_COMM_NULL)
+		PMPI_Comm_free(&tgf_probe_comm);
 }
 #else
 typedef int (*tgf_opal_cb)(void);
 static int (*tgf_unregister)(tgf_opal_cb);
+static int (*tgf_opal_progress)(void);
+
+static void tgf_mpi_progress(void)
+{
+	if (tgf_opal_progress)
+		tgf_opal_progress();
+}
 
 static void tgf_done(struct tg_req *r, void *owner)
 {
@@ -168,6 +205,10 @@ int tgf_req_init(void)
 
 	tgf_unregister = (int (*)(tgf_opal_cb))dlsym(
 		RTLD_DEFAULT, "opal_progress_unregister");
+	/* a blocking call's wait runs Open MPI's progress (tg_set_idle_fn):
+	 * over TCP the rest of a large send moves only from its sender's */
+	tgf_opal_progress = (int (*)(void))dlsym(RTLD_DEFAULT, "opal_progress");
+	tg_set_idle_fn(tgf_mpi_progress);
 	tg_set_done_fn(tgf_done);
 	if (!reg || reg(tgf_progress))
 		return -1;
@@ -176,6 +217,7 @@ int tgf_req_init(void)
 
 void tgf_req_fini(void)
 {
+	tg_set_idle_fn(NULL);
 	if (tgf_unregister)
 		tgf_unregister(tgf_progress);
 }

@@ -1164,6 +1164,118 @@ static void t_sleep(struct cx *x)
 	MT_MPI(MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
 }
 
+/* One collective in form k (blocking, MPI_Wait alone, MPI_Waitall with
+ * the MPI's own request *other before or after it); *other is waited
+ * for either way. */
+static void progress_coll(struct cx *x, int k, MPI_Request *other)
+{
+	int one = 1, sum = 0;
+	MPI_Request rq[2];
+
+	switch (k) {
+	case 0:
+		MT_MPI(MPI_Barrier(x->comm));
+		break;
+	case 1:
+		MT_MPI(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, x->comm));
+		CK(sum == x->size, "allreduce %d", sum);
+		break;
+	case 2:
+		MT_MPI(MPI_Ibarrier(x->comm, &rq[0]));
+		MT_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+		break;
+	default:
+		MT_MPI(MPI_Iallreduce(&one, &sum, 1, MPI_INT, MPI_SUM, x->comm,
+				      &rq[k - 3]));
+		rq[4 - k] = *other;
+		MT_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+		*other = MPI_REQUEST_NULL;
+		CK(sum == x->size, "iallreduce %d", sum);
+	}
+	MT_MPI(MPI_Wait(other, MPI_STATUS_IGNORE));
+}
+
+/*
+ * The MPI's own traffic may need a rank's progress while that rank
+ * waits in a collective the glue took, for a member that cannot join it
+ * before that traffic is done.  Without the glue the MPI's collectives
+ * progress everything; a glue whose waits do not drive the MPI hangs
+ * until the watchdog fires:
+ * - the rest of a large send: Open MPI over TCP moves it only from the
+ *   sender's progress, MPICH the first between two ranks;
+ * - a lock on a window: MPICH grants it from the target's progress.
+ * Each in every form of wait (progress_coll).
+ */
+static void t_mpi_progress(struct cx *x)
+{
+	enum { BIG = 8 << 20 };
+	char *big;
+	int *wbuf, won, token = 0, v_read;
+	MPI_Win win;
+
+	if (x->size < 2)
+		return;
+	big = malloc(BIG);
+	MT_CHECK(big != NULL, "no memory");
+	MT_MPI(MPI_Alloc_mem(sizeof(int), MPI_INFO_NULL, &wbuf));
+	*wbuf = -1;
+	/* Open MPI 4.1 over TCP alone has no one-sided component */
+	won = MPI_Win_create(wbuf, sizeof(int), sizeof(int), MPI_INFO_NULL,
+			     x->comm, &win) == MPI_SUCCESS;
+	MT_MPI(MPI_Allreduce(MPI_IN_PLACE, &won, 1, MPI_INT, MPI_SUM, x->comm));
+	CK(won == 0 || won == x->size, "a window on %d ranks of %d", won,
+	   x->size);
+	for (int k = 0; k < 5; k++) {
+		MPI_Request other = MPI_REQUEST_NULL;
+		uint32_t seed = 77u + (unsigned)k;
+
+		/* rank 0 waits in the collective with a large send out */
+		mt_phase("%s: MPI progress in wait %d, a large send", x->label,
+			 k);
+		if (x->rank == 0) {
+			mt_fill(big, BIG, seed);
+			MT_MPI(MPI_Isend(big, BIG, MPI_CHAR, 1, 40 + k, x->comm,
+					 &other));
+		} else if (x->rank == 1) {
+			memset(big, 0, BIG);
+			MT_MPI(MPI_Recv(big, BIG, MPI_CHAR, 0, 40 + k, x->comm,
+					MPI_STATUS_IGNORE));
+			CK(mt_check_pattern(big, BIG, seed) == BIG,
+			   "wait %d: the large message is wrong", k);
+		}
+		progress_coll(x, k, &other);
+		if (!won)
+			continue;
+		/* rank 1 waits in it while rank 0 locks rank 1's window */
+		mt_phase("%s: MPI progress in wait %d, a window lock", x->label,
+			 k);
+		if (x->rank == 1) {
+			MT_MPI(MPI_Irecv(&token, 1, MPI_INT, 0, 50 + k, x->comm,
+					 &other));
+		} else if (x->rank == 0) {
+			int v = 4200 + k;
+
+			MT_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+			MT_MPI(MPI_Put(&v, 1, MPI_INT, 1, 0, 1, MPI_INT, win));
+			MT_MPI(MPI_Win_unlock(1, win));
+			MT_MPI(MPI_Send(&v, 1, MPI_INT, 1, 50 + k, x->comm));
+		}
+		progress_coll(x, k, &other);
+		if (x->rank == 1) {
+			MT_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
+			v_read = *wbuf;
+			MT_MPI(MPI_Win_unlock(1, win));
+			CK(v_read == 4200 + k && token == 4200 + k,
+			   "wait %d: the put under a lock: %d, token %d", k,
+			   v_read, token);
+		}
+	}
+	if (won)
+		MT_MPI(MPI_Win_free(&win));
+	MT_MPI(MPI_Free_mem(wbuf));
+	free(big);
+}
+
 struct th {
 	MPI_Comm comm;
 	int rank, size, bad;
@@ -1388,6 +1500,7 @@ int main(int argc, char **argv)
 	 * check would fail, as it should */
 	if (!(argc > 1 && !strcmp(argv[argc - 1], "--no-progress-check")))
 		t_sleep(&world);
+	t_mpi_progress(&world);
 
 	struct cx dup = {.label = "dup"};
 	MT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &dup.comm));
