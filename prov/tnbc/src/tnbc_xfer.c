@@ -185,13 +185,27 @@ int tnbc_ep_src_peer(struct tnbc_ep *ep, unsigned via,
 
 int tnbc_check_iov(const struct iovec *iov, size_t count)
 {
+	static atomic_bool told;
+
 	if (count > TNBC_IOV_LIMIT)
 		return -FI_EINVAL;
 	if (count && !iov)
 		return -FI_EINVAL;
-	for (size_t i = 0; i < count; i++)
-		if (!iov[i].iov_base && iov[i].iov_len)
-			return -FI_EINVAL;
+	for (size_t i = 0; i < count; i++) {
+		if (iov[i].iov_base || !iov[i].iov_len)
+			continue;
+		/* a consumer that drops the error leaves a request that never
+		 * completes (Open MPI 4.1.4's cm PML sends a persistent
+		 * request's MPI_BOTTOM data from address 0): say it once */
+		if (!atomic_exchange_explicit(&told, true,
+					      memory_order_relaxed))
+			FI_WARN(&tnbc_prov, FI_LOG_EP_DATA,
+				"refused an operation on %zu bytes at address "
+				"NULL with -FI_EINVAL (further ones are not "
+				"logged)\n",
+				iov[i].iov_len);
+		return -FI_EINVAL;
+	}
 	return 0;
 }
 
