@@ -297,6 +297,14 @@ void tg_idle(void)
 		tg.idle_fn();
 }
 
+void tg_idle_look(unsigned *spins)
+{
+	tg_idle();
+	/* the engine needs the core on a host with few of them */
+	if (++*spins > 64)
+		sched_yield();
+}
+
 /* A request comes and goes with every non-blocking call: calloc and
  * free cost about 600 instructions of the glue's own 1,700 per call
  * (callgrind, 8-byte MPI_Iallreduce).  A free list keeps up to
@@ -556,10 +564,7 @@ int tg_req_wait(struct tg_req *req)
 			spins = 0;
 			continue;
 		}
-		tg_idle();
-		/* the engine needs the core on a host with few of them */
-		if (++spins > 64)
-			sched_yield();
+		tg_idle_look(&spins);
 	}
 	/* and once after: what a member had the MPI deliver before it joined
 	 * is then there for this process's next look that does not wait

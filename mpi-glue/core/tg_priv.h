@@ -107,6 +107,9 @@ void tg_req_part_done(struct tg_req *req, int err);
 int tg_poll_held(void);
 /* The front-end's idle function, if any (tg_set_idle_fn). */
 void tg_idle(void);
+/* A wait's look that found nothing, outside tg.lock: the idle function,
+ * then the core to the engine once *spins such looks passed 64. */
+void tg_idle_look(unsigned *spins);
 /* Tries to close groups freed while busy; under tg.lock. */
 void tg_comm_reap(void);
 /* Closes what every group still holds of the provider, the end of the

@@ -832,9 +832,7 @@ static bool tg_tnbc_settle(struct tg_tnbc_op *op)
 					     memory_order_acquire)) {
 			if (tg_poll())
 				continue;
-			tg_idle();
-			if (++spins > 64)
-				sched_yield();
+			tg_idle_look(&spins);
 		}
 	}
 	for (int j = 0; j < op->n && !early; j++)
