@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Fortran entry points (mpif.h and `use mpi`) for Open MPI.
+ * Fortran entry points (mpif.h, `use mpi` and `use mpi_f08`) for Open
+ * MPI.
  *
  * Open MPI 4.1's Fortran bindings call PMPI_* directly, so a Fortran
  * program's collectives never reach the C wrappers: these entry points,
- * in the four manglings Open MPI itself exports, turn Fortran handles
- * into C ones and call the wrappers.  MPICH's Fortran bindings call the
- * C MPI_* functions, which the glue already wraps: nothing here is built
- * for it.  `use mpi_f08` has bindings of its own (mpi_*_f08) that are
- * not wrapped: those programs fall back, correct and not offloaded.
+ * in the four manglings Open MPI itself exports and the ompi_*_f its
+ * mpi_f08 bindings call, turn Fortran handles into C ones and call the
+ * wrappers.  MPICH's Fortran bindings call the C MPI_* functions, which
+ * the glue already wraps, except those of mpi_f08 without a buffer:
+ * tgf_fortran08.c.
  *
  * MPI_IN_PLACE and MPI_BOTTOM are, in Fortran, the addresses of Open
  * MPI's own common blocks; they are found by name once.
@@ -48,19 +49,24 @@ static void *tgf_f_buf(void *b)
 #define C_OP(f)	  PMPI_Op_f2c(*(f))
 #define B(x)	  tgf_f_buf(x)
 
-/* One entry point and Open MPI's three other spellings of it. */
-#define TGF_FORTRAN(lower, upper, params)                                      \
-	void lower params __attribute__((alias(#lower "_")));                  \
-	void lower##__ params __attribute__((alias(#lower "_")));              \
-	void upper params __attribute__((alias(#lower "_")));                  \
-	void lower##_ params
+/* One entry point, Open MPI's three other spellings of it, and the
+ * function its mpi_f08 bindings call (ompi_NAME_f, the same arguments:
+ * the f08 binding passes the handles' integers and an ierror of its
+ * own).  Its compiler copies a non-contiguous section in and out, so the
+ * buffers arrive contiguous, as from mpif.h. */
+#define TGF_FORTRAN(name, upper, params)                                       \
+	void mpi_##name params __attribute__((alias("mpi_" #name "_")));       \
+	void mpi_##name##__ params __attribute__((alias("mpi_" #name "_")));   \
+	void upper params __attribute__((alias("mpi_" #name "_")));            \
+	void ompi_##name##_f params __attribute__((alias("mpi_" #name "_")));  \
+	void mpi_##name##_ params
 
-TGF_FORTRAN(mpi_init, MPI_INIT, (MPI_Fint * ierr))
+TGF_FORTRAN(init, MPI_INIT, (MPI_Fint * ierr))
 {
 	*ierr = MPI_Init(NULL, NULL);
 }
 
-TGF_FORTRAN(mpi_init_thread, MPI_INIT_THREAD,
+TGF_FORTRAN(init_thread, MPI_INIT_THREAD,
 	    (MPI_Fint * required, MPI_Fint *provided, MPI_Fint *ierr))
 {
 	int p = 0;
@@ -69,12 +75,12 @@ TGF_FORTRAN(mpi_init_thread, MPI_INIT_THREAD,
 	*provided = p;
 }
 
-TGF_FORTRAN(mpi_finalize, MPI_FINALIZE, (MPI_Fint * ierr))
+TGF_FORTRAN(finalize, MPI_FINALIZE, (MPI_Fint * ierr))
 {
 	*ierr = MPI_Finalize();
 }
 
-TGF_FORTRAN(mpi_comm_dup, MPI_COMM_DUP,
+TGF_FORTRAN(comm_dup, MPI_COMM_DUP,
 	    (MPI_Fint * comm, MPI_Fint *newcomm, MPI_Fint *ierr))
 {
 	MPI_Comm c;
@@ -84,7 +90,7 @@ TGF_FORTRAN(mpi_comm_dup, MPI_COMM_DUP,
 		*newcomm = PMPI_Comm_c2f(c);
 }
 
-TGF_FORTRAN(mpi_comm_split, MPI_COMM_SPLIT,
+TGF_FORTRAN(comm_split, MPI_COMM_SPLIT,
 	    (MPI_Fint * comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm,
 	     MPI_Fint *ierr))
 {
@@ -95,7 +101,7 @@ TGF_FORTRAN(mpi_comm_split, MPI_COMM_SPLIT,
 		*newcomm = PMPI_Comm_c2f(c);
 }
 
-TGF_FORTRAN(mpi_comm_create, MPI_COMM_CREATE,
+TGF_FORTRAN(comm_create, MPI_COMM_CREATE,
 	    (MPI_Fint * comm, MPI_Fint *group, MPI_Fint *newcomm,
 	     MPI_Fint *ierr))
 {
@@ -106,7 +112,7 @@ TGF_FORTRAN(mpi_comm_create, MPI_COMM_CREATE,
 		*newcomm = PMPI_Comm_c2f(c);
 }
 
-TGF_FORTRAN(mpi_cart_create, MPI_CART_CREATE,
+TGF_FORTRAN(cart_create, MPI_CART_CREATE,
 	    (MPI_Fint * comm, MPI_Fint *ndims, MPI_Fint *dims,
 	     MPI_Fint *periods, MPI_Fint *reorder, MPI_Fint *newcomm,
 	     MPI_Fint *ierr))
@@ -127,12 +133,12 @@ TGF_FORTRAN(mpi_cart_create, MPI_CART_CREATE,
 		*newcomm = PMPI_Comm_c2f(c);
 }
 
-TGF_FORTRAN(mpi_barrier, MPI_BARRIER, (MPI_Fint * comm, MPI_Fint *ierr))
+TGF_FORTRAN(barrier, MPI_BARRIER, (MPI_Fint * comm, MPI_Fint *ierr))
 {
 	*ierr = MPI_Barrier(C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_bcast, MPI_BCAST,
+TGF_FORTRAN(bcast, MPI_BCAST,
 	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root,
 	     MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -140,7 +146,7 @@ TGF_FORTRAN(mpi_bcast, MPI_BCAST,
 	*ierr = MPI_Bcast(B(buf), *count, C_TYPE(type), *root, C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_allreduce, MPI_ALLREDUCE,
+TGF_FORTRAN(allreduce, MPI_ALLREDUCE,
 	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
 	     MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -148,7 +154,7 @@ TGF_FORTRAN(mpi_allreduce, MPI_ALLREDUCE,
 			      C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_reduce, MPI_REDUCE,
+TGF_FORTRAN(reduce, MPI_REDUCE,
 	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
 	     MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -156,7 +162,7 @@ TGF_FORTRAN(mpi_reduce, MPI_REDUCE,
 			   C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
+TGF_FORTRAN(reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
 	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
 	     MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -164,7 +170,7 @@ TGF_FORTRAN(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
 					 C_OP(op), C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_allgather, MPI_ALLGATHER,
+TGF_FORTRAN(allgather, MPI_ALLGATHER,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -172,7 +178,7 @@ TGF_FORTRAN(mpi_allgather, MPI_ALLGATHER,
 			      C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_alltoall, MPI_ALLTOALL,
+TGF_FORTRAN(alltoall, MPI_ALLTOALL,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -181,7 +187,7 @@ TGF_FORTRAN(mpi_alltoall, MPI_ALLTOALL,
 			     C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_gather, MPI_GATHER,
+TGF_FORTRAN(gather, MPI_GATHER,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -189,7 +195,7 @@ TGF_FORTRAN(mpi_gather, MPI_GATHER,
 			   C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_scatter, MPI_SCATTER,
+TGF_FORTRAN(scatter, MPI_SCATTER,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -201,7 +207,7 @@ TGF_FORTRAN(mpi_scatter, MPI_SCATTER,
  * the arrays pass through. */
 _Static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not an int");
 
-TGF_FORTRAN(mpi_alltoallv, MPI_ALLTOALLV,
+TGF_FORTRAN(alltoallv, MPI_ALLTOALLV,
 	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
 	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
 	     MPI_Fint *ierr))
@@ -211,7 +217,7 @@ TGF_FORTRAN(mpi_alltoallv, MPI_ALLTOALLV,
 			      C_TYPE(rt), C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_ibarrier, MPI_IBARRIER,
+TGF_FORTRAN(ibarrier, MPI_IBARRIER,
 	    (MPI_Fint * comm, MPI_Fint *req, MPI_Fint *ierr))
 {
 	MPI_Request q;
@@ -221,7 +227,7 @@ TGF_FORTRAN(mpi_ibarrier, MPI_IBARRIER,
 		*req = PMPI_Request_c2f(q);
 }
 
-TGF_FORTRAN(mpi_ibcast, MPI_IBCAST,
+TGF_FORTRAN(ibcast, MPI_IBCAST,
 	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root,
 	     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
 {
@@ -233,7 +239,7 @@ TGF_FORTRAN(mpi_ibcast, MPI_IBCAST,
 		*req = PMPI_Request_c2f(q);
 }
 
-TGF_FORTRAN(mpi_iallreduce, MPI_IALLREDUCE,
+TGF_FORTRAN(iallreduce, MPI_IALLREDUCE,
 	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
 	     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
 {
@@ -245,7 +251,7 @@ TGF_FORTRAN(mpi_iallreduce, MPI_IALLREDUCE,
 		*req = PMPI_Request_c2f(q);
 }
 
-TGF_FORTRAN(mpi_ireduce, MPI_IREDUCE,
+TGF_FORTRAN(ireduce, MPI_IREDUCE,
 	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
 	     MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
 {
@@ -257,7 +263,7 @@ TGF_FORTRAN(mpi_ireduce, MPI_IREDUCE,
 		*req = PMPI_Request_c2f(q);
 }
 
-TGF_FORTRAN(mpi_iallgather, MPI_IALLGATHER,
+TGF_FORTRAN(iallgather, MPI_IALLGATHER,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
 {
@@ -269,7 +275,7 @@ TGF_FORTRAN(mpi_iallgather, MPI_IALLGATHER,
 		*req = PMPI_Request_c2f(q);
 }
 
-TGF_FORTRAN(mpi_ialltoall, MPI_IALLTOALL,
+TGF_FORTRAN(ialltoall, MPI_IALLTOALL,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
 {
@@ -281,7 +287,7 @@ TGF_FORTRAN(mpi_ialltoall, MPI_IALLTOALL,
 		*req = PMPI_Request_c2f(q);
 }
 
-TGF_FORTRAN(mpi_ialltoallv, MPI_IALLTOALLV,
+TGF_FORTRAN(ialltoallv, MPI_IALLTOALLV,
 	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
 	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
 	     MPI_Fint *req, MPI_Fint *ierr))
@@ -297,7 +303,7 @@ TGF_FORTRAN(mpi_ialltoallv, MPI_IALLTOALLV,
 /* Point to point: the buffers T-NBC may guard open first (the C
  * wrappers do it), which Open MPI's own Fortran bindings, calling PMPI_*,
  * would skip. */
-TGF_FORTRAN(mpi_send, MPI_SEND,
+TGF_FORTRAN(send, MPI_SEND,
 	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest,
 	     MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *ierr))
 {
@@ -305,7 +311,7 @@ TGF_FORTRAN(mpi_send, MPI_SEND,
 			 C_COMM(comm));
 }
 
-TGF_FORTRAN(mpi_isend, MPI_ISEND,
+TGF_FORTRAN(isend, MPI_ISEND,
 	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest,
 	     MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
 {
@@ -316,7 +322,7 @@ TGF_FORTRAN(mpi_isend, MPI_ISEND,
 	*req = PMPI_Request_c2f(r);
 }
 
-TGF_FORTRAN(mpi_recv, MPI_RECV,
+TGF_FORTRAN(recv, MPI_RECV,
 	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *src,
 	     MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr))
 {
@@ -328,7 +334,7 @@ TGF_FORTRAN(mpi_recv, MPI_RECV,
 		PMPI_Status_c2f(&st, status);
 }
 
-TGF_FORTRAN(mpi_irecv, MPI_IRECV,
+TGF_FORTRAN(irecv, MPI_IRECV,
 	    (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *src,
 	     MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
 {

@@ -199,27 +199,53 @@ for mpi in $mpis; do
 done
 prog=glue_coll
 
-# a Fortran program (use mpi): Open MPI's Fortran bindings call PMPI_*
-# directly, so this is the glue's own Fortran entry points there
+# Fortran programs: `use mpi`, whose Open MPI bindings call PMPI_*
+# directly (the glue's own Fortran entry points there), and `use
+# mpi_f08`, whose bindings reach the C calls only in part under both
+# MPIs (Open MPI's through ompi_*_f, MPICH's init, barrier and
+# constructors through PMPI_*): the report shows the glue saw them
 for mpi in $mpis; do
-	f=tests/mpi/glue-bin/glue_fortran.$mpi
+	for prog in glue_fortran glue_fortran08; do
+		f=tests/mpi/glue-bin/$prog.$mpi
+		[ -x "$f" ] || continue
+		st=0
+		largs=()
+		[ "$mpi" = openmpi ] && largs=(--allow-run-as-root --oversubscribe)
+		TNBC_MPI_OFFLOAD=all TNBC_MPI_REPORT=1 timeout 300 "$run" \
+			"${largs[@]}" -np 3 "$f" >"$out" 2>&1 || st=$?
+		if [ "$st" -eq 0 ] && grep -q "$prog: PASS" "$out"; then
+			expect "$mpi $prog np=3" \
+				'^tnbc-mpi: MPI_Allreduce offloaded [1-9]' \
+				'^tnbc-mpi: MPI_Iallreduce offloaded [1-9]' \
+				'^tnbc-mpi: MPI_Alltoall offloaded [1-9]'
+			[ "$prog" = glue_fortran ] ||
+				expect "$mpi $prog np=3 barrier, bcast" \
+					'^tnbc-mpi: MPI_Barrier offloaded [1-9]' \
+					'^tnbc-mpi: MPI_Bcast offloaded 6 fallback 0' \
+					'^tnbc-mpi: MPI_Ibcast offloaded [1-9]'
+		else
+			echo "FAIL: $mpi $prog np=3 (exit $st)"
+			tail -20 "$out" | sed 's/^/    /'
+			fails=$((fails + 1))
+		fi
+	done
+	# T-NBC on: its alltoall's result is sent on untouched
+	f=tests/mpi/glue-bin/glue_fortran08.$mpi
 	[ -x "$f" ] || continue
 	st=0
-	largs=()
-	[ "$mpi" = openmpi ] && largs=(--allow-run-as-root --oversubscribe)
-	TNBC_MPI_OFFLOAD=all TNBC_MPI_REPORT=1 timeout 300 "$run" \
-		"${largs[@]}" -np 3 "$f" >"$out" 2>&1 || st=$?
-	if [ "$st" -eq 0 ] && grep -q 'glue_fortran: PASS' "$out"; then
-		expect "$mpi fortran np=3" \
-			'^tnbc-mpi: MPI_Allreduce offloaded [1-9]' \
-			'^tnbc-mpi: MPI_Iallreduce offloaded [1-9]' \
-			'^tnbc-mpi: MPI_Alltoall offloaded [1-9]'
+	TNBC_MPI_OFFLOAD=all TNBC_MPI_TNBC=all TNBC_MPI_TNBC_MIN=1 \
+		TNBC_MPI_REPORT=1 timeout 300 "$run" "${largs[@]}" -np 3 "$f" \
+		>"$out" 2>&1 || st=$?
+	if [ "$st" -eq 0 ] && grep -q "glue_fortran08: PASS" "$out"; then
+		expect "$mpi glue_fortran08 np=3 T-NBC" \
+			'^tnbc-mpi: MPI_Alltoall offloaded [1-9][0-9]* fallback 0 early '
 	else
-		echo "FAIL: $mpi fortran np=3 (exit $st)"
+		echo "FAIL: $mpi glue_fortran08 np=3 T-NBC (exit $st)"
 		tail -20 "$out" | sed 's/^/    /'
 		fails=$((fails + 1))
 	fi
 done
+prog=glue_coll
 
 # a member killed during an offloaded collective: Open MPI's launcher
 # keeps the job (--enable-recovery), and every survivor's call fails

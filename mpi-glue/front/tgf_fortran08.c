@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * MPICH's mpi_f08 entry points that bypass the C calls.
+ *
+ * MPICH 4.0's mpi_f08 bindings with a buffer (mpi_*_f08ts_) call the C
+ * MPI_* functions, which the glue wraps; those without one
+ * (mpi_init_f08_, mpi_finalize_f08_, mpi_barrier_f08_, the
+ * communicator constructors) call PMPI_* directly.  Without these a
+ * `use mpi_f08` program never starts the glue, and every call falls
+ * back; a communicator made behind its back would too.
+ *
+ * They take MPICH's f08 arguments: each handle a pointer to its integer
+ * (an MPICH handle is that integer), LOGICALs as Fortran ones, and an
+ * optional ierror, NULL when the caller left it out.  Where the
+ * arguments need converting (LOGICAL arrays, the weights' sentinels)
+ * MPICH's own binding runs, and the glue then names the child.
+ */
+#include <dlfcn.h>
+
+#include "tgf.h"
+
+#if TGF_MPICH
+
+_Static_assert(sizeof(MPI_Comm) == sizeof(MPI_Fint) &&
+		       sizeof(MPI_Request) == sizeof(MPI_Fint) &&
+		       sizeof(MPI_Group) == sizeof(MPI_Fint) &&
+		       sizeof(MPI_Info) == sizeof(MPI_Fint),
+	       "an MPICH handle is not a Fortran integer");
+
+static void tgf_f08_ret(MPI_Fint *ierr, int rc)
+{
+	if (ierr)
+		*ierr = rc;
+}
+
+/* MPICH's own binding of NAME, called with ierror set, then the child
+ * named on success. */
+#define TGF_F08_NEXT(name, proto, args, comm, newcomm, ierr)                   \
+	do {                                                                   \
+		static void(*next_) proto;                                     \
+		MPI_Fint rc_ = MPI_ERR_INTERN;                                 \
+		if (!next_)                                                    \
+			*(void **)&next_ = dlsym(RTLD_NEXT, #name);            \
+		if (next_)                                                     \
+			next_ args;                                            \
+		if (rc_ == MPI_SUCCESS)                                        \
+			tgf_comm_made(*(comm), *(newcomm));                    \
+		tgf_f08_ret(ierr, rc_);                                        \
+	} while (0)
+
+void mpi_init_f08_(MPI_Fint *ierr);
+void mpi_init_f08_(MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Init(NULL, NULL));
+}
+
+void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided,
+			  MPI_Fint *ierr);
+void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided,
+			  MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Init_thread(NULL, NULL, *required, provided));
+}
+
+void mpi_finalize_f08_(MPI_Fint *ierr);
+void mpi_finalize_f08_(MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Finalize());
+}
+
+void mpi_barrier_f08_(MPI_Comm *comm, MPI_Fint *ierr);
+void mpi_barrier_f08_(MPI_Comm *comm, MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Barrier(*comm));
+}
+
+void mpi_ibarrier_f08_(MPI_Comm *comm, MPI_Request *req, MPI_Fint *ierr);
+void mpi_ibarrier_f08_(MPI_Comm *comm, MPI_Request *req, MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Ibarrier(*comm, req));
+}
+
+void mpi_comm_dup_f08_(MPI_Comm *comm, MPI_Comm *newcomm, MPI_Fint *ierr);
+void mpi_comm_dup_f08_(MPI_Comm *comm, MPI_Comm *newcomm, MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Comm_dup(*comm, newcomm));
+}
+
+void mpi_comm_dup_with_info_f08_(MPI_Comm *comm, MPI_Info *info,
+				 MPI_Comm *newcomm, MPI_Fint *ierr);
+void mpi_comm_dup_with_info_f08_(MPI_Comm *comm, MPI_Info *info,
+				 MPI_Comm *newcomm, MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Comm_dup_with_info(*comm, *info, newcomm));
+}
+
+void mpi_comm_idup_f08_(MPI_Comm *comm, MPI_Comm *newcomm, MPI_Request *req,
+			MPI_Fint *ierr);
+void mpi_comm_idup_f08_(MPI_Comm *comm, MPI_Comm *newcomm, MPI_Request *req,
+			MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Comm_idup(*comm, newcomm, req));
+}
+
+void mpi_comm_split_f08_(MPI_Comm *comm, MPI_Fint *color, MPI_Fint *key,
+			 MPI_Comm *newcomm, MPI_Fint *ierr);
+void mpi_comm_split_f08_(MPI_Comm *comm, MPI_Fint *color, MPI_Fint *key,
+			 MPI_Comm *newcomm, MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Comm_split(*comm, *color, *key, newcomm));
+}
+
+void mpi_comm_split_type_f08_(MPI_Comm *comm, MPI_Fint *type, MPI_Fint *key,
+			      MPI_Info *info, MPI_Comm *newcomm,
+			      MPI_Fint *ierr);
+void mpi_comm_split_type_f08_(MPI_Comm *comm, MPI_Fint *type, MPI_Fint *key,
+			      MPI_Info *info, MPI_Comm *newcomm, MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr,
+		    MPI_Comm_split_type(*comm, *type, *key, *info, newcomm));
+}
+
+void mpi_comm_create_f08_(MPI_Comm *comm, MPI_Group *group, MPI_Comm *newcomm,
+			  MPI_Fint *ierr);
+void mpi_comm_create_f08_(MPI_Comm *comm, MPI_Group *group, MPI_Comm *newcomm,
+			  MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Comm_create(*comm, *group, newcomm));
+}
+
+void mpi_comm_create_group_f08_(MPI_Comm *comm, MPI_Group *group, MPI_Fint *tag,
+				MPI_Comm *newcomm, MPI_Fint *ierr);
+void mpi_comm_create_group_f08_(MPI_Comm *comm, MPI_Group *group, MPI_Fint *tag,
+				MPI_Comm *newcomm, MPI_Fint *ierr)
+{
+	tgf_f08_ret(ierr, MPI_Comm_create_group(*comm, *group, *tag, newcomm));
+}
+
+/* LOGICAL arrays and sentinels: MPICH's binding converts them. */
+void mpi_cart_create_f08_(MPI_Comm *comm, MPI_Fint *ndims, MPI_Fint *dims,
+			  MPI_Fint *periods, MPI_Fint *reorder,
+			  MPI_Comm *newcomm, MPI_Fint *ierr);
+void mpi_cart_create_f08_(MPI_Comm *comm, MPI_Fint *ndims, MPI_Fint *dims,
+			  MPI_Fint *periods, MPI_Fint *reorder,
+			  MPI_Comm *newcomm, MPI_Fint *ierr)
+{
+	TGF_F08_NEXT(mpi_cart_create_f08_,
+		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Comm *, MPI_Fint *),
+		     (comm, ndims, dims, periods, reorder, newcomm, &rc_), comm,
+		     newcomm, ierr);
+}
+
+void mpi_cart_sub_f08_(MPI_Comm *comm, MPI_Fint *remain, MPI_Comm *newcomm,
+		       MPI_Fint *ierr);
+void mpi_cart_sub_f08_(MPI_Comm *comm, MPI_Fint *remain, MPI_Comm *newcomm,
+		       MPI_Fint *ierr)
+{
+	TGF_F08_NEXT(mpi_cart_sub_f08_,
+		     (MPI_Comm *, MPI_Fint *, MPI_Comm *, MPI_Fint *),
+		     (comm, remain, newcomm, &rc_), comm, newcomm, ierr);
+}
+
+void mpi_graph_create_f08_(MPI_Comm *comm, MPI_Fint *nnodes, MPI_Fint *index,
+			   MPI_Fint *edges, MPI_Fint *reorder,
+			   MPI_Comm *newcomm, MPI_Fint *ierr);
+void mpi_graph_create_f08_(MPI_Comm *comm, MPI_Fint *nnodes, MPI_Fint *index,
+			   MPI_Fint *edges, MPI_Fint *reorder,
+			   MPI_Comm *newcomm, MPI_Fint *ierr)
+{
+	TGF_F08_NEXT(mpi_graph_create_f08_,
+		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Comm *, MPI_Fint *),
+		     (comm, nnodes, index, edges, reorder, newcomm, &rc_), comm,
+		     newcomm, ierr);
+}
+
+void mpi_dist_graph_create_f08_(MPI_Comm *comm, MPI_Fint *n, MPI_Fint *sources,
+				MPI_Fint *degrees, MPI_Fint *dests,
+				MPI_Fint *weights, MPI_Info *info,
+				MPI_Fint *reorder, MPI_Comm *newcomm,
+				MPI_Fint *ierr);
+void mpi_dist_graph_create_f08_(MPI_Comm *comm, MPI_Fint *n, MPI_Fint *sources,
+				MPI_Fint *degrees, MPI_Fint *dests,
+				MPI_Fint *weights, MPI_Info *info,
+				MPI_Fint *reorder, MPI_Comm *newcomm,
+				MPI_Fint *ierr)
+{
+	TGF_F08_NEXT(mpi_dist_graph_create_f08_,
+		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Fint *, MPI_Info *, MPI_Fint *,
+		      MPI_Comm *, MPI_Fint *),
+		     (comm, n, sources, degrees, dests, weights, info, reorder,
+		      newcomm, &rc_),
+		     comm, newcomm, ierr);
+}
+
+void mpi_dist_graph_create_adjacent_f08_(MPI_Comm *comm, MPI_Fint *indegree,
+					 MPI_Fint *sources,
+					 MPI_Fint *sourceweights,
+					 MPI_Fint *outdegree, MPI_Fint *dests,
+					 MPI_Fint *destweights, MPI_Info *info,
+					 MPI_Fint *reorder, MPI_Comm *newcomm,
+					 MPI_Fint *ierr);
+void mpi_dist_graph_create_adjacent_f08_(MPI_Comm *comm, MPI_Fint *indegree,
+					 MPI_Fint *sources,
+					 MPI_Fint *sourceweights,
+					 MPI_Fint *outdegree, MPI_Fint *dests,
+					 MPI_Fint *destweights, MPI_Info *info,
+					 MPI_Fint *reorder, MPI_Comm *newcomm,
+					 MPI_Fint *ierr)
+{
+	TGF_F08_NEXT(mpi_dist_graph_create_adjacent_f08_,
+		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Info *,
+		      MPI_Fint *, MPI_Comm *, MPI_Fint *),
+		     (comm, indegree, sources, sourceweights, outdegree, dests,
+		      destweights, info, reorder, newcomm, &rc_),
+		     comm, newcomm, ierr);
+}
+
+#endif /* TGF_MPICH */
