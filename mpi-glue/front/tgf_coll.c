@@ -180,6 +180,7 @@ static int tgf_policy(int why, enum tg_fn fn, size_t bytes,
 int tgf_fail(MPI_Comm comm, int err)
 {
 	int code = err == -FI_ETRUNC || err == -FI_EMSGSIZE ? MPI_ERR_TRUNCATE
+		   : err == -FI_ENOMEM			    ? MPI_ERR_NO_MEM
 							    : MPI_ERR_OTHER;
 
 	PMPI_Comm_call_errhandler(comm, code);
@@ -196,11 +197,29 @@ int tgf_finish(MPI_Comm comm, struct tg_req *r, struct tgf_stage *st)
 	return err ? tgf_fail(comm, err) : MPI_SUCCESS;
 }
 
+/* A call every member decided to offload that this member cannot post
+ * (err): it fails.  Falling back alone would leave the others waiting
+ * for it in the offload, and it for them in the MPI's own algorithm. */
+static int tgf_refused(MPI_Comm comm, enum tg_fn fn, int err)
+{
+	tg_count(fn, false, TG_WHY_POST);
+	return tgf_fail(comm, err);
+}
+
+/* Whether every member's post is refused alike, so that all of them
+ * fall back together: the provider's limits and types, which rest on
+ * what the members share (a size in bytes, a count, a type), or an
+ * argument error the MPI then reports itself.  No memory, a group
+ * broken by a dead peer, are one member's alone. */
+static bool tgf_refused_alike(int err)
+{
+	return err == -FI_EINVAL || err == -FI_EOPNOTSUPP || err == -FI_ENOSYS;
+}
+
 /* A call every member offloads whose buffers could not be staged. */
 static int tgf_unstaged(MPI_Comm comm, enum tg_fn fn)
 {
-	tg_count(fn, false, TG_WHY_POST);
-	return tgf_fail(comm, -FI_ENOMEM);
+	return tgf_refused(comm, fn, -FI_ENOMEM);
 }
 
 /* Before anything else: what T-NBC guards in the call's buffers opens
@@ -256,6 +275,9 @@ static int tgf_size(MPI_Comm comm)
  * A data mover's STAGE (TGF_OK or TGF_UNSTAGED) stages its buffers once
  * the call is offloaded, into the chain ST, which the call unpacks. */
 #define TGF_UNSTAGED (-2)
+/* An alltoallv's byte counts could not be allocated (before the policy,
+ * which decides whether that matters). */
+#define TGF_NOMEM (-3)
 #define TGF_BLOCKING_ST(FN, WHY, STAGE, ST, POST, FALLBACK)                    \
 	TGF_BLOCKING_DONE(FN, WHY, STAGE, ST, POST, MPI_SUCCESS, FALLBACK)
 /* DONE: the call's return code once it succeeded. */
@@ -268,13 +290,18 @@ static int tgf_size(MPI_Comm comm)
 			return tgf_unstaged(comm, FN);                         \
 		if (why_ == TGF_OK) {                                          \
 			struct tg_req *r = tg_req_new(NULL);                   \
-			if (r && !(POST)) {                                    \
+			int err_ = r ? (POST) : -FI_ENOMEM;                    \
+			if (!err_) {                                           \
 				int rc_;                                       \
 				tg_count(FN, true, 0);                         \
 				rc_ = tgf_finish(comm, r, ST);                 \
 				return rc_ == MPI_SUCCESS ? (DONE) : rc_;      \
 			}                                                      \
 			tg_req_free(r);                                        \
+			if (!tgf_refused_alike(err_)) {                        \
+				tgf_stage_end(ST, false);                      \
+				return tgf_refused(comm, FN, err_);            \
+			}                                                      \
 			why_ = TG_WHY_POST;                                    \
 		}                                                              \
 		tgf_stage_end(ST, false);                                      \
@@ -297,7 +324,7 @@ static int tgf_size(MPI_Comm comm)
 		}                                                              \
 		if (why_ == TGF_OK) {                                          \
 			struct tg_req *r = tgf_nb_begin(request, ST);          \
-			int bad_ = 1;                                          \
+			int bad_ = -FI_ENOMEM;                                 \
 			if (r) {                                               \
 				tg_defer((TC), BYTES, true);                   \
 				bad_ = (POST);                                 \
@@ -309,6 +336,11 @@ static int tgf_size(MPI_Comm comm)
 				return MPI_SUCCESS;                            \
 			}                                                      \
 			tgf_nb_abort(request, r);                              \
+			if (!tgf_refused_alike(bad_)) {                        \
+				tgf_stage_end(ST, false);                      \
+				*request = MPI_REQUEST_NULL;                   \
+				return tgf_refused(comm, FN, bad_);            \
+			}                                                      \
 			why_ = TG_WHY_POST;                                    \
 		}                                                              \
 		tgf_stage_end(ST, false);                                      \
@@ -647,7 +679,7 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 	n = tg_comm_size(a->fc->tc);
 	a->sc = malloc(4 * (size_t)n * sizeof(size_t));
 	if (!a->sc)
-		return TG_WHY_POST;
+		return TGF_NOMEM;
 	a->sd = a->sc + n;
 	a->rc = a->sd + n;
 	a->rd = a->rc + n;
@@ -976,6 +1008,14 @@ static int tgf_alltoallv_body(const void *site_, const void *sbuf,
 				      rcounts, rdispls, rtype, &a);
 	int rc;
 
+	/* every other member offloads where T-NBC or the policy says so */
+	if (why == TGF_NOMEM) {
+		why = tg_policy_tnbc(TG_ALLTOALLV, SIZE_MAX)
+			      ? TGF_OK
+			      : tgf_policy(TGF_OK, TG_ALLTOALLV, 0, a.fc);
+		if (why == TGF_OK)
+			return tgf_unstaged(comm, TG_ALLTOALLV);
+	}
 	/* With T-NBC named, every member sends the offload's messages (the
 	 * variable is the same everywhere); each then receives by T-NBC or
 	 * not by its own largest message, which the others cannot know, and
@@ -1009,14 +1049,21 @@ static int tgf_alltoallv_body(const void *site_, const void *sbuf,
 	}
 	if (why == TGF_OK) {
 		struct tg_req *r = tg_req_new(NULL);
+		int err = r ? tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, a.rbuf,
+					   a.rc, a.rd, r)
+			    : -FI_ENOMEM;
 
-		if (r && !tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, a.rbuf,
-				       a.rc, a.rd, r)) {
+		if (!err) {
 			free(a.sc);
 			tg_count(TG_ALLTOALLV, true, 0);
 			return tgf_finish(comm, r, a.st);
 		}
 		tg_req_free(r);
+		if (!tgf_refused_alike(err)) {
+			tgf_stage_end(a.st, false);
+			free(a.sc);
+			return tgf_refused(comm, TG_ALLTOALLV, err);
+		}
 		why = TG_WHY_POST;
 	}
 	tgf_stage_end(a.st, false);
@@ -1178,6 +1225,13 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 	int why = tgf_check_alltoallv(comm, sbuf, scounts, sdispls, stype, rbuf,
 				      rcounts, rdispls, rtype, &a);
 
+	if (why == TGF_NOMEM) {
+		why = tgf_policy(TGF_OK, TG_IALLTOALLV, 0, a.fc);
+		if (why == TGF_OK && tgf_nb_enabled()) {
+			*request = MPI_REQUEST_NULL;
+			return tgf_unstaged(comm, TG_IALLTOALLV);
+		}
+	}
 	why = tgf_policy(why, TG_IALLTOALLV, 0, a.fc);
 	if (why == TGF_OK && !tgf_nb_enabled())
 		why = TG_WHY_OFF;
@@ -1188,7 +1242,7 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 	}
 	if (why == TGF_OK) {
 		struct tg_req *r = tgf_nb_begin(request, a.st);
-		int bad = 1;
+		int bad = -FI_ENOMEM;
 
 		if (r) {
 			tg_defer(a.fc->tc, SIZE_MAX, true);
@@ -1203,6 +1257,12 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 			return MPI_SUCCESS;
 		}
 		tgf_nb_abort(request, r);
+		if (!tgf_refused_alike(bad)) {
+			tgf_stage_end(a.st, false);
+			free(a.sc);
+			*request = MPI_REQUEST_NULL;
+			return tgf_refused(comm, TG_IALLTOALLV, bad);
+		}
 		why = TG_WHY_POST;
 	}
 	tgf_stage_end(a.st, false);

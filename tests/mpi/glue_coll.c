@@ -19,8 +19,10 @@
 #include "mpitest.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -1473,6 +1475,69 @@ static void t_member_death(void)
 	_exit(0); /* MPI_Finalize would wait for the dead rank */
 }
 
+/*
+ * One member that cannot post what every member decided to offload: the
+ * copy an in-place allreduce keeps of its input is refused on rank 1
+ * (malloc below fails once for exactly that size).  Falling back alone,
+ * rank 1 would run the MPI's own allreduce while the others wait in the
+ * offload, for ever; the call must fail through the error handler with
+ * MPI_ERR_NO_MEM instead, and rank 1 then ends the job.
+ */
+extern void *__libc_malloc(size_t n);
+static _Atomic size_t nomem_size;
+
+void *malloc(size_t n)
+{
+	size_t want = atomic_load_explicit(&nomem_size, memory_order_relaxed);
+
+	if (want && n == want &&
+	    atomic_compare_exchange_strong(&nomem_size, &want, 0)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return __libc_malloc(n);
+}
+
+static void t_post_nomem(bool nb)
+{
+	enum { N = 100003 };
+	double *b = mt_malloc(N * sizeof(*b)), x = 1;
+	int rank, rc, cls = 0;
+	MPI_Request rq = MPI_REQUEST_NULL;
+	MPI_Comm c;
+
+	MT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+	MT_MPI(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+	MPI_Comm_rank(c, &rank);
+	MT_MPI(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, c));
+	for (int i = 0; i < N; i++)
+		b[i] = rank + i;
+	if (rank == 1)
+		atomic_store(&nomem_size, N * sizeof(*b));
+	if (nb) {
+		rc = MPI_Iallreduce(MPI_IN_PLACE, b, N, MPI_DOUBLE, MPI_SUM, c,
+				    &rq);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+	} else {
+		rc = MPI_Allreduce(MPI_IN_PLACE, b, N, MPI_DOUBLE, MPI_SUM, c);
+	}
+	if (rank != 1)
+		mt_fail(__FILE__, __LINE__,
+			"rank %d: the allreduce returned %d without rank 1",
+			rank, rc);
+	MPI_Error_class(rc, &cls);
+	MT_CHECK(cls == MPI_ERR_NO_MEM && rq == MPI_REQUEST_NULL,
+		 "rank 1: the %s allreduce returned class %d, not "
+		 "MPI_ERR_NO_MEM",
+		 nb ? "non-blocking" : "blocking", cls);
+	printf("glue_coll: rank 1: the %s in-place allreduce failed with "
+	       "MPI_ERR_NO_MEM\n",
+	       nb ? "non-blocking" : "blocking");
+	fflush(stdout);
+	MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
 int main(int argc, char **argv)
 {
 	int provided = 0, wr, ws;
@@ -1488,6 +1553,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[argc - 1], "--member-death"))
 		t_member_death();
+	if (argc > 1 && !strncmp(argv[argc - 1], "--post-nomem", 12))
+		t_post_nomem(!strcmp(argv[argc - 1], "--post-nomem-nb"));
 	if (argc > 1 && !strcmp(argv[argc - 1], "--mismatch")) {
 		t_mismatch();
 		mt_finish("mismatched counts failed on every rank");
