@@ -628,14 +628,37 @@ static int tgf_check_bcast(MPI_Comm comm, void *buf, int count, MPI_Datatype dt,
 	return TGF_OK;
 }
 
+/* The v exchanges (alltoallv, and allgatherv, gatherv, scatterv as its
+ * special cases): byte counts and displacements per member, each way,
+ * for tg_alltoallv.  A zero count moves nothing in either direction. */
 struct tgf_v {
 	struct tgf_comm *fc;
-	const void *sbuf; /* NULL: in place */
+	const void *sbuf; /* NULL: alltoallv in place */
 	void *rbuf;
-	size_t *sc, *sd, *rc, *rd; /* one allocation */
+	size_t *sc, *sd, *rc, *rd; /* one allocation, zeroed */
 	struct tgf_side side[2]; /* as tgf_mov's */
 	struct tgf_stage *st;
+	int from_own; /* >= 0: send what this member's receive block holds */
+	size_t share; /* bytes per member where every member knows them */
 };
+
+/* Where a buffer of no bytes points: a NULL one is legal with a count of
+ * 0, and to tg_alltoallv a NULL send buffer means in place. */
+static const char tgf_v_none;
+
+static int tgf_v_alloc(struct tgf_v *a)
+{
+	size_t n = (size_t)tg_comm_size(a->fc->tc);
+
+	a->from_own = -1;
+	a->sc = calloc(4 * n, sizeof(size_t));
+	if (!a->sc)
+		return TGF_NOMEM;
+	a->sd = a->sc + n;
+	a->rc = a->sd + n;
+	a->rd = a->rc + n;
+	return TGF_OK;
+}
 
 /* Byte counts and displacements of one side: its own, or where staged
  * the packed blocks one after another. */
@@ -654,69 +677,219 @@ static bool tgf_v_bytes(const int *counts, const int *displs, size_t elem,
 	return true;
 }
 
+/* Side k (0 send, 1 receive), of bytes in all: staged, or its buffer. */
+static int tgf_v_put(struct tgf_v *a, int k, struct tgf_side side, bool staged,
+		     size_t bytes)
+{
+	const void *buf = side.buf;
+
+	if (staged)
+		a->side[k] = side;
+	else if (!buf && !bytes)
+		buf = &tgf_v_none;
+	else if (!buf)
+		return TG_WHY_ARGS;
+	if (k)
+		a->rbuf = (void *)buf;
+	else
+		a->sbuf = buf;
+	return TGF_OK;
+}
+
+/* Side k (0 send, 1 receive) as n blocks of counts and displs. */
+static int tgf_v_vec(struct tgf_v *a, int k, const void *buf, const int *counts,
+		     const int *displs, MPI_Datatype dt, unsigned how)
+{
+	int n = tg_comm_size(a->fc->tc), l;
+	size_t e = 0, *c = k ? a->rc : a->sc, *d = k ? a->rd : a->sd, all = 0;
+
+	if (!counts || !displs)
+		return TG_WHY_ARGS;
+	l = tgf_layout(dt, 1, &e);
+	if (l == TGF_BAD ||
+	    !tgf_v_bytes(counts, displs, e, l == TGF_STAGED, n, c, d))
+		return TG_WHY_ARGS;
+	for (int i = 0; i < n; i++)
+		all += c[i];
+	return tgf_v_put(a, k,
+			 (struct tgf_side){.buf = buf,
+					   .counts = counts,
+					   .displs = displs,
+					   .n = n,
+					   .dt = dt,
+					   .how = how},
+			 l == TGF_STAGED, all);
+}
+
+/* Side k as one block of count (*bytes). */
+static int tgf_v_one(struct tgf_v *a, int k, const void *buf, int count,
+		     MPI_Datatype dt, unsigned how, size_t *bytes)
+{
+	int l = tgf_layout(dt, count, bytes);
+
+	if (l == TGF_BAD)
+		return TG_WHY_ARGS;
+	return tgf_v_put(a, k,
+			 (struct tgf_side){.buf = buf,
+					   .count = (size_t)count,
+					   .dt = dt,
+					   .how = how},
+			 l == TGF_STAGED, *bytes);
+}
+
+/* A check that failed after the allocation. */
+static int tgf_v_bad(struct tgf_v *a, int why)
+{
+	free(a->sc);
+	a->sc = NULL;
+	return why;
+}
+
 static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 			       const int *scounts, const int *sdispls,
 			       MPI_Datatype stype, void *rbuf,
 			       const int *rcounts, const int *rdispls,
 			       MPI_Datatype rtype, struct tgf_v *a)
 {
-	int why = tgf_comm_check(comm, &a->fc), n, rl, sl = TGF_RUN;
-	size_t se = 0, re = 0;
+	int why = tgf_comm_check(comm, &a->fc);
 	bool in_place = sbuf == MPI_IN_PLACE;
+
+	a->sc = NULL;
+	if (why == TGF_OK)
+		why = tgf_v_alloc(a);
+	if (why != TGF_OK)
+		return why;
+	why = tgf_v_vec(a, 1, rbuf, rcounts, rdispls, rtype,
+			in_place ? TGF_STAGE_IN | TGF_STAGE_OUT
+				 : TGF_STAGE_OUT);
+	if (why == TGF_OK && !in_place)
+		why = tgf_v_vec(a, 0, sbuf, scounts, sdispls, stype,
+				TGF_STAGE_IN);
+	if (why == TGF_OK && !in_place && sbuf == rbuf && sbuf &&
+	    !a->side[0].how && !a->side[1].how)
+		why = TG_WHY_ARGS;
+	if (why != TGF_OK)
+		return tgf_v_bad(a, why);
+	if (in_place) {
+		/* tg_alltoallv sends from a copy of the receive buffer */
+		memset(a->sc, 0,
+		       2 * (size_t)tg_comm_size(a->fc->tc) * sizeof(size_t));
+		a->sbuf = NULL;
+	}
+	return TGF_OK;
+}
+
+/* Allgatherv: one block to every member; in place, the block this
+ * member's receive buffer holds. */
+static int tgf_check_allgatherv(MPI_Comm comm, const void *sbuf, int scount,
+				MPI_Datatype stype, void *rbuf,
+				const int *rcounts, const int *displs,
+				MPI_Datatype rtype, struct tgf_v *a)
+{
+	int why = tgf_comm_check(comm, &a->fc), n, me;
+	bool in_place = sbuf == MPI_IN_PLACE;
+	size_t sb = 0;
+
+	a->sc = NULL;
+	if (why == TGF_OK)
+		why = tgf_v_alloc(a);
+	if (why != TGF_OK)
+		return why;
+	n = tg_comm_size(a->fc->tc);
+	me = tg_comm_rank(a->fc->tc);
+	why = tgf_v_vec(a, 1, rbuf, rcounts, displs, rtype,
+			in_place ? TGF_STAGE_IN | TGF_STAGE_OUT
+				 : TGF_STAGE_OUT);
+	if (why == TGF_OK && !in_place)
+		why = tgf_v_one(a, 0, sbuf, scount, stype, TGF_STAGE_IN, &sb);
+	if (why == TGF_OK && !in_place && sbuf == rbuf && sbuf &&
+	    !a->side[0].how && !a->side[1].how)
+		why = TG_WHY_ARGS;
+	if (why != TGF_OK)
+		return tgf_v_bad(a, why);
+	/* every member's receive counts describe the same bytes */
+	for (int i = 0; i < n; i++) {
+		a->sc[i] = in_place ? a->rc[me] : sb;
+		a->share += a->rc[i];
+	}
+	a->share /= (size_t)n;
+	if (in_place)
+		a->from_own = me;
+	return TGF_OK;
+}
+
+/* Gatherv (gather) and scatterv: the root's side is n blocks, each
+ * other member's one block to or from the root; in place, the root's
+ * own block stays where it is. */
+static int tgf_check_rooted_v(MPI_Comm comm, const void *sbuf, int scount,
+			      const int *scounts, const int *sdispls,
+			      MPI_Datatype stype, void *rbuf, int rcount,
+			      const int *rcounts, const int *rdispls,
+			      MPI_Datatype rtype, int root, bool gather,
+			      struct tgf_v *a)
+{
+	int why = tgf_comm_check(comm, &a->fc), me;
+	size_t b = 0;
+	bool in_place;
 
 	a->sc = NULL;
 	if (why != TGF_OK)
 		return why;
-	rl = tgf_layout(rtype, 1, &re);
-	if (!in_place)
-		sl = tgf_layout(stype, 1, &se);
-	if (rl == TGF_BAD || sl == TGF_BAD || !rcounts || !rdispls ||
-	    (rl == TGF_RUN && !rbuf) ||
-	    (!in_place && (!scounts || !sdispls ||
-			   (sbuf == rbuf && rl == TGF_RUN && sl == TGF_RUN) ||
-			   (sl == TGF_RUN && !sbuf))))
+	if (!tgf_root_ok(a->fc, root))
 		return TG_WHY_ARGS;
-	n = tg_comm_size(a->fc->tc);
-	a->sc = malloc(4 * (size_t)n * sizeof(size_t));
-	if (!a->sc)
-		return TGF_NOMEM;
-	a->sd = a->sc + n;
-	a->rc = a->sd + n;
-	a->rd = a->rc + n;
-	if (!tgf_v_bytes(rcounts, rdispls, re, rl == TGF_STAGED, n, a->rc,
-			 a->rd) ||
-	    (!in_place && !tgf_v_bytes(scounts, sdispls, se, sl == TGF_STAGED,
-				       n, a->sc, a->sd))) {
-		free(a->sc);
-		a->sc = NULL;
-		return TG_WHY_ARGS;
+	why = tgf_v_alloc(a);
+	if (why != TGF_OK)
+		return why;
+	me = tg_comm_rank(a->fc->tc);
+	in_place = gather ? sbuf == MPI_IN_PLACE : rbuf == MPI_IN_PLACE;
+	if (me != root && in_place)
+		why = TG_WHY_ARGS;
+	else if (me != root && gather)
+		why = tgf_v_one(a, 0, sbuf, scount, stype, TGF_STAGE_IN,
+				&a->sc[root]);
+	else if (me != root)
+		why = tgf_v_one(a, 1, rbuf, rcount, rtype, TGF_STAGE_OUT,
+				&a->rc[root]);
+	else if (gather) {
+		why = tgf_v_vec(a, 1, rbuf, rcounts, rdispls, rtype,
+				in_place ? TGF_STAGE_IN | TGF_STAGE_OUT
+					 : TGF_STAGE_OUT);
+		if (why == TGF_OK && !in_place)
+			why = tgf_v_one(a, 0, sbuf, scount, stype, TGF_STAGE_IN,
+					&b);
+		/* the root's own block: copied, or left in place */
+		a->sc[me] = b;
+		if (in_place)
+			a->rc[me] = 0;
+	} else {
+		why = tgf_v_vec(a, 0, sbuf, scounts, sdispls, stype,
+				TGF_STAGE_IN);
+		if (why == TGF_OK && !in_place)
+			why = tgf_v_one(a, 1, rbuf, rcount, rtype,
+					TGF_STAGE_OUT, &b);
+		a->rc[me] = b;
+		if (in_place)
+			a->sc[me] = 0;
 	}
-	if (in_place)
-		memset(a->sc, 0, 2 * (size_t)n * sizeof(size_t));
-	if (rl == TGF_STAGED)
-		a->side[1] = (struct tgf_side){
-			.buf = rbuf,
-			.counts = rcounts,
-			.displs = rdispls,
-			.n = n,
-			.dt = rtype,
-			.how = in_place ? TGF_STAGE_IN | TGF_STAGE_OUT
-					: TGF_STAGE_OUT};
-	if (!in_place && sl == TGF_STAGED)
-		a->side[0] = (struct tgf_side){.buf = sbuf,
-					       .counts = scounts,
-					       .displs = sdispls,
-					       .n = n,
-					       .dt = stype,
-					       .how = TGF_STAGE_IN};
-	a->sbuf = in_place ? NULL : sbuf;
-	a->rbuf = rbuf;
+	if (why != TGF_OK)
+		return tgf_v_bad(a, why);
+	if (!a->sbuf)
+		a->sbuf = &tgf_v_none;
+	if (!a->rbuf)
+		a->rbuf = (void *)&tgf_v_none;
 	return TGF_OK;
 }
 
 static int tgf_v_stage(struct tgf_v *a)
 {
-	return tgf_stage_sides(a->side, &a->sbuf, &a->rbuf, &a->st);
+	int why = tgf_stage_sides(a->side, &a->sbuf, &a->rbuf, &a->st);
+
+	if (why == TGF_OK && a->from_own >= 0) {
+		/* in place: send the own block, copy nothing to it */
+		a->sbuf = (char *)a->rbuf + a->rd[a->from_own];
+		a->rc[a->from_own] = 0;
+	}
+	return why;
 }
 
 /* MAXLOC/MINLOC on the pair types the descriptors carry: TGF_OK and the
@@ -992,6 +1165,96 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 			     comm));
 }
 
+/* A v exchange's decision and its stage: TGF_OK (staged), TGF_UNSTAGED
+ * (the others offload, this member cannot: the call fails), or why it
+ * falls back.  Where counts differ per member only the group size may
+ * decide; allgatherv's every member knows them all (a->share), though
+ * not where its allocation failed: it then decides as if the share were
+ * 0, which could differ from the others, and fails its call instead of
+ * falling back where the cutoff might have sent them to the offload. */
+static int tgf_v_decide(enum tg_fn fn, int why, struct tgf_v *a, bool nb)
+{
+	bool nomem = why == TGF_NOMEM;
+
+	if (nomem && !nb && fn == TG_ALLGATHERV && tg_policy_may(fn) < 0)
+		return TGF_UNSTAGED;
+	why = tgf_policy(nomem ? TGF_OK : why, fn, a->share, a->fc);
+	if (why == TGF_OK && nb && !tgf_nb_enabled())
+		why = TG_WHY_OFF;
+	if (why == TGF_OK && (nomem || tgf_v_stage(a) != TGF_OK))
+		return TGF_UNSTAGED;
+	return why;
+}
+
+/* Posts a decided and staged v exchange, or finishes a call that will
+ * not be: true when *rc is the call's result, false when the caller
+ * falls back (counted).  request NULL: blocking. */
+static bool tgf_v_go(MPI_Comm comm, enum tg_fn fn, int why, struct tgf_v *a,
+		     MPI_Request *request, int *rc)
+{
+	if (why == TGF_UNSTAGED) {
+		free(a->sc);
+		if (request)
+			*request = MPI_REQUEST_NULL;
+		*rc = tgf_unstaged(comm, fn);
+		return true;
+	}
+	if (why == TGF_OK) {
+		struct tg_req *r = request ? tgf_nb_begin(request, a->st)
+					   : tg_req_new(NULL);
+		int err = -FI_ENOMEM;
+
+		if (r) {
+			if (request)
+				tg_defer(a->fc->tc, SIZE_MAX, true);
+			err = tg_alltoallv(a->fc->tc, a->sbuf, a->sc, a->sd,
+					   a->rbuf, a->rc, a->rd, r);
+			if (request)
+				tg_defer(a->fc->tc, SIZE_MAX, false);
+		}
+		if (!err) {
+			free(a->sc);
+			tg_count(fn, true, 0);
+			if (!request) {
+				*rc = tgf_finish(comm, r, a->st);
+				return true;
+			}
+			tg_handoff(SIZE_MAX);
+			*rc = MPI_SUCCESS;
+			return true;
+		}
+		if (request)
+			tgf_nb_abort(request, r);
+		else
+			tg_req_free(r);
+		if (!tgf_refused_alike(err)) {
+			tgf_stage_end(a->st, false);
+			free(a->sc);
+			if (request)
+				*request = MPI_REQUEST_NULL;
+			*rc = tgf_refused(comm, fn, err);
+			return true;
+		}
+		why = TG_WHY_POST;
+	}
+	tgf_stage_end(a->st, false);
+	free(a->sc);
+	tg_count(fn, false, (enum tg_why)why);
+	return false;
+}
+
+/* The body of a v wrapper: CHECK fills a, REQ is the request (NULL:
+ * blocking), FALLBACK the PMPI call. */
+#define TGF_V(FN, REQ, CHECK, FALLBACK)                                        \
+	do {                                                                   \
+		struct tgf_v a = {0};                                          \
+		int why_ = (CHECK), rc_;                                       \
+		why_ = tgf_v_decide(FN, why_, &a, (REQ) != NULL);              \
+		if (tgf_v_go(comm, FN, why_, &a, REQ, &rc_))                   \
+			return rc_;                                            \
+		return FALLBACK;                                               \
+	} while (0)
+
 static int tgf_alltoallv_body(const void *site_, const void *sbuf,
 			      const int scounts[], const int sdispls[],
 			      MPI_Datatype stype, void *rbuf,
@@ -1008,14 +1271,10 @@ static int tgf_alltoallv_body(const void *site_, const void *sbuf,
 				      rcounts, rdispls, rtype, &a);
 	int rc;
 
-	/* every other member offloads where T-NBC or the policy says so */
-	if (why == TGF_NOMEM) {
-		why = tg_policy_tnbc(TG_ALLTOALLV, SIZE_MAX)
-			      ? TGF_OK
-			      : tgf_policy(TGF_OK, TG_ALLTOALLV, 0, a.fc);
-		if (why == TGF_OK)
-			return tgf_unstaged(comm, TG_ALLTOALLV);
-	}
+	/* with T-NBC named every other member offloads (tgf_v_decide
+	 * asks the policy otherwise) */
+	if (why == TGF_NOMEM && tg_policy_tnbc(TG_ALLTOALLV, SIZE_MAX))
+		return tgf_unstaged(comm, TG_ALLTOALLV);
 	/* With T-NBC named, every member sends the offload's messages (the
 	 * variable is the same everywhere); each then receives by T-NBC or
 	 * not by its own largest message, which the others cannot know, and
@@ -1039,39 +1298,12 @@ static int tgf_alltoallv_body(const void *site_, const void *sbuf,
 			return rc;
 		}
 	} else {
-		/* counts differ per member: only the group size may
-		 * decide */
-		why = tgf_policy(why, TG_ALLTOALLV, 0, a.fc);
-		if (why == TGF_OK && tgf_v_stage(&a) != TGF_OK) {
-			free(a.sc);
-			return tgf_unstaged(comm, TG_ALLTOALLV);
-		}
+		why = tgf_v_decide(TG_ALLTOALLV, why, &a, false);
 	}
-	if (why == TGF_OK) {
-		struct tg_req *r = tg_req_new(NULL);
-		int err = r ? tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, a.rbuf,
-					   a.rc, a.rd, r)
-			    : -FI_ENOMEM;
-
-		if (!err) {
-			free(a.sc);
-			tg_count(TG_ALLTOALLV, true, 0);
-			return tgf_finish(comm, r, a.st);
-		}
-		tg_req_free(r);
-		if (!tgf_refused_alike(err)) {
-			tgf_stage_end(a.st, false);
-			free(a.sc);
-			return tgf_refused(comm, TG_ALLTOALLV, err);
-		}
-		why = TG_WHY_POST;
-	}
-	tgf_stage_end(a.st, false);
-	free(a.sc);
-	tg_count(TG_ALLTOALLV, false, (enum tg_why)why);
-	rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,
-			    rdispls, rtype, comm);
-	return rc;
+	if (tgf_v_go(comm, TG_ALLTOALLV, why, &a, NULL, &rc))
+		return rc;
+	return PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,
+			      rdispls, rtype, comm);
 }
 
 int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
@@ -1221,53 +1453,147 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 	TGF_SHORTCUT(TG_IALLTOALLV,
 		     PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf,
 				     rcounts, rdispls, rtype, comm, request));
-	struct tgf_v a = {0};
-	int why = tgf_check_alltoallv(comm, sbuf, scounts, sdispls, stype, rbuf,
-				      rcounts, rdispls, rtype, &a);
+	TGF_V(TG_IALLTOALLV, request,
+	      tgf_check_alltoallv(comm, sbuf, scounts, sdispls, stype, rbuf,
+				  rcounts, rdispls, rtype, &a),
+	      PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,
+			      rdispls, rtype, comm, request));
+}
 
-	if (why == TGF_NOMEM) {
-		why = tgf_policy(TGF_OK, TG_IALLTOALLV, 0, a.fc);
-		if (why == TGF_OK && tgf_nb_enabled()) {
-			*request = MPI_REQUEST_NULL;
-			return tgf_unstaged(comm, TG_IALLTOALLV);
-		}
-	}
-	why = tgf_policy(why, TG_IALLTOALLV, 0, a.fc);
-	if (why == TGF_OK && !tgf_nb_enabled())
-		why = TG_WHY_OFF;
-	if (why == TGF_OK && tgf_v_stage(&a) != TGF_OK) {
-		free(a.sc);
-		*request = MPI_REQUEST_NULL;
-		return tgf_unstaged(comm, TG_IALLTOALLV);
-	}
-	if (why == TGF_OK) {
-		struct tg_req *r = tgf_nb_begin(request, a.st);
-		int bad = -FI_ENOMEM;
+/* Allgatherv, gatherv and scatterv: alltoallv's schedule with one block
+ * each way (tg_alltoallv skips zero counts); counts differ per member,
+ * so only the group size decides. */
+static int tgf_rank(MPI_Comm comm)
+{
+	int r = -1;
 
-		if (r) {
-			tg_defer(a.fc->tc, SIZE_MAX, true);
-			bad = tg_alltoallv(a.fc->tc, a.sbuf, a.sc, a.sd, a.rbuf,
-					   a.rc, a.rd, r);
-			tg_defer(a.fc->tc, SIZE_MAX, false);
-		}
-		if (!bad) {
-			free(a.sc);
-			tg_count(TG_IALLTOALLV, true, 0);
-			tg_handoff(SIZE_MAX);
-			return MPI_SUCCESS;
-		}
-		tgf_nb_abort(request, r);
-		if (!tgf_refused_alike(bad)) {
-			tgf_stage_end(a.st, false);
-			free(a.sc);
-			*request = MPI_REQUEST_NULL;
-			return tgf_refused(comm, TG_IALLTOALLV, bad);
-		}
-		why = TG_WHY_POST;
+	if (comm == MPI_COMM_NULL || PMPI_Comm_rank(comm, &r) != MPI_SUCCESS)
+		return -1;
+	return r;
+}
+
+/* Allgatherv's share of one member, as every member computes it, before
+ * anything is allocated: a call below the cutoff goes to the MPI at the
+ * cost of a sum (the full check, an allocation and three datatype
+ * queries, made MPICH's 8-byte allgatherv 1.2 times its own).  SIZE_MAX
+ * where the arguments are for the check to judge. */
+static size_t tgf_v_share(const int *counts, MPI_Datatype dt, MPI_Comm comm)
+{
+	int n = tgf_size(comm), size;
+	size_t all = 0;
+
+	if (!counts || n <= 0 || dt == MPI_DATATYPE_NULL ||
+	    PMPI_Type_size(dt, &size) != MPI_SUCCESS || size < 0)
+		return SIZE_MAX;
+	for (int i = 0; i < n; i++) {
+		if (counts[i] < 0)
+			return SIZE_MAX;
+		all += (size_t)counts[i];
 	}
-	tgf_stage_end(a.st, false);
-	free(a.sc);
-	tg_count(TG_IALLTOALLV, false, (enum tg_why)why);
-	return PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts,
-			       rdispls, rtype, comm, request);
+	return all * (size_t)size / (size_t)n;
+}
+
+int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		   const int rcounts[], const int displs[], MPI_Datatype rtype,
+		   MPI_Comm comm)
+{
+	TGF_OPEN(tgf_open(sbuf, scount, stype);
+		 tgf_open_v(rbuf, rcounts, displs, rtype, tgf_size(comm)));
+	TGF_SHORTCUT(TG_ALLGATHERV,
+		     PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs,
+				     rtype, comm));
+	if (tg_policy_below(TG_ALLGATHERV, tgf_v_share(rcounts, rtype, comm))) {
+		tg_count(TG_ALLGATHERV, false, TG_WHY_POLICY);
+		return PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts,
+				       displs, rtype, comm);
+	}
+	TGF_V(TG_ALLGATHERV, NULL,
+	      tgf_check_allgatherv(comm, sbuf, scount, stype, rbuf, rcounts,
+				   displs, rtype, &a),
+	      PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype,
+			      comm));
+}
+
+int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype,
+		    void *rbuf, const int rcounts[], const int displs[],
+		    MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request)
+{
+	TGF_OPEN(tgf_open(sbuf, scount, stype);
+		 tgf_open_v(rbuf, rcounts, displs, rtype, tgf_size(comm)));
+	TGF_SHORTCUT(TG_IALLGATHERV,
+		     PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts,
+				      displs, rtype, comm, request));
+	TGF_V(TG_IALLGATHERV, request,
+	      tgf_check_allgatherv(comm, sbuf, scount, stype, rbuf, rcounts,
+				   displs, rtype, &a),
+	      PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs,
+			       rtype, comm, request));
+}
+
+/* The root's n blocks are opened at the root only: elsewhere the
+ * arrays need not exist. */
+#define TGF_OPEN_ROOTED(BUF, COUNT, DT, VBUF, COUNTS, DISPLS, VDT)             \
+	TGF_OPEN(tgf_open(BUF, COUNT, DT);                                     \
+		 if (tgf_rank(comm) == root) tgf_open_v(VBUF, COUNTS, DISPLS,  \
+							VDT, tgf_size(comm)))
+
+int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		const int rcounts[], const int displs[], MPI_Datatype rtype,
+		int root, MPI_Comm comm)
+{
+	TGF_OPEN_ROOTED(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+	TGF_SHORTCUT(TG_GATHERV,
+		     PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs,
+				  rtype, root, comm));
+	TGF_V(TG_GATHERV, NULL,
+	      tgf_check_rooted_v(comm, sbuf, scount, NULL, NULL, stype, rbuf, 0,
+				 rcounts, displs, rtype, root, true, &a),
+	      PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype,
+			   root, comm));
+}
+
+int MPI_Igatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		 const int rcounts[], const int displs[], MPI_Datatype rtype,
+		 int root, MPI_Comm comm, MPI_Request *request)
+{
+	TGF_OPEN_ROOTED(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+	TGF_SHORTCUT(TG_IGATHERV,
+		     PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs,
+				   rtype, root, comm, request));
+	TGF_V(TG_IGATHERV, request,
+	      tgf_check_rooted_v(comm, sbuf, scount, NULL, NULL, stype, rbuf, 0,
+				 rcounts, displs, rtype, root, true, &a),
+	      PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype,
+			    root, comm, request));
+}
+
+int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[],
+		 MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+		 int root, MPI_Comm comm)
+{
+	TGF_OPEN_ROOTED(rbuf, rcount, rtype, sbuf, scounts, displs, stype);
+	TGF_SHORTCUT(TG_SCATTERV,
+		     PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount,
+				   rtype, root, comm));
+	TGF_V(TG_SCATTERV, NULL,
+	      tgf_check_rooted_v(comm, sbuf, 0, scounts, displs, stype, rbuf,
+				 rcount, NULL, NULL, rtype, root, false, &a),
+	      PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype,
+			    root, comm));
+}
+
+int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[],
+		  MPI_Datatype stype, void *rbuf, int rcount,
+		  MPI_Datatype rtype, int root, MPI_Comm comm,
+		  MPI_Request *request)
+{
+	TGF_OPEN_ROOTED(rbuf, rcount, rtype, sbuf, scounts, displs, stype);
+	TGF_SHORTCUT(TG_ISCATTERV,
+		     PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount,
+				    rtype, root, comm, request));
+	TGF_V(TG_ISCATTERV, request,
+	      tgf_check_rooted_v(comm, sbuf, 0, scounts, displs, stype, rbuf,
+				 rcount, NULL, NULL, rtype, root, false, &a),
+	      PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype,
+			     root, comm, request));
 }

@@ -217,6 +217,32 @@ TGF_FORTRAN(alltoallv, MPI_ALLTOALLV,
 			      C_TYPE(rt), C_COMM(comm));
 }
 
+TGF_FORTRAN(allgatherv, MPI_ALLGATHERV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Allgatherv(B(s), *sc, C_TYPE(st), B(r), rc, rd, C_TYPE(rt),
+			       C_COMM(comm));
+}
+
+TGF_FORTRAN(gatherv, MPI_GATHERV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm,
+	     MPI_Fint *ierr))
+{
+	*ierr = MPI_Gatherv(B(s), *sc, C_TYPE(st), B(r), rc, rd, C_TYPE(rt),
+			    *root, C_COMM(comm));
+}
+
+TGF_FORTRAN(scatterv, MPI_SCATTERV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm,
+	     MPI_Fint *ierr))
+{
+	*ierr = MPI_Scatterv(B(s), sc, sd, C_TYPE(st), B(r), *rc, C_TYPE(rt),
+			     *root, C_COMM(comm));
+}
+
 TGF_FORTRAN(ibarrier, MPI_IBARRIER,
 	    (MPI_Fint * comm, MPI_Fint *req, MPI_Fint *ierr))
 {
@@ -296,6 +322,45 @@ TGF_FORTRAN(ialltoallv, MPI_IALLTOALLV,
 
 	*ierr = MPI_Ialltoallv(B(s), sc, sd, C_TYPE(st), B(r), rc, rd,
 			       C_TYPE(rt), C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(iallgatherv, MPI_IALLGATHERV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req,
+	     MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Iallgatherv(B(s), *sc, C_TYPE(st), B(r), rc, rd, C_TYPE(rt),
+				C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(igatherv, MPI_IGATHERV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm,
+	     MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Igatherv(B(s), *sc, C_TYPE(st), B(r), rc, rd, C_TYPE(rt),
+			     *root, C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(iscatterv, MPI_ISCATTERV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm,
+	     MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Iscatterv(B(s), sc, sd, C_TYPE(st), B(r), *rc, C_TYPE(rt),
+			      *root, C_COMM(comm), &q);
 	if (*ierr == MPI_SUCCESS)
 		*req = PMPI_Request_c2f(q);
 }

@@ -33,6 +33,11 @@ static void tgf_f08_ret(MPI_Fint *ierr, int rc)
 		*ierr = rc;
 }
 
+/* An entry point, declared for -Wmissing-prototypes. */
+#define TGF_F08(name, params)                                                  \
+	void name params;                                                      \
+	void name params
+
 /* MPICH's own binding of NAME, called with ierror set, then the child
  * named on success. */
 #define TGF_F08_NEXT(name, proto, args, comm, newcomm, ierr)                   \
@@ -48,64 +53,51 @@ static void tgf_f08_ret(MPI_Fint *ierr, int rc)
 		tgf_f08_ret(ierr, rc_);                                        \
 	} while (0)
 
-void mpi_init_f08_(MPI_Fint *ierr);
-void mpi_init_f08_(MPI_Fint *ierr)
+TGF_F08(mpi_init_f08_, (MPI_Fint * ierr))
 {
 	tgf_f08_ret(ierr, MPI_Init(NULL, NULL));
 }
 
-void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided,
-			  MPI_Fint *ierr);
-void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided,
-			  MPI_Fint *ierr)
+TGF_F08(mpi_init_thread_f08_,
+	(MPI_Fint * required, MPI_Fint *provided, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Init_thread(NULL, NULL, *required, provided));
 }
 
-void mpi_finalize_f08_(MPI_Fint *ierr);
-void mpi_finalize_f08_(MPI_Fint *ierr)
+TGF_F08(mpi_finalize_f08_, (MPI_Fint * ierr))
 {
 	tgf_f08_ret(ierr, MPI_Finalize());
 }
 
-void mpi_barrier_f08_(MPI_Comm *comm, MPI_Fint *ierr);
-void mpi_barrier_f08_(MPI_Comm *comm, MPI_Fint *ierr)
+TGF_F08(mpi_barrier_f08_, (MPI_Comm * comm, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Barrier(*comm));
 }
 
-void mpi_ibarrier_f08_(MPI_Comm *comm, MPI_Request *req, MPI_Fint *ierr);
-void mpi_ibarrier_f08_(MPI_Comm *comm, MPI_Request *req, MPI_Fint *ierr)
+TGF_F08(mpi_ibarrier_f08_, (MPI_Comm * comm, MPI_Request *req, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Ibarrier(*comm, req));
 }
 
-void mpi_comm_dup_f08_(MPI_Comm *comm, MPI_Comm *newcomm, MPI_Fint *ierr);
-void mpi_comm_dup_f08_(MPI_Comm *comm, MPI_Comm *newcomm, MPI_Fint *ierr)
+TGF_F08(mpi_comm_dup_f08_, (MPI_Comm * comm, MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Comm_dup(*comm, newcomm));
 }
 
-void mpi_comm_dup_with_info_f08_(MPI_Comm *comm, MPI_Info *info,
-				 MPI_Comm *newcomm, MPI_Fint *ierr);
-void mpi_comm_dup_with_info_f08_(MPI_Comm *comm, MPI_Info *info,
-				 MPI_Comm *newcomm, MPI_Fint *ierr)
+TGF_F08(mpi_comm_dup_with_info_f08_,
+	(MPI_Comm * comm, MPI_Info *info, MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Comm_dup_with_info(*comm, *info, newcomm));
 }
 
-void mpi_comm_idup_f08_(MPI_Comm *comm, MPI_Comm *newcomm, MPI_Request *req,
-			MPI_Fint *ierr);
-void mpi_comm_idup_f08_(MPI_Comm *comm, MPI_Comm *newcomm, MPI_Request *req,
-			MPI_Fint *ierr)
+TGF_F08(mpi_comm_idup_f08_,
+	(MPI_Comm * comm, MPI_Comm *newcomm, MPI_Request *req, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Comm_idup(*comm, newcomm, req));
 }
 
-void mpi_comm_split_f08_(MPI_Comm *comm, MPI_Fint *color, MPI_Fint *key,
-			 MPI_Comm *newcomm, MPI_Fint *ierr);
-void mpi_comm_split_f08_(MPI_Comm *comm, MPI_Fint *color, MPI_Fint *key,
-			 MPI_Comm *newcomm, MPI_Fint *ierr)
+TGF_F08(mpi_comm_split_f08_, (MPI_Comm * comm, MPI_Fint *color, MPI_Fint *key,
+			      MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Comm_split(*comm, *color, *key, newcomm));
 }
@@ -120,29 +112,23 @@ void mpi_comm_split_type_f08_(MPI_Comm *comm, MPI_Fint *type, MPI_Fint *key,
 		    MPI_Comm_split_type(*comm, *type, *key, *info, newcomm));
 }
 
-void mpi_comm_create_f08_(MPI_Comm *comm, MPI_Group *group, MPI_Comm *newcomm,
-			  MPI_Fint *ierr);
-void mpi_comm_create_f08_(MPI_Comm *comm, MPI_Group *group, MPI_Comm *newcomm,
-			  MPI_Fint *ierr)
+TGF_F08(mpi_comm_create_f08_,
+	(MPI_Comm * comm, MPI_Group *group, MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Comm_create(*comm, *group, newcomm));
 }
 
-void mpi_comm_create_group_f08_(MPI_Comm *comm, MPI_Group *group, MPI_Fint *tag,
-				MPI_Comm *newcomm, MPI_Fint *ierr);
-void mpi_comm_create_group_f08_(MPI_Comm *comm, MPI_Group *group, MPI_Fint *tag,
-				MPI_Comm *newcomm, MPI_Fint *ierr)
+TGF_F08(mpi_comm_create_group_f08_,
+	(MPI_Comm * comm, MPI_Group *group, MPI_Fint *tag, MPI_Comm *newcomm,
+	 MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Comm_create_group(*comm, *group, *tag, newcomm));
 }
 
 /* LOGICAL arrays and sentinels: MPICH's binding converts them. */
-void mpi_cart_create_f08_(MPI_Comm *comm, MPI_Fint *ndims, MPI_Fint *dims,
-			  MPI_Fint *periods, MPI_Fint *reorder,
-			  MPI_Comm *newcomm, MPI_Fint *ierr);
-void mpi_cart_create_f08_(MPI_Comm *comm, MPI_Fint *ndims, MPI_Fint *dims,
-			  MPI_Fint *periods, MPI_Fint *reorder,
-			  MPI_Comm *newcomm, MPI_Fint *ierr)
+TGF_F08(mpi_cart_create_f08_,
+	(MPI_Comm * comm, MPI_Fint *ndims, MPI_Fint *dims, MPI_Fint *periods,
+	 MPI_Fint *reorder, MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_cart_create_f08_,
 		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
@@ -151,22 +137,17 @@ void mpi_cart_create_f08_(MPI_Comm *comm, MPI_Fint *ndims, MPI_Fint *dims,
 		     newcomm, ierr);
 }
 
-void mpi_cart_sub_f08_(MPI_Comm *comm, MPI_Fint *remain, MPI_Comm *newcomm,
-		       MPI_Fint *ierr);
-void mpi_cart_sub_f08_(MPI_Comm *comm, MPI_Fint *remain, MPI_Comm *newcomm,
-		       MPI_Fint *ierr)
+TGF_F08(mpi_cart_sub_f08_,
+	(MPI_Comm * comm, MPI_Fint *remain, MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_cart_sub_f08_,
 		     (MPI_Comm *, MPI_Fint *, MPI_Comm *, MPI_Fint *),
 		     (comm, remain, newcomm, &rc_), comm, newcomm, ierr);
 }
 
-void mpi_graph_create_f08_(MPI_Comm *comm, MPI_Fint *nnodes, MPI_Fint *index,
-			   MPI_Fint *edges, MPI_Fint *reorder,
-			   MPI_Comm *newcomm, MPI_Fint *ierr);
-void mpi_graph_create_f08_(MPI_Comm *comm, MPI_Fint *nnodes, MPI_Fint *index,
-			   MPI_Fint *edges, MPI_Fint *reorder,
-			   MPI_Comm *newcomm, MPI_Fint *ierr)
+TGF_F08(mpi_graph_create_f08_,
+	(MPI_Comm * comm, MPI_Fint *nnodes, MPI_Fint *index, MPI_Fint *edges,
+	 MPI_Fint *reorder, MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_graph_create_f08_,
 		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
@@ -175,16 +156,10 @@ void mpi_graph_create_f08_(MPI_Comm *comm, MPI_Fint *nnodes, MPI_Fint *index,
 		     newcomm, ierr);
 }
 
-void mpi_dist_graph_create_f08_(MPI_Comm *comm, MPI_Fint *n, MPI_Fint *sources,
-				MPI_Fint *degrees, MPI_Fint *dests,
-				MPI_Fint *weights, MPI_Info *info,
-				MPI_Fint *reorder, MPI_Comm *newcomm,
-				MPI_Fint *ierr);
-void mpi_dist_graph_create_f08_(MPI_Comm *comm, MPI_Fint *n, MPI_Fint *sources,
-				MPI_Fint *degrees, MPI_Fint *dests,
-				MPI_Fint *weights, MPI_Info *info,
-				MPI_Fint *reorder, MPI_Comm *newcomm,
-				MPI_Fint *ierr)
+TGF_F08(mpi_dist_graph_create_f08_,
+	(MPI_Comm * comm, MPI_Fint *n, MPI_Fint *sources, MPI_Fint *degrees,
+	 MPI_Fint *dests, MPI_Fint *weights, MPI_Info *info, MPI_Fint *reorder,
+	 MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_dist_graph_create_f08_,
 		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
@@ -195,20 +170,11 @@ void mpi_dist_graph_create_f08_(MPI_Comm *comm, MPI_Fint *n, MPI_Fint *sources,
 		     comm, newcomm, ierr);
 }
 
-void mpi_dist_graph_create_adjacent_f08_(MPI_Comm *comm, MPI_Fint *indegree,
-					 MPI_Fint *sources,
-					 MPI_Fint *sourceweights,
-					 MPI_Fint *outdegree, MPI_Fint *dests,
-					 MPI_Fint *destweights, MPI_Info *info,
-					 MPI_Fint *reorder, MPI_Comm *newcomm,
-					 MPI_Fint *ierr);
-void mpi_dist_graph_create_adjacent_f08_(MPI_Comm *comm, MPI_Fint *indegree,
-					 MPI_Fint *sources,
-					 MPI_Fint *sourceweights,
-					 MPI_Fint *outdegree, MPI_Fint *dests,
-					 MPI_Fint *destweights, MPI_Info *info,
-					 MPI_Fint *reorder, MPI_Comm *newcomm,
-					 MPI_Fint *ierr)
+TGF_F08(mpi_dist_graph_create_adjacent_f08_,
+	(MPI_Comm * comm, MPI_Fint *indegree, MPI_Fint *sources,
+	 MPI_Fint *sourceweights, MPI_Fint *outdegree, MPI_Fint *dests,
+	 MPI_Fint *destweights, MPI_Info *info, MPI_Fint *reorder,
+	 MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_dist_graph_create_adjacent_f08_,
 		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,

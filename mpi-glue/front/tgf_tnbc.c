@@ -280,19 +280,6 @@ int MPI_Rget(void *obuf, int ocount, MPI_Datatype otype, int target,
 			 req);
 }
 
-int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-		   const int rcounts[], const int displs[], MPI_Datatype rtype,
-		   MPI_Comm comm)
-{
-	int n = 0;
-
-	tgf_open(sbuf, scount, stype);
-	if (tg_tnbc_guarding() && PMPI_Comm_size(comm, &n) == MPI_SUCCESS)
-		tgf_open_v(rbuf, rcounts, displs, rtype, n);
-	return PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs,
-			       rtype, comm);
-}
-
 int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[],
 		       MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {

@@ -5,7 +5,9 @@
  * A benchmark: it prints figures and fails only on a wrong result or an
  * MPI error.  Written here after OSU's published method, not its code.
  *
- * Blocking (allreduce, reduce, bcast, barrier, allgather, alltoall): per
+ * Blocking (allreduce, reduce, bcast, barrier, allgather, alltoall,
+ * allgatherv, gatherv and scatterv with every member's count the same):
+ * per
  * size, ITER calls back to back after WARM untimed ones; the figure is
  * the slowest rank's average per call, in microseconds.
  *
@@ -62,9 +64,25 @@ static void compute(double secs)
 		;
 }
 
-enum { ALLREDUCE, REDUCE, BCAST, BARRIER, ALLGATHER, ALLTOALL, NB };
-static const char *names[] = {"allreduce", "reduce",	"bcast",
-			      "barrier",   "allgather", "alltoall"};
+enum {
+	ALLREDUCE,
+	REDUCE,
+	BCAST,
+	BARRIER,
+	ALLGATHER,
+	ALLTOALL,
+	ALLGATHERV,
+	GATHERV,
+	SCATTERV,
+	NB
+};
+static const char *names[] = {"allreduce",  "reduce",	 "bcast",
+			      "barrier",    "allgather", "alltoall",
+			      "allgatherv", "gatherv",	 "scatterv"};
+
+/* allgatherv's counts and displacements: every member's the same, as
+ * OSU's osu_allgatherv has them */
+static int *vcounts, *vdispls;
 
 static char *sbuf, *rbuf;
 
@@ -99,6 +117,24 @@ static void call(int c, size_t bytes, MPI_Request *req)
 	case ALLGATHER:
 		MPI_Allgather(sbuf, (int)bytes, MPI_CHAR, rbuf, (int)bytes,
 			      MPI_CHAR, MPI_COMM_WORLD);
+		break;
+	case ALLGATHERV:
+	case GATHERV:
+	case SCATTERV:
+		for (int i = 0; i < size; i++) {
+			vcounts[i] = (int)bytes;
+			vdispls[i] = i * (int)bytes;
+		}
+		if (c == ALLGATHERV)
+			MPI_Allgatherv(sbuf, (int)bytes, MPI_CHAR, rbuf,
+				       vcounts, vdispls, MPI_CHAR,
+				       MPI_COMM_WORLD);
+		else if (c == GATHERV)
+			MPI_Gatherv(sbuf, (int)bytes, MPI_CHAR, rbuf, vcounts,
+				    vdispls, MPI_CHAR, 0, MPI_COMM_WORLD);
+		else
+			MPI_Scatterv(sbuf, vcounts, vdispls, MPI_CHAR, rbuf,
+				     (int)bytes, MPI_CHAR, 0, MPI_COMM_WORLD);
 		break;
 	case ALLTOALL:
 		if (req)
@@ -153,6 +189,8 @@ int main(int argc, char **argv)
 				      : "?";
 	sbuf = calloc(maxb * (size_t)size, 1);
 	rbuf = calloc(maxb * (size_t)size, 1);
+	vcounts = calloc((size_t)size, sizeof(int));
+	vdispls = calloc((size_t)size, sizeof(int));
 	if (count) {
 		MPI_Request rq;
 
@@ -173,7 +211,9 @@ int main(int argc, char **argv)
 			size_t bytes = k == BARRIER ? 0 : b;
 			int it = iters_for(b);
 
-			if ((k == ALLGATHER || k == ALLTOALL) && b > (1u << 18))
+			if ((k == ALLGATHER || k == ALLTOALL ||
+			     k >= ALLGATHERV) &&
+			    b > (1u << 18))
 				continue;
 			for (int i = 0; i < warm; i++)
 				call(k, bytes, NULL);

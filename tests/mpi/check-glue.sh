@@ -81,8 +81,9 @@ expect() {
 
 all_offloaded=()
 for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
-	Reduce_scatter_block Gather Scatter Iallreduce Ireduce Ibcast \
-	Ibarrier Iallgather Ialltoall Ialltoallv; do
+	Reduce_scatter_block Gather Scatter Allgatherv Gatherv Scatterv \
+	Iallreduce Ireduce Ibcast Ibarrier Iallgather Ialltoall Ialltoallv \
+	Iallgatherv Igatherv Iscatterv; do
 	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
 done
 
@@ -222,7 +223,10 @@ for mpi in $mpis; do
 				expect "$mpi $prog np=3 barrier, bcast" \
 					'^tnbc-mpi: MPI_Barrier offloaded [1-9]' \
 					'^tnbc-mpi: MPI_Bcast offloaded 6 fallback 0' \
-					'^tnbc-mpi: MPI_Ibcast offloaded [1-9]'
+					'^tnbc-mpi: MPI_Ibcast offloaded [1-9]' \
+					'^tnbc-mpi: MPI_Allgatherv offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Gatherv offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Iscatterv offloaded 3 fallback 0'
 		else
 			echo "FAIL: $mpi $prog np=3 (exit $st)"
 			tail -20 "$out" | sed 's/^/    /'

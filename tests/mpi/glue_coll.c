@@ -591,12 +591,156 @@ static void t_alltoallv(struct cx *x, bool nb)
 		CK(r[rd[p] - 1] == 0, "alltoallv wrote a hole");
 	}
 	guard_ok(x, r, ((size_t)rt + 1) * sizeof(int), "alltoallv");
+	/* member 0 moves nothing, its buffers NULL (legal with zero
+	 * counts); the others one int each way among themselves */
+	for (int q = 0; q < n; q++) {
+		sc[q] = rc[q] = x->rank && q ? 1 : 0;
+		sd[q] = rd[q] = q;
+		s[q] = x->rank * 100 + q;
+		r[q] = -1;
+	}
+	if (nb)
+		MT_MPI(MPI_Ialltoallv(x->rank ? s : NULL, sc, sd, MPI_INT,
+				      x->rank ? r : NULL, rc, rd, MPI_INT,
+				      x->comm, req));
+	else
+		MT_MPI(MPI_Alltoallv(x->rank ? s : NULL, sc, sd, MPI_INT,
+				     x->rank ? r : NULL, rc, rd, MPI_INT,
+				     x->comm));
+	done(req);
+	for (int q = 0; q < n; q++)
+		CK(r[q] == (x->rank && q ? q * 100 + x->rank : -1),
+		   "alltoallv with member 0 empty, from %d: %d", q, r[q]);
 	free(s);
 	free(r);
 	free(sc);
 	free(sd);
 	free(rc);
 	free(rd);
+}
+
+/* Allgatherv, gatherv, scatterv: member p's block is vcount(p) ints (0
+ * for some, whose buffer is then NULL), laid out with a hole of two
+ * before each block; at root 0 and the last, in place and not.  The
+ * arguments that do not matter on a member are NULL there. */
+static int vcount(int p)
+{
+	return p % 3 * 2 + (p % 4 == 1);
+}
+
+static int vval(int p, int i)
+{
+	return p * 1000 + i + 7;
+}
+
+static void t_vcolls(struct cx *x, bool nb)
+{
+	int n = x->size, me = x->rank, tot = 0,
+	    *c = calloc((size_t)n, sizeof(int)),
+	    *d = calloc((size_t)n, sizeof(int)), mine = vcount(me);
+	MPI_Request rq, *req = nb ? &rq : NULL;
+	int *own = mine ? malloc((size_t)mine * sizeof(int)) : NULL;
+	int *r;
+
+	for (int p = 0; p < n; p++) {
+		c[p] = vcount(p);
+		d[p] = tot + 2;
+		tot += c[p] + 2;
+	}
+	for (int i = 0; i < mine; i++)
+		own[i] = vval(me, i);
+	r = gbuf((size_t)tot * sizeof(int));
+	for (int in_place = 0; in_place < 2; in_place++) {
+		memset(r, 0, (size_t)tot * sizeof(int));
+		if (in_place)
+			for (int i = 0; i < mine; i++)
+				r[d[me] + i] = vval(me, i);
+		if (nb)
+			MT_MPI(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : own,
+					       mine, MPI_INT, r, c, d, MPI_INT,
+					       x->comm, req));
+		else
+			MT_MPI(MPI_Allgatherv(in_place ? MPI_IN_PLACE : own,
+					      mine, MPI_INT, r, c, d, MPI_INT,
+					      x->comm));
+		done(req);
+		for (int p = 0; p < n; p++) {
+			for (int i = 0; i < c[p]; i++)
+				CK(r[d[p] + i] == vval(p, i),
+				   "allgatherv%s from %d at %d: %d",
+				   in_place ? " in place" : "", p, i,
+				   r[d[p] + i]);
+			CK(r[d[p] - 1] == 0 && r[d[p] - 2] == 0,
+			   "allgatherv wrote a hole");
+		}
+		guard_ok(x, r, (size_t)tot * sizeof(int), "allgatherv");
+	}
+	for (int root = 0; root<n; root += n - 1> 0 ? n - 1 : 1) {
+		bool at = me == root;
+
+		for (int in_place = 0; in_place < 2; in_place++) {
+			bool ip = in_place && at;
+			int got[8] = {0};
+
+			/* gatherv */
+			memset(r, 0, (size_t)tot * sizeof(int));
+			if (ip)
+				for (int i = 0; i < mine; i++)
+					r[d[me] + i] = vval(me, i);
+			if (nb)
+				MT_MPI(MPI_Igatherv(
+					ip ? MPI_IN_PLACE : own, mine, MPI_INT,
+					at ? r : NULL, at ? c : NULL,
+					at ? d : NULL, MPI_INT, root, x->comm,
+					req));
+			else
+				MT_MPI(MPI_Gatherv(ip ? MPI_IN_PLACE : own,
+						   mine, MPI_INT, at ? r : NULL,
+						   at ? c : NULL, at ? d : NULL,
+						   MPI_INT, root, x->comm));
+			done(req);
+			for (int p = 0; at && p < n; p++) {
+				for (int i = 0; i < c[p]; i++)
+					CK(r[d[p] + i] == vval(p, i),
+					   "gatherv to %d from %d at %d: %d",
+					   root, p, i, r[d[p] + i]);
+				CK(r[d[p] - 1] == 0 && r[d[p] - 2] == 0,
+				   "gatherv wrote a hole");
+			}
+			/* scatterv: the root's blocks, each member's own */
+			if (at)
+				for (int p = 0; p < n; p++)
+					for (int i = 0; i < c[p]; i++)
+						r[d[p] + i] = vval(p, i) + 1;
+			if (nb)
+				MT_MPI(MPI_Iscatterv(
+					at ? r : NULL, at ? c : NULL,
+					at ? d : NULL, MPI_INT,
+					ip ? MPI_IN_PLACE : (mine ? got : NULL),
+					mine, MPI_INT, root, x->comm, req));
+			else
+				MT_MPI(MPI_Scatterv(
+					at ? r : NULL, at ? c : NULL,
+					at ? d : NULL, MPI_INT,
+					ip ? MPI_IN_PLACE : (mine ? got : NULL),
+					mine, MPI_INT, root, x->comm));
+			done(req);
+			for (int i = 0; !ip && i < mine; i++)
+				CK(got[i] == vval(me, i) + 1,
+				   "scatterv from %d at %d: %d", root, i,
+				   got[i]);
+			for (int i = mine; i < 8; i++)
+				CK(got[i] == 0,
+				   "scatterv wrote past its block");
+			guard_ok(x, r, (size_t)tot * sizeof(int), "gatherv");
+		}
+		if (n == 1)
+			break;
+	}
+	free(r);
+	free(own);
+	free(c);
+	free(d);
 }
 
 static void t_barrier(struct cx *x)
@@ -1338,6 +1482,8 @@ static void run_all(struct cx *x)
 	t_movers(x, true);
 	t_alltoallv(x, false);
 	t_alltoallv(x, true);
+	t_vcolls(x, false);
+	t_vcolls(x, true);
 	t_fallbacks(x);
 	t_mixed_types(x);
 	t_mixed(x);

@@ -69,7 +69,7 @@ program glue_fortran08
   call MPI_Barrier(MPI_COMM_WORLD)
 
   ! alltoall, allgather, alltoallv (rank i sends i+1 integers to each)
-  allocate(s(nprocs * nprocs), r(nprocs * nprocs))
+  allocate(s(nprocs * nprocs + 2), r(nprocs * nprocs))
   allocate(sc(nprocs), sd(nprocs), rc(nprocs), rd(nprocs))
   do i = 1, nprocs
     s(i) = rank * 100 + i - 1
@@ -99,6 +99,41 @@ program glue_fortran08
       if (r((i - 1) * nprocs + i + 1) /= -1) ok = .false.
     end if
   end do
+
+  ! allgatherv and gatherv: member p gives p + 1 integers; scatterv back
+  ! from the last rank, non-blocking
+  do i = 1, nprocs
+    rc(i) = i
+    rd(i) = (i - 1) * (nprocs + 1)
+  end do
+  deallocate(r)
+  allocate(r(nprocs * (nprocs + 1)))
+  s(1:rank + 1) = rank + 500
+  r = -1
+  call MPI_Allgatherv(s, rank + 1, MPI_INTEGER, r, rc, rd, MPI_INTEGER, &
+                      MPI_COMM_WORLD)
+  do i = 1, nprocs
+    if (any(r(rd(i) + 1:rd(i) + i) /= i + 499)) ok = .false.
+    if (r(rd(i) + i + 1) /= -1) ok = .false.
+  end do
+  r = -1
+  call MPI_Gatherv(s, rank + 1, MPI_INTEGER, r, rc, rd, MPI_INTEGER, 0, &
+                   MPI_COMM_WORLD)
+  if (rank == 0) then
+    do i = 1, nprocs
+      if (any(r(rd(i) + 1:rd(i) + i) /= i + 499)) ok = .false.
+    end do
+  end if
+  if (rank == nprocs - 1) then
+    do i = 1, nprocs
+      r(rd(i) + 1:rd(i) + i) = i + 600
+    end do
+  end if
+  s = -1
+  call MPI_Iscatterv(r, rc, rd, MPI_INTEGER, s, rank + 1, MPI_INTEGER, &
+                     nprocs - 1, MPI_COMM_WORLD, reqs(1))
+  call MPI_Wait(reqs(1), MPI_STATUS_IGNORE)
+  if (any(s(1:rank + 1) /= rank + 601) .or. s(rank + 2) /= -1) ok = .false.
 
   ! a split communicator: two non-blocking calls and a ring exchange
   ! completed together
