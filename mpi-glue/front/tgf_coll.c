@@ -770,12 +770,8 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 		why = TG_WHY_ARGS;
 	if (why != TGF_OK)
 		return tgf_v_bad(a, why);
-	if (in_place) {
-		/* tg_alltoallv sends from a copy of the receive buffer */
-		memset(a->sc, 0,
-		       2 * (size_t)tg_comm_size(a->fc->tc) * sizeof(size_t));
-		a->sbuf = NULL;
-	}
+	if (in_place)
+		a->sbuf = NULL; /* tg_alltoallv sends from a copy of rbuf */
 	return TGF_OK;
 }
 
@@ -784,13 +780,15 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 static int tgf_check_allgatherv(MPI_Comm comm, const void *sbuf, int scount,
 				MPI_Datatype stype, void *rbuf,
 				const int *rcounts, const int *displs,
-				MPI_Datatype rtype, struct tgf_v *a)
+				MPI_Datatype rtype, size_t share,
+				struct tgf_v *a)
 {
 	int why = tgf_comm_check(comm, &a->fc), n, me;
 	bool in_place = sbuf == MPI_IN_PLACE;
 	size_t sb = 0;
 
 	a->sc = NULL;
+	a->share = share;
 	if (why == TGF_OK)
 		why = tgf_v_alloc(a);
 	if (why != TGF_OK)
@@ -807,12 +805,8 @@ static int tgf_check_allgatherv(MPI_Comm comm, const void *sbuf, int scount,
 		why = TG_WHY_ARGS;
 	if (why != TGF_OK)
 		return tgf_v_bad(a, why);
-	/* every member's receive counts describe the same bytes */
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++)
 		a->sc[i] = in_place ? a->rc[me] : sb;
-		a->share += a->rc[i];
-	}
-	a->share /= (size_t)n;
 	if (in_place)
 		a->from_own = me;
 	return TGF_OK;
@@ -1168,16 +1162,12 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 /* A v exchange's decision and its stage: TGF_OK (staged), TGF_UNSTAGED
  * (the others offload, this member cannot: the call fails), or why it
  * falls back.  Where counts differ per member only the group size may
- * decide; allgatherv's every member knows them all (a->share), though
- * not where its allocation failed: it then decides as if the share were
- * 0, which could differ from the others, and fails its call instead of
- * falling back where the cutoff might have sent them to the offload. */
+ * decide (a->share 0); every allgatherv member knows them all and
+ * decides on its share, summed before anything is allocated. */
 static int tgf_v_decide(enum tg_fn fn, int why, struct tgf_v *a, bool nb)
 {
 	bool nomem = why == TGF_NOMEM;
 
-	if (nomem && !nb && fn == TG_ALLGATHERV && tg_policy_may(fn) < 0)
-		return TGF_UNSTAGED;
 	why = tgf_policy(nomem ? TGF_OK : why, fn, a->share, a->fc);
 	if (why == TGF_OK && nb && !tgf_nb_enabled())
 		why = TG_WHY_OFF;
@@ -1502,14 +1492,16 @@ int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 	TGF_SHORTCUT(TG_ALLGATHERV,
 		     PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs,
 				     rtype, comm));
-	if (tg_policy_below(TG_ALLGATHERV, tgf_v_share(rcounts, rtype, comm))) {
+	size_t share = tgf_v_share(rcounts, rtype, comm);
+
+	if (tg_policy_below(TG_ALLGATHERV, share)) {
 		tg_count(TG_ALLGATHERV, false, TG_WHY_POLICY);
 		return PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts,
 				       displs, rtype, comm);
 	}
 	TGF_V(TG_ALLGATHERV, NULL,
 	      tgf_check_allgatherv(comm, sbuf, scount, stype, rbuf, rcounts,
-				   displs, rtype, &a),
+				   displs, rtype, share, &a),
 	      PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype,
 			      comm));
 }
@@ -1525,7 +1517,7 @@ int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype,
 				      displs, rtype, comm, request));
 	TGF_V(TG_IALLGATHERV, request,
 	      tgf_check_allgatherv(comm, sbuf, scount, stype, rbuf, rcounts,
-				   displs, rtype, &a),
+				   displs, rtype, 0, &a),
 	      PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs,
 			       rtype, comm, request));
 }
