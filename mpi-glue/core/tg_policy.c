@@ -60,6 +60,7 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_IALLGATHERV] = "MPI_Iallgatherv",
 	[TG_IGATHERV] = "MPI_Igatherv",
 	[TG_ISCATTERV] = "MPI_Iscatterv",
+	[TG_IREDUCE_SCATTER_BLOCK] = "MPI_Ireduce_scatter_block",
 };
 
 static const char *const tg_why_names[TG_NWHY] = {

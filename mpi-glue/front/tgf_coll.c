@@ -1393,6 +1393,31 @@ int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	       PMPI_Ireduce(sbuf, rbuf, count, dt, op, root, comm, request));
 }
 
+int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int count,
+			      MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			      MPI_Request *request)
+{
+	TGF_OPEN(tgf_open(sbuf, (MPI_Aint)count * tgf_size(comm), dt);
+		 tgf_open(rbuf,
+			  (MPI_Aint)count *
+				  (sbuf == MPI_IN_PLACE ? tgf_size(comm) : 1),
+			  dt));
+	TGF_SHORTCUT(TG_IREDUCE_SCATTER_BLOCK,
+		     PMPI_Ireduce_scatter_block(sbuf, rbuf, count, dt, op, comm,
+						request));
+	struct tgf_red a = {0};
+	int why = tgf_check_allreduce(comm, sbuf, rbuf, count, dt, op,
+				      FI_REDUCE_SCATTER, &a);
+
+	TGF_NB(TG_IREDUCE_SCATTER_BLOCK,
+	       tgf_policy(why, TG_IREDUCE_SCATTER_BLOCK, a.bytes, a.fc),
+	       a.fc->tc, a.bytes * (size_t)tgf_size(comm),
+	       tg_reduce_scatter_block(a.fc->tc, a.sbuf, rbuf, (size_t)count,
+				       a.dt, a.op, r),
+	       PMPI_Ireduce_scatter_block(sbuf, rbuf, count, dt, op, comm,
+					  request));
+}
+
 int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		   int rcount, MPI_Datatype rtype, MPI_Comm comm,
 		   MPI_Request *request)

@@ -289,6 +289,18 @@ TGF_FORTRAN(ireduce, MPI_IREDUCE,
 		*req = PMPI_Request_c2f(q);
 }
 
+TGF_FORTRAN(ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ireduce_scatter_block(B(s), B(r), *count, C_TYPE(type),
+					  C_OP(op), C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
 TGF_FORTRAN(iallgather, MPI_IALLGATHER,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))

@@ -83,7 +83,7 @@ all_offloaded=()
 for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
 	Reduce_scatter_block Gather Scatter Allgatherv Gatherv Scatterv \
 	Iallreduce Ireduce Ibcast Ibarrier Iallgather Ialltoall Ialltoallv \
-	Iallgatherv Igatherv Iscatterv; do
+	Iallgatherv Igatherv Iscatterv Ireduce_scatter_block; do
 	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
 done
 
@@ -219,6 +219,9 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Allreduce offloaded [1-9]' \
 				'^tnbc-mpi: MPI_Iallreduce offloaded [1-9]' \
 				'^tnbc-mpi: MPI_Alltoall offloaded [1-9]'
+			[ "$prog" = glue_fortran08 ] ||
+				expect "$mpi $prog np=3 ireduce_scatter_block" \
+					'^tnbc-mpi: MPI_Ireduce_scatter_block offloaded 3 fallback 0'
 			[ "$prog" = glue_fortran ] ||
 				expect "$mpi $prog np=3 barrier, bcast" \
 					'^tnbc-mpi: MPI_Barrier offloaded [1-9]' \

@@ -373,7 +373,7 @@ static void t_reductions(struct cx *x, bool nb)
 				}
 				/* reduce_scatter_block: slice r of the fold of
 				 * everyone's n * size vector */
-				if (!nb && n <= 1024) {
+				if (n <= 1024) {
 					char *vin = gbuf(len * (size_t)x->size);
 					char *vref = gbuf(len);
 
@@ -392,18 +392,34 @@ static void t_reductions(struct cx *x, bool nb)
 							fold(d, o->id, vref, i,
 							     val(o->id, r, g));
 					}
-					MT_MPI(MPI_Reduce_scatter_block(
-						vin, out, (int)n, d->mpi,
-						o->mpi, x->comm));
+					if (nb)
+						MT_MPI(MPI_Ireduce_scatter_block(
+							vin, out, (int)n,
+							d->mpi, o->mpi, x->comm,
+							req));
+					else
+						MT_MPI(MPI_Reduce_scatter_block(
+							vin, out, (int)n,
+							d->mpi, o->mpi,
+							x->comm));
+					done(req);
 					CK(!memcmp(out, vref, len),
 					   "reduce_scatter_block %s %s n=%zu",
 					   d->name, o->name, n);
 					guard_ok(x, out, len,
 						 "reduce_scatter_block");
 					memcpy(out, vin, len * (size_t)x->size);
-					MT_MPI(MPI_Reduce_scatter_block(
-						MPI_IN_PLACE, out, (int)n,
-						d->mpi, o->mpi, x->comm));
+					if (nb)
+						MT_MPI(MPI_Ireduce_scatter_block(
+							MPI_IN_PLACE, out,
+							(int)n, d->mpi, o->mpi,
+							x->comm, req));
+					else
+						MT_MPI(MPI_Reduce_scatter_block(
+							MPI_IN_PLACE, out,
+							(int)n, d->mpi, o->mpi,
+							x->comm));
+					done(req);
 					CK(!memcmp(out, vref, len),
 					   "reduce_scatter_block in place");
 					free(vin);

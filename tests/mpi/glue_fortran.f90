@@ -47,6 +47,20 @@ program glue_fortran
     if (r(i) /= (i - 1) * 100 + rank) ok = .false.
   end do
 
+  ! non-blocking reduce_scatter_block: block k of everyone's 2 * nprocs
+  ! vector, its element j being rank * 10 + j, lands at rank k
+  deallocate(s)
+  allocate(s(2 * nprocs))
+  do i = 1, 2 * nprocs
+    s(i) = rank * 10 + i
+  end do
+  call MPI_Ireduce_scatter_block(s, a, 2, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, req, ierr)
+  call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+  do i = 1, 2
+    want = 10 * nprocs * (nprocs - 1) / 2 + nprocs * (2 * rank + i)
+    if (a(i) /= want) ok = .false.
+  end do
+
   ! a split communicator, non-blocking
   call MPI_Comm_split(MPI_COMM_WORLD, mod(rank, 2), -rank, sub, ierr)
   call MPI_Comm_rank(sub, srank, ierr)
