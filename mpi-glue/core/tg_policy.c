@@ -61,6 +61,8 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_IGATHERV] = "MPI_Igatherv",
 	[TG_ISCATTERV] = "MPI_Iscatterv",
 	[TG_IREDUCE_SCATTER_BLOCK] = "MPI_Ireduce_scatter_block",
+	[TG_IGATHER] = "MPI_Igather",
+	[TG_ISCATTER] = "MPI_Iscatter",
 };
 
 static const char *const tg_why_names[TG_NWHY] = {

@@ -606,6 +606,19 @@ static int tgf_rooted_done(MPI_Comm comm, const struct tgf_mov *a, bool gather)
 	return MPI_SUCCESS;
 }
 
+/* The same for a non-blocking call: the root posts all the same (the
+ * others wait for it), and its request completes with the error. */
+static int tgf_rooted_post_nb(struct tgf_mov *a, int root, bool gather,
+			      struct tg_req *r)
+{
+	int rc = tgf_rooted_post(a, root, gather, r);
+
+	if (!rc && a->own_differs &&
+	    (gather ? a->own > a->bytes : a->bytes > a->own))
+		tgf_nb_error(r, MPI_ERR_TRUNCATE);
+	return rc;
+}
+
 /* A broadcast's buffer: read at the root, written elsewhere. */
 static int tgf_check_bcast(MPI_Comm comm, void *buf, int count, MPI_Datatype dt,
 			   int root, struct tgf_mov *a)
@@ -1416,6 +1429,45 @@ int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int count,
 				       a.dt, a.op, r),
 	       PMPI_Ireduce_scatter_block(sbuf, rbuf, count, dt, op, comm,
 					  request));
+}
+
+int MPI_Igather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+		MPI_Request *request)
+{
+	TGF_OPEN(tgf_open(sbuf, scount, stype);
+		 tgf_open(rbuf, (MPI_Aint)rcount * tgf_size(comm), rtype));
+	TGF_SHORTCUT(TG_IGATHER, PMPI_Igather(sbuf, scount, stype, rbuf, rcount,
+					      rtype, root, comm, request));
+	struct tgf_mov a = {0};
+	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
+				   rtype, root, true, &a);
+
+	TGF_NB_ST(TG_IGATHER, tgf_policy(why, TG_IGATHER, a.bytes, a.fc),
+		  a.fc->tc, a.bytes, tgf_mov_stage(&a), a.st,
+		  tgf_rooted_post_nb(&a, root, true, r),
+		  PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root,
+			       comm, request));
+}
+
+int MPI_Iscatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+		 int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+		 MPI_Request *request)
+{
+	TGF_OPEN(tgf_open(sbuf, (MPI_Aint)scount * tgf_size(comm), stype);
+		 tgf_open(rbuf, rcount, rtype));
+	TGF_SHORTCUT(TG_ISCATTER,
+		     PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype,
+				   root, comm, request));
+	struct tgf_mov a = {0};
+	int why = tgf_check_rooted(comm, sbuf, scount, stype, rbuf, rcount,
+				   rtype, root, false, &a);
+
+	TGF_NB_ST(TG_ISCATTER, tgf_policy(why, TG_ISCATTER, a.bytes, a.fc),
+		  a.fc->tc, a.bytes, tgf_mov_stage(&a), a.st,
+		  tgf_rooted_post_nb(&a, root, false, r),
+		  PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root,
+				comm, request));
 }
 
 int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,

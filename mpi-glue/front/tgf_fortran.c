@@ -301,6 +301,32 @@ TGF_FORTRAN(ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,
 		*req = PMPI_Request_c2f(q);
 }
 
+TGF_FORTRAN(igather, MPI_IGATHER,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req,
+	     MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Igather(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt), *root,
+			    C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(iscatter, MPI_ISCATTER,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req,
+	     MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Iscatter(B(s), *sc, C_TYPE(st), B(r), *rc, C_TYPE(rt),
+			     *root, C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
 TGF_FORTRAN(iallgather, MPI_IALLGATHER,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))

@@ -27,6 +27,7 @@ struct tgf_nb {
 	MPI_Request mreq;
 	struct tgf_stage *st; /* unpacked on completion */
 	bool unpack_failed;
+	int err; /* an MPI error class the call found while posting */
 	atomic_bool completed; /* MPI_Grequest_complete was called */
 };
 
@@ -60,6 +61,8 @@ static int tgf_query(void *state, MPI_Status *status)
 	PMPI_Status_set_cancelled(status, 0);
 	status->MPI_SOURCE = MPI_UNDEFINED;
 	status->MPI_TAG = MPI_UNDEFINED;
+	if (nb->err)
+		return nb->err;
 	return tg_req_err(nb->r) || nb->unpack_failed ? MPI_ERR_OTHER
 						      : MPI_SUCCESS;
 }
@@ -250,6 +253,13 @@ struct tg_req *tgf_nb_begin(MPI_Request *request, struct tgf_stage *st)
 	nb->st = st;
 	atomic_fetch_add(&tgf_outstanding, 1);
 	return nb->r;
+}
+
+void tgf_nb_error(struct tg_req *r, int err)
+{
+	struct tgf_nb *nb = tg_req_owner(r);
+
+	nb->err = err;
 }
 
 void tgf_nb_abort(MPI_Request *request, struct tg_req *r)

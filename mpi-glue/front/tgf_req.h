@@ -13,6 +13,9 @@ struct tgf_stage;
 /* Starts an MPI request for a core request about to be posted; st (may
  * be NULL) is unpacked and freed when it completes. */
 struct tg_req *tgf_nb_begin(MPI_Request *request, struct tgf_stage *st);
+/* A call that posted all the same, as the others wait for it, but will
+ * complete with the MPI error class err (a root's own slice truncated). */
+void tgf_nb_error(struct tg_req *r, int err);
 /* The post was refused: the MPI request goes, *request is reset; the
  * stage given to tgf_nb_begin is the caller's again. */
 void tgf_nb_abort(MPI_Request *request, struct tg_req *r);

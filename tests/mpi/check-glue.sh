@@ -83,7 +83,7 @@ all_offloaded=()
 for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
 	Reduce_scatter_block Gather Scatter Allgatherv Gatherv Scatterv \
 	Iallreduce Ireduce Ibcast Ibarrier Iallgather Ialltoall Ialltoallv \
-	Iallgatherv Igatherv Iscatterv Ireduce_scatter_block; do
+	Iallgatherv Igatherv Iscatterv Ireduce_scatter_block Igather Iscatter; do
 	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
 done
 
@@ -221,7 +221,9 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Alltoall offloaded [1-9]'
 			[ "$prog" = glue_fortran08 ] ||
 				expect "$mpi $prog np=3 ireduce_scatter_block" \
-					'^tnbc-mpi: MPI_Ireduce_scatter_block offloaded 3 fallback 0'
+					'^tnbc-mpi: MPI_Ireduce_scatter_block offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Igather offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Iscatter offloaded 3 fallback 0'
 			[ "$prog" = glue_fortran ] ||
 				expect "$mpi $prog np=3 barrier, bcast" \
 					'^tnbc-mpi: MPI_Barrier offloaded [1-9]' \

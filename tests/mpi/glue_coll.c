@@ -520,14 +520,20 @@ static void t_movers(struct cx *x, bool nb)
 			CK((unsigned char)r[(size_t)p * b] ==
 				   bval(p, 0, x->rank),
 			   "alltoall in place from %d", p);
-		/* gather, scatter (blocking only: the glue offers no
-		 * non-blocking form) */
-		if (!nb) {
+		/* gather, scatter */
+		{
 			for (size_t i = 0; i < b; i++)
 				s[i] = (char)bval(x->rank, i, 1);
 			memset(r, 0, all);
-			MT_MPI(MPI_Gather(s, (int)b, MPI_BYTE, r, (int)b,
-					  MPI_BYTE, root, x->comm));
+			if (nb)
+				MT_MPI(MPI_Igather(s, (int)b, MPI_BYTE, r,
+						   (int)b, MPI_BYTE, root,
+						   x->comm, req));
+			else
+				MT_MPI(MPI_Gather(s, (int)b, MPI_BYTE, r,
+						  (int)b, MPI_BYTE, root,
+						  x->comm));
+			done(req);
 			if (x->rank == root)
 				for (int p = 0; p < x->size; p++)
 					CK((unsigned char)r[(size_t)p * b + b -
@@ -538,9 +544,17 @@ static void t_movers(struct cx *x, bool nb)
 				memset(r, 0, all);
 				memcpy(r + (size_t)root * b, s, b);
 			}
-			MT_MPI(MPI_Gather(x->rank == root ? MPI_IN_PLACE : s,
-					  (int)b, MPI_BYTE, r, (int)b, MPI_BYTE,
-					  root, x->comm));
+			if (nb)
+				MT_MPI(MPI_Igather(
+					x->rank == root ? MPI_IN_PLACE : s,
+					(int)b, MPI_BYTE, r, (int)b, MPI_BYTE,
+					root, x->comm, req));
+			else
+				MT_MPI(MPI_Gather(x->rank == root ? MPI_IN_PLACE
+								  : s,
+						  (int)b, MPI_BYTE, r, (int)b,
+						  MPI_BYTE, root, x->comm));
+			done(req);
 			if (x->rank == root)
 				for (int p = 0; p < x->size; p++)
 					CK((unsigned char)r[(size_t)p * b] ==
@@ -551,16 +565,38 @@ static void t_movers(struct cx *x, bool nb)
 					s[(size_t)p * b + i] =
 						(char)bval(root, i, p);
 			memset(r, GB, all);
-			MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE, r, (int)b,
-					   MPI_BYTE, root, x->comm));
+			if (nb)
+				MT_MPI(MPI_Iscatter(s, (int)b, MPI_BYTE, r,
+						    (int)b, MPI_BYTE, root,
+						    x->comm, req));
+			else
+				MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE, r,
+						   (int)b, MPI_BYTE, root,
+						   x->comm));
+			done(req);
 			for (size_t i = 0; i < b; i++)
 				CK((unsigned char)r[i] ==
 					   bval(root, i, x->rank),
 				   "scatter %zu B at %zu", b, i);
 			guard_ok(x, r, b, "scatter");
-			MT_MPI(MPI_Scatter(s, (int)b, MPI_BYTE,
-					   x->rank == root ? MPI_IN_PLACE : r,
-					   (int)b, MPI_BYTE, root, x->comm));
+			memset(r, GB, all);
+			if (nb)
+				MT_MPI(MPI_Iscatter(
+					s, (int)b, MPI_BYTE,
+					x->rank == root ? MPI_IN_PLACE : r,
+					(int)b, MPI_BYTE, root, x->comm, req));
+			else
+				MT_MPI(MPI_Scatter(
+					s, (int)b, MPI_BYTE,
+					x->rank == root ? MPI_IN_PLACE : r,
+					(int)b, MPI_BYTE, root, x->comm));
+			done(req);
+			for (size_t i = 0; i < b && x->rank != root; i++)
+				CK((unsigned char)r[i] ==
+					   bval(root, i, x->rank),
+				   "scatter to the side of a root in place, "
+				   "%zu B at %zu",
+				   b, i);
 		}
 	next:
 		free(s);
@@ -1074,12 +1110,8 @@ static void t_mixed_types_k(struct mix *m, size_t k, bool nb)
 		free(c);
 		free(d);
 	}
-	if (nb)
-		return;
-
 	/* gather and scatter, with the root in place too */
 	for (int ip = 0; ip < 2; ip++) {
-		MPI_Datatype t = m->vec ? m->st : MPI_INT;
 		bool in = ip && me == root;
 
 		s = mbuf(m, k);
@@ -1087,8 +1119,15 @@ static void t_mixed_types_k(struct mix *m, size_t k, bool nb)
 		for (size_t e = 0; e < k; e++)
 			*mat(m, in ? r : s, (in ? (size_t)me * k : 0) + e) =
 				mval(me, e, 2 + ip);
-		MT_MPI(MPI_Gather(in ? MPI_IN_PLACE : s, (int)k, t, r, (int)k,
-				  t, root, x->comm));
+		ts = mtype(m, nb);
+		tr = mtype(m, nb);
+		if (nb)
+			MT_MPI(MPI_Igather(in ? MPI_IN_PLACE : s, (int)k, ts, r,
+					   (int)k, tr, root, x->comm, req));
+		else
+			MT_MPI(MPI_Gather(in ? MPI_IN_PLACE : s, (int)k, ts, r,
+					  (int)k, tr, root, x->comm));
+		mdone(m, req, &ts, &tr);
 		if (me == root) {
 			for (size_t e = 0; e < all; e++)
 				CK(*mat(m, r, e) ==
@@ -1105,8 +1144,16 @@ static void t_mixed_types_k(struct mix *m, size_t k, bool nb)
 			for (size_t e = 0; e < all; e++)
 				*mat(m, s, e) =
 					mval(root, e % k, (int)(e / k) + 9);
-		MT_MPI(MPI_Scatter(s, (int)k, t, in ? MPI_IN_PLACE : r, (int)k,
-				   t, root, x->comm));
+		ts = mtype(m, nb);
+		tr = mtype(m, nb);
+		if (nb)
+			MT_MPI(MPI_Iscatter(s, (int)k, ts,
+					    in ? MPI_IN_PLACE : r, (int)k, tr,
+					    root, x->comm, req));
+		else
+			MT_MPI(MPI_Scatter(s, (int)k, ts, in ? MPI_IN_PLACE : r,
+					   (int)k, tr, root, x->comm));
+		mdone(m, req, &ts, &tr);
 		for (size_t e = 0; e < k && !in; e++)
 			CK(*mat(m, r, e) == mval(root, e, me + 9),
 			   "mixed scatter of %zu at %zu", k, e);
@@ -1521,13 +1568,33 @@ static bool truncated(int rc)
 	return cls == MPI_ERR_TRUNCATE;
 }
 
+/* The call, blocking or not: a non-blocking one's error comes from its
+ * wait. */
+static int rooted(bool gather, bool nb, const int *s, int sc, int *r, int rc,
+		  int root, MPI_Comm c)
+{
+	MPI_Request rq;
+	int e;
+
+	if (!nb)
+		return gather ? MPI_Gather(s, sc, MPI_INT, r, rc, MPI_INT, root,
+					   c)
+			      : MPI_Scatter(s, sc, MPI_INT, r, rc, MPI_INT,
+					    root, c);
+	e = gather ? MPI_Igather(s, sc, MPI_INT, r, rc, MPI_INT, root, c, &rq)
+		   : MPI_Iscatter(s, sc, MPI_INT, r, rc, MPI_INT, root, c, &rq);
+	return e == MPI_SUCCESS ? MPI_Wait(&rq, MPI_STATUS_IGNORE) : e;
+}
+
 static void t_root_mismatch(MPI_Comm c)
 {
 	int rank, size, root = 0, rc;
 
 	MPI_Comm_rank(c, &rank);
 	MPI_Comm_size(c, &size);
-	for (int d = -1; d <= 1; d += 2) {
+	for (int pass = 0; pass < 4; pass++) {
+		int d = pass % 2 ? 1 : -1; /* the root's own one short, long */
+		bool nb = pass >= 2;
 		int k = 6, own = k + d, *s = malloc(8 * sizeof(int)),
 		    *r = malloc((size_t)size * 8 * sizeof(int));
 
@@ -1536,8 +1603,7 @@ static void t_root_mismatch(MPI_Comm c)
 			s[i] = rank * 100 + i;
 		for (int i = 0; i < size * 8; i++)
 			r[i] = -1;
-		rc = MPI_Gather(s, rank == root ? own : k, MPI_INT, r, k,
-				MPI_INT, root, c);
+		rc = rooted(true, nb, s, rank == root ? own : k, r, k, root, c);
 		if (rank == root) {
 			MT_CHECK(d < 0 ? rc == MPI_SUCCESS : truncated(rc),
 				 "gather, root's own %d into %d: rc %d", own, k,
@@ -1560,8 +1626,8 @@ static void t_root_mismatch(MPI_Comm c)
 			r[i] = i;
 		for (int i = 0; i < 8; i++)
 			s[i] = -1;
-		rc = MPI_Scatter(r, k, MPI_INT, s, rank == root ? own : k,
-				 MPI_INT, root, c);
+		rc = rooted(false, nb, r, k, s, rank == root ? own : k, root,
+			    c);
 		if (rank == root)
 			MT_CHECK(d < 0 ? truncated(rc) : rc == MPI_SUCCESS,
 				 "scatter, %d into the root's own %d: rc %d", k,

@@ -61,6 +61,23 @@ program glue_fortran
     if (a(i) /= want) ok = .false.
   end do
 
+  ! non-blocking gather to the last rank, then scatter back from it
+  b = -1
+  a(1) = rank + 7
+  call MPI_Igather(a, 1, MPI_INTEGER, r, 1, MPI_INTEGER, nprocs - 1, &
+                   MPI_COMM_WORLD, req, ierr)
+  call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+  if (rank == nprocs - 1) then
+    do i = 1, nprocs
+      if (r(i) /= i + 6) ok = .false.
+      r(i) = r(i) * 2
+    end do
+  end if
+  call MPI_Iscatter(r, 1, MPI_INTEGER, b, 1, MPI_INTEGER, nprocs - 1, &
+                    MPI_COMM_WORLD, req, ierr)
+  call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+  if (b(1) /= 2 * (rank + 7)) ok = .false.
+
   ! a split communicator, non-blocking
   call MPI_Comm_split(MPI_COMM_WORLD, mod(rank, 2), -rank, sub, ierr)
   call MPI_Comm_rank(sub, srank, ierr)
