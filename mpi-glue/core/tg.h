@@ -143,6 +143,11 @@ int tg_reduce(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 int tg_reduce_scatter_block(struct tg_comm *c, const void *sbuf, void *rbuf,
 			    size_t count, enum fi_datatype dt, enum fi_op op,
 			    struct tg_req *req);
+/* counts: elements per member, which may differ (sbuf, or rbuf in place,
+ * holds them one after another). */
+int tg_reduce_scatter(struct tg_comm *c, const void *sbuf, void *rbuf,
+		      const int *counts, enum fi_datatype dt, enum fi_op op,
+		      struct tg_req *req);
 int tg_allgather(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 		 struct tg_req *req);
 int tg_alltoall(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
@@ -222,6 +227,7 @@ enum tg_fn {
 	TG_ALLGATHERV,
 	TG_GATHERV,
 	TG_SCATTERV,
+	TG_REDUCE_SCATTER,
 	TG_IALLREDUCE, /* the first non-blocking one */
 	TG_IREDUCE,
 	TG_IBCAST,
@@ -235,6 +241,7 @@ enum tg_fn {
 	TG_IREDUCE_SCATTER_BLOCK,
 	TG_IGATHER,
 	TG_ISCATTER,
+	TG_IREDUCE_SCATTER,
 	TG_NFN
 };
 

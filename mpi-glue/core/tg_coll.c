@@ -178,6 +178,55 @@ int tg_reduce_scatter_block(struct tg_comm *c, const void *sbuf, void *rbuf,
 	return tg_end(c, req, ret, 1);
 }
 
+int tg_reduce_scatter(struct tg_comm *c, const void *sbuf, void *rbuf,
+		      const int *counts, enum fi_datatype dt, enum fi_op op,
+		      struct tg_req *req)
+{
+	size_t es = tg_dt_size(dt), max = 0, at = 0;
+	bool even = true;
+	const char *in;
+	int ret;
+
+	for (int i = 0; i < c->size; i++) {
+		if (counts[i] < 0)
+			return -FI_EINVAL;
+		if ((size_t)counts[i] > max)
+			max = (size_t)counts[i];
+		even = even && counts[i] == counts[0];
+	}
+	if (!es || !max)
+		return -FI_EINVAL;
+	if (even)
+		return tg_reduce_scatter_block(c, sbuf, rbuf, max, dt, op, req);
+	ret = tg_begin(c);
+	if (ret)
+		return ret;
+	/* The provider's blocks are even: every block is padded to the
+	 * largest (zeros, folded like the rest and never read), and the
+	 * result lands in a block of that size, this member's part of it
+	 * copied out once it is done. */
+	in = sbuf ? sbuf : rbuf;
+	req->tmp = calloc((size_t)c->size, max * es);
+	req->sink = malloc(max * es);
+	if (!req->tmp || !req->sink) {
+		ret = -FI_ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < c->size; i++) {
+		memcpy((char *)req->tmp + (size_t)i * max * es, in + at,
+		       (size_t)counts[i] * es);
+		at += (size_t)counts[i] * es;
+	}
+	req->copy_out = rbuf;
+	req->copy_len = (size_t)counts[c->rank] * es;
+	ret = TG_POST(fi_reduce_scatter(tg.ep, req->tmp, max, NULL, req->sink,
+					NULL, c->coll, dt, op, 0, req));
+out:
+	if (ret)
+		req->copy_out = NULL;
+	return tg_end(c, req, ret, 1);
+}
+
 int tg_allgather(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 		 struct tg_req *req)
 {

@@ -452,6 +452,8 @@ void tg_req_part_done(struct tg_req *r, int err)
 			memcpy(o + 8, &loc, 4);
 		}
 	}
+	if (r->copy_out && !r->err)
+		memcpy(r->copy_out, r->sink, r->copy_len);
 	atomic_store_explicit(&r->done, true, memory_order_release);
 	if (r->freed) {
 		tg_req_release(r);

@@ -35,6 +35,10 @@ struct tg_req {
 	 * layout, and are copied out to loc_out in MPI's */
 	void *loc_out;
 	size_t loc_count;
+	/* a result that lands padded in sink, its first copy_len bytes
+	 * copied out (a reduce_scatter's uneven block) */
+	void *copy_out;
+	size_t copy_len;
 	struct fid_cntr *cntr; /* a root's trigger for its broadcast */
 	fi_addr_t kids[8];
 };

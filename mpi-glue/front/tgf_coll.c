@@ -406,6 +406,42 @@ static int tgf_check_reduce(MPI_Comm comm, const void *sbuf, void *rbuf,
 	return TGF_OK;
 }
 
+/* Reduce_scatter: counts may differ per member (every member passes the
+ * same array); a->bytes is the whole vector's, which every member knows,
+ * and the provider's type check is made on the largest block. */
+static int tgf_check_reduce_scatter(MPI_Comm comm, const void *sbuf, void *rbuf,
+				    const int counts[], MPI_Datatype dt,
+				    MPI_Op op, struct tgf_red *a)
+{
+	int why = tgf_comm_check(comm, &a->fc);
+	int size, n, max = 0;
+	size_t total = 0;
+
+	if (why != TGF_OK)
+		return why;
+	if (!counts)
+		return TG_WHY_ARGS;
+	n = tg_comm_size(a->fc->tc);
+	for (int i = 0; i < n; i++) {
+		if (counts[i] < 0)
+			return TG_WHY_ARGS;
+		if (counts[i] > max)
+			max = counts[i];
+		total += (size_t)counts[i];
+	}
+	why = tgf_red_check(FI_REDUCE_SCATTER, max, dt, op, &a->dt, &a->op);
+	if (why != TGF_OK)
+		return why;
+	if (!sbuf || sbuf == rbuf ||
+	    (!rbuf &&
+	     (sbuf == MPI_IN_PLACE || counts[tg_comm_rank(a->fc->tc)])))
+		return TG_WHY_ARGS;
+	a->sbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
+	PMPI_Type_size(dt, &size);
+	a->bytes = (size_t)size * total;
+	return TGF_OK;
+}
+
 struct tgf_mov {
 	struct tgf_comm *fc;
 	const void *sbuf; /* NULL: in place */
@@ -1068,6 +1104,51 @@ int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int count,
 		PMPI_Reduce_scatter_block(sbuf, rbuf, count, dt, op, comm));
 }
 
+/* What a reduce_scatter reads and writes, for T-NBC's guard. */
+static MPI_Aint tgf_sum(const int counts[], MPI_Comm comm)
+{
+	MPI_Aint t = 0;
+	int n = tgf_size(comm);
+
+	for (int i = 0; counts && i < n; i++)
+		t += counts[i] > 0 ? counts[i] : 0;
+	return t;
+}
+
+static int tgf_my_count(const int counts[], MPI_Comm comm)
+{
+	int me = -1;
+
+	if (!counts || comm == MPI_COMM_NULL ||
+	    PMPI_Comm_rank(comm, &me) != MPI_SUCCESS || me < 0)
+		return 0;
+	return counts[me];
+}
+
+int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int counts[],
+		       MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+	TGF_OPEN(tgf_open(sbuf, tgf_sum(counts, comm), dt);
+		 tgf_open(rbuf,
+			  sbuf == MPI_IN_PLACE ? tgf_sum(counts, comm)
+					       : tgf_my_count(counts, comm),
+			  dt));
+	TGF_SHORTCUT(TG_REDUCE_SCATTER,
+		     PMPI_Reduce_scatter(sbuf, rbuf, counts, dt, op, comm));
+	/* every member passes the same counts and type */
+	TGF_BELOW(TG_REDUCE_SCATTER, tgf_sum(counts, comm),
+		  PMPI_Reduce_scatter(sbuf, rbuf, counts, dt, op, comm));
+	struct tgf_red a = {0};
+	int why =
+		tgf_check_reduce_scatter(comm, sbuf, rbuf, counts, dt, op, &a);
+
+	TGF_BLOCKING(TG_REDUCE_SCATTER,
+		     tgf_policy(why, TG_REDUCE_SCATTER, a.bytes, a.fc),
+		     tg_reduce_scatter(a.fc->tc, a.sbuf, rbuf, counts, a.dt,
+				       a.op, r),
+		     PMPI_Reduce_scatter(sbuf, rbuf, counts, dt, op, comm));
+}
+
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		  int rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
@@ -1429,6 +1510,29 @@ int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int count,
 				       a.dt, a.op, r),
 	       PMPI_Ireduce_scatter_block(sbuf, rbuf, count, dt, op, comm,
 					  request));
+}
+
+int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int counts[],
+			MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			MPI_Request *request)
+{
+	TGF_OPEN(tgf_open(sbuf, tgf_sum(counts, comm), dt);
+		 tgf_open(rbuf,
+			  sbuf == MPI_IN_PLACE ? tgf_sum(counts, comm)
+					       : tgf_my_count(counts, comm),
+			  dt));
+	TGF_SHORTCUT(TG_IREDUCE_SCATTER,
+		     PMPI_Ireduce_scatter(sbuf, rbuf, counts, dt, op, comm,
+					  request));
+	struct tgf_red a = {0};
+	int why =
+		tgf_check_reduce_scatter(comm, sbuf, rbuf, counts, dt, op, &a);
+
+	TGF_NB(TG_IREDUCE_SCATTER,
+	       tgf_policy(why, TG_IREDUCE_SCATTER, a.bytes, a.fc), a.fc->tc,
+	       a.bytes,
+	       tg_reduce_scatter(a.fc->tc, a.sbuf, rbuf, counts, a.dt, a.op, r),
+	       PMPI_Ireduce_scatter(sbuf, rbuf, counts, dt, op, comm, request));
 }
 
 int MPI_Igather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,

@@ -170,6 +170,14 @@ TGF_FORTRAN(reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
 					 C_OP(op), C_COMM(comm));
 }
 
+TGF_FORTRAN(reduce_scatter, MPI_REDUCE_SCATTER,
+	    (void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Reduce_scatter(B(s), B(r), counts, C_TYPE(type), C_OP(op),
+				   C_COMM(comm));
+}
+
 TGF_FORTRAN(allgather, MPI_ALLGATHER,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
@@ -285,6 +293,18 @@ TGF_FORTRAN(ireduce, MPI_IREDUCE,
 
 	*ierr = MPI_Ireduce(B(s), B(r), *count, C_TYPE(type), C_OP(op), *root,
 			    C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(ireduce_scatter, MPI_IREDUCE_SCATTER,
+	    (void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ireduce_scatter(B(s), B(r), counts, C_TYPE(type), C_OP(op),
+				    C_COMM(comm), &q);
 	if (*ierr == MPI_SUCCESS)
 		*req = PMPI_Request_c2f(q);
 }

@@ -280,21 +280,6 @@ int MPI_Rget(void *obuf, int ocount, MPI_Datatype otype, int target,
 			 req);
 }
 
-int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[],
-		       MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-	int n = 0, me = 0, total = 0;
-
-	if (tg_tnbc_guarding() && PMPI_Comm_size(comm, &n) == MPI_SUCCESS &&
-	    PMPI_Comm_rank(comm, &me) == MPI_SUCCESS && rcounts) {
-		for (int i = 0; i < n; i++)
-			total += rcounts[i];
-		tgf_open(sbuf == MPI_IN_PLACE ? rbuf : sbuf, total, dt);
-		tgf_open(rbuf, rcounts[me], dt);
-	}
-	return PMPI_Reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm);
-}
-
 int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	     MPI_Op op, MPI_Comm comm)
 {

@@ -30,7 +30,8 @@
 #              WHERE="local" (or "netns", or both), ROUNDS=1,
 #              COMPUTE="sleep busy", LABELS="mpi glue glue-all",
 #              OUT=DIR (default ./bench-glue-YYYYmmdd-HHMMSS), PLOT=0,
-#              TABLES_ONLY=1 (tables and plot again from OUT/results.csv)
+#              TABLES_ONLY=1 (tables and plot again from OUT/results.csv),
+#              ONLY=COLL (one collective of bench_glue's, e.g. reduce_scatter)
 # OUT holds results.csv (every row; its round column counts from 1),
 # ratio.csv (medians: glue and glue-all over mpi per blocking size;
 # overlap per non-blocking size), table.txt and bench_glue.png.
@@ -63,7 +64,8 @@ run_one() {
 	local mpi=$1 where=$2 np=$3 compute=$4 round=$5 lopts pre=() tag=$1
 	local label launch
 	local bin=$b/tests/mpi/glue-bin/bench_glue.$mpi
-	local args=(-m "${MAXB:-1048576}" -i "${ITER:-200}" -c "$compute")
+	local args=(-m "${MAXB:-1048576}" -i "${ITER:-200}" -c "$compute"
+		${ONLY:+-o "$ONLY"})
 	if [ "$mpi" = openmpi ]; then
 		lopts=(--allow-run-as-root --oversubscribe)
 	else

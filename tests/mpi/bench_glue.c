@@ -6,10 +6,11 @@
  * MPI error.  Written here after OSU's published method, not its code.
  *
  * Blocking (allreduce, reduce, bcast, barrier, allgather, alltoall,
- * allgatherv, gatherv and scatterv with every member's count the same):
- * per
- * size, ITER calls back to back after WARM untimed ones; the figure is
- * the slowest rank's average per call, in microseconds.
+ * allgatherv, gatherv and scatterv with every member's count the same,
+ * reduce_scatter of floats with OSU's blocks: the vector split as evenly
+ * as it goes, the first members one more): per size, ITER calls back to back
+ *after WARM untimed ones; the figure is the slowest rank's average per call, in
+ *microseconds.
  *
  * Non-blocking (iallreduce, ibcast, ialltoall), OSU's overlap:
  *	t_pure: average of post + MPI_Wait;
@@ -24,7 +25,9 @@
  * rank's average time in the post and in MPI_Wait after the compute).
  *
  * usage: bench_glue [-l LABEL] [-c sleep|busy] [-m MAXBYTES] [-i ITER]
+ *                   [-o COLL]
  *        bench_glue -k N
+ * -o: that collective only (a name of the blocking list).
  * -k: count mode, for callgrind (tests/mpi/cost-glue.sh): N 8-byte
  * MPI_Allreduce calls, then N MPI_Iallreduce + MPI_Wait, nothing timed
  * and nothing printed.
@@ -40,7 +43,7 @@
 #include <unistd.h>
 
 static int rank, size, iters = 200, warm = 20, count;
-static const char *label = "run", *mode = "sleep";
+static const char *label = "run", *mode = "sleep", *only;
 
 static double now(void)
 {
@@ -74,11 +77,12 @@ enum {
 	ALLGATHERV,
 	GATHERV,
 	SCATTERV,
+	REDUCE_SCATTER,
 	NB
 };
-static const char *names[] = {"allreduce",  "reduce",	 "bcast",
-			      "barrier",    "allgather", "alltoall",
-			      "allgatherv", "gatherv",	 "scatterv"};
+static const char *names[] = {
+	"allreduce", "reduce",	   "bcast",   "barrier",  "allgather",
+	"alltoall",  "allgatherv", "gatherv", "scatterv", "reduce_scatter"};
 
 /* allgatherv's counts and displacements: every member's the same, as
  * OSU's osu_allgatherv has them */
@@ -136,6 +140,12 @@ static void call(int c, size_t bytes, MPI_Request *req)
 			MPI_Scatterv(sbuf, vcounts, vdispls, MPI_CHAR, rbuf,
 				     (int)bytes, MPI_CHAR, 0, MPI_COMM_WORLD);
 		break;
+	case REDUCE_SCATTER:
+		for (int i = 0; i < size; i++)
+			vcounts[i] = n / size + (i < n % size);
+		MPI_Reduce_scatter(sbuf, rbuf, vcounts, MPI_FLOAT, MPI_SUM,
+				   MPI_COMM_WORLD);
+		break;
 	case ALLTOALL:
 		if (req)
 			MPI_Ialltoall(sbuf, (int)bytes, MPI_CHAR, rbuf,
@@ -168,7 +178,7 @@ int main(int argc, char **argv)
 	char ver[MPI_MAX_LIBRARY_VERSION_STRING];
 	int c, len;
 
-	while ((c = getopt(argc, argv, "l:c:m:i:k:")) != -1) {
+	while ((c = getopt(argc, argv, "l:c:m:i:k:o:")) != -1) {
 		if (c == 'l')
 			label = optarg;
 		else if (c == 'c')
@@ -179,6 +189,8 @@ int main(int argc, char **argv)
 			iters = atoi(optarg);
 		else if (c == 'k')
 			count = atoi(optarg);
+		else if (c == 'o')
+			only = optarg;
 	}
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -207,12 +219,14 @@ int main(int argc, char **argv)
 		printf("label,mpi,np,coll,bytes,us,pure_us,total_us,overlap_"
 		       "pct,post_us,wait_us\n");
 	for (int k = 0; k < NB; k++) {
+		if (only && strcmp(only, names[k]))
+			continue;
 		for (size_t b = 8; b <= maxb; b *= 4) {
 			size_t bytes = k == BARRIER ? 0 : b;
 			int it = iters_for(b);
 
 			if ((k == ALLGATHER || k == ALLTOALL ||
-			     k >= ALLGATHERV) &&
+			     (k >= ALLGATHERV && k != REDUCE_SCATTER)) &&
 			    b > (1u << 18))
 				continue;
 			for (int i = 0; i < warm; i++)
@@ -233,6 +247,9 @@ int main(int argc, char **argv)
 	int nbc[] = {ALLREDUCE, BCAST, ALLTOALL};
 	for (int j = 0; j < 3; j++) {
 		int k = nbc[j];
+
+		if (only && strcmp(only, names[k]))
+			continue;
 
 		for (size_t b = 8; b <= maxb; b *= 4) {
 			MPI_Request rq;

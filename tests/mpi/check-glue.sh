@@ -83,7 +83,8 @@ all_offloaded=()
 for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
 	Reduce_scatter_block Gather Scatter Allgatherv Gatherv Scatterv \
 	Iallreduce Ireduce Ibcast Ibarrier Iallgather Ialltoall Ialltoallv \
-	Iallgatherv Igatherv Iscatterv Ireduce_scatter_block Igather Iscatter; do
+	Iallgatherv Igatherv Iscatterv Ireduce_scatter_block Igather Iscatter Reduce_scatter \
+	Ireduce_scatter; do
 	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
 done
 
@@ -223,7 +224,8 @@ for mpi in $mpis; do
 				expect "$mpi $prog np=3 ireduce_scatter_block" \
 					'^tnbc-mpi: MPI_Ireduce_scatter_block offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Igather offloaded 3 fallback 0' \
-					'^tnbc-mpi: MPI_Iscatter offloaded 3 fallback 0'
+					'^tnbc-mpi: MPI_Iscatter offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Reduce_scatter offloaded 3 fallback 0'
 			[ "$prog" = glue_fortran ] ||
 				expect "$mpi $prog np=3 barrier, bcast" \
 					'^tnbc-mpi: MPI_Barrier offloaded [1-9]' \

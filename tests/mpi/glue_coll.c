@@ -434,6 +434,84 @@ static void t_reductions(struct cx *x, bool nb)
 	}
 }
 
+/*
+ * Reduce_scatter: member r gets block r of the fold of everyone's
+ * vector, blocks of differing counts (zeros among them) or all alike,
+ * out of place and in place.  pat 0: (3r + 1) % 4 elements (member 1
+ * none), 1: 5 each, 2: 3000 + r (int and double only).
+ */
+static void t_reduce_scatter(struct cx *x, bool nb)
+{
+	static const int dsel[] = {0, 2, 6}, osel[] = {0, 3, 8};
+	int *cnt = malloc((size_t)x->size * sizeof(int));
+
+	for (int pat = 0; pat < 3; pat++)
+		for (size_t di = 0; di < 3; di++)
+			for (size_t oi = 0; oi < 3; oi++) {
+				const struct dt *d = &dts[dsel[di]];
+				const struct op *o = &ops[osel[oi]];
+				size_t tot = 0, at = 0, mine, len;
+				MPI_Request rq, *req = nb ? &rq : NULL;
+
+				if (!op_fits(d, o) || (pat == 2 && di == 1))
+					continue;
+				for (int r = 0; r < x->size; r++) {
+					cnt[r] = pat == 0   ? (3 * r + 1) % 4
+						 : pat == 1 ? 5
+							    : 3000 + r;
+					if (r < x->rank)
+						at += (size_t)cnt[r];
+					tot += (size_t)cnt[r];
+				}
+				mine = (size_t)cnt[x->rank];
+				len = mine * (size_t)d->size;
+				char *in = gbuf(tot * (size_t)d->size);
+				char *out = gbuf(tot * (size_t)d->size);
+				char *ref = gbuf(len);
+
+				for (size_t i = 0; i < tot; i++)
+					put(d, in, i, val(o->id, x->rank, i));
+				for (size_t i = 0; i < mine; i++) {
+					put(d, ref, i, val(o->id, 0, at + i));
+					for (int r = 1; r < x->size; r++)
+						fold(d, o->id, ref, i,
+						     val(o->id, r, at + i));
+				}
+				for (int ip = 0; ip < 2; ip++) {
+					const void *sb = in;
+
+					memset(out, GB,
+					       tot * (size_t)d->size + GUARD);
+					if (ip) {
+						memcpy(out, in,
+						       tot * (size_t)d->size);
+						sb = MPI_IN_PLACE;
+					}
+					if (nb)
+						MT_MPI(MPI_Ireduce_scatter(
+							sb, out, cnt, d->mpi,
+							o->mpi, x->comm, req));
+					else
+						MT_MPI(MPI_Reduce_scatter(
+							sb, out, cnt, d->mpi,
+							o->mpi, x->comm));
+					done(req);
+					CK(!memcmp(out, ref, len),
+					   "reduce_scatter%s %s %s pattern %d "
+					   "(%zu of %zu)",
+					   ip ? " in place" : "", d->name,
+					   o->name, pat, mine, tot);
+					if (!ip)
+						guard_ok(x, out, len,
+							 "reduce_scatter");
+				}
+				free(in);
+				free(out);
+				free(ref);
+			}
+	free(cnt);
+}
+
 static unsigned char bval(int rank, size_t i, int to)
 {
 	return (unsigned char)(rank * 29 + (int)i * 3 + to * 7 + 1);
@@ -1541,6 +1619,8 @@ static void run_all(struct cx *x)
 	t_barrier(x);
 	t_reductions(x, false);
 	t_reductions(x, true);
+	t_reduce_scatter(x, false);
+	t_reduce_scatter(x, true);
 	t_movers(x, false);
 	t_movers(x, true);
 	t_alltoallv(x, false);

@@ -61,6 +61,27 @@ program glue_fortran
     if (a(i) /= want) ok = .false.
   end do
 
+  ! reduce_scatter, rank k's block k + 1 long: element j of the vector
+  ! is rank * 10 + j on each rank
+  deallocate(s)
+  allocate(s(nprocs * (nprocs + 1) / 2))
+  do i = 1, nprocs * (nprocs + 1) / 2
+    s(i) = rank * 10 + i
+  end do
+  block
+    integer :: cnt(nprocs), at
+    do i = 1, nprocs
+      cnt(i) = i
+    end do
+    at = rank * (rank + 1) / 2
+    b = -1
+    call MPI_Reduce_scatter(s, b, cnt, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+    do i = 1, rank + 1
+      want = 10 * nprocs * (nprocs - 1) / 2 + nprocs * (at + i)
+      if (b(i) /= want) ok = .false.
+    end do
+  end block
+
   ! non-blocking gather to the last rank, then scatter back from it
   b = -1
   a(1) = rank + 7

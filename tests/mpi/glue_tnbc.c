@@ -274,6 +274,41 @@ static void t_pass_on(size_t per)
 	}
 	MT_CHECK(sum == want, "allreduce of received data: %lu want %lu", sum,
 		 want);
+	/* a reduce_scatter of uneven blocks (member 0 the largest), a
+	 * received buffer its input, and one in place */
+	for (int ip = 0; ip < 2; ip++) {
+		int *cnt = calloc((size_t)mt_size, sizeof(int));
+		size_t at = 0;
+		int bad = 0;
+
+		for (int i = 0; i < mt_size; i++)
+			cnt[i] = (int)per;
+		if (mt_size > 1) {
+			cnt[0] += (int)(per / 2);
+			cnt[mt_size - 1] -= (int)(per / 2);
+		}
+		for (int i = 0; i < mt_rank; i++)
+			at += (size_t)cnt[i];
+		a2a(s, r, per, 13 + ip, true);
+		if (ip)
+			MT_MPI(MPI_Reduce_scatter(MPI_IN_PLACE, r, cnt,
+						  MPI_BYTE, MPI_BXOR,
+						  MPI_COMM_WORLD));
+		else
+			MT_MPI(MPI_Reduce_scatter(r, got, cnt, MPI_BYTE,
+						  MPI_BXOR, MPI_COMM_WORLD));
+		for (size_t i = 0; i < (size_t)cnt[mt_rank]; i++) {
+			size_t g = at + i;
+			unsigned char x = 0;
+
+			for (int d = 0; d < mt_size; d++)
+				x ^= val((int)(g / per), d, g % per, 13 + ip);
+			bad += (ip ? r : got)[i] != x;
+		}
+		MT_CHECK(!bad, "reduce_scatter%s of received data: %d wrong",
+			 ip ? " in place" : "", bad);
+		free(cnt);
+	}
 	/* and again at once with the result as the next send buffer */
 	a2a(s, r, per, 12, true);
 	MT_MPI(MPI_Alltoall(r, (int)per, MPI_BYTE, got, (int)per, MPI_BYTE,
