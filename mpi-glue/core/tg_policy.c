@@ -51,6 +51,10 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_GATHERV] = "MPI_Gatherv",
 	[TG_SCATTERV] = "MPI_Scatterv",
 	[TG_REDUCE_SCATTER] = "MPI_Reduce_scatter",
+	[TG_NEIGHBOR_ALLGATHER] = "MPI_Neighbor_allgather",
+	[TG_NEIGHBOR_ALLTOALL] = "MPI_Neighbor_alltoall",
+	[TG_NEIGHBOR_ALLGATHERV] = "MPI_Neighbor_allgatherv",
+	[TG_NEIGHBOR_ALLTOALLV] = "MPI_Neighbor_alltoallv",
 	[TG_IALLREDUCE] = "MPI_Iallreduce",
 	[TG_IREDUCE] = "MPI_Ireduce",
 	[TG_IBCAST] = "MPI_Ibcast",
@@ -65,6 +69,10 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_IGATHER] = "MPI_Igather",
 	[TG_ISCATTER] = "MPI_Iscatter",
 	[TG_IREDUCE_SCATTER] = "MPI_Ireduce_scatter",
+	[TG_INEIGHBOR_ALLGATHER] = "MPI_Ineighbor_allgather",
+	[TG_INEIGHBOR_ALLTOALL] = "MPI_Ineighbor_alltoall",
+	[TG_INEIGHBOR_ALLGATHERV] = "MPI_Ineighbor_allgatherv",
+	[TG_INEIGHBOR_ALLTOALLV] = "MPI_Ineighbor_alltoallv",
 };
 
 static const char *const tg_why_names[TG_NWHY] = {

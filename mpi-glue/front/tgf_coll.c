@@ -1770,3 +1770,332 @@ int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[],
 	      PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype,
 			     root, comm, request));
 }
+
+/* ------------------------------------------------------------------ */
+/* Neighbourhood collectives on Cartesian communicators                 */
+
+/*
+ * The neighbours of a Cartesian communicator, two per dimension: the -1
+ * one, then the +1 (MPI_Cart_shift's source and destination), as the
+ * neighbourhood collectives order their blocks; MPI_PROC_NULL where a
+ * non-periodic dimension ends.  A call is alltoallv's schedule with
+ * member m's block the block of the neighbour m is.  A neighbour twice
+ * in the list (a periodic dimension of 1 or 2 members) is one member to
+ * alltoallv, which moves one block per member: every member has such a
+ * dimension alike (the same dims and periods), so all fall back, as on
+ * graph topologies, whose neighbours need not be alike.  *nb holds n + k
+ * ints, the list after a mark per member.
+ */
+static int tgf_nbr_list(MPI_Comm comm, int **nb, int *k)
+{
+	int topo = MPI_UNDEFINED, nd = 0, n = 0, *l;
+
+	*nb = NULL;
+	if (comm == MPI_COMM_NULL ||
+	    PMPI_Topo_test(comm, &topo) != MPI_SUCCESS || topo != MPI_CART ||
+	    PMPI_Cartdim_get(comm, &nd) != MPI_SUCCESS ||
+	    PMPI_Comm_size(comm, &n) != MPI_SUCCESS || nd < 0 || n <= 0)
+		return TG_WHY_COMM;
+	l = calloc((size_t)n + 2 * (size_t)nd + 1, sizeof(int));
+	if (!l)
+		return TGF_NOMEM;
+	*nb = l;
+	*k = 2 * nd;
+	for (int d = 0; d < nd; d++) {
+		int *p = l + n + 2 * d;
+
+		if (PMPI_Cart_shift(comm, d, 1, &p[0], &p[1]) != MPI_SUCCESS)
+			return TG_WHY_COMM;
+		for (int j = 0; j < 2; j++) {
+			if (p[j] == MPI_PROC_NULL)
+				continue;
+			if (p[j] < 0 || p[j] >= n || l[p[j]]++)
+				return TG_WHY_COMM;
+		}
+	}
+	return TGF_OK;
+}
+
+/* How many blocks a neighbourhood call sends and receives, for T-NBC's
+ * guard: on every topology, the ones that fall back too. */
+static void tgf_nbr_degree(MPI_Comm comm, int *in, int *out)
+{
+	int topo = MPI_UNDEFINED, w = 0;
+
+	*in = *out = 0;
+	if (comm == MPI_COMM_NULL || PMPI_Topo_test(comm, &topo) != MPI_SUCCESS)
+		return;
+	if (topo == MPI_CART && PMPI_Cartdim_get(comm, in) == MPI_SUCCESS) {
+		*in *= 2;
+		*out = *in;
+	} else if (topo == MPI_GRAPH) {
+		int me;
+
+		if (PMPI_Comm_rank(comm, &me) == MPI_SUCCESS &&
+		    PMPI_Graph_neighbors_count(comm, me, in) == MPI_SUCCESS)
+			*out = *in;
+	} else if (topo == MPI_DIST_GRAPH) {
+		PMPI_Dist_graph_neighbors_count(comm, in, out, &w);
+	}
+}
+
+/* A neighbourhood call as alltoallv's counts and displacements per
+ * member, in elements (4 n ints: sc, sd, rc, rd): each side is the same
+ * block for every neighbour (counts NULL; sblock: displacements 0, the
+ * one send block of an allgather) or one per neighbour. */
+struct tgf_nbr_side {
+	int count; /* counts NULL */
+	const int *counts, *displs;
+	bool same; /* one block, sent to every neighbour */
+};
+
+static int tgf_nbr_counts(MPI_Comm comm, struct tgf_nbr_side s,
+			  struct tgf_nbr_side r, int **out)
+{
+	int *nb, k, n = tgf_size(comm), *v;
+	int why = tgf_nbr_list(comm, &nb, &k);
+
+	*out = NULL;
+	if (why != TGF_OK) {
+		free(nb);
+		return why;
+	}
+	if ((!s.counts && s.count < 0) || (!r.counts && r.count < 0) ||
+	    (s.counts && !s.displs) || (r.counts && !r.displs)) {
+		free(nb);
+		return TG_WHY_ARGS;
+	}
+	v = calloc(4 * (size_t)n, sizeof(int));
+	if (!v) {
+		free(nb);
+		return TGF_NOMEM;
+	}
+	for (int j = 0; j < k; j++) {
+		int m = nb[n + j];
+
+		if (m == MPI_PROC_NULL)
+			continue;
+		v[m] = s.counts ? s.counts[j] : s.count;
+		v[n + m] = s.counts ? s.displs[j] : s.same ? 0 : j * s.count;
+		v[2 * n + m] = r.counts ? r.counts[j] : r.count;
+		v[3 * n + m] = r.counts ? r.displs[j] : j * r.count;
+	}
+	free(nb);
+	*out = v;
+	return TGF_OK;
+}
+
+/* The body of every neighbourhood wrapper: true when *rc is the call's
+ * result, false when the caller falls back (counted). */
+static bool tgf_nbr_go(enum tg_fn fn, const void *sbuf, MPI_Datatype stype,
+		       struct tgf_nbr_side s, void *rbuf, MPI_Datatype rtype,
+		       struct tgf_nbr_side r, MPI_Comm comm,
+		       MPI_Request *request, int *rc)
+{
+	struct tgf_v a = {0};
+	int *v = NULL, n = tgf_size(comm);
+	int why = tgf_nbr_counts(comm, s, r, &v);
+
+	if (why == TGF_OK && (sbuf == MPI_IN_PLACE || rbuf == MPI_IN_PLACE))
+		why = TG_WHY_ARGS;
+	if (why == TGF_OK)
+		why = tgf_check_alltoallv(comm, sbuf, v, v + n, stype, rbuf,
+					  v + 2 * n, v + 3 * n, rtype, &a);
+	/* staging copies the counts it needs */
+	why = tgf_v_decide(fn, why, &a, request != NULL);
+	free(v);
+	return tgf_v_go(comm, fn, why, &a, request, rc);
+}
+
+#define TGF_NBR_OPEN(SBUF, SN, STYPE, RBUF, RN, RTYPE)                         \
+	do {                                                                   \
+		if (tg_tnbc_guarding()) {                                      \
+			int in_, out_;                                         \
+			tgf_nbr_degree(comm, &in_, &out_);                     \
+			tgf_open(SBUF, SN, STYPE);                             \
+			tgf_open(RBUF, RN, RTYPE);                             \
+		}                                                              \
+	} while (0)
+
+/* The end of a v neighbourhood call's guard: the span its blocks cover */
+static MPI_Aint tgf_nbr_span(const int *counts, const int *displs, int k)
+{
+	MPI_Aint end = 0;
+
+	for (int j = 0; counts && displs && j < k; j++)
+		if (counts[j] > 0 && (MPI_Aint)displs[j] + counts[j] > end)
+			end = (MPI_Aint)displs[j] + counts[j];
+	return end;
+}
+
+int MPI_Neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype,
+			   void *rbuf, int rcount, MPI_Datatype rtype,
+			   MPI_Comm comm)
+{
+	int rc;
+
+	TGF_NBR_OPEN(sbuf, scount, stype, rbuf, (MPI_Aint)rcount * in_, rtype);
+	TGF_SHORTCUT(TG_NEIGHBOR_ALLGATHER,
+		     PMPI_Neighbor_allgather(sbuf, scount, stype, rbuf, rcount,
+					     rtype, comm));
+	if (tgf_nbr_go(TG_NEIGHBOR_ALLGATHER, sbuf, stype,
+		       (struct tgf_nbr_side){.count = scount, .same = true},
+		       rbuf, rtype, (struct tgf_nbr_side){.count = rcount},
+		       comm, NULL, &rc))
+		return rc;
+	return PMPI_Neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype,
+				       comm);
+}
+
+int MPI_Neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype,
+			  void *rbuf, int rcount, MPI_Datatype rtype,
+			  MPI_Comm comm)
+{
+	int rc;
+
+	TGF_NBR_OPEN(sbuf, (MPI_Aint)scount * out_, stype, rbuf,
+		     (MPI_Aint)rcount * in_, rtype);
+	TGF_SHORTCUT(TG_NEIGHBOR_ALLTOALL,
+		     PMPI_Neighbor_alltoall(sbuf, scount, stype, rbuf, rcount,
+					    rtype, comm));
+	if (tgf_nbr_go(TG_NEIGHBOR_ALLTOALL, sbuf, stype,
+		       (struct tgf_nbr_side){.count = scount}, rbuf, rtype,
+		       (struct tgf_nbr_side){.count = rcount}, comm, NULL, &rc))
+		return rc;
+	return PMPI_Neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype,
+				      comm);
+}
+
+int MPI_Neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype,
+			    void *rbuf, const int rcounts[], const int displs[],
+			    MPI_Datatype rtype, MPI_Comm comm)
+{
+	int rc;
+
+	TGF_NBR_OPEN(sbuf, scount, stype, rbuf,
+		     tgf_nbr_span(rcounts, displs, in_), rtype);
+	TGF_SHORTCUT(TG_NEIGHBOR_ALLGATHERV,
+		     PMPI_Neighbor_allgatherv(sbuf, scount, stype, rbuf,
+					      rcounts, displs, rtype, comm));
+	if (tgf_nbr_go(
+		    TG_NEIGHBOR_ALLGATHERV, sbuf, stype,
+		    (struct tgf_nbr_side){.count = scount, .same = true}, rbuf,
+		    rtype,
+		    (struct tgf_nbr_side){.counts = rcounts, .displs = displs},
+		    comm, NULL, &rc))
+		return rc;
+	return PMPI_Neighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts,
+					displs, rtype, comm);
+}
+
+int MPI_Neighbor_alltoallv(const void *sbuf, const int scounts[],
+			   const int sdispls[], MPI_Datatype stype, void *rbuf,
+			   const int rcounts[], const int rdispls[],
+			   MPI_Datatype rtype, MPI_Comm comm)
+{
+	int rc;
+
+	TGF_NBR_OPEN(sbuf, tgf_nbr_span(scounts, sdispls, out_), stype, rbuf,
+		     tgf_nbr_span(rcounts, rdispls, in_), rtype);
+	TGF_SHORTCUT(TG_NEIGHBOR_ALLTOALLV,
+		     PMPI_Neighbor_alltoallv(sbuf, scounts, sdispls, stype,
+					     rbuf, rcounts, rdispls, rtype,
+					     comm));
+	if (tgf_nbr_go(
+		    TG_NEIGHBOR_ALLTOALLV, sbuf, stype,
+		    (struct tgf_nbr_side){.counts = scounts, .displs = sdispls},
+		    rbuf, rtype,
+		    (struct tgf_nbr_side){.counts = rcounts, .displs = rdispls},
+		    comm, NULL, &rc))
+		return rc;
+	return PMPI_Neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf,
+				       rcounts, rdispls, rtype, comm);
+}
+
+int MPI_Ineighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype,
+			    void *rbuf, int rcount, MPI_Datatype rtype,
+			    MPI_Comm comm, MPI_Request *request)
+{
+	int rc;
+
+	TGF_NBR_OPEN(sbuf, scount, stype, rbuf, (MPI_Aint)rcount * in_, rtype);
+	TGF_SHORTCUT(TG_INEIGHBOR_ALLGATHER,
+		     PMPI_Ineighbor_allgather(sbuf, scount, stype, rbuf, rcount,
+					      rtype, comm, request));
+	if (tgf_nbr_go(TG_INEIGHBOR_ALLGATHER, sbuf, stype,
+		       (struct tgf_nbr_side){.count = scount, .same = true},
+		       rbuf, rtype, (struct tgf_nbr_side){.count = rcount},
+		       comm, request, &rc))
+		return rc;
+	return PMPI_Ineighbor_allgather(sbuf, scount, stype, rbuf, rcount,
+					rtype, comm, request);
+}
+
+int MPI_Ineighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype,
+			   void *rbuf, int rcount, MPI_Datatype rtype,
+			   MPI_Comm comm, MPI_Request *request)
+{
+	int rc;
+
+	TGF_NBR_OPEN(sbuf, (MPI_Aint)scount * out_, stype, rbuf,
+		     (MPI_Aint)rcount * in_, rtype);
+	TGF_SHORTCUT(TG_INEIGHBOR_ALLTOALL,
+		     PMPI_Ineighbor_alltoall(sbuf, scount, stype, rbuf, rcount,
+					     rtype, comm, request));
+	if (tgf_nbr_go(TG_INEIGHBOR_ALLTOALL, sbuf, stype,
+		       (struct tgf_nbr_side){.count = scount}, rbuf, rtype,
+		       (struct tgf_nbr_side){.count = rcount}, comm, request,
+		       &rc))
+		return rc;
+	return PMPI_Ineighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype,
+				       comm, request);
+}
+
+int MPI_Ineighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype,
+			     void *rbuf, const int rcounts[],
+			     const int displs[], MPI_Datatype rtype,
+			     MPI_Comm comm, MPI_Request *request)
+{
+	int rc;
+
+	TGF_NBR_OPEN(sbuf, scount, stype, rbuf,
+		     tgf_nbr_span(rcounts, displs, in_), rtype);
+	TGF_SHORTCUT(TG_INEIGHBOR_ALLGATHERV,
+		     PMPI_Ineighbor_allgatherv(sbuf, scount, stype, rbuf,
+					       rcounts, displs, rtype, comm,
+					       request));
+	if (tgf_nbr_go(
+		    TG_INEIGHBOR_ALLGATHERV, sbuf, stype,
+		    (struct tgf_nbr_side){.count = scount, .same = true}, rbuf,
+		    rtype,
+		    (struct tgf_nbr_side){.counts = rcounts, .displs = displs},
+		    comm, request, &rc))
+		return rc;
+	return PMPI_Ineighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts,
+					 displs, rtype, comm, request);
+}
+
+int MPI_Ineighbor_alltoallv(const void *sbuf, const int scounts[],
+			    const int sdispls[], MPI_Datatype stype, void *rbuf,
+			    const int rcounts[], const int rdispls[],
+			    MPI_Datatype rtype, MPI_Comm comm,
+			    MPI_Request *request)
+{
+	int rc;
+
+	TGF_NBR_OPEN(sbuf, tgf_nbr_span(scounts, sdispls, out_), stype, rbuf,
+		     tgf_nbr_span(rcounts, rdispls, in_), rtype);
+	TGF_SHORTCUT(TG_INEIGHBOR_ALLTOALLV,
+		     PMPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype,
+					      rbuf, rcounts, rdispls, rtype,
+					      comm, request));
+	if (tgf_nbr_go(
+		    TG_INEIGHBOR_ALLTOALLV, sbuf, stype,
+		    (struct tgf_nbr_side){.counts = scounts, .displs = sdispls},
+		    rbuf, rtype,
+		    (struct tgf_nbr_side){.counts = rcounts, .displs = rdispls},
+		    comm, request, &rc))
+		return rc;
+	return PMPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf,
+					rcounts, rdispls, rtype, comm, request);
+}

@@ -423,6 +423,89 @@ TGF_FORTRAN(iscatterv, MPI_ISCATTERV,
 		*req = PMPI_Request_c2f(q);
 }
 
+TGF_FORTRAN(neighbor_allgather, MPI_NEIGHBOR_ALLGATHER,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Neighbor_allgather(B(s), *sc, C_TYPE(st), B(r), *rc,
+				       C_TYPE(rt), C_COMM(comm));
+}
+
+TGF_FORTRAN(neighbor_alltoall, MPI_NEIGHBOR_ALLTOALL,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Neighbor_alltoall(B(s), *sc, C_TYPE(st), B(r), *rc,
+				      C_TYPE(rt), C_COMM(comm));
+}
+
+TGF_FORTRAN(neighbor_allgatherv, MPI_NEIGHBOR_ALLGATHERV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Neighbor_allgatherv(B(s), *sc, C_TYPE(st), B(r), rc, rd,
+					C_TYPE(rt), C_COMM(comm));
+}
+
+TGF_FORTRAN(neighbor_alltoallv, MPI_NEIGHBOR_ALLTOALLV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
+	     MPI_Fint *ierr))
+{
+	*ierr = MPI_Neighbor_alltoallv(B(s), sc, sd, C_TYPE(st), B(r), rc, rd,
+				       C_TYPE(rt), C_COMM(comm));
+}
+
+TGF_FORTRAN(ineighbor_allgather, MPI_INEIGHBOR_ALLGATHER,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ineighbor_allgather(B(s), *sc, C_TYPE(st), B(r), *rc,
+					C_TYPE(rt), C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(ineighbor_alltoall, MPI_INEIGHBOR_ALLTOALL,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ineighbor_alltoall(B(s), *sc, C_TYPE(st), B(r), *rc,
+				       C_TYPE(rt), C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(ineighbor_allgatherv, MPI_INEIGHBOR_ALLGATHERV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
+	     MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *req,
+	     MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ineighbor_allgatherv(B(s), *sc, C_TYPE(st), B(r), rc, rd,
+					 C_TYPE(rt), C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(ineighbor_alltoallv, MPI_INEIGHBOR_ALLTOALLV,
+	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
+	     MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Ineighbor_alltoallv(B(s), sc, sd, C_TYPE(st), B(r), rc, rd,
+					C_TYPE(rt), C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
 /* Point to point: the buffers T-NBC may guard open first (the C
  * wrappers do it), which Open MPI's own Fortran bindings, calling PMPI_*,
  * would skip. */

@@ -83,8 +83,10 @@ all_offloaded=()
 for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
 	Reduce_scatter_block Gather Scatter Allgatherv Gatherv Scatterv \
 	Iallreduce Ireduce Ibcast Ibarrier Iallgather Ialltoall Ialltoallv \
-	Iallgatherv Igatherv Iscatterv Ireduce_scatter_block Igather Iscatter Reduce_scatter \
-	Ireduce_scatter; do
+	Iallgatherv Igatherv Iscatterv Ireduce_scatter_block Igather Iscatter \
+	Reduce_scatter Ireduce_scatter Neighbor_allgather Neighbor_alltoall \
+	Neighbor_allgatherv Neighbor_alltoallv Ineighbor_allgather \
+	Ineighbor_alltoall Ineighbor_allgatherv Ineighbor_alltoallv; do
 	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
 done
 
@@ -225,7 +227,8 @@ for mpi in $mpis; do
 					'^tnbc-mpi: MPI_Ireduce_scatter_block offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Igather offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Iscatter offloaded 3 fallback 0' \
-					'^tnbc-mpi: MPI_Reduce_scatter offloaded 3 fallback 0'
+					'^tnbc-mpi: MPI_Reduce_scatter offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Neighbor_alltoall offloaded 3 fallback 0'
 			[ "$prog" = glue_fortran ] ||
 				expect "$mpi $prog np=3 barrier, bcast" \
 					'^tnbc-mpi: MPI_Barrier offloaded [1-9]' \

@@ -763,6 +763,171 @@ static int vval(int p, int i)
 	return p * 1000 + i + 7;
 }
 
+/*
+ * Neighbourhood collectives on Cartesian communicators: block j of the
+ * list (two per dimension, the -1 neighbour then the +1) goes to or
+ * comes from neighbour j, so what arrives in block j was sent by that
+ * neighbour as its block j ^ 1.  Blocks of MPI_PROC_NULL stay as they
+ * were.  A periodic dimension of 1 or 2 lists one neighbour twice: the
+ * glue leaves those to the MPI, and only the call's end is checked.
+ * alltoallv's blocks: j / 2 + 1 + c ints (alike within each pair, as
+ * the sender's and the receiver's counts must be), a gap after each.
+ */
+static int nval(int from, int j, int i)
+{
+	return from * 1000 + j * 100 + i;
+}
+
+static void t_neighbors_on(struct cx *x, MPI_Comm cart, bool nb, int c)
+{
+	int nd, dims[3], periods[3], coords[3], nbr[6], k, me, bad = 0;
+	int scnt[6], sdsp[6], rcnt[6], rdsp[6], stot = 0, rtot = 0;
+	bool dup = false;
+	MPI_Request rq, *req = nb ? &rq : NULL;
+
+	MPI_Comm_rank(cart, &me);
+	MT_MPI(MPI_Cartdim_get(cart, &nd));
+	MT_MPI(MPI_Cart_get(cart, nd, dims, periods, coords));
+	k = 2 * nd;
+	for (int d = 0; d < nd; d++) {
+		MT_MPI(MPI_Cart_shift(cart, d, 1, &nbr[2 * d],
+				      &nbr[2 * d + 1]));
+		dup = dup || (periods[d] && dims[d] <= 2);
+	}
+	for (int j = 0; j < k; j++) {
+		scnt[j] = rcnt[j] = j / 2 + 1 + c;
+		sdsp[j] = stot;
+		rdsp[j] = rtot;
+		stot += scnt[j] + 1;
+		rtot += rcnt[j] + 1;
+	}
+	int big = 2 * (k ? k : 1) * (c + 8) + rtot + 8;
+	MPI_Datatype st2;
+
+	/* odd members receive alltoall's blocks every other int (staged) */
+	MT_MPI(MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &st2));
+	MT_MPI(MPI_Type_commit(&st2));
+	int *sb = malloc((size_t)big * sizeof(int));
+	int *rb = malloc((size_t)big * sizeof(int));
+
+	for (int op = 0; op < 5; op++) {
+		const char *what[] = {"alltoall", "allgather", "alltoallv",
+				      "allgatherv", "alltoall, strided"};
+		int str = op == 4 && me % 2 ? 2 : 1;
+
+		for (int i = 0; i < big; i++) {
+			sb[i] = -5;
+			rb[i] = -7;
+		}
+		if (op == 0 || op == 4)
+			for (int j = 0; j < k; j++)
+				for (int i = 0; i < c; i++)
+					sb[j * c + i] = nval(me, j, i);
+		else if (op == 2)
+			for (int j = 0; j < k; j++)
+				for (int i = 0; i < scnt[j]; i++)
+					sb[sdsp[j] + i] = nval(me, j, i);
+		else
+			for (int i = 0; i < c; i++)
+				sb[i] = nval(me, 0, i);
+		if (op == 0 && nb)
+			MT_MPI(MPI_Ineighbor_alltoall(sb, c, MPI_INT, rb, c,
+						      MPI_INT, cart, req));
+		else if (op == 0)
+			MT_MPI(MPI_Neighbor_alltoall(sb, c, MPI_INT, rb, c,
+						     MPI_INT, cart));
+		else if (op == 1 && nb)
+			MT_MPI(MPI_Ineighbor_allgather(sb, c, MPI_INT, rb, c,
+						       MPI_INT, cart, req));
+		else if (op == 1)
+			MT_MPI(MPI_Neighbor_allgather(sb, c, MPI_INT, rb, c,
+						      MPI_INT, cart));
+		else if (op == 2 && nb)
+			MT_MPI(MPI_Ineighbor_alltoallv(sb, scnt, sdsp, MPI_INT,
+						       rb, rcnt, rdsp, MPI_INT,
+						       cart, req));
+		else if (op == 2)
+			MT_MPI(MPI_Neighbor_alltoallv(sb, scnt, sdsp, MPI_INT,
+						      rb, rcnt, rdsp, MPI_INT,
+						      cart));
+		else if (op == 4 && nb)
+			MT_MPI(MPI_Ineighbor_alltoall(sb, c, MPI_INT, rb, c,
+						      str > 1 ? st2 : MPI_INT,
+						      cart, req));
+		else if (op == 4)
+			MT_MPI(MPI_Neighbor_alltoall(sb, c, MPI_INT, rb, c,
+						     str > 1 ? st2 : MPI_INT,
+						     cart));
+		else {
+			int cc[6], dd[6];
+
+			for (int j = 0; j < k; j++) {
+				cc[j] = c;
+				dd[j] = j * (c + 1);
+			}
+			if (nb)
+				MT_MPI(MPI_Ineighbor_allgatherv(
+					sb, c, MPI_INT, rb, cc, dd, MPI_INT,
+					cart, req));
+			else
+				MT_MPI(MPI_Neighbor_allgatherv(sb, c, MPI_INT,
+							       rb, cc, dd,
+							       MPI_INT, cart));
+		}
+		done(req);
+		if (dup)
+			continue;
+		for (int j = 0; j < k; j++) {
+			int from = nbr[j], n = op == 2 ? rcnt[j] : c;
+			int at = op == 0   ? j * c
+				 : op == 1 ? j * c
+				 : op == 2 ? rdsp[j]
+				 : op == 3 ? j * (c + 1)
+					   : j * c * str;
+
+			for (int i = 0; i < n; i++) {
+				int want = from == MPI_PROC_NULL ? -7
+					   : op == 1 || op == 3
+						   ? nval(from, 0, i)
+						   : nval(from, j ^ 1, i);
+
+				bad += rb[at + i * str] != want;
+				if (str > 1)
+					bad += rb[at + i * str + 1] != -7;
+			}
+			/* the gap after a v block */
+			if (op == 2 || op == 3)
+				bad += rb[at + n] != -7;
+		}
+		CK(!bad, "neighbor_%s%s of %d on %d dims (%d %d): %d wrong",
+		   what[op], nb ? " (non-blocking)" : "", c, nd, dims[0],
+		   nd > 1 ? dims[1] : 0, bad);
+	}
+	MT_MPI(MPI_Type_free(&st2));
+	free(sb);
+	free(rb);
+}
+
+static void t_neighbors(struct cx *x, bool nb)
+{
+	int n = x->size;
+
+	for (int shape = 0; shape < 4; shape++) {
+		int dims[3] = {0, 0, 0}, per[3] = {0, 0, 0};
+		int nd = shape < 2 ? 1 : shape == 2 ? 2 : 3;
+		MPI_Comm cart;
+
+		MT_MPI(MPI_Dims_create(n, nd, dims));
+		per[0] = shape == 0 || shape == 2;
+		MT_MPI(MPI_Cart_create(x->comm, nd, dims, per, 0, &cart));
+		if (cart == MPI_COMM_NULL)
+			continue;
+		t_neighbors_on(x, cart, nb, 3);
+		t_neighbors_on(x, cart, nb, 1000);
+		MT_MPI(MPI_Comm_free(&cart));
+	}
+}
+
 static void t_vcolls(struct cx *x, bool nb)
 {
 	int n = x->size, me = x->rank, tot = 0,
@@ -1627,6 +1792,8 @@ static void run_all(struct cx *x)
 	t_alltoallv(x, true);
 	t_vcolls(x, false);
 	t_vcolls(x, true);
+	t_neighbors(x, false);
+	t_neighbors(x, true);
 	t_fallbacks(x);
 	t_mixed_types(x);
 	t_mixed(x);

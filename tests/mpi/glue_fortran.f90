@@ -82,6 +82,30 @@ program glue_fortran
     end do
   end block
 
+  ! neighbour alltoall on a line of the ranks: block 1 to the left, 2
+  ! to the right; the ends' missing neighbours leave theirs alone
+  block
+    integer :: line, nbs(2), got(2), dims(1)
+    logical :: per(1)
+    dims(1) = nprocs
+    per(1) = .false.
+    call MPI_Cart_create(MPI_COMM_WORLD, 1, dims, per, .false., line, ierr)
+    nbs = (/ rank * 10 + 1, rank * 10 + 2 /)
+    got = -1
+    call MPI_Neighbor_alltoall(nbs, 1, MPI_INTEGER, got, 1, MPI_INTEGER, line, ierr)
+    if (rank > 0) then
+      if (got(1) /= (rank - 1) * 10 + 2) ok = .false.
+    else
+      if (got(1) /= -1) ok = .false.
+    end if
+    if (rank < nprocs - 1) then
+      if (got(2) /= (rank + 1) * 10 + 1) ok = .false.
+    else
+      if (got(2) /= -1) ok = .false.
+    end if
+    call MPI_Comm_free(line, ierr)
+  end block
+
   ! non-blocking gather to the last rank, then scatter back from it
   b = -1
   a(1) = rank + 7
