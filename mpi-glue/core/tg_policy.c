@@ -127,6 +127,11 @@ enum tg_mode { TG_AUTO, TG_ON, TG_OFF };
  * 1.5 to 6.9 times slower under Open MPI).  Its share is the whole
  * vector's bytes, which every member knows.
  *
+ * Neighbor_alltoall on a ring (bench-glue.sh ONLY=neighbor_alltoall
+ * ROUNDS=4): the offload won between 8 and 32 KiB per neighbour only
+ * (0.56 to 0.91), lost at 128 KiB (1.09 to 1.26) and below 8 KiB (1.9 to
+ * 4.6 under Open MPI): never, but where MPICH is oversubscribed.
+ *
  * tnbc-mpi(7), "Policy", has the tables.
  */
 static const struct tg_cut_row {

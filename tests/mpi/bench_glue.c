@@ -8,9 +8,10 @@
  * Blocking (allreduce, reduce, bcast, barrier, allgather, alltoall,
  * allgatherv, gatherv and scatterv with every member's count the same,
  * reduce_scatter of floats with OSU's blocks: the vector split as evenly
- * as it goes, the first members one more): per size, ITER calls back to back
- *after WARM untimed ones; the figure is the slowest rank's average per call, in
- *microseconds.
+ * as it goes, the first members one more; neighbor_alltoall on a ring of
+ * the ranks, a line at 2, bytes per neighbour): per size, ITER calls back to
+ *back after WARM untimed ones; the figure is the slowest rank's average per
+ *call, in microseconds.
  *
  * Non-blocking (iallreduce, ibcast, ialltoall), OSU's overlap:
  *	t_pure: average of post + MPI_Wait;
@@ -78,17 +79,20 @@ enum {
 	GATHERV,
 	SCATTERV,
 	REDUCE_SCATTER,
+	NEIGHBOR_ALLTOALL,
 	NB
 };
-static const char *names[] = {
-	"allreduce", "reduce",	   "bcast",   "barrier",  "allgather",
-	"alltoall",  "allgatherv", "gatherv", "scatterv", "reduce_scatter"};
+static const char *names[] = {"allreduce",	"reduce",	    "bcast",
+			      "barrier",	"allgather",	    "alltoall",
+			      "allgatherv",	"gatherv",	    "scatterv",
+			      "reduce_scatter", "neighbor_alltoall"};
 
 /* allgatherv's counts and displacements: every member's the same, as
  * OSU's osu_allgatherv has them */
 static int *vcounts, *vdispls;
 
 static char *sbuf, *rbuf;
+static MPI_Comm ring;
 
 static void call(int c, size_t bytes, MPI_Request *req)
 {
@@ -139,6 +143,10 @@ static void call(int c, size_t bytes, MPI_Request *req)
 		else
 			MPI_Scatterv(sbuf, vcounts, vdispls, MPI_CHAR, rbuf,
 				     (int)bytes, MPI_CHAR, 0, MPI_COMM_WORLD);
+		break;
+	case NEIGHBOR_ALLTOALL:
+		MPI_Neighbor_alltoall(sbuf, (int)bytes, MPI_CHAR, rbuf,
+				      (int)bytes, MPI_CHAR, ring);
 		break;
 	case REDUCE_SCATTER:
 		for (int i = 0; i < size; i++)
@@ -202,6 +210,13 @@ int main(int argc, char **argv)
 	sbuf = calloc(maxb * (size_t)size, 1);
 	rbuf = calloc(maxb * (size_t)size, 1);
 	vcounts = calloc((size_t)size, sizeof(int));
+	{
+		/* periodic from 3 ranks: at 2 each rank's neighbours would be
+		 * one rank twice */
+		int dims[1] = {size}, per[1] = {size >= 3};
+
+		MPI_Cart_create(MPI_COMM_WORLD, 1, dims, per, 0, &ring);
+	}
 	vdispls = calloc((size_t)size, sizeof(int));
 	if (count) {
 		MPI_Request rq;
