@@ -1913,6 +1913,29 @@ static void t_mismatch(void)
 		 out[0]);
 	/* the communicator stays usable for matched calls */
 	MT_MPI(MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, c));
+	/* a reduce_scatter whose counts differ between the members: rank
+	 * 0's blocks even (fi_reduce_scatter of 2 each), the others' not
+	 * (padded to 3) */
+	{
+		int size, cnt[8], big[16] = {0}, got[8];
+
+		MPI_Comm_size(c, &size);
+		if (size > 1 && size <= 8) {
+			for (int i = 0; i < size; i++)
+				cnt[i] = 2;
+			if (rank) {
+				cnt[0] = 3;
+				cnt[1] = 1;
+			}
+			rc = MPI_Reduce_scatter(big, got, cnt, MPI_INT, MPI_SUM,
+						c);
+			MT_CHECK(rc != MPI_SUCCESS,
+				 "reduce_scatter with mismatched counts "
+				 "returned success");
+			MT_MPI(MPI_Reduce_scatter_block(big, got, 2, MPI_INT,
+							MPI_SUM, c));
+		}
+	}
 	t_root_mismatch(c);
 	MT_MPI(MPI_Comm_free(&c));
 }

@@ -95,6 +95,9 @@
 #define TNBC_TRECV_FLAGS (TNBC_RECV_FLAGS | FI_PEEK | FI_CLAIM | FI_DISCARD)
 
 /* Internal op flags, above every FI_* op flag. */
+/* A schedule's receive that knows its message's length: a shorter one
+ * fails it too (tnbc_report_rx). */
+#define TNBC_EXACT (1ULL << 60)
 /* The call (fi_inject*) generates no completion. */
 #define TNBC_NO_COMPLETION (1ULL << 61)
 /* Deferred work (fi_trigger(3)): no EP completion or EP counter update

@@ -161,6 +161,11 @@ static void tnbc_report_rx(struct tnbc_ep *ep, struct tnbc_xfer *rx,
 		src = FI_ADDR_NOTAVAIL;
 	if (!err && msg_size > rx->len)
 		err = FI_ETRUNC;
+	/* A member that posted another count: its messages are short
+	 * here, not truncated, and the step would succeed on what it
+	 * never received while the members it sends to fail. */
+	if (!err && (rx->flags & TNBC_EXACT) && msg_size < rx->len)
+		err = FI_EMSGSIZE;
 	/* a collective's step that failed upstream says so */
 	if (!err && (hdr->flags & TNBC_HDR_COLL) &&
 	    (hdr->flags & TNBC_HDR_CQ_DATA))

@@ -7,7 +7,9 @@
  * receive before the first send fires.
  *
  * Slices: count elements each; member j's slice of a buffer that holds
- * one per member starts at j * count elements.  Counters: C1 counts the
+ * one per member starts at j * count elements, and a slice that arrives
+ * shorter fails the operation as a longer one does (a member that passed
+ * another count).  Counters: C1 counts the
  * receives, C2 the sends; reduce-scatter folds, in member order, once C1
  * has them all; the operation ends when both are done.
  */
@@ -75,9 +77,10 @@ int tnbc_alg_direct(struct tnbc_mc *mc, const struct tnbc_coll_op *op)
 			continue;
 		}
 		if (recvs) {
-			ret = tnbc_sched_recv(s, TNBC_SCHED_ARM, 1,
-					      TNBC_SCHED_C1, j,
-					      TNBC_DIRECT_STEP, dst, len);
+			ret = tnbc_sched_recv_how(s, TNBC_SCHED_ARM, 1,
+						  TNBC_SCHED_C1, j,
+						  TNBC_DIRECT_STEP, dst, len,
+						  TNBC_SCHED_MSG_EXACT);
 			nrecv++;
 		}
 		if (!ret && sends) {

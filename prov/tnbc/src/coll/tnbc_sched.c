@@ -225,6 +225,7 @@ static int tnbc_sched_msg(struct tnbc_sched *s, int op, int trig, uint64_t thr,
 			.context = s,
 			.tagged = true,
 			.coll = true,
+			.flags = how & TNBC_SCHED_MSG_EXACT ? TNBC_EXACT : 0,
 			.ready = how & TNBC_SCHED_MSG_READY,
 			.sync = how & TNBC_SCHED_MSG_SYNC},
 		/* a failed step fails every member after it */
@@ -267,6 +268,14 @@ int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 {
 	return tnbc_sched_member(s, FI_OP_TRECV, trig, thr, comp, peer, step,
 				 buf, len, 0);
+}
+
+int tnbc_sched_recv_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+			int peer, unsigned step, void *buf, size_t len,
+			unsigned how)
+{
+	return tnbc_sched_member(s, FI_OP_TRECV, trig, thr, comp, peer, step,
+				 buf, len, how);
 }
 
 bool tnbc_sched_over_link(const struct tnbc_mc *mc, int peer)

@@ -92,10 +92,20 @@ int tnbc_sched_recv(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 		    int peer, unsigned step, void *buf, size_t len);
 /* A send marked how: TNBC_SCHED_MSG_READY, its receive is posted (an
  * eager packet up to tnbc_sched_link_payload); TNBC_SCHED_MSG_SYNC, a
- * synchronisation message (counted in the engine's sync_pkts). */
-enum { TNBC_SCHED_MSG_READY = 1, TNBC_SCHED_MSG_SYNC = 2 };
+ * synchronisation message (counted in the engine's sync_pkts).  A
+ * receive marked TNBC_SCHED_MSG_EXACT fails on a shorter message too:
+ * one whose length every member computes alike from the operation's
+ * count, so that a member that passed another fails. */
+enum {
+	TNBC_SCHED_MSG_READY = 1,
+	TNBC_SCHED_MSG_SYNC = 2,
+	TNBC_SCHED_MSG_EXACT = 4
+};
 int tnbc_sched_send_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
 			int peer, unsigned step, const void *buf, size_t len,
+			unsigned how);
+int tnbc_sched_recv_how(struct tnbc_sched *s, int trig, uint64_t thr, int comp,
+			int peer, unsigned step, void *buf, size_t len,
 			unsigned how);
 /* Whether the schedule's messages with member peer cross a link: the
  * peer is on another host, or this process has no shared-memory
