@@ -71,7 +71,7 @@ step "build and install"
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 "${sudo_cmd[@]}" make -C "$top/build" install >/dev/null || exit 1
-FI_PROVIDER=tnbc fi_info -l | grep -q tnbc ||
+[[ $(FI_PROVIDER=tnbc fi_info -l) == *tnbc* ]] ||
 	{ echo "installed provider not found by fi_info"; status=1; }
 
 step "make check"

@@ -16,7 +16,7 @@ export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$PWD/.libs}
 why=$(netns_usable) || { echo "SKIP: $why"; exit 77; }
 # ThreadSanitizer's own thread makes every rank multithreaded, and a
 # multithreaded process cannot enter a mount namespace (setns(2))
-if ldd ./fabtests-ext/ftx_pingpong 2>/dev/null | grep -q libtsan; then
+if [[ $(ldd ./fabtests-ext/ftx_pingpong 2>/dev/null) == *libtsan* ]]; then
 	echo "SKIP: a ThreadSanitizer build's ranks cannot enter a host"
 	exit 77
 fi
