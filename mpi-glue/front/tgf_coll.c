@@ -6,6 +6,7 @@
  * with a count, a bad root, MPI_BOTTOM, a null handle) goes to the MPI,
  * so errors reach the communicator's error handler as without the glue.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1860,7 +1861,10 @@ static int tgf_nbr_counts(MPI_Comm comm, struct tgf_nbr_side s,
 		free(nb);
 		return why;
 	}
-	if ((!s.counts && s.count < 0) || (!r.counts && r.count < 0) ||
+	/* displacements are ints, as alltoallv's: k blocks of count must
+	 * fit (a block of 2^31 / 6 elements does not, and goes to the MPI) */
+	if ((!s.counts && (s.count < 0 || s.count > INT_MAX / (k ? k : 1))) ||
+	    (!r.counts && (r.count < 0 || r.count > INT_MAX / (k ? k : 1))) ||
 	    (s.counts && !s.displs) || (r.counts && !r.displs)) {
 		free(nb);
 		return TG_WHY_ARGS;
@@ -1894,8 +1898,12 @@ static bool tgf_nbr_go(enum tg_fn fn, const void *sbuf, MPI_Datatype stype,
 {
 	struct tgf_v a = {0};
 	int *v = NULL, n = tgf_size(comm);
-	int why = tgf_nbr_counts(comm, s, r, &v);
+	/* the communicator first: the decision on a member that could not
+	 * allocate the counts (TGF_NOMEM) asks its policy */
+	int why = tgf_comm_check(comm, &a.fc);
 
+	if (why == TGF_OK)
+		why = tgf_nbr_counts(comm, s, r, &v);
 	if (why == TGF_OK && (sbuf == MPI_IN_PLACE || rbuf == MPI_IN_PLACE))
 		why = TG_WHY_ARGS;
 	if (why == TGF_OK)
