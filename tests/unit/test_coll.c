@@ -970,6 +970,88 @@ START_TEST(coll_desc)
 }
 END_TEST
 
+/*
+ * The direct exchange with counts that differ between the members
+ * (member 0 posts 2 elements a slice, the others 3): every member's
+ * operation must fail.  Member 0's receives are truncated; the others'
+ * are short, and used to complete as if whole, so that they succeeded
+ * on what they never received.  Loop: reduce_scatter, alltoall,
+ * allgather.
+ */
+START_TEST(coll_direct_mismatch)
+{
+	static const enum fi_collective_op colls[] = {
+		FI_REDUCE_SCATTER, FI_ALLTOALL, FI_ALLGATHER};
+	enum fi_collective_op coll = colls[_i];
+	struct tnbc_env saved = tnbc_env;
+	struct co_world w;
+	int64_t in[CO_MAX][3 * 4], out[CO_MAX][3 * 4];
+	int ctxs[CO_MAX], failed = 0, ok = 0;
+	bool seen[CO_MAX] = {false};
+	uint64_t end;
+
+	static char pins[] = "alltoall=direct,allgather=direct,"
+			     "reduce_scatter=direct";
+
+	tnbc_env.coll_alg = pins;
+	co_open(&w, 3, "direct, mismatched counts");
+	for (int m = 0; m < w.n; m++) {
+		size_t count = m ? 3 : 2;
+		ssize_t ret;
+
+		for (int k = 0; k < 12; k++)
+			in[m][k] = m * 100 + k;
+		end = tu_now_ms() + TU_WAIT_MS;
+		do {
+			ret = coll == FI_REDUCE_SCATTER
+				      ? fi_reduce_scatter(w.ep[m], in[m], count,
+							  NULL, out[m], NULL,
+							  w.coll[m], FI_INT64,
+							  FI_SUM, 0, &ctxs[m])
+			      : coll == FI_ALLTOALL
+				      ? fi_alltoall(w.ep[m], in[m], count, NULL,
+						    out[m], NULL, w.coll[m],
+						    FI_INT64, 0, &ctxs[m])
+				      : fi_allgather(w.ep[m], in[m], count,
+						     NULL, out[m], NULL,
+						     w.coll[m], FI_INT64, 0,
+						     &ctxs[m]);
+		} while (ret == -FI_EAGAIN && tu_now_ms() < end);
+		ck_assert_int_eq(ret, 0);
+	}
+	end = tu_now_ms() + TU_WAIT_MS;
+	while (failed + ok < w.n && tu_now_ms() < end) {
+		for (int m = 0; m < w.n; m++) {
+			struct fi_cq_tagged_entry e;
+			struct fi_cq_err_entry err = {0};
+			ssize_t got;
+
+			if (seen[m])
+				continue;
+			got = fi_cq_read(w.cq[m], &e, 1);
+			if (got == -FI_EAVAIL) {
+				ck_assert_int_eq(
+					fi_cq_readerr(w.cq[m], &err, 0), 1);
+				ck_assert_ptr_eq(err.op_context, &ctxs[m]);
+				seen[m] = true;
+				failed++;
+			} else if (got == 1) {
+				ck_assert_ptr_eq(e.op_context, &ctxs[m]);
+				seen[m] = true;
+				ok++;
+			}
+		}
+		sched_yield();
+	}
+	ck_assert_msg(failed == w.n,
+		      "%s with mismatched counts: %d of %d members failed, "
+		      "%d succeeded",
+		      co_coll_name(coll), failed, w.n, ok);
+	co_close(&w);
+	tnbc_env = saved;
+}
+END_TEST
+
 Suite *tu_coll_suite(void)
 {
 	Suite *s = suite_create("coll");
@@ -980,6 +1062,7 @@ Suite *tu_coll_suite(void)
 	tcase_add_loop_test(tc, coll_flat, 0, CO_MAX);
 	tcase_add_loop_test(tc, coll_rsag, 0, CO_MAX);
 	tcase_add_loop_test(tc, coll_desc, 0, CO_MAX);
+	tcase_add_loop_test(tc, coll_direct_mismatch, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
