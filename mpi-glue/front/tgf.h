@@ -33,5 +33,7 @@ void tgf_comm_made(MPI_Comm parent, MPI_Comm newcomm);
 /* As above for MPI_Comm_create_group, collective over group only. */
 void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
 			 MPI_Comm newcomm);
+/* After MPI_Intercomm_merge, on every member of the new communicator. */
+void tgf_comm_made_merge(MPI_Comm newcomm);
 
 #endif /* TGF_H */

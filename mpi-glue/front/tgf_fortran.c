@@ -112,6 +112,18 @@ TGF_FORTRAN(comm_create, MPI_COMM_CREATE,
 		*newcomm = PMPI_Comm_c2f(c);
 }
 
+TGF_FORTRAN(intercomm_merge, MPI_INTERCOMM_MERGE,
+	    (MPI_Fint * comm, MPI_Fint *high, MPI_Fint *newcomm,
+	     MPI_Fint *ierr))
+{
+	MPI_Comm c;
+
+	/* Fortran LOGICAL: nonzero is true under both MPIs' compilers */
+	*ierr = MPI_Intercomm_merge(C_COMM(comm), *high != 0, &c);
+	if (*ierr == MPI_SUCCESS)
+		*newcomm = PMPI_Comm_c2f(c);
+}
+
 TGF_FORTRAN(cart_create, MPI_CART_CREATE,
 	    (MPI_Fint * comm, MPI_Fint *ndims, MPI_Fint *dims,
 	     MPI_Fint *periods, MPI_Fint *reorder, MPI_Fint *newcomm,

@@ -144,24 +144,19 @@ static struct tgf_cg *tgf_cgs;
  * at once (each collective over its own group) */
 static pthread_mutex_t tgf_cg_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
-			 MPI_Comm newcomm)
+static void tgf_comm_made_key(uint32_t seed, uint32_t tag, MPI_Comm newcomm)
 {
-	struct tgf_comm *p = tgf_comm(parent);
 	struct tgf_cg *cg;
 	int *world, n = 0;
 	uint32_t key;
 
-	if (!p || !p->id || newcomm == MPI_COMM_NULL)
-		return;
 	world = tgf_world_ranks(newcomm, &n);
 	if (!world)
 		return;
-	key = tg_comm_child_id(p->id ^ 0x5bd1e995u, (uint32_t)tag);
+	key = tg_comm_child_id(seed, tag);
 	for (int i = 0; i < n; i++)
 		key = tg_comm_child_id(key, (uint32_t)world[i]);
 	free(world);
-	(void)group;
 	pthread_mutex_lock(&tgf_cg_lock);
 	for (cg = tgf_cgs; cg && cg->key != key; cg = cg->next)
 		;
@@ -178,6 +173,31 @@ void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
 	key = tg_comm_child_id(key, cg->count++);
 	pthread_mutex_unlock(&tgf_cg_lock);
 	tgf_comm_name(newcomm, key);
+}
+
+void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
+			 MPI_Comm newcomm)
+{
+	struct tgf_comm *p = tgf_comm(parent);
+
+	(void)group;
+	if (!p || !p->id || newcomm == MPI_COMM_NULL)
+		return;
+	tgf_comm_made_key(p->id ^ 0x5bd1e995u, (uint32_t)tag, newcomm);
+}
+
+/*
+ * MPI_Intercomm_merge: the two groups have no parent the glue names (an
+ * intercommunicator falls back), so the name is made as create_group's
+ * is, from a seed of its own and the members' world ranks in the new
+ * order, with the count of merges of exactly those members: every one
+ * of them takes part in each, so the counts agree.  Only where every
+ * member is of this world (one spawned or connected falls back).
+ */
+void tgf_comm_made_merge(MPI_Comm newcomm)
+{
+	if (newcomm != MPI_COMM_NULL)
+		tgf_comm_made_key(0x7f4a7c15u, 0, newcomm);
 }
 
 /* ------------------------------------------------------------------ */
@@ -408,6 +428,15 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag,
 
 	if (rc == MPI_SUCCESS)
 		tgf_comm_made_group(comm, group, tag, *newcomm);
+	return rc;
+}
+
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newcomm)
+{
+	int rc = PMPI_Intercomm_merge(intercomm, high, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made_merge(*newcomm);
 	return rc;
 }
 

@@ -106,6 +106,15 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Allreduce offloaded [0-9]+ fallback [1-9][0-9]* \(.*type'
 		fi
 	done
+	# communicators merged from an intercommunicator: named by the
+	# glue (no barrier falls back), two merges apart
+	st=0
+	TNBC_MPI_OFFLOAD=all TNBC_MPI_REPORT=1 launch "$mpi" 3 -- --merge ||
+		st=$?
+	result "$mpi np=3 merged intercommunicators" "$st"
+	expect "$mpi np=3 merged: offloaded" \
+		'^tnbc-mpi: MPI_Barrier offloaded [1-9][0-9]* fallback 0' \
+		'^tnbc-mpi: MPI_Ialltoallv offloaded [1-9][0-9]* fallback 0'
 	# counts that differ between members: every rank's call fails
 	# through the error handler, none hangs (MPITEST_TIMEOUT)
 	for np in 2 3 5; do

@@ -2036,6 +2036,83 @@ static void t_post_nomem(bool nb)
 	MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
+/*
+ * MPI_Intercomm_merge: the world's two halves joined by an
+ * intercommunicator, merged three times (the lower half first twice,
+ * then the upper), the first and the last through every test.  The
+ * glue names merged communicators itself (an intercommunicator has no
+ * name of its own), and two merges of the same members in the same
+ * order must get two names, or their operations would meet.  With
+ * TNBC_MPI_REPORT the runner checks that no barrier fell back.
+ */
+static void t_merge(void)
+{
+	int wr, ws, up;
+	MPI_Comm half, inter;
+	struct cx m[3] = {{.label = "merged, lower half first"},
+			  {.label = "merged again, lower half first"},
+			  {.label = "merged, upper half first"}};
+
+	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+	MPI_Comm_size(MPI_COMM_WORLD, &ws);
+	if (ws < 2)
+		return;
+	up = wr >= ws / 2;
+	MT_MPI(MPI_Comm_split(MPI_COMM_WORLD, up, wr, &half));
+	MT_MPI(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, up ? 0 : ws / 2,
+				    11, &inter));
+	MT_MPI(MPI_Intercomm_merge(inter, up, &m[0].comm));
+	MT_MPI(MPI_Intercomm_merge(inter, up, &m[1].comm));
+	MT_MPI(MPI_Intercomm_merge(inter, !up, &m[2].comm));
+	for (int i = 0; i < 3; i++) {
+		int r;
+
+		MPI_Comm_rank(m[i].comm, &r);
+		/* the order the merge promised */
+		MT_CHECK(r == (i < 2 ? wr : (wr + ws - ws / 2) % ws),
+			 "%s: rank %d at world rank %d", m[i].label, r, wr);
+	}
+	/* both in flight at once: alltoallv's messages are tagged with the
+	 * glue's name of the communicator, and a name shared would mix
+	 * them (member j of comm i sends member k i * 1000 + j * 10 + k) */
+	{
+		int *v = calloc(8 * (size_t)ws, sizeof(int)), *c = v,
+		    *d = v + ws, *s[2] = {v + 2 * ws, v + 3 * ws},
+		    *r[2] = {v + 4 * ws, v + 5 * ws}, me[2], bad = 0;
+		MPI_Request rq[2];
+
+		for (int i = 0; i < 2; i++)
+			MPI_Comm_rank(m[i].comm, &me[i]);
+		for (int k = 0; k < ws; k++) {
+			c[k] = 1;
+			d[k] = k;
+			for (int i = 0; i < 2; i++)
+				s[i][k] = i * 1000 + me[i] * 10 + k;
+		}
+		/* odd members post them in the other order, as MPI allows
+		 * across communicators: messages cannot pair by order */
+		for (int o = 0; o < 2; o++) {
+			int i = wr % 2 ? 1 - o : o;
+
+			MT_MPI(MPI_Ialltoallv(s[i], c, d, MPI_INT, r[i], c, d,
+					      MPI_INT, m[i].comm, &rq[i]));
+		}
+		MT_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+		for (int i = 0; i < 2; i++)
+			for (int j = 0; j < ws; j++)
+				bad += r[i][j] != i * 1000 + j * 10 + me[i];
+		MT_CHECK(!bad, "two merged alltoallvs at once: %d wrong", bad);
+		free(v);
+	}
+	for (int i = 0; i < 3; i++) {
+		if (i != 1)
+			run_all(&m[i]);
+		MT_MPI(MPI_Comm_free(&m[i].comm));
+	}
+	MT_MPI(MPI_Comm_free(&inter));
+	MT_MPI(MPI_Comm_free(&half));
+}
+
 int main(int argc, char **argv)
 {
 	int provided = 0, wr, ws;
@@ -2053,6 +2130,11 @@ int main(int argc, char **argv)
 		t_member_death();
 	if (argc > 1 && !strncmp(argv[argc - 1], "--post-nomem", 12))
 		t_post_nomem(!strcmp(argv[argc - 1], "--post-nomem-nb"));
+	if (argc > 1 && !strcmp(argv[argc - 1], "--merge")) {
+		t_merge();
+		mt_finish("merged intercommunicators");
+		return 0;
+	}
 	if (argc > 1 && !strcmp(argv[argc - 1], "--mismatch")) {
 		t_mismatch();
 		mt_finish("mismatched counts failed on every rank");
