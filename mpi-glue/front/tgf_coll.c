@@ -1116,14 +1116,20 @@ static MPI_Aint tgf_sum(const int counts[], MPI_Comm comm)
 	return t;
 }
 
+static int tgf_rank(MPI_Comm comm)
+{
+	int r = -1;
+
+	if (comm == MPI_COMM_NULL || PMPI_Comm_rank(comm, &r) != MPI_SUCCESS)
+		return -1;
+	return r;
+}
+
 static int tgf_my_count(const int counts[], MPI_Comm comm)
 {
-	int me = -1;
+	int me = tgf_rank(comm);
 
-	if (!counts || comm == MPI_COMM_NULL ||
-	    PMPI_Comm_rank(comm, &me) != MPI_SUCCESS || me < 0)
-		return 0;
-	return counts[me];
+	return counts && me >= 0 ? counts[me] : 0;
 }
 
 int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int counts[],
@@ -1635,14 +1641,6 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 /* Allgatherv, gatherv and scatterv: alltoallv's schedule with one block
  * each way (tg_alltoallv skips zero counts); counts differ per member,
  * so only the group size decides. */
-static int tgf_rank(MPI_Comm comm)
-{
-	int r = -1;
-
-	if (comm == MPI_COMM_NULL || PMPI_Comm_rank(comm, &r) != MPI_SUCCESS)
-		return -1;
-	return r;
-}
 
 /* Allgatherv's share of one member, as every member computes it, before
  * anything is allocated: a call below the cutoff goes to the MPI at the
