@@ -207,6 +207,15 @@ int tg_allreduce_loc(struct tg_comm *c, const void *sbuf, void *rbuf,
 		     size_t count, bool wide, int width, bool max,
 		     struct tg_req *req);
 
+/* MPI_Scan (exclusive false) or MPI_Exscan: count elements of dt
+ * folded with op, a commutative reduction of fi_atomic(3), over members
+ * 0 .. rank (0 .. rank - 1), by a schedule of the provider's deferred
+ * work (no fi_collective call has it).  Every member's count is the
+ * same.  An exclusive scan leaves member 0's rbuf alone. */
+int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
+	    enum fi_datatype dt, enum fi_op op, bool exclusive,
+	    struct tg_req *req);
+
 /* Whether the provider takes (coll, dt, op) at all. */
 bool tg_query(enum fi_collective_op coll, enum fi_datatype dt, enum fi_op op);
 
@@ -232,6 +241,8 @@ enum tg_fn {
 	TG_NEIGHBOR_ALLTOALL,
 	TG_NEIGHBOR_ALLGATHERV,
 	TG_NEIGHBOR_ALLTOALLV,
+	TG_SCAN,
+	TG_EXSCAN,
 	TG_IALLREDUCE, /* the first non-blocking one */
 	TG_IREDUCE,
 	TG_IBCAST,
@@ -250,6 +261,8 @@ enum tg_fn {
 	TG_INEIGHBOR_ALLTOALL,
 	TG_INEIGHBOR_ALLGATHERV,
 	TG_INEIGHBOR_ALLTOALLV,
+	TG_ISCAN,
+	TG_IEXSCAN,
 	TG_NFN
 };
 

@@ -399,6 +399,67 @@ void tg_req_set_owner(struct tg_req *req, void *owner)
 	req->owner = owner;
 }
 
+/* ------------------------------------------------------------------ */
+/* Counters, kept for reuse                                             */
+
+/* Schedules built of deferred work (T-NBC's, scan's) take a counter per
+ * dependency; opening one sets up a lock and a heap in the provider, so
+ * they are kept and reset instead.  Under tg.lock. */
+struct fid_cntr *tg_cntr_get(void)
+{
+	struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP,
+				 .wait_obj = FI_WAIT_NONE};
+	struct fid_cntr *k;
+
+	if (tg.ncntr_free)
+		return tg.cntr_free[--tg.ncntr_free];
+	return fi_cntr_open(tg.domain, &a, &k, NULL) ? NULL : k;
+}
+
+void tg_cntr_put(struct fid_cntr *k)
+{
+	if (!k)
+		return;
+	/* one that saw an error is not worth resetting */
+	if (fi_cntr_readerr(k) || fi_cntr_set(k, 0)) {
+		fi_close(&k->fid);
+		return;
+	}
+	if (tg.ncntr_free == tg.cntr_cap) {
+		size_t cap = tg.cntr_cap ? 2 * tg.cntr_cap : 64;
+		struct fid_cntr **a =
+			realloc(tg.cntr_free, cap * sizeof(*tg.cntr_free));
+
+		if (!a) {
+			fi_close(&k->fid);
+			return;
+		}
+		tg.cntr_free = a;
+		tg.cntr_cap = cap;
+	}
+	tg.cntr_free[tg.ncntr_free++] = k;
+}
+
+int tg_go_open(void)
+{
+	struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP,
+				 .wait_obj = FI_WAIT_NONE};
+
+	return tg.go ? 0 : fi_cntr_open(tg.domain, &a, &tg.go, NULL);
+}
+
+void tg_cntr_close_all(void)
+{
+	while (tg.ncntr_free)
+		fi_close(&tg.cntr_free[--tg.ncntr_free]->fid);
+	free(tg.cntr_free);
+	tg.cntr_free = NULL;
+	tg.cntr_cap = 0;
+	if (tg.go)
+		fi_close(&tg.go->fid);
+	tg.go = NULL;
+}
+
 static void tg_req_release(struct tg_req *r)
 {
 	if (r->cntr)
@@ -454,6 +515,10 @@ void tg_req_part_done(struct tg_req *r, int err)
 	}
 	if (r->copy_out && !r->err)
 		memcpy(r->copy_out, r->sink, r->copy_len);
+	/* the last part completes after every step that counts in them */
+	for (int i = 0; i < r->nkeep; i++)
+		tg_cntr_put(r->keep[i]);
+	r->nkeep = 0;
 	atomic_store_explicit(&r->done, true, memory_order_release);
 	if (r->freed) {
 		tg_req_release(r);

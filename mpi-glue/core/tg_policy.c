@@ -55,6 +55,8 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_NEIGHBOR_ALLTOALL] = "MPI_Neighbor_alltoall",
 	[TG_NEIGHBOR_ALLGATHERV] = "MPI_Neighbor_allgatherv",
 	[TG_NEIGHBOR_ALLTOALLV] = "MPI_Neighbor_alltoallv",
+	[TG_SCAN] = "MPI_Scan",
+	[TG_EXSCAN] = "MPI_Exscan",
 	[TG_IALLREDUCE] = "MPI_Iallreduce",
 	[TG_IREDUCE] = "MPI_Ireduce",
 	[TG_IBCAST] = "MPI_Ibcast",
@@ -73,6 +75,8 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_INEIGHBOR_ALLTOALL] = "MPI_Ineighbor_alltoall",
 	[TG_INEIGHBOR_ALLGATHERV] = "MPI_Ineighbor_allgatherv",
 	[TG_INEIGHBOR_ALLTOALLV] = "MPI_Ineighbor_alltoallv",
+	[TG_ISCAN] = "MPI_Iscan",
+	[TG_IEXSCAN] = "MPI_Iexscan",
 };
 
 static const char *const tg_why_names[TG_NWHY] = {

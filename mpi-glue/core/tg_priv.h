@@ -40,6 +40,11 @@ struct tg_req {
 	void *copy_out;
 	size_t copy_len;
 	struct fid_cntr *cntr; /* a root's trigger for its broadcast */
+	/* counters of a schedule of deferred work (a scan's), returned to
+	 * the pool with the last part: every step counting in them has
+	 * run by then */
+	struct fid_cntr **keep;
+	int nkeep;
 	fi_addr_t kids[8];
 };
 
@@ -124,7 +129,15 @@ void tg_comm_close_all(void);
  * opening their ranges; or, wait false, only those already complete
  * whose ranges are open.  Under tg.lock. */
 void tg_tnbc_reap(struct tg_comm *c, bool wait);
-/* Closes the counters T-NBC kept for reuse; under tg.lock. */
+/* Closes what T-NBC kept (its trace, copies); under tg.lock. */
 void tg_tnbc_close(void);
+/* Counters for schedules of deferred work, reset and kept for reuse;
+ * under tg.lock.  NULL: none could be opened. */
+struct fid_cntr *tg_cntr_get(void);
+void tg_cntr_put(struct fid_cntr *k);
+/* Opens tg.go (deferred work at threshold 0 on it starts at once). */
+int tg_go_open(void);
+/* Closes the kept counters and tg.go. */
+void tg_cntr_close_all(void);
 
 #endif /* TG_PRIV_H */

@@ -405,58 +405,13 @@ static void tg_tnbc_write_trace(void)
 	fclose(f);
 }
 
-/* ------------------------------------------------------------------ */
-/* Counters, kept for reuse                                             */
-
-static struct fid_cntr *tg_cntr_get(void)
-{
-	struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP,
-				 .wait_obj = FI_WAIT_NONE};
-	struct fid_cntr *k;
-
-	if (tg.ncntr_free)
-		return tg.cntr_free[--tg.ncntr_free];
-	return fi_cntr_open(tg.domain, &a, &k, NULL) ? NULL : k;
-}
-
-static void tg_cntr_put(struct fid_cntr *k)
-{
-	if (!k)
-		return;
-	/* one that saw an error is not worth resetting */
-	if (fi_cntr_readerr(k) || fi_cntr_set(k, 0)) {
-		fi_close(&k->fid);
-		return;
-	}
-	if (tg.ncntr_free == tg.cntr_cap) {
-		size_t cap = tg.cntr_cap ? 2 * tg.cntr_cap : 64;
-		struct fid_cntr **a =
-			realloc(tg.cntr_free, cap * sizeof(*tg.cntr_free));
-
-		if (!a) {
-			fi_close(&k->fid);
-			return;
-		}
-		tg.cntr_free = a;
-		tg.cntr_cap = cap;
-	}
-	tg.cntr_free[tg.ncntr_free++] = k;
-}
-
 void tg_tnbc_close(void)
 {
 	if (tg_tr.trace && tg.ready)
 		tg_tnbc_write_trace();
 	free(tg_tr.s);
 	memset(&tg_tr, 0, sizeof(tg_tr));
-	while (tg.ncntr_free)
-		fi_close(&tg.cntr_free[--tg.ncntr_free]->fid);
-	free(tg.cntr_free);
-	tg.cntr_free = NULL;
-	tg.cntr_cap = 0;
-	if (tg.go)
-		fi_close(&tg.go->fid);
-	tg.go = NULL;
+	tg_cntr_close_all();
 	tg_scopy_put(NULL);
 	{
 		char *b = atomic_exchange(&tg_spare, NULL);
@@ -741,12 +696,8 @@ static int tg_tnbc_enter(struct tg_comm *c, struct tg_tnbc_op *op)
 		tg_tnbc_guard_on = !ret;
 		pthread_once(&once, tg_tnbc_atfork);
 	}
-	if (!ret && !tg.go) {
-		struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP,
-					 .wait_obj = FI_WAIT_NONE};
-
-		ret = fi_cntr_open(tg.domain, &a, &tg.go, NULL);
-	}
+	if (!ret)
+		ret = tg_go_open();
 	if (ret)
 		return ret;
 	tg_tnbc_reap(NULL, false);

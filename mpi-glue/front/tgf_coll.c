@@ -382,6 +382,31 @@ static int tgf_check_allreduce(MPI_Comm comm, const void *sbuf, void *rbuf,
 	return TGF_OK;
 }
 
+/* Scan and exscan: a reduction's checks, but an exclusive scan's member
+ * 0 need not pass a result buffer unless its input is there (in
+ * place): MPI makes it insignificant there. */
+static int tgf_check_scan(MPI_Comm comm, const void *sbuf, void *rbuf,
+			  int count, MPI_Datatype dt, MPI_Op op, bool ex,
+			  struct tgf_red *a)
+{
+	int why = tgf_comm_check(comm, &a->fc);
+	int size;
+
+	if (why != TGF_OK)
+		return why;
+	why = tgf_red_check(FI_ALLREDUCE, count, dt, op, &a->dt, &a->op);
+	if (why != TGF_OK)
+		return why;
+	if (!sbuf || sbuf == rbuf ||
+	    (!rbuf && !(ex && sbuf != MPI_IN_PLACE &&
+			!tg_comm_rank(a->fc->tc))))
+		return TG_WHY_ARGS;
+	a->sbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
+	PMPI_Type_size(dt, &size);
+	a->bytes = (size_t)size * (size_t)count;
+	return TGF_OK;
+}
+
 static int tgf_check_reduce(MPI_Comm comm, const void *sbuf, void *rbuf,
 			    int count, MPI_Datatype dt, MPI_Op op, int root,
 			    struct tgf_red *a)
@@ -1105,6 +1130,37 @@ int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int count,
 		PMPI_Reduce_scatter_block(sbuf, rbuf, count, dt, op, comm));
 }
 
+int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+	     MPI_Op op, MPI_Comm comm)
+{
+	TGF_OPEN(tgf_open(sbuf, count, dt); tgf_open(rbuf, count, dt));
+	TGF_SHORTCUT(TG_SCAN, PMPI_Scan(sbuf, rbuf, count, dt, op, comm));
+	TGF_BELOW(TG_SCAN, count, PMPI_Scan(sbuf, rbuf, count, dt, op, comm));
+	struct tgf_red a = {0};
+	int why = tgf_check_scan(comm, sbuf, rbuf, count, dt, op, false, &a);
+
+	TGF_BLOCKING(TG_SCAN, tgf_policy(why, TG_SCAN, a.bytes, a.fc),
+		     tg_scan(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op,
+			     false, r),
+		     PMPI_Scan(sbuf, rbuf, count, dt, op, comm));
+}
+
+int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+	       MPI_Op op, MPI_Comm comm)
+{
+	TGF_OPEN(tgf_open(sbuf, count, dt); tgf_open(rbuf, count, dt));
+	TGF_SHORTCUT(TG_EXSCAN, PMPI_Exscan(sbuf, rbuf, count, dt, op, comm));
+	TGF_BELOW(TG_EXSCAN, count,
+		  PMPI_Exscan(sbuf, rbuf, count, dt, op, comm));
+	struct tgf_red a = {0};
+	int why = tgf_check_scan(comm, sbuf, rbuf, count, dt, op, true, &a);
+
+	TGF_BLOCKING(TG_EXSCAN, tgf_policy(why, TG_EXSCAN, a.bytes, a.fc),
+		     tg_scan(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op,
+			     true, r),
+		     PMPI_Exscan(sbuf, rbuf, count, dt, op, comm));
+}
+
 /* What a reduce_scatter reads and writes, for T-NBC's guard. */
 static MPI_Aint tgf_sum(const int counts[], MPI_Comm comm)
 {
@@ -1517,6 +1573,38 @@ int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int count,
 				       a.dt, a.op, r),
 	       PMPI_Ireduce_scatter_block(sbuf, rbuf, count, dt, op, comm,
 					  request));
+}
+
+int MPI_Iscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+	      MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	TGF_OPEN(tgf_open(sbuf, count, dt); tgf_open(rbuf, count, dt));
+	TGF_SHORTCUT(TG_ISCAN,
+		     PMPI_Iscan(sbuf, rbuf, count, dt, op, comm, request));
+	struct tgf_red a = {0};
+	int why = tgf_check_scan(comm, sbuf, rbuf, count, dt, op, false, &a);
+
+	TGF_NB(TG_ISCAN, tgf_policy(why, TG_ISCAN, a.bytes, a.fc), a.fc->tc,
+	       a.bytes,
+	       tg_scan(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op, false,
+		       r),
+	       PMPI_Iscan(sbuf, rbuf, count, dt, op, comm, request));
+}
+
+int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	TGF_OPEN(tgf_open(sbuf, count, dt); tgf_open(rbuf, count, dt));
+	TGF_SHORTCUT(TG_IEXSCAN,
+		     PMPI_Iexscan(sbuf, rbuf, count, dt, op, comm, request));
+	struct tgf_red a = {0};
+	int why = tgf_check_scan(comm, sbuf, rbuf, count, dt, op, true, &a);
+
+	TGF_NB(TG_IEXSCAN, tgf_policy(why, TG_IEXSCAN, a.bytes, a.fc),
+	       a.fc->tc, a.bytes,
+	       tg_scan(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op, true,
+		       r),
+	       PMPI_Iexscan(sbuf, rbuf, count, dt, op, comm, request));
 }
 
 int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int counts[],

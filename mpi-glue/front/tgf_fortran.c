@@ -182,6 +182,22 @@ TGF_FORTRAN(reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
 					 C_OP(op), C_COMM(comm));
 }
 
+TGF_FORTRAN(scan, MPI_SCAN,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Scan(B(s), B(r), *count, C_TYPE(type), C_OP(op),
+			 C_COMM(comm));
+}
+
+TGF_FORTRAN(exscan, MPI_EXSCAN,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *ierr))
+{
+	*ierr = MPI_Exscan(B(s), B(r), *count, C_TYPE(type), C_OP(op),
+			   C_COMM(comm));
+}
+
 TGF_FORTRAN(reduce_scatter, MPI_REDUCE_SCATTER,
 	    (void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op,
 	     MPI_Fint *comm, MPI_Fint *ierr))
@@ -329,6 +345,30 @@ TGF_FORTRAN(ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,
 
 	*ierr = MPI_Ireduce_scatter_block(B(s), B(r), *count, C_TYPE(type),
 					  C_OP(op), C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(iscan, MPI_ISCAN,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Iscan(B(s), B(r), *count, C_TYPE(type), C_OP(op),
+			  C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+}
+
+TGF_FORTRAN(iexscan, MPI_IEXSCAN,
+	    (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+	     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Request q;
+
+	*ierr = MPI_Iexscan(B(s), B(r), *count, C_TYPE(type), C_OP(op),
+			    C_COMM(comm), &q);
 	if (*ierr == MPI_SUCCESS)
 		*req = PMPI_Request_c2f(q);
 }

@@ -280,22 +280,6 @@ int MPI_Rget(void *obuf, int ocount, MPI_Datatype otype, int target,
 			 req);
 }
 
-int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
-	     MPI_Op op, MPI_Comm comm)
-{
-	tgf_open(sbuf, count, dt);
-	tgf_open(rbuf, count, dt);
-	return PMPI_Scan(sbuf, rbuf, count, dt, op, comm);
-}
-
-int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
-	       MPI_Op op, MPI_Comm comm)
-{
-	tgf_open(sbuf, count, dt);
-	tgf_open(rbuf, count, dt);
-	return PMPI_Exscan(sbuf, rbuf, count, dt, op, comm);
-}
-
 /* MPI-IO: one buffer, opened first. */
 #define TGF_FILE_IO(NAME, CONST)                                               \
 	int NAME(MPI_File fh, CONST void *buf, int count, MPI_Datatype dt,     \

@@ -86,7 +86,8 @@ for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
 	Iallgatherv Igatherv Iscatterv Ireduce_scatter_block Igather Iscatter \
 	Reduce_scatter Ireduce_scatter Neighbor_allgather Neighbor_alltoall \
 	Neighbor_allgatherv Neighbor_alltoallv Ineighbor_allgather \
-	Ineighbor_alltoall Ineighbor_allgatherv Ineighbor_alltoallv; do
+	Ineighbor_alltoall Ineighbor_allgatherv Ineighbor_alltoallv \
+	Scan Exscan Iscan Iexscan; do
 	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
 done
 
