@@ -161,12 +161,11 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 		struct fid_cntr *g = s->k[2 + k];
 		uint64_t need = 1 + (k < ns) + (k > 0);
 
-		st->recv = (struct fi_deferred_work){
-			.triggering_cntr = tg.go,
-			.completion_cntr = g,
-			.op_type = FI_OP_TRECV};
-		tg_scan_msg(&st->recv, &st->rt, &st->riov, in, len, r - (1 << k),
-			    tag, c, req);
+		st->recv = (struct fi_deferred_work){.triggering_cntr = tg.go,
+						     .completion_cntr = g,
+						     .op_type = FI_OP_TRECV};
+		tg_scan_msg(&st->recv, &st->rt, &st->riov, in, len,
+			    r - (1 << k), tag, c, req);
 
 		st->fold_res = (struct fi_deferred_work){
 			.threshold = need,
@@ -220,12 +219,12 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 			.triggering_cntr = tg.go, .op_type = FI_OP_TRECV};
 		tg_scan_msg(&s->self_recv, &s->self_rt, &s->self_riov, NULL, 0,
 			    r, tag, c, req);
-		s->self_send = (struct fi_deferred_work){
-			.threshold = 1,
-			.triggering_cntr = s->k[1],
-			.op_type = FI_OP_TSEND};
-		tg_scan_msg(&s->self_send, &s->self_st, &s->self_siov, NULL,
-			    0, r, tag, c, req);
+		s->self_send =
+			(struct fi_deferred_work){.threshold = 1,
+						  .triggering_cntr = s->k[1],
+						  .op_type = FI_OP_TSEND};
+		tg_scan_msg(&s->self_send, &s->self_st, &s->self_siov, NULL, 0,
+			    r, tag, c, req);
 	}
 
 	/* Receives first, so that most messages find theirs posted; the

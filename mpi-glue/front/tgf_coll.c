@@ -398,8 +398,8 @@ static int tgf_check_scan(MPI_Comm comm, const void *sbuf, void *rbuf,
 	if (why != TGF_OK)
 		return why;
 	if (!sbuf || sbuf == rbuf ||
-	    (!rbuf && !(ex && sbuf != MPI_IN_PLACE &&
-			!tg_comm_rank(a->fc->tc))))
+	    (!rbuf &&
+	     !(ex && sbuf != MPI_IN_PLACE && !tg_comm_rank(a->fc->tc))))
 		return TG_WHY_ARGS;
 	a->sbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
 	PMPI_Type_size(dt, &size);
@@ -1600,8 +1600,8 @@ int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 	struct tgf_red a = {0};
 	int why = tgf_check_scan(comm, sbuf, rbuf, count, dt, op, true, &a);
 
-	TGF_NB(TG_IEXSCAN, tgf_policy(why, TG_IEXSCAN, a.bytes, a.fc),
-	       a.fc->tc, a.bytes,
+	TGF_NB(TG_IEXSCAN, tgf_policy(why, TG_IEXSCAN, a.bytes, a.fc), a.fc->tc,
+	       a.bytes,
 	       tg_scan(a.fc->tc, a.sbuf, rbuf, (size_t)count, a.dt, a.op, true,
 		       r),
 	       PMPI_Iexscan(sbuf, rbuf, count, dt, op, comm, request));

@@ -486,7 +486,8 @@ static void t_scan(struct cx *x, bool nb)
 						const void *sb =
 							ip ? MPI_IN_PLACE : in;
 
-						memcpy(out, ip ? in : keep, len);
+						memcpy(out, ip ? in : keep,
+						       len);
 						if (!ip)
 							memset(out, GB, len);
 						if (nb && ex)
@@ -531,19 +532,14 @@ static void t_scan(struct cx *x, bool nb)
 					void *o0 = x->rank ? out : NULL;
 
 					if (nb) {
-						MT_MPI(MPI_Iexscan(in, o0,
-								   (int)n,
-								   d->mpi,
-								   o->mpi,
-								   x->comm,
-								   req));
+						MT_MPI(MPI_Iexscan(
+							in, o0, (int)n, d->mpi,
+							o->mpi, x->comm, req));
 						done(req);
 					} else
-						MT_MPI(MPI_Exscan(in, o0,
-								  (int)n,
-								  d->mpi,
-								  o->mpi,
-								  x->comm));
+						MT_MPI(MPI_Exscan(
+							in, o0, (int)n, d->mpi,
+							o->mpi, x->comm));
 					if (x->rank)
 						CK(!memcmp(out, exc, len),
 						   "exscan, none at 0, %s %s",
