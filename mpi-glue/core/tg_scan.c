@@ -91,6 +91,21 @@ static void tg_scan_msg(struct fi_deferred_work *w, struct fi_op_tagged *t,
 	w->context.internal[0] = req;
 }
 
+/* A step of w that folds src into dst (dst = dst op src). */
+static void tg_scan_fold(struct fi_deferred_work *w,
+			 struct fi_tnbc_op_reduce *red, void *dst,
+			 const void *src, size_t count, enum fi_datatype dt,
+			 enum fi_op op)
+{
+	*red = (struct fi_tnbc_op_reduce){.size = sizeof(*red),
+					  .dst = dst,
+					  .src = src,
+					  .count = count,
+					  .op = op,
+					  .datatype = dt};
+	fi_tnbc_work_reduce(w, red);
+}
+
 int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 	    enum fi_datatype dt, enum fi_op op, bool exclusive,
 	    struct tg_req *req)
@@ -179,28 +194,16 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 				.len = len};
 			fi_tnbc_work_copy(&st->fold_res, &st->res_copy);
 		} else {
-			st->res_red = (struct fi_tnbc_op_reduce){
-				.size = sizeof(st->res_red),
-				.dst = rbuf,
-				.src = in,
-				.count = count,
-				.op = op,
-				.datatype = dt};
-			fi_tnbc_work_reduce(&st->fold_res, &st->res_red);
+			tg_scan_fold(&st->fold_res, &st->res_red, rbuf, in,
+				     count, dt, op);
 		}
 		if (k + 1 < ns) {
 			st->fold_acc = (struct fi_deferred_work){
 				.threshold = need,
 				.triggering_cntr = g,
 				.completion_cntr = s->k[0]};
-			st->acc_red = (struct fi_tnbc_op_reduce){
-				.size = sizeof(st->acc_red),
-				.dst = acc,
-				.src = in,
-				.count = count,
-				.op = op,
-				.datatype = dt};
-			fi_tnbc_work_reduce(&st->fold_acc, &st->acc_red);
+			tg_scan_fold(&st->fold_acc, &st->acc_red, acc, in,
+				     count, dt, op);
 		}
 	}
 	for (int k = 0; k < ns; k++) {
