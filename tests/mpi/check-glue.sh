@@ -22,7 +22,8 @@ export TNBC_MPI_LIBDIR=$PWD/mpi-glue/.libs
 export MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-240}
 run=$PWD/mpi-glue/tnbc-mpirun
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+note=$(mktemp)
+trap 'rm -f "$out" "$note"' EXIT
 fails=0
 
 mpis=${GLUE_TEST_MPIS:-}
@@ -300,11 +301,12 @@ esac
 for mpi in $mpis; do
 	for mode in post-nomem post-nomem-nb; do
 		st=0
-		MPITEST_TIMEOUT=30 TNBC_MPI_OFFLOAD=all launch "$mpi" 3 -- \
-			"--$mode" || st=$?
+		: >"$note"
+		GLUE_NOTE=$note MPITEST_TIMEOUT=30 TNBC_MPI_OFFLOAD=all \
+			launch "$mpi" 3 -- "--$mode" || st=$?
 		if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] &&
 			grep -q 'rank 1: the .* allreduce failed with MPI_ERR_NO_MEM' \
-				"$out" && ! grep -q 'watchdog' "$out"; then
+				"$out" "$note" && ! grep -q 'watchdog' "$out"; then
 			echo "PASS: $mpi np=3 $mode: the call failed, the job ended"
 		else
 			echo "FAIL: $mpi np=3 $mode (exit $st)"

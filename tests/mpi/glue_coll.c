@@ -2157,10 +2157,25 @@ static void t_post_nomem(bool nb)
 		 "rank 1: the %s allreduce returned class %d, not "
 		 "MPI_ERR_NO_MEM",
 		 nb ? "non-blocking" : "blocking", cls);
-	printf("glue_coll: rank 1: the %s in-place allreduce failed with "
-	       "MPI_ERR_NO_MEM\n",
-	       nb ? "non-blocking" : "blocking");
+	char line[96];
+	int len = snprintf(line, sizeof(line),
+			   "glue_coll: rank 1: the %s in-place allreduce "
+			   "failed with MPI_ERR_NO_MEM\n",
+			   nb ? "non-blocking" : "blocking");
+	const char *note = getenv("GLUE_NOTE");
+
+	fputs(line, stdout);
 	fflush(stdout);
+	/* MPICH's launcher may kill the job before it forwards what the
+	 * aborting rank wrote: the runner reads the line from a file too */
+	if (note) {
+		FILE *f = fopen(note, "a");
+
+		if (f) {
+			fwrite(line, 1, (size_t)len, f);
+			fclose(f);
+		}
+	}
 	MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
