@@ -8,7 +8,8 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libhwloc-dev hwloc
       check libsubunit-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
       gfortran pandoc
-      libibverbs-dev librdmacm-dev procps psmisc)
+      libibverbs-dev librdmacm-dev procps psmisc
+      python3-matplotlib)  # the benchmarks' PNGs
 
 # How long to wait for another apt-get or dpkg (unattended-upgrades runs
 # for minutes after a cloud machine first boots) to let go of the package
