@@ -9,11 +9,12 @@
  * allgatherv, gatherv and scatterv with every member's count the same,
  * reduce_scatter of floats with OSU's blocks: the vector split as evenly
  * as it goes, the first members one more; neighbor_alltoall on a ring of
- * the ranks, a line at 2, bytes per neighbour): per size, ITER calls back to
- *back after WARM untimed ones; the figure is the slowest rank's average per
- *call, in microseconds.
+ * the ranks, a line at 2, bytes per neighbour; scan and exscan of floats,
+ * summed):
+ * per size, ITER calls back to back after WARM untimed ones; the figure is
+ * the slowest rank's average per call, in microseconds.
  *
- * Non-blocking (iallreduce, ibcast, ialltoall), OSU's overlap:
+ * Non-blocking (iallreduce, ibcast, ialltoall, iscan), OSU's overlap:
  *	t_pure: average of post + MPI_Wait;
  *	t_total: post, compute for t_pure, MPI_Wait, averaged;
  *	overlap % = 100 * (1 - (t_total - t_compute) / t_pure), in [0, 100].
@@ -80,12 +81,23 @@ enum {
 	SCATTERV,
 	REDUCE_SCATTER,
 	NEIGHBOR_ALLTOALL,
+	SCAN,
+	EXSCAN,
 	NB
 };
-static const char *names[] = {"allreduce",	"reduce",	    "bcast",
-			      "barrier",	"allgather",	    "alltoall",
-			      "allgatherv",	"gatherv",	    "scatterv",
-			      "reduce_scatter", "neighbor_alltoall"};
+static const char *names[] = {"allreduce",
+			      "reduce",
+			      "bcast",
+			      "barrier",
+			      "allgather",
+			      "alltoall",
+			      "allgatherv",
+			      "gatherv",
+			      "scatterv",
+			      "reduce_scatter",
+			      "neighbor_alltoall",
+			      "scan",
+			      "exscan"};
 
 /* allgatherv's counts and displacements: every member's the same, as
  * OSU's osu_allgatherv has them */
@@ -153,6 +165,17 @@ static void call(int c, size_t bytes, MPI_Request *req)
 			vcounts[i] = n / size + (i < n % size);
 		MPI_Reduce_scatter(sbuf, rbuf, vcounts, MPI_FLOAT, MPI_SUM,
 				   MPI_COMM_WORLD);
+		break;
+	case SCAN:
+		if (req)
+			MPI_Iscan(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM,
+				  MPI_COMM_WORLD, req);
+		else
+			MPI_Scan(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM,
+				 MPI_COMM_WORLD);
+		break;
+	case EXSCAN:
+		MPI_Exscan(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 		break;
 	case ALLTOALL:
 		if (req)
@@ -241,7 +264,8 @@ int main(int argc, char **argv)
 			int it = iters_for(b);
 
 			if ((k == ALLGATHER || k == ALLTOALL ||
-			     (k >= ALLGATHERV && k != REDUCE_SCATTER)) &&
+			     (k >= ALLGATHERV && k != REDUCE_SCATTER &&
+			      k != SCAN && k != EXSCAN)) &&
 			    b > (1u << 18))
 				continue;
 			for (int i = 0; i < warm; i++)
@@ -259,8 +283,8 @@ int main(int argc, char **argv)
 		}
 	}
 	/* overlap, OSU's way */
-	int nbc[] = {ALLREDUCE, BCAST, ALLTOALL};
-	for (int j = 0; j < 3; j++) {
+	int nbc[] = {ALLREDUCE, BCAST, ALLTOALL, SCAN};
+	for (int j = 0; j < 4; j++) {
 		int k = nbc[j];
 
 		if (only && strcmp(only, names[k]))
