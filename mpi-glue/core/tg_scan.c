@@ -4,30 +4,40 @@
  * deferred work the provider's engine runs to the end: tagged sends and
  * receives, and the provider's compute steps (fi_tnbc_work_reduce,
  * fi_tnbc_work_copy) that fold what arrived.  No thread of the glue
- * folds anything, so a non-blocking scan completes while the program
- * computes, like the other collectives.
+ * folds or copies anything, so a non-blocking scan completes while the
+ * program computes, like the other collectives, and its post costs the
+ * same at every size.
  *
  * The algorithm is recursive doubling (Hillis and Steele): at step k,
- * with d = 2^k, member r sends acc, the fold of members r - 2d + 1 .. r
- * so far, to r + d, and folds what r - d sent into acc and into its
- * result.  After ceil(log2 n) steps the result holds members 0 .. r
- * (scan) or 0 .. r - 1 (exscan, whose first fold is a copy).  Every
- * predefined MPI op is commutative, so folding a lower member's part
- * in after one's own gives the same value; bitwise for integers, and
- * for floating point within what MPI allows any algorithm.
+ * with d = 2^k, member r sends the fold of members r - 2d + 1 .. r so
+ * far to r + d, and folds what r - d sent into it.  After ceil(log2 n)
+ * steps member r holds members 0 .. r.  Every predefined MPI op is
+ * commutative, so folding a lower member's part in after one's own
+ * gives the same value; bitwise for integers, and for floating point
+ * within what MPI allows any algorithm.  A member's sends stop once
+ * r + d passes the group (ns of them), its receives once r - d goes
+ * below 0 (nr).
  *
- * The dependencies, one counter each (g[k] per receiving step):
- *   recv[k]     at once;                      completes into g[k]
- *   send[k]     once s has counted the acc folds of the steps before k;
- *               completes into g[k] (acc is not folded before it left)
- *   fold_res[k] once g[k] has its receive, its send and fold_res[k-1];
- *               completes into g[k+1], the last into done
- *   fold_acc[k] with fold_res[k], where a later step sends acc;
- *               completes into s
- *   a message to itself once done counts 1: its completion entry, the
- *   request's last part, says the result is in place.
- * A member's sends stop once r + d passes the group, its receives once
- * r - d goes below 0; after its last send acc is no longer folded.
+ * Scan: what is sent is the result so far, so the result buffer is the
+ * only one.  One counter per receiving step (g[k]), one (s) for folds a
+ * later send waits on, one (done) for the last fold:
+ *   copy        rbuf = sbuf, at once (not in place); into g[0], or done
+ *   recv[k]     at once, into g[k]
+ *   send[0]     the input itself, at once; send[k] rbuf once s counts
+ *               the folds before k; into g[k] (rbuf not folded before
+ *               it left)
+ *   fold[k]     rbuf op= recv[k], once g[k] has its receive, its send,
+ *               and the copy or the fold before where no send carries
+ *               them; into s where a send follows, else into g[k + 1]
+ *               or, the last, done
+ * Exscan: the result leaves out one's own part, so what is sent (acc)
+ * is a buffer of its own where it is folded at all (nr > 0, ns > 1),
+ * copied from the input at once (into g[0]: the first fold of an
+ * in-place call overwrites the input); fold_res[k] chains through
+ * g[k + 1] into done, the first a copy, and fold_acc[k] counts in s.
+ * Either way a message to itself once the last fold is done completes
+ * the request: its completion entry, the request's last part, says the
+ * result is in place.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +61,10 @@ struct tg_scan_step {
 struct tg_scan {
 	/* s, done, then g[0 .. nr - 1] */
 	struct fid_cntr *k[TG_SCAN_STEPS + 2];
-	struct fi_deferred_work self_send, self_recv;
+	struct fi_deferred_work self_send, self_recv, copy;
 	struct fi_op_tagged self_st, self_rt;
 	struct iovec self_siov, self_riov;
+	struct fi_tnbc_op_copy cp;
 	struct tg_scan_step st[TG_SCAN_STEPS];
 };
 
@@ -115,7 +126,9 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 	int ret;
 	size_t es, len, off;
 	struct tg_scan *s;
-	char *acc, *rb;
+	const char *in = sbuf ? sbuf : rbuf;
+	char *acc = NULL, *rb;
+	bool copy, self;
 	uint64_t tag;
 
 	if (!tg.ready)
@@ -130,6 +143,10 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 		ns += r + d < n;
 		nr += r - d >= 0;
 	}
+	/* scan: the input into the result; exscan: into acc, where acc is
+	 * folded at all */
+	copy = exclusive ? nr && ns > 1 : sbuf != NULL;
+	self = nr || (!exclusive && copy);
 
 	pthread_mutex_lock(&tg.lock);
 	ret = tg_comm_join(c);
@@ -137,18 +154,23 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 		ret = tg_go_open();
 	if (ret)
 		goto out;
-	if (!count) { /* every member's count is the same: nothing moves */
+	if (!count || (!ns && !nr)) {
+		/* every member's count is the same: nothing moves; a group
+		 * of one: its own part, at once */
+		if (count && copy)
+			memcpy(rbuf, sbuf, len);
 		tg_req_posted(req, c, 1);
 		tg_req_part_done(req, 0);
 		goto out;
 	}
 	off = tg_scan_round(sizeof(*s));
-	s = calloc(1, off + tg_scan_round(len) * (size_t)(1 + nr));
+	s = malloc(off + tg_scan_round(len) * (size_t)(nr + exclusive * copy));
 	if (!s) {
 		ret = -FI_ENOMEM;
 		goto out;
 	}
-	nk = nr ? nr + 2 : 0;
+	memset(s, 0, sizeof(*s));
+	nk = nr || copy ? nr + 2 : 0;
 	for (int i = 0; i < nk; i++)
 		if (!(s->k[i] = tg_cntr_get())) {
 			while (i--)
@@ -157,75 +179,99 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 			ret = -FI_ENOMEM;
 			goto out;
 		}
-	acc = (char *)s + off;
-	rb = acc + tg_scan_round(len);
-	/* the input, before anything can write the result it may be */
-	memcpy(acc, sbuf ? sbuf : rbuf, len);
-	if (!exclusive && sbuf)
-		memcpy(rbuf, sbuf, len);
+	rb = (char *)s + off;
+	if (exclusive && copy)
+		acc = rb + (size_t)nr * tg_scan_round(len);
 
 	tag = (uint64_t)c->id << 32 | c->seq++;
 	req->tmp = s;
 	req->keep = s->k;
-	parts = ns + nr + (nr ? 2 : 0);
+	parts = ns + nr + (self ? 2 : 0);
 	tg_req_posted(req, c, parts + 1);
 
+	if (copy) {
+		s->copy = (struct fi_deferred_work){
+			.triggering_cntr = tg.go,
+			.completion_cntr = nr ? s->k[2] : s->k[1]};
+		s->cp = (struct fi_tnbc_op_copy){.size = sizeof(s->cp),
+						 .dst = exclusive ? acc : rbuf,
+						 .src = in,
+						 .len = len};
+		fi_tnbc_work_copy(&s->copy, &s->cp);
+	}
 	for (int k = 0; k < nr; k++) {
 		struct tg_scan_step *st = &s->st[k];
-		char *in = rb + (size_t)k * tg_scan_round(len);
-		struct fid_cntr *g = s->k[2 + k];
-		uint64_t need = 1 + (k < ns) + (k > 0);
+		char *got = rb + (size_t)k * tg_scan_round(len);
+		struct fid_cntr *g = s->k[2 + k], *next;
+		/* its receive, its send, and the step before where no send
+		 * of this step carries it: the copy (into g[0]) or an
+		 * exscan's previous fold_res */
+		uint64_t need =
+			1 + (k < ns) + (k ? exclusive || k >= ns : copy);
 
 		st->recv = (struct fi_deferred_work){.triggering_cntr = tg.go,
 						     .completion_cntr = g,
 						     .op_type = FI_OP_TRECV};
-		tg_scan_msg(&st->recv, &st->rt, &st->riov, in, len,
+		tg_scan_msg(&st->recv, &st->rt, &st->riov, got, len,
 			    r - (1 << k), tag, c, req);
 
-		st->fold_res = (struct fi_deferred_work){
-			.threshold = need,
-			.triggering_cntr = g,
-			.completion_cntr = k + 1 < nr ? s->k[3 + k] : s->k[1]};
+		if (!exclusive && k + 1 < ns)
+			next = s->k[0];
+		else
+			next = k + 1 < nr ? s->k[3 + k] : s->k[1];
+		st->fold_res =
+			(struct fi_deferred_work){.threshold = need,
+						  .triggering_cntr = g,
+						  .completion_cntr = next};
 		if (exclusive && !k) {
 			st->res_copy = (struct fi_tnbc_op_copy){
 				.size = sizeof(st->res_copy),
 				.dst = rbuf,
-				.src = in,
+				.src = got,
 				.len = len};
 			fi_tnbc_work_copy(&st->fold_res, &st->res_copy);
 		} else {
-			tg_scan_fold(&st->fold_res, &st->res_red, rbuf, in,
+			tg_scan_fold(&st->fold_res, &st->res_red, rbuf, got,
 				     count, dt, op);
 		}
-		if (k + 1 < ns) {
+		if (acc && k + 1 < ns) {
 			st->fold_acc = (struct fi_deferred_work){
 				.threshold = need,
 				.triggering_cntr = g,
 				.completion_cntr = s->k[0]};
-			tg_scan_fold(&st->fold_acc, &st->acc_red, acc, in,
+			tg_scan_fold(&st->fold_acc, &st->acc_red, acc, got,
 				     count, dt, op);
 		}
 	}
 	for (int k = 0; k < ns; k++) {
 		struct tg_scan_step *st = &s->st[k];
+		/* the first send, and every send of a member that folds
+		 * nothing into what it sends, carries the input as it is */
+		bool now = !k || !nr || (exclusive && !acc);
 
 		st->send = (struct fi_deferred_work){
-			.threshold = (uint64_t)(k < nr ? k : nr),
-			.triggering_cntr = nr ? s->k[0] : tg.go,
+			.threshold = now ? 0 : (uint64_t)(k < nr ? k : nr),
+			.triggering_cntr = now ? tg.go : s->k[0],
 			.completion_cntr = k < nr ? s->k[2 + k] : NULL,
 			.op_type = FI_OP_TSEND};
-		tg_scan_msg(&st->send, &st->st, &st->siov, acc, len,
-			    r + (1 << k), tag, c, req);
+		tg_scan_msg(&st->send, &st->st, &st->siov,
+			    now		? (void *)in
+			    : exclusive ? acc
+					: rbuf,
+			    len, r + (1 << k), tag, c, req);
 	}
-	if (nr) {
+	if (self) {
+		/* the last fold counts in s where a send follows it */
+		bool in_s = !exclusive && nr && nr < ns;
+
 		s->self_recv = (struct fi_deferred_work){
 			.triggering_cntr = tg.go, .op_type = FI_OP_TRECV};
 		tg_scan_msg(&s->self_recv, &s->self_rt, &s->self_riov, NULL, 0,
 			    r, tag, c, req);
-		s->self_send =
-			(struct fi_deferred_work){.threshold = 1,
-						  .triggering_cntr = s->k[1],
-						  .op_type = FI_OP_TSEND};
+		s->self_send = (struct fi_deferred_work){
+			.threshold = in_s ? (uint64_t)nr : 1,
+			.triggering_cntr = in_s ? s->k[0] : s->k[1],
+			.op_type = FI_OP_TSEND};
 		tg_scan_msg(&s->self_send, &s->self_st, &s->self_siov, NULL, 0,
 			    r, tag, c, req);
 	}
@@ -236,16 +282,18 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 		ret = tg_scan_queue(&s->st[k].recv);
 		posted += !ret;
 	}
-	if (nr && !ret) {
+	if (self && !ret) {
 		ret = tg_scan_queue(&s->self_recv);
 		posted += !ret;
 	}
+	if (copy && !ret)
+		ret = tg_scan_queue(&s->copy);
 	for (int k = 0; k < nr && !ret; k++) {
 		ret = tg_scan_queue(&s->st[k].fold_res);
-		if (!ret && k + 1 < ns)
+		if (!ret && acc && k + 1 < ns)
 			ret = tg_scan_queue(&s->st[k].fold_acc);
 	}
-	if (nr && !ret) {
+	if (self && !ret) {
 		ret = tg_scan_queue(&s->self_send);
 		posted += !ret;
 	}
@@ -267,9 +315,7 @@ int tg_scan(struct tg_comm *c, const void *sbuf, void *rbuf, size_t count,
 		goto out;
 	}
 	req->nkeep = nk;
-	/* the extra part: complete at once when nothing was posted (a
-	 * group of one) */
-	tg_req_part_done(req, 0);
+	tg_req_part_done(req, 0); /* the extra part */
 out:
 	pthread_mutex_unlock(&tg.lock);
 	return ret;
