@@ -23,6 +23,9 @@ struct tgf_comm {
 	uint32_t id; /* 0: the glue did not see it made */
 	uint32_t children; /* communicators made from it so far */
 	struct tg_comm *tc; /* NULL: every call falls back */
+	/* a graph topology whose every member lists each neighbour at most
+	 * once each way, agreed when it was made (tgf_graph_made) */
+	bool graph_ok;
 };
 
 /* tgf_pmpi.c */

@@ -1859,47 +1859,100 @@ int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[],
 }
 
 /* ------------------------------------------------------------------ */
-/* Neighbourhood collectives on Cartesian communicators                 */
+/* Neighbourhood collectives                                           */
 
 /*
- * The neighbours of a Cartesian communicator, two per dimension: the -1
- * one, then the +1 (MPI_Cart_shift's source and destination), as the
- * neighbourhood collectives order their blocks; MPI_PROC_NULL where a
- * non-periodic dimension ends.  A call is alltoallv's schedule with
- * member m's block the block of the neighbour m is.  A neighbour twice
- * in the list (a periodic dimension of 1 or 2 members) is one member to
- * alltoallv, which moves one block per member: every member has such a
- * dimension alike (the same dims and periods), so all fall back, as on
- * graph topologies, whose neighbours need not be alike.  *nb holds n + k
- * ints, the list after a mark per member.
+ * A neighbourhood call is alltoallv's schedule with member m's block the
+ * block of the neighbour m is: receive block j from the j-th source,
+ * send block j to the j-th destination.
+ * - Cartesian: both lists are the same, two per dimension, the -1
+ *   neighbour then the +1 (MPI_Cart_shift's source and destination);
+ *   MPI_PROC_NULL where a non-periodic dimension ends.  A neighbour
+ *   twice in the list (a periodic dimension of 1 or 2 members) is one
+ *   member to alltoallv, which moves one block per member each way:
+ *   every member has such a dimension alike (the same dims and
+ *   periods), so all fall back.
+ * - Graph and distributed graph: the lists MPI_Graph_neighbors and
+ *   MPI_Dist_graph_neighbors give.  A multigraph's member may list a
+ *   neighbour twice, and the others cannot know it: the members agreed
+ *   when the communicator was made whether any does (tgf_graph_made),
+ *   and where one does, all fall back.
+ * *nb holds kin sources, then kout destinations.
  */
-static int tgf_nbr_list(MPI_Comm comm, int **nb, int *k)
+static int tgf_nbr_list(MPI_Comm comm, int **nb, int *kin, int *kout)
 {
-	int topo = MPI_UNDEFINED, nd = 0, n = 0, *l;
+	int topo = MPI_UNDEFINED, nd = 0, n = 0, me = 0, w = 0, *l, *mark;
+	struct tgf_comm *fc;
 
 	*nb = NULL;
 	if (comm == MPI_COMM_NULL ||
-	    PMPI_Topo_test(comm, &topo) != MPI_SUCCESS || topo != MPI_CART ||
-	    PMPI_Cartdim_get(comm, &nd) != MPI_SUCCESS ||
-	    PMPI_Comm_size(comm, &n) != MPI_SUCCESS || nd < 0 || n <= 0)
+	    PMPI_Topo_test(comm, &topo) != MPI_SUCCESS ||
+	    PMPI_Comm_size(comm, &n) != MPI_SUCCESS || n <= 0)
 		return TG_WHY_COMM;
-	l = calloc((size_t)n + 2 * (size_t)nd + 1, sizeof(int));
+	if (topo == MPI_GRAPH || topo == MPI_DIST_GRAPH) {
+		fc = tgf_comm(comm);
+		if (!fc || !fc->graph_ok)
+			return TG_WHY_COMM;
+		if (topo == MPI_GRAPH) {
+			if (PMPI_Comm_rank(comm, &me) != MPI_SUCCESS ||
+			    PMPI_Graph_neighbors_count(comm, me, kin) !=
+				    MPI_SUCCESS)
+				return TG_WHY_COMM;
+			*kout = *kin;
+		} else if (PMPI_Dist_graph_neighbors_count(comm, kin, kout,
+							   &w) != MPI_SUCCESS) {
+			return TG_WHY_COMM;
+		}
+		l = malloc(((size_t)*kin + (size_t)*kout + 1) * sizeof(int));
+		if (!l)
+			return TGF_NOMEM;
+		*nb = l;
+		if (topo == MPI_GRAPH) {
+			if (PMPI_Graph_neighbors(comm, me, *kin, l) !=
+			    MPI_SUCCESS)
+				return TG_WHY_COMM;
+			memcpy(l + *kin, l, (size_t)*kin * sizeof(int));
+		} else {
+			/* the weights are not used, but an array always
+			 * takes them, weighted or not */
+			int *wt = malloc(((size_t)*kin + (size_t)*kout + 1) *
+					 sizeof(int));
+			int rc = !wt ? MPI_ERR_NO_MEM
+				     : PMPI_Dist_graph_neighbors(
+					       comm, *kin, l, wt, *kout,
+					       l + *kin, wt + *kin);
+
+			free(wt);
+			if (rc != MPI_SUCCESS)
+				return !wt ? TGF_NOMEM : TG_WHY_COMM;
+		}
+		for (int j = 0; j < *kin + *kout; j++)
+			if (l[j] < 0 || l[j] >= n)
+				return TG_WHY_COMM;
+		return TGF_OK;
+	}
+	if (topo != MPI_CART || PMPI_Cartdim_get(comm, &nd) != MPI_SUCCESS ||
+	    nd < 0)
+		return TG_WHY_COMM;
+	l = calloc(4 * (size_t)nd + (size_t)n + 1, sizeof(int));
 	if (!l)
 		return TGF_NOMEM;
 	*nb = l;
-	*k = 2 * nd;
+	*kin = *kout = 2 * nd;
+	mark = l + 4 * nd;
 	for (int d = 0; d < nd; d++) {
-		int *p = l + n + 2 * d;
+		int *p = l + 2 * d;
 
 		if (PMPI_Cart_shift(comm, d, 1, &p[0], &p[1]) != MPI_SUCCESS)
 			return TG_WHY_COMM;
 		for (int j = 0; j < 2; j++) {
 			if (p[j] == MPI_PROC_NULL)
 				continue;
-			if (p[j] < 0 || p[j] >= n || l[p[j]]++)
+			if (p[j] < 0 || p[j] >= n || mark[p[j]]++)
 				return TG_WHY_COMM;
 		}
 	}
+	memcpy(l + 2 * nd, l, 2 * (size_t)nd * sizeof(int));
 	return TGF_OK;
 }
 
@@ -1939,8 +1992,8 @@ struct tgf_nbr_side {
 static int tgf_nbr_counts(MPI_Comm comm, struct tgf_nbr_side s,
 			  struct tgf_nbr_side r, int **out)
 {
-	int *nb, k, n = tgf_size(comm), *v;
-	int why = tgf_nbr_list(comm, &nb, &k);
+	int *nb, kin = 0, kout = 0, n = tgf_size(comm), *v;
+	int why = tgf_nbr_list(comm, &nb, &kin, &kout);
 
 	*out = NULL;
 	if (why != TGF_OK) {
@@ -1949,8 +2002,10 @@ static int tgf_nbr_counts(MPI_Comm comm, struct tgf_nbr_side s,
 	}
 	/* displacements are ints, as alltoallv's: k blocks of count must
 	 * fit (a block of 2^31 / 6 elements does not, and goes to the MPI) */
-	if ((!s.counts && (s.count < 0 || s.count > INT_MAX / (k ? k : 1))) ||
-	    (!r.counts && (r.count < 0 || r.count > INT_MAX / (k ? k : 1))) ||
+	if ((!s.counts &&
+	     (s.count < 0 || s.count > INT_MAX / (kout ? kout : 1))) ||
+	    (!r.counts &&
+	     (r.count < 0 || r.count > INT_MAX / (kin ? kin : 1))) ||
 	    (s.counts && !s.displs) || (r.counts && !r.displs)) {
 		free(nb);
 		return TG_WHY_ARGS;
@@ -1960,13 +2015,19 @@ static int tgf_nbr_counts(MPI_Comm comm, struct tgf_nbr_side s,
 		free(nb);
 		return TGF_NOMEM;
 	}
-	for (int j = 0; j < k; j++) {
-		int m = nb[n + j];
+	for (int j = 0; j < kout; j++) {
+		int m = nb[kin + j];
 
 		if (m == MPI_PROC_NULL)
 			continue;
 		v[m] = s.counts ? s.counts[j] : s.count;
 		v[n + m] = s.counts ? s.displs[j] : s.same ? 0 : j * s.count;
+	}
+	for (int j = 0; j < kin; j++) {
+		int m = nb[j];
+
+		if (m == MPI_PROC_NULL)
+			continue;
 		v[2 * n + m] = r.counts ? r.counts[j] : r.count;
 		v[3 * n + m] = r.counts ? r.displs[j] : j * r.count;
 	}

@@ -117,6 +117,93 @@ static void tgf_comm_name(MPI_Comm newcomm, uint32_t id)
 	tgf_comm_attach(newcomm, fc);
 }
 
+/* Whether ints l[0 .. k - 1], members of a group of n, name none twice. */
+static bool tgf_once_each(const int *l, int k, int n)
+{
+	char *seen = calloc((size_t)n + 1, 1);
+	bool ok = seen != NULL;
+
+	for (int j = 0; ok && j < k; j++) {
+		ok = l[j] >= 0 && l[j] < n && !seen[l[j]];
+		if (ok)
+			seen[l[j]] = 1;
+	}
+	free(seen);
+	return ok;
+}
+
+/* This member's neighbour lists on a graph topology each name a member
+ * at most once (MPI allows a multigraph; alltoallv's schedule moves one
+ * block per member and direction). */
+static bool tgf_graph_simple(MPI_Comm comm)
+{
+	int topo = MPI_UNDEFINED, n = 0, me = 0, in = 0, out = 0, w = 0;
+	int *l = NULL, *wt = NULL;
+	bool ok = false;
+
+	if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS ||
+	    PMPI_Comm_size(comm, &n) != MPI_SUCCESS ||
+	    PMPI_Comm_rank(comm, &me) != MPI_SUCCESS)
+		return false;
+	if (topo == MPI_GRAPH) {
+		if (PMPI_Graph_neighbors_count(comm, me, &in) != MPI_SUCCESS ||
+		    in < 0)
+			return false;
+		l = malloc(((size_t)in + 1) * sizeof(int));
+		ok = l &&
+		     PMPI_Graph_neighbors(comm, me, in, l) == MPI_SUCCESS &&
+		     tgf_once_each(l, in, n);
+	} else if (topo == MPI_DIST_GRAPH) {
+		if (PMPI_Dist_graph_neighbors_count(comm, &in, &out, &w) !=
+			    MPI_SUCCESS ||
+		    in < 0 || out < 0)
+			return false;
+		l = malloc(((size_t)in + (size_t)out + 1) * sizeof(int));
+		/* the weights are not used, but an array always takes them */
+		wt = malloc(((size_t)in + (size_t)out + 1) * sizeof(int));
+		ok = l && wt &&
+		     PMPI_Dist_graph_neighbors(comm, in, l, wt, out, l + in,
+					       wt + in) == MPI_SUCCESS &&
+		     tgf_once_each(l, in, n) && tgf_once_each(l + in, out, n);
+	}
+	free(l);
+	free(wt);
+	return ok;
+}
+
+/* After a graph constructor, on every member of newcomm: whether its
+ * neighbourhood calls can be alltoallv's schedule, agreed by all, since
+ * a member that fell back alone would leave the others waiting.  The
+ * constructor is collective over newcomm already. */
+static void tgf_graph_made(MPI_Comm newcomm)
+{
+	int ok, all = 0;
+	struct tgf_comm *fc;
+
+	if (newcomm == MPI_COMM_NULL || tgf_key == MPI_KEYVAL_INVALID ||
+	    !tg_ready())
+		return;
+	ok = tgf_graph_simple(newcomm);
+	if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, newcomm) !=
+	    MPI_SUCCESS)
+		return;
+	fc = tgf_comm(newcomm);
+	if (fc)
+		fc->graph_ok = all;
+}
+
+/* A duplicate keeps its parent's topology, and so its agreement. */
+static void tgf_comm_made_dup(MPI_Comm parent, MPI_Comm newcomm)
+{
+	struct tgf_comm *p, *c;
+
+	tgf_comm_made(parent, newcomm);
+	p = tgf_comm(parent);
+	c = tgf_comm(newcomm);
+	if (p && c)
+		c->graph_ok = p->graph_ok;
+}
+
 void tgf_comm_made(MPI_Comm parent, MPI_Comm newcomm)
 {
 	struct tgf_comm *p = tgf_comm(parent);
@@ -368,7 +455,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 	int rc = PMPI_Comm_dup(comm, newcomm);
 
 	if (rc == MPI_SUCCESS)
-		tgf_comm_made(comm, *newcomm);
+		tgf_comm_made_dup(comm, *newcomm);
 	return rc;
 }
 
@@ -377,7 +464,7 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 	int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
 
 	if (rc == MPI_SUCCESS)
-		tgf_comm_made(comm, *newcomm);
+		tgf_comm_made_dup(comm, *newcomm);
 	return rc;
 }
 
@@ -467,6 +554,8 @@ int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[],
 
 	if (rc == MPI_SUCCESS)
 		tgf_comm_made(comm, *newcomm);
+	if (rc == MPI_SUCCESS)
+		tgf_graph_made(*newcomm);
 	return rc;
 }
 
@@ -480,6 +569,8 @@ int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[],
 
 	if (rc == MPI_SUCCESS)
 		tgf_comm_made(comm, *newcomm);
+	if (rc == MPI_SUCCESS)
+		tgf_graph_made(*newcomm);
 	return rc;
 }
 
@@ -496,5 +587,7 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree,
 
 	if (rc == MPI_SUCCESS)
 		tgf_comm_made(comm, *newcomm);
+	if (rc == MPI_SUCCESS)
+		tgf_graph_made(*newcomm);
 	return rc;
 }

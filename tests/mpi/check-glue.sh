@@ -108,6 +108,21 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Allreduce offloaded [0-9]+ fallback [1-9][0-9]* \(.*type'
 		fi
 	done
+	# graph topologies: offloaded where every member lists each
+	# neighbour once (agreed when the communicator was made), the
+	# multigraph left to the MPI on every member; 4 graphs of the 5
+	# and 2 counts, on 3 ranks
+	st=0
+	TNBC_MPI_OFFLOAD=all TNBC_MPI_REPORT=1 launch "$mpi" 3 -- --graph ||
+		st=$?
+	result "$mpi np=3 graph neighbourhoods" "$st"
+	graph=()
+	for f in Neighbor_allgather Neighbor_alltoall Neighbor_allgatherv \
+		Neighbor_alltoallv Ineighbor_allgather Ineighbor_alltoall \
+		Ineighbor_allgatherv Ineighbor_alltoallv; do
+		graph+=("^tnbc-mpi: MPI_$f offloaded 24 fallback 6 \\(comm 6\\)")
+	done
+	expect "$mpi np=3 graph: offloaded" "${graph[@]}"
 	# communicators merged from an intercommunicator: named by the
 	# glue (no barrier falls back), two merges apart
 	st=0

@@ -1050,6 +1050,213 @@ static void t_neighbors(struct cx *x, bool nb)
 	}
 }
 
+/*
+ * Neighbourhood collectives on graph topologies.  Member r sends to r + 1
+ * and r + 2 (mod n; one edge where the two are one member, a self edge
+ * at 1 and 2 members), on a distributed graph made adjacent, the same
+ * made by MPI_Dist_graph_create from each member's own edges, a
+ * duplicate of the first, an MPI_Graph_create ring (each member's two
+ * neighbours, one twice at 2 members), and a multigraph (r sends to
+ * r + 1 twice), which every member leaves to the MPI.  Block j comes
+ * from the j-th source MPI_Dist_graph_neighbors lists; what it holds
+ * names its sender and this member, so no order of the sender's own list
+ * is assumed, and a sender's two blocks to one member are alike.
+ */
+static int gval(int from, int to, int i)
+{
+	return from * 100000 + to * 1000 + i;
+}
+
+/* alltoallv's block from one member to another, the same on both */
+static int gcnt(int from, int to, int c)
+{
+	return c + (from + 2 * to) % 3;
+}
+
+static void t_graph_on(struct cx *x, MPI_Comm g, bool nb, int c,
+		       const char *kind)
+{
+	int topo, me, kin = 0, kout = 0, w, bad = 0;
+	int *src, *dst, *sw, *dw, *scnt, *sdsp, *rcnt, *rdsp, stot = 0,
+							      rtot = 0;
+	MPI_Request rq, *req = nb ? &rq : NULL;
+
+	MPI_Comm_rank(g, &me);
+	MT_MPI(MPI_Topo_test(g, &topo));
+	if (topo == MPI_GRAPH) {
+		MT_MPI(MPI_Graph_neighbors_count(g, me, &kin));
+		kout = kin;
+	} else {
+		MT_MPI(MPI_Dist_graph_neighbors_count(g, &kin, &kout, &w));
+	}
+	src = calloc((size_t)kin + 1, sizeof(int));
+	dst = calloc((size_t)kout + 1, sizeof(int));
+	sw = calloc((size_t)kin + 1, sizeof(int));
+	dw = calloc((size_t)kout + 1, sizeof(int));
+	if (topo == MPI_GRAPH) {
+		MT_MPI(MPI_Graph_neighbors(g, me, kin, src));
+		memcpy(dst, src, (size_t)kin * sizeof(int));
+	} else {
+		MT_MPI(MPI_Dist_graph_neighbors(g, kin, src, sw, kout, dst,
+						dw));
+	}
+	scnt = calloc((size_t)kout + 1, sizeof(int));
+	sdsp = calloc((size_t)kout + 1, sizeof(int));
+	rcnt = calloc((size_t)kin + 1, sizeof(int));
+	rdsp = calloc((size_t)kin + 1, sizeof(int));
+	for (int j = 0; j < kout; j++) {
+		scnt[j] = gcnt(me, dst[j], c);
+		sdsp[j] = stot;
+		stot += scnt[j] + 1;
+	}
+	for (int j = 0; j < kin; j++) {
+		rcnt[j] = gcnt(src[j], me, c);
+		rdsp[j] = rtot;
+		rtot += rcnt[j] + 1;
+	}
+	int big = (kin + kout + 1) * (c + 4) + stot + rtot;
+	int *sb = malloc((size_t)big * sizeof(int));
+	int *rb = malloc((size_t)big * sizeof(int));
+
+	for (int op = 0; op < 4; op++) {
+		const char *what[] = {"alltoall", "allgather", "alltoallv",
+				      "allgatherv"};
+		int *cc = calloc((size_t)kin + 1, sizeof(int));
+		int *dd = calloc((size_t)kin + 1, sizeof(int));
+
+		for (int i = 0; i < big; i++) {
+			sb[i] = -5;
+			rb[i] = -7;
+		}
+		for (int j = 0; j < kin; j++) {
+			cc[j] = c;
+			dd[j] = j * (c + 1);
+		}
+		if (op == 0)
+			for (int j = 0; j < kout; j++)
+				for (int i = 0; i < c; i++)
+					sb[j * c + i] = gval(me, dst[j], i);
+		else if (op == 2)
+			for (int j = 0; j < kout; j++)
+				for (int i = 0; i < scnt[j]; i++)
+					sb[sdsp[j] + i] = gval(me, dst[j], i);
+		else
+			for (int i = 0; i < c; i++)
+				sb[i] = gval(me, 0, i);
+		if (op == 0 && nb)
+			MT_MPI(MPI_Ineighbor_alltoall(sb, c, MPI_INT, rb, c,
+						      MPI_INT, g, req));
+		else if (op == 0)
+			MT_MPI(MPI_Neighbor_alltoall(sb, c, MPI_INT, rb, c,
+						     MPI_INT, g));
+		else if (op == 1 && nb)
+			MT_MPI(MPI_Ineighbor_allgather(sb, c, MPI_INT, rb, c,
+						       MPI_INT, g, req));
+		else if (op == 1)
+			MT_MPI(MPI_Neighbor_allgather(sb, c, MPI_INT, rb, c,
+						      MPI_INT, g));
+		else if (op == 2 && nb)
+			MT_MPI(MPI_Ineighbor_alltoallv(sb, scnt, sdsp, MPI_INT,
+						       rb, rcnt, rdsp, MPI_INT,
+						       g, req));
+		else if (op == 2)
+			MT_MPI(MPI_Neighbor_alltoallv(sb, scnt, sdsp, MPI_INT,
+						      rb, rcnt, rdsp, MPI_INT,
+						      g));
+		else if (nb)
+			MT_MPI(MPI_Ineighbor_allgatherv(sb, c, MPI_INT, rb, cc,
+							dd, MPI_INT, g, req));
+		else
+			MT_MPI(MPI_Neighbor_allgatherv(sb, c, MPI_INT, rb, cc,
+						       dd, MPI_INT, g));
+		done(req);
+		for (int j = 0; j < kin; j++) {
+			int n = op == 2 ? rcnt[j] : c;
+			int at = op == 2 ? rdsp[j] : op == 3 ? dd[j] : j * c;
+
+			for (int i = 0; i < n; i++)
+				bad += rb[at + i] !=
+				       (op % 2 ? gval(src[j], 0, i)
+					       : gval(src[j], me, i));
+			if (op >= 2)
+				bad += rb[at + n] != -7;
+		}
+		/* nothing past the last block */
+		for (int i = op == 2   ? rtot
+			     : op == 3 ? kin * (c + 1)
+				       : kin * c;
+		     i < big; i++)
+			bad += rb[i] != -7;
+		CK(!bad, "neighbor_%s%s of %d on %s (%d in, %d out): %d wrong",
+		   what[op], nb ? " (non-blocking)" : "", c, kind, kin, kout,
+		   bad);
+		free(cc);
+		free(dd);
+	}
+	free(sb);
+	free(rb);
+	free(src);
+	free(dst);
+	free(sw);
+	free(dw);
+	free(scnt);
+	free(sdsp);
+	free(rcnt);
+	free(rdsp);
+}
+
+static void t_graph(struct cx *x, bool nb)
+{
+	/* weighted: the weights mean nothing to the glue, and
+	 * MPI_UNWEIGHTED is an address the compiler takes for an array */
+	int n = x->size, me = x->rank, d[2], k = 0, s[2], ks = 0, deg;
+	int one[2] = {1, 1};
+	int *index = malloc((size_t)n * sizeof(int));
+	int *edges = malloc(2 * (size_t)n * sizeof(int));
+	MPI_Comm g[5];
+	const char *kind[5] = {"a distributed graph",
+			       "a distributed graph "
+			       "made from its edges",
+			       "its duplicate", "a graph ring", "a multigraph"};
+
+	/* r + 1 and r + 2, once each; r - 1 and r - 2 likewise */
+	for (int a = 1; a <= 2; a++) {
+		int t = (me + a) % n, f = ((me - a) % n + n) % n;
+
+		if (!k || d[0] != t)
+			d[k++] = t;
+		if (!ks || s[0] != f)
+			s[ks++] = f;
+	}
+	MT_MPI(MPI_Dist_graph_create_adjacent(x->comm, ks, s, one, k, d, one,
+					      MPI_INFO_NULL, 0, &g[0]));
+	MT_MPI(MPI_Dist_graph_create(x->comm, 1, &me, &k, d, one, MPI_INFO_NULL,
+				     0, &g[1]));
+	MT_MPI(MPI_Comm_dup(g[0], &g[2]));
+	for (int i = 0; i < n; i++) {
+		index[i] = 2 * (i + 1);
+		edges[2 * i] = (i + n - 1) % n;
+		edges[2 * i + 1] = (i + 1) % n;
+	}
+	MT_MPI(MPI_Graph_create(x->comm, n, index, edges, 0, &g[3]));
+	{
+		int t[2] = {(me + 1) % n, (me + 1) % n};
+		int f[2] = {(me + n - 1) % n, (me + n - 1) % n};
+
+		deg = 2;
+		MT_MPI(MPI_Dist_graph_create_adjacent(x->comm, deg, f, one, deg,
+						      t, one, MPI_INFO_NULL, 0,
+						      &g[4]));
+	}
+	for (int i = 0; i < 5; i++) {
+		t_graph_on(x, g[i], nb, 3, kind[i]);
+		t_graph_on(x, g[i], nb, 500, kind[i]);
+		MT_MPI(MPI_Comm_free(&g[i]));
+	}
+	free(index);
+	free(edges);
+}
+
 static void t_vcolls(struct cx *x, bool nb)
 {
 	int n = x->size, me = x->rank, tot = 0,
@@ -1922,6 +2129,8 @@ static void run_all(struct cx *x)
 	t_vcolls(x, true);
 	t_neighbors(x, false);
 	t_neighbors(x, true);
+	t_graph(x, false);
+	t_graph(x, true);
 	t_fallbacks(x);
 	t_mixed_types(x);
 	t_mixed(x);
@@ -2273,6 +2482,17 @@ int main(int argc, char **argv)
 		t_member_death();
 	if (argc > 1 && !strncmp(argv[argc - 1], "--post-nomem", 12))
 		t_post_nomem(!strcmp(argv[argc - 1], "--post-nomem-nb"));
+	if (argc > 1 && !strcmp(argv[argc - 1], "--graph")) {
+		struct cx w = {.comm = MPI_COMM_WORLD,
+			       .label = "world",
+			       .rank = wr,
+			       .size = ws};
+
+		t_graph(&w, false);
+		t_graph(&w, true);
+		mt_finish("graph neighbourhoods");
+		return 0;
+	}
 	if (argc > 1 && !strcmp(argv[argc - 1], "--merge")) {
 		t_merge();
 		mt_finish("merged intercommunicators");
