@@ -900,6 +900,39 @@ static int nval(int from, int j, int i)
 	return from * 1000 + j * 100 + i;
 }
 
+/* One neighbourhood call: op 0 alltoall (received as rt), 1 allgather,
+ * 2 alltoallv, 3 allgatherv (blocks cc at dd); non-blocking with req. */
+static void nbr_call(int op, const int *sb, int c, const int *scnt,
+		     const int *sdsp, int *rb, const int *rcnt, const int *rdsp,
+		     const int *cc, const int *dd, MPI_Datatype rt, MPI_Comm g,
+		     MPI_Request *req)
+{
+	if (op == 0 && req)
+		MT_MPI(MPI_Ineighbor_alltoall(sb, c, MPI_INT, rb, c, rt, g,
+					      req));
+	else if (op == 0)
+		MT_MPI(MPI_Neighbor_alltoall(sb, c, MPI_INT, rb, c, rt, g));
+	else if (op == 1 && req)
+		MT_MPI(MPI_Ineighbor_allgather(sb, c, MPI_INT, rb, c, MPI_INT,
+					       g, req));
+	else if (op == 1)
+		MT_MPI(MPI_Neighbor_allgather(sb, c, MPI_INT, rb, c, MPI_INT,
+					      g));
+	else if (op == 2 && req)
+		MT_MPI(MPI_Ineighbor_alltoallv(sb, scnt, sdsp, MPI_INT, rb,
+					       rcnt, rdsp, MPI_INT, g, req));
+	else if (op == 2)
+		MT_MPI(MPI_Neighbor_alltoallv(sb, scnt, sdsp, MPI_INT, rb, rcnt,
+					      rdsp, MPI_INT, g));
+	else if (req)
+		MT_MPI(MPI_Ineighbor_allgatherv(sb, c, MPI_INT, rb, cc, dd,
+						MPI_INT, g, req));
+	else
+		MT_MPI(MPI_Neighbor_allgatherv(sb, c, MPI_INT, rb, cc, dd,
+					       MPI_INT, g));
+	done(req);
+}
+
 static void t_neighbors_on(struct cx *x, MPI_Comm cart, bool nb, int c)
 {
 	int nd, dims[3], periods[3], coords[3], nbr[6], k, me, bad = 0;
@@ -952,51 +985,16 @@ static void t_neighbors_on(struct cx *x, MPI_Comm cart, bool nb, int c)
 		else
 			for (int i = 0; i < c; i++)
 				sb[i] = nval(me, 0, i);
-		if (op == 0 && nb)
-			MT_MPI(MPI_Ineighbor_alltoall(sb, c, MPI_INT, rb, c,
-						      MPI_INT, cart, req));
-		else if (op == 0)
-			MT_MPI(MPI_Neighbor_alltoall(sb, c, MPI_INT, rb, c,
-						     MPI_INT, cart));
-		else if (op == 1 && nb)
-			MT_MPI(MPI_Ineighbor_allgather(sb, c, MPI_INT, rb, c,
-						       MPI_INT, cart, req));
-		else if (op == 1)
-			MT_MPI(MPI_Neighbor_allgather(sb, c, MPI_INT, rb, c,
-						      MPI_INT, cart));
-		else if (op == 2 && nb)
-			MT_MPI(MPI_Ineighbor_alltoallv(sb, scnt, sdsp, MPI_INT,
-						       rb, rcnt, rdsp, MPI_INT,
-						       cart, req));
-		else if (op == 2)
-			MT_MPI(MPI_Neighbor_alltoallv(sb, scnt, sdsp, MPI_INT,
-						      rb, rcnt, rdsp, MPI_INT,
-						      cart));
-		else if (op == 4 && nb)
-			MT_MPI(MPI_Ineighbor_alltoall(sb, c, MPI_INT, rb, c,
-						      str > 1 ? st2 : MPI_INT,
-						      cart, req));
-		else if (op == 4)
-			MT_MPI(MPI_Neighbor_alltoall(sb, c, MPI_INT, rb, c,
-						     str > 1 ? st2 : MPI_INT,
-						     cart));
-		else {
+		{
 			int cc[6], dd[6];
 
 			for (int j = 0; j < k; j++) {
 				cc[j] = c;
 				dd[j] = j * (c + 1);
 			}
-			if (nb)
-				MT_MPI(MPI_Ineighbor_allgatherv(
-					sb, c, MPI_INT, rb, cc, dd, MPI_INT,
-					cart, req));
-			else
-				MT_MPI(MPI_Neighbor_allgatherv(sb, c, MPI_INT,
-							       rb, cc, dd,
-							       MPI_INT, cart));
+			nbr_call(op % 4, sb, c, scnt, sdsp, rb, rcnt, rdsp, cc,
+				 dd, str > 1 ? st2 : MPI_INT, cart, req);
 		}
-		done(req);
 		if (dup)
 			continue;
 		for (int j = 0; j < k; j++) {
@@ -1143,33 +1141,8 @@ static void t_graph_on(struct cx *x, MPI_Comm g, bool nb, int c,
 		else
 			for (int i = 0; i < c; i++)
 				sb[i] = gval(me, 0, i);
-		if (op == 0 && nb)
-			MT_MPI(MPI_Ineighbor_alltoall(sb, c, MPI_INT, rb, c,
-						      MPI_INT, g, req));
-		else if (op == 0)
-			MT_MPI(MPI_Neighbor_alltoall(sb, c, MPI_INT, rb, c,
-						     MPI_INT, g));
-		else if (op == 1 && nb)
-			MT_MPI(MPI_Ineighbor_allgather(sb, c, MPI_INT, rb, c,
-						       MPI_INT, g, req));
-		else if (op == 1)
-			MT_MPI(MPI_Neighbor_allgather(sb, c, MPI_INT, rb, c,
-						      MPI_INT, g));
-		else if (op == 2 && nb)
-			MT_MPI(MPI_Ineighbor_alltoallv(sb, scnt, sdsp, MPI_INT,
-						       rb, rcnt, rdsp, MPI_INT,
-						       g, req));
-		else if (op == 2)
-			MT_MPI(MPI_Neighbor_alltoallv(sb, scnt, sdsp, MPI_INT,
-						      rb, rcnt, rdsp, MPI_INT,
-						      g));
-		else if (nb)
-			MT_MPI(MPI_Ineighbor_allgatherv(sb, c, MPI_INT, rb, cc,
-							dd, MPI_INT, g, req));
-		else
-			MT_MPI(MPI_Neighbor_allgatherv(sb, c, MPI_INT, rb, cc,
-						       dd, MPI_INT, g));
-		done(req);
+		nbr_call(op, sb, c, scnt, sdsp, rb, rcnt, rdsp, cc, dd, MPI_INT,
+			 g, req);
 		for (int j = 0; j < kin; j++) {
 			int n = op == 2 ? rcnt[j] : c;
 			int at = op == 2 ? rdsp[j] : op == 3 ? dd[j] : j * c;
