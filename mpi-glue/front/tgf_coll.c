@@ -1917,14 +1917,15 @@ static int tgf_nbr_list(MPI_Comm comm, int **nb, int *kin, int *kout)
 			 * takes them, weighted or not */
 			int *wt = malloc(((size_t)*kin + (size_t)*kout + 1) *
 					 sizeof(int));
-			int rc = !wt ? MPI_ERR_NO_MEM
-				     : PMPI_Dist_graph_neighbors(
-					       comm, *kin, l, wt, *kout,
-					       l + *kin, wt + *kin);
+			int rc;
 
+			if (!wt)
+				return TGF_NOMEM;
+			rc = PMPI_Dist_graph_neighbors(comm, *kin, l, wt, *kout,
+						       l + *kin, wt + *kin);
 			free(wt);
 			if (rc != MPI_SUCCESS)
-				return !wt ? TGF_NOMEM : TG_WHY_COMM;
+				return TG_WHY_COMM;
 		}
 		for (int j = 0; j < *kin + *kout; j++)
 			if (l[j] < 0 || l[j] >= n)
@@ -2000,12 +2001,19 @@ static int tgf_nbr_counts(MPI_Comm comm, struct tgf_nbr_side s,
 		free(nb);
 		return why;
 	}
-	/* displacements are ints, as alltoallv's: k blocks of count must
-	 * fit (a block of 2^31 / 6 elements does not, and goes to the MPI) */
+	/* Displacements are ints, as alltoallv's: k blocks of count must
+	 * fit (a block of 2^31 / 6 elements does not, and goes to the MPI).
+	 * Judged against a number of blocks every member shares, so that
+	 * all decide alike: a graph's members have different degrees, but
+	 * none above the group's size once each neighbour is listed once;
+	 * a Cartesian one's are all 2 per dimension.  An allgather's one
+	 * send block sits at 0. */
+	int kb = n > kin ? n : kin;
+
+	kb = kb > kout ? kb : kout;
 	if ((!s.counts &&
-	     (s.count < 0 || s.count > INT_MAX / (kout ? kout : 1))) ||
-	    (!r.counts &&
-	     (r.count < 0 || r.count > INT_MAX / (kin ? kin : 1))) ||
+	     (s.count < 0 || (!s.same && s.count > INT_MAX / kb))) ||
+	    (!r.counts && (r.count < 0 || r.count > INT_MAX / kb)) ||
 	    (s.counts && !s.displs) || (r.counts && !r.displs)) {
 		free(nb);
 		return TG_WHY_ARGS;
