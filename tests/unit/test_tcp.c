@@ -757,34 +757,48 @@ START_TEST(tcp_stream_engine_quiet)
 	x.r = &r;
 	ck_assert_int_eq(fi_av_insert(k.av, r.addr, 1, &to, 0, NULL), 1);
 	kside_big(&k, &r, r.addr, LEN, 1); /* connected, warm */
-	cpu0 = engine_cpu_ms(&r) + engine_cpu_ms(&k);
-	t0 = tu_now_ms();
-	ck_assert_int_eq(pthread_create(&th, NULL, stream_rx_main, &x), 0);
-	for (int round = 0; round < ROUNDS; round++) {
-		int done = 0;
+	/* A thread the scheduler leaves off its core for a while is a
+	 * thread the engine rightly takes for stuck: a 2-core host running
+	 * other jobs did that once in a sanitizer build (238 ms of engine
+	 * CPU in 420).  So the measure gets three tries and must hold in
+	 * one; an engine that does not stay out of the way fails all. */
+	for (int attempt = 0; attempt < 3; attempt++) {
+		atomic_store(&x.round, 0);
+		cpu0 = engine_cpu_ms(&r) + engine_cpu_ms(&k);
+		t0 = tu_now_ms();
+		ck_assert_int_eq(pthread_create(&th, NULL, stream_rx_main, &x),
+				 0);
+		for (int round = 0; round < ROUNDS; round++) {
+			int done = 0;
 
-		while (atomic_load(&x.round) <= round &&
-		       tu_now_ms() - t0 < 10u * TU_WAIT_MS)
-			;
-		for (int i = 0; i < MSGS; i++)
-			ck_assert_int_eq(
-				fi_tsend(k.ep, s, LEN, NULL, to, 2, NULL), 0);
-		while (done < MSGS && tu_now_ms() - t0 < 10u * TU_WAIT_MS)
-			done += fi_cq_read(k.cq, &e, 1) == 1;
-		ck_assert_msg(done == MSGS, "the sends did not end");
+			while (atomic_load(&x.round) <= round &&
+			       tu_now_ms() - t0 < 10u * TU_WAIT_MS)
+				;
+			for (int i = 0; i < MSGS; i++)
+				ck_assert_int_eq(fi_tsend(k.ep, s, LEN, NULL,
+							  to, 2, NULL),
+						 0);
+			while (done < MSGS &&
+			       tu_now_ms() - t0 < 10u * TU_WAIT_MS)
+				done += fi_cq_read(k.cq, &e, 1) == 1;
+			ck_assert_msg(done == MSGS, "the sends did not end");
+		}
+		ck_assert_int_eq(pthread_join(th, &why), 0);
+		ck_assert_msg(!why, "%s", (const char *)why);
+		wall = tu_now_ms() - t0;
+		cpu = engine_cpu_ms(&r) + engine_cpu_ms(&k) - cpu0;
+		ck_assert_uint_eq(
+			tu_check(x.buf + (size_t)(MSGS - 1) * LEN, LEN, 5, 0),
+			(size_t)-1);
+		if (cpu * 6 < wall)
+			break;
 	}
-	ck_assert_int_eq(pthread_join(th, &why), 0);
-	ck_assert_msg(!why, "%s", (const char *)why);
-	wall = tu_now_ms() - t0;
-	cpu = engine_cpu_ms(&r) + engine_cpu_ms(&k) - cpu0;
-	ck_assert_uint_eq(tu_check(x.buf + (size_t)(MSGS - 1) * LEN, LEN, 5, 0),
-			  (size_t)-1);
 	/* ThreadSanitizer makes a megabyte's read outlast 16 windows: the
 	 * engine then rightly takes the application for stuck */
 #if !defined(__SANITIZE_THREAD__)
 	ck_assert_msg(cpu * 6 < wall,
 		      "the engines used %" PRIu64 " ms of CPU in %" PRIu64
-		      " ms of streaming",
+		      " ms of streaming, three times",
 		      cpu, wall);
 #else
 	(void)cpu;
