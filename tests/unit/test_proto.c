@@ -904,6 +904,21 @@ static int svc_ep_open(struct tu_dom *d, struct fid_av *av, const char *svc,
 	return 0;
 }
 
+/* Opens e under a service number nobody holds: its TCP port is free now
+ * (the default transports bind it too), and one another process takes
+ * before us, an outgoing connection's ephemeral port say, is passed by. */
+static void svc_ep_open_free(struct tu_dom *d, struct fid_av *av, char *svc,
+			     size_t len, struct tu_ep *e)
+{
+	int ret = -FI_EADDRINUSE;
+
+	for (int tries = 0; ret == -FI_EADDRINUSE && tries < 8; tries++) {
+		snprintf(svc, len, "%u", tu_tcp_free_port());
+		ret = svc_ep_open(d, av, svc, e);
+	}
+	ck_assert_int_eq(ret, 0);
+}
+
 static void svc_ep_close(struct tu_ep *e)
 {
 	ck_assert_int_eq(fi_close(&e->ep->fid), 0);
@@ -920,10 +935,9 @@ START_TEST(proto_svc_in_use)
 	struct tu_ep s1, s2;
 	char svc[16];
 
-	snprintf(svc, sizeof(svc), "%u", 30000u + (unsigned)(getpid() % 9000));
 	tu_dom_open(&d, NULL);
 	ck_assert_int_eq(fi_av_open(d.domain, &attr, &av, NULL), 0);
-	ck_assert_int_eq(svc_ep_open(&d, av, svc, &s1), 0);
+	svc_ep_open_free(&d, av, svc, sizeof(svc), &s1);
 	ck_assert_int_eq(s1.name.kind, TNBC_NAME_SVC);
 	ck_assert_int_eq(svc_ep_open(&d, av, svc, &s2), -FI_EADDRINUSE);
 	svc_ep_close(&s1);
@@ -951,10 +965,9 @@ START_TEST(proto_svc_reopen)
 	char svc[16], r[8];
 	struct fi_cq_tagged_entry e;
 
-	snprintf(svc, sizeof(svc), "%u", 40000u + (unsigned)(getpid() % 9000));
 	tu_dom_open(&d, NULL);
 	ck_assert_int_eq(fi_av_open(d.domain, &attr, &av, NULL), 0);
-	ck_assert_int_eq(svc_ep_open(&d, av, svc, &srv), 0);
+	svc_ep_open_free(&d, av, svc, sizeof(svc), &srv);
 	ck_assert_int_eq(svc_ep_open(&d, av, NULL, &cli), 0);
 	ck_assert_int_eq(fi_av_insertsvc(av, NULL, svc, &to_srv, 0, NULL), 1);
 
