@@ -90,6 +90,19 @@ TGF_FORTRAN(comm_dup, MPI_COMM_DUP,
 		*newcomm = PMPI_Comm_c2f(c);
 }
 
+TGF_FORTRAN(comm_idup, MPI_COMM_IDUP,
+	    (MPI_Fint * comm, MPI_Fint *newcomm, MPI_Fint *req, MPI_Fint *ierr))
+{
+	MPI_Comm c;
+	MPI_Request r;
+
+	*ierr = MPI_Comm_idup(C_COMM(comm), &c, &r);
+	if (*ierr == MPI_SUCCESS) {
+		*newcomm = PMPI_Comm_c2f(c);
+		*req = PMPI_Request_c2f(r);
+	}
+}
+
 TGF_FORTRAN(comm_split, MPI_COMM_SPLIT,
 	    (MPI_Fint * comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm,
 	     MPI_Fint *ierr))

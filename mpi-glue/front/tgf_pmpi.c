@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,8 @@ static int tgf_attr_delete(MPI_Comm comm, int key, void *val, void *extra)
 	return MPI_SUCCESS;
 }
 
+static struct tgf_comm *tgf_idup_claim(MPI_Comm comm);
+
 struct tgf_comm *tgf_comm(MPI_Comm comm)
 {
 	struct tgf_comm *fc;
@@ -47,10 +50,9 @@ struct tgf_comm *tgf_comm(MPI_Comm comm)
 
 	if (comm == MPI_COMM_NULL || tgf_key == MPI_KEYVAL_INVALID)
 		return NULL;
-	if (PMPI_Comm_get_attr(comm, tgf_key, &fc, &flag) != MPI_SUCCESS ||
-	    !flag)
+	if (PMPI_Comm_get_attr(comm, tgf_key, &fc, &flag) != MPI_SUCCESS)
 		return NULL;
-	return fc;
+	return flag ? fc : tgf_idup_claim(comm);
 }
 
 bool tgf_nb_enabled(void)
@@ -287,6 +289,124 @@ void tgf_comm_made_merge(MPI_Comm newcomm)
 		tgf_comm_made_key(0x7f4a7c15u, 0, newcomm);
 }
 
+/*
+ * MPI_Comm_idup: the child's handle is set when the call returns (under
+ * both MPIs), but the child may be used, its attribute set included,
+ * only once the request completes, which the glue does not see.  So the
+ * name is taken at the call, in order with the parent's other children,
+ * and kept beside the handle; the child's first call through the glue
+ * that finds no name claims it.  The world ranks kept guard against a
+ * handle freed unseen (a Fortran MPI_Comm_free under Open MPI) and
+ * reused by a communicator the glue cannot name.
+ */
+struct tgf_idup {
+	MPI_Comm comm;
+	uint32_t id;
+	bool graph_ok;
+	int n;
+	int *world; /* NULL: a member outside this world */
+	struct tgf_idup *next;
+};
+static struct tgf_idup *tgf_idups;
+static _Atomic int tgf_nidups; /* read without the lock on every miss */
+static pthread_mutex_t tgf_idup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Unlinks comm's entry; the caller holds the lock and frees it. */
+static struct tgf_idup *tgf_idup_take(MPI_Comm comm)
+{
+	for (struct tgf_idup **pp = &tgf_idups; *pp; pp = &(*pp)->next) {
+		struct tgf_idup *d = *pp;
+
+		if (d->comm == comm) {
+			*pp = d->next;
+			atomic_fetch_sub(&tgf_nidups, 1);
+			return d;
+		}
+	}
+	return NULL;
+}
+
+static void tgf_idup_free(struct tgf_idup *d)
+{
+	if (d)
+		free(d->world);
+	free(d);
+}
+
+static void tgf_idup_record(MPI_Comm parent, MPI_Comm newcomm)
+{
+	struct tgf_comm *p = tgf_comm(parent);
+	struct tgf_idup *d;
+
+	if (!p || !p->id)
+		return;
+	/* counted even where the record fails: the next child's name must
+	 * agree on every member */
+	d = calloc(1, sizeof(*d));
+	if (d) {
+		d->comm = newcomm;
+		d->id = tg_comm_child_id(p->id, p->children);
+		d->graph_ok = p->graph_ok;
+		d->world = tgf_world_ranks(parent, &d->n);
+	}
+	p->children++;
+	if (!d || newcomm == MPI_COMM_NULL) {
+		tgf_idup_free(d);
+		return;
+	}
+	pthread_mutex_lock(&tgf_idup_lock);
+	tgf_idup_free(tgf_idup_take(newcomm)); /* a stale one, freed unseen */
+	d->next = tgf_idups;
+	tgf_idups = d;
+	atomic_fetch_add(&tgf_nidups, 1);
+	pthread_mutex_unlock(&tgf_idup_lock);
+}
+
+/* A communicator without the glue's attribute: the child of an idup,
+ * named now, or NULL.  Under the lock, so that a second thread waits for
+ * the name rather than falling back alone. */
+static struct tgf_comm *tgf_idup_claim(MPI_Comm comm)
+{
+	struct tgf_comm *fc = NULL;
+	struct tgf_idup *d;
+	int n = 0, *world, flag = 0;
+
+	if (!atomic_load_explicit(&tgf_nidups, memory_order_relaxed))
+		return NULL;
+	pthread_mutex_lock(&tgf_idup_lock);
+	if (PMPI_Comm_get_attr(comm, tgf_key, &fc, &flag) == MPI_SUCCESS &&
+	    flag) {
+		pthread_mutex_unlock(&tgf_idup_lock);
+		return fc;
+	}
+	fc = NULL;
+	d = tgf_idup_take(comm);
+	if (d) {
+		world = tgf_world_ranks(comm, &n);
+		if (!world == !d->world &&
+		    (!world || (n == d->n && !memcmp(world, d->world,
+						     (size_t)n * sizeof(int)))))
+			fc = calloc(1, sizeof(*fc));
+		free(world);
+	}
+	if (fc) {
+		fc->id = d->id;
+		fc->graph_ok = d->graph_ok;
+		tgf_comm_attach(comm, fc);
+	}
+	pthread_mutex_unlock(&tgf_idup_lock);
+	tgf_idup_free(d);
+	return fc;
+}
+
+static void tgf_idup_fini(void)
+{
+	pthread_mutex_lock(&tgf_idup_lock);
+	while (tgf_idups)
+		tgf_idup_free(tgf_idup_take(tgf_idups->comm));
+	pthread_mutex_unlock(&tgf_idup_lock);
+}
+
 /* ------------------------------------------------------------------ */
 /* Start and end                                                        */
 
@@ -442,6 +562,7 @@ int MPI_Finalize(void)
 		PMPI_Comm_delete_attr(MPI_COMM_WORLD, tgf_key);
 		PMPI_Comm_free_keyval(&tgf_key);
 	}
+	tgf_idup_fini();
 	tgf_req_fini();
 	tg_close();
 	return PMPI_Finalize();
@@ -468,16 +589,25 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 	return rc;
 }
 
-/* The child exists only once the request completes, which the glue does
- * not see: it falls back, but the parent still counts it. */
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 {
 	int rc = PMPI_Comm_idup(comm, newcomm, request);
-	struct tgf_comm *p = tgf_comm(comm);
 
-	if (rc == MPI_SUCCESS && p && p->id)
-		p->children++;
+	if (rc == MPI_SUCCESS)
+		tgf_idup_record(comm, *newcomm);
 	return rc;
+}
+
+/* An idup's child freed before the glue saw it used: its record goes,
+ * lest a later communicator given the same handle take its name. */
+int MPI_Comm_free(MPI_Comm *comm)
+{
+	if (comm && atomic_load_explicit(&tgf_nidups, memory_order_relaxed)) {
+		pthread_mutex_lock(&tgf_idup_lock);
+		tgf_idup_free(tgf_idup_take(*comm));
+		pthread_mutex_unlock(&tgf_idup_lock);
+	}
+	return PMPI_Comm_free(comm);
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)

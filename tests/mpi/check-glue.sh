@@ -132,6 +132,15 @@ for mpi in $mpis; do
 	expect "$mpi np=3 merged: offloaded" \
 		'^tnbc-mpi: MPI_Barrier offloaded [1-9][0-9]* fallback 0' \
 		'^tnbc-mpi: MPI_Ialltoallv offloaded [1-9][0-9]* fallback 0'
+	# MPI_Comm_idup's children: named at the call, claimed at their
+	# first use (no barrier falls back), two in flight apart
+	st=0
+	TNBC_MPI_OFFLOAD=all TNBC_MPI_REPORT=1 launch "$mpi" 3 -- --idup ||
+		st=$?
+	result "$mpi np=3 idup communicators" "$st"
+	expect "$mpi np=3 idup: offloaded" \
+		'^tnbc-mpi: MPI_Barrier offloaded [1-9][0-9]* fallback 0' \
+		'^tnbc-mpi: MPI_Ialltoallv offloaded [1-9][0-9]* fallback 0'
 	# counts that differ between members: every rank's call fails
 	# through the error handler, none hangs (MPITEST_TIMEOUT)
 	for np in 2 3 5; do
@@ -254,7 +263,8 @@ for mpi in $mpis; do
 					'^tnbc-mpi: MPI_Igather offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Iscatter offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Reduce_scatter offloaded 3 fallback 0' \
-					'^tnbc-mpi: MPI_Neighbor_alltoall offloaded 3 fallback 0'
+					'^tnbc-mpi: MPI_Neighbor_alltoall offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Iscan offloaded 3 fallback 0'
 			[ "$prog" = glue_fortran ] ||
 				expect "$mpi $prog np=3 barrier, bcast" \
 					'^tnbc-mpi: MPI_Barrier offloaded [1-9]' \

@@ -2370,6 +2370,90 @@ static void t_post_nomem(bool nb)
  * order must get two names, or their operations would meet.  With
  * TNBC_MPI_REPORT the runner checks that no barrier fell back.
  */
+/*
+ * Alltoallvs on a and b in flight at once: their messages are tagged
+ * with the glue's names of the communicators, and a name shared would
+ * mix them (member j of comm i sends member k i * 1000 + j * 10 + k).
+ * a and b have the world's size.
+ */
+static void two_alltoallvs(MPI_Comm a, MPI_Comm b, const char *what)
+{
+	MPI_Comm m[2] = {a, b};
+	int wr, ws;
+
+	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+	MPI_Comm_size(MPI_COMM_WORLD, &ws);
+	int *v = calloc(8 * (size_t)ws, sizeof(int)), *c = v, *d = v + ws,
+	    *s[2] = {v + 2 * ws, v + 3 * ws}, *r[2] = {v + 4 * ws, v + 5 * ws},
+	    me[2], bad = 0;
+	MPI_Request rq[2];
+
+	for (int i = 0; i < 2; i++)
+		MPI_Comm_rank(m[i], &me[i]);
+	for (int k = 0; k < ws; k++) {
+		c[k] = 1;
+		d[k] = k;
+		for (int i = 0; i < 2; i++)
+			s[i][k] = i * 1000 + me[i] * 10 + k;
+	}
+	/* odd members post them in the other order, as MPI allows across
+	 * communicators: messages cannot pair by order */
+	for (int o = 0; o < 2; o++) {
+		int i = wr % 2 ? 1 - o : o;
+
+		MT_MPI(MPI_Ialltoallv(s[i], c, d, MPI_INT, r[i], c, d, MPI_INT,
+				      m[i], &rq[i]));
+	}
+	MT_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < ws; j++)
+			bad += r[i][j] != i * 1000 + j * 10 + me[i];
+	MT_CHECK(!bad, "%s at once: %d wrong", what, bad);
+	free(v);
+}
+
+/*
+ * MPI_Comm_idup's children: named when the call is made, in order with
+ * the parent's other children, whichever request completes first (odd
+ * members wait in the other order); an idup of a child the glue has not
+ * yet seen used; and a child freed before any use, its handle reused.
+ */
+static void t_idup(void)
+{
+	int wr, ws;
+	MPI_Comm half, x;
+	MPI_Request rq[3];
+	struct cx c[3] = {{.label = "idup"},
+			  {.label = "idup again"},
+			  {.label = "idup of an idup"}};
+
+	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+	MPI_Comm_size(MPI_COMM_WORLD, &ws);
+	MT_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &c[0].comm, &rq[0]));
+	MT_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &c[1].comm, &rq[1]));
+	MT_MPI(MPI_Wait(&rq[wr % 2], MPI_STATUS_IGNORE));
+	MT_MPI(MPI_Wait(&rq[1 - wr % 2], MPI_STATUS_IGNORE));
+	/* after the waits: Open MPI 4.1's blocking constructors can wait
+	 * for ever behind an idup still pending (one run in twenty here) */
+	MT_MPI(MPI_Comm_split(MPI_COMM_WORLD, wr % 2, wr, &half));
+	MT_MPI(MPI_Comm_idup(c[0].comm, &c[2].comm, &rq[2]));
+	MT_MPI(MPI_Wait(&rq[2], MPI_STATUS_IGNORE));
+	MT_MPI(MPI_Barrier(half));
+	two_alltoallvs(c[0].comm, c[1].comm, "two idups' alltoallvs");
+	MT_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &x, &rq[0]));
+	MT_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+	MT_MPI(MPI_Comm_free(&x));
+	MT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &x));
+	MT_MPI(MPI_Barrier(x));
+	MT_MPI(MPI_Comm_free(&x));
+	for (int i = 0; i < 3; i++) {
+		if (i != 1)
+			run_all(&c[i]);
+		MT_MPI(MPI_Comm_free(&c[i].comm));
+	}
+	MT_MPI(MPI_Comm_free(&half));
+}
+
 static void t_merge(void)
 {
 	int wr, ws, up;
@@ -2397,38 +2481,7 @@ static void t_merge(void)
 		MT_CHECK(r == (i < 2 ? wr : (wr + ws - ws / 2) % ws),
 			 "%s: rank %d at world rank %d", m[i].label, r, wr);
 	}
-	/* both in flight at once: alltoallv's messages are tagged with the
-	 * glue's name of the communicator, and a name shared would mix
-	 * them (member j of comm i sends member k i * 1000 + j * 10 + k) */
-	{
-		int *v = calloc(8 * (size_t)ws, sizeof(int)), *c = v,
-		    *d = v + ws, *s[2] = {v + 2 * ws, v + 3 * ws},
-		    *r[2] = {v + 4 * ws, v + 5 * ws}, me[2], bad = 0;
-		MPI_Request rq[2];
-
-		for (int i = 0; i < 2; i++)
-			MPI_Comm_rank(m[i].comm, &me[i]);
-		for (int k = 0; k < ws; k++) {
-			c[k] = 1;
-			d[k] = k;
-			for (int i = 0; i < 2; i++)
-				s[i][k] = i * 1000 + me[i] * 10 + k;
-		}
-		/* odd members post them in the other order, as MPI allows
-		 * across communicators: messages cannot pair by order */
-		for (int o = 0; o < 2; o++) {
-			int i = wr % 2 ? 1 - o : o;
-
-			MT_MPI(MPI_Ialltoallv(s[i], c, d, MPI_INT, r[i], c, d,
-					      MPI_INT, m[i].comm, &rq[i]));
-		}
-		MT_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
-		for (int i = 0; i < 2; i++)
-			for (int j = 0; j < ws; j++)
-				bad += r[i][j] != i * 1000 + j * 10 + me[i];
-		MT_CHECK(!bad, "two merged alltoallvs at once: %d wrong", bad);
-		free(v);
-	}
+	two_alltoallvs(m[0].comm, m[1].comm, "two merged alltoallvs");
 	for (int i = 0; i < 3; i++) {
 		if (i != 1)
 			run_all(&m[i]);
@@ -2469,6 +2522,11 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[argc - 1], "--merge")) {
 		t_merge();
 		mt_finish("merged intercommunicators");
+		return 0;
+	}
+	if (argc > 1 && !strcmp(argv[argc - 1], "--idup")) {
+		t_idup();
+		mt_finish("communicators of MPI_Comm_idup");
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[argc - 1], "--mismatch")) {

@@ -2,7 +2,8 @@
 ! glue_fortran: a Fortran program (use mpi) through the MPI glue.  Open
 ! MPI's Fortran bindings call PMPI_* directly, so this checks the glue's
 ! own Fortran entry points: results exact, MPI_IN_PLACE, a split
-! communicator, a non-blocking allreduce; the runner checks the report.
+! communicator and an idup's, a non-blocking allreduce; the runner checks
+! the report.
 program glue_fortran
   use mpi
   implicit none
@@ -135,6 +136,15 @@ program glue_fortran
     want = want + i
   end do
   if (e(3) /= dble(want)) ok = .false.
+  call MPI_Comm_free(sub, ierr)
+
+  ! a communicator of MPI_Comm_idup, named by the glue
+  call MPI_Comm_idup(MPI_COMM_WORLD, sub, req, ierr)
+  call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+  a(1) = rank + 1
+  call MPI_Iscan(a, b, 1, MPI_INTEGER, MPI_SUM, sub, req, ierr)
+  call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+  if (b(1) /= (rank + 1) * (rank + 2) / 2) ok = .false.
   call MPI_Comm_free(sub, ierr)
 
   call MPI_Allreduce(MPI_IN_PLACE, ok, 1, MPI_LOGICAL, MPI_LAND, MPI_COMM_WORLD, ierr)
