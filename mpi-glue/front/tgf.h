@@ -33,6 +33,9 @@ struct tgf_comm *tgf_comm(MPI_Comm comm);
 /* After a constructor returned newcomm (MPI_COMM_NULL on members left
  * out), on every member of parent: names the child. */
 void tgf_comm_made(MPI_Comm parent, MPI_Comm newcomm);
+/* As tgf_comm_made after a graph constructor, which also agrees, over
+ * newcomm, whether the child's neighbourhood calls can be offloaded. */
+void tgf_comm_made_graph(MPI_Comm parent, MPI_Comm newcomm);
 /* As above for MPI_Comm_create_group, collective over group only. */
 void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
 			 MPI_Comm newcomm);

@@ -158,6 +158,65 @@ TGF_FORTRAN(cart_create, MPI_CART_CREATE,
 		*newcomm = PMPI_Comm_c2f(c);
 }
 
+/*
+ * The graph constructors: Open MPI's own binding of NAME converts the
+ * arguments (LOGICAL reorder, the weights' sentinels, which are the
+ * addresses of its common blocks), then the glue names the child and
+ * agrees on its neighbour lists, as the C wrappers do.
+ */
+#define TGF_FORTRAN_GRAPH(name, proto, args, comm, newcomm, ierr)              \
+	do {                                                                   \
+		static void(*next_) proto;                                     \
+		if (!next_)                                                    \
+			*(void **)&next_ = dlsym(RTLD_NEXT, "mpi_" #name "_"); \
+		*(ierr) = MPI_ERR_INTERN;                                      \
+		if (next_)                                                     \
+			next_ args;                                            \
+		if (*(ierr) == MPI_SUCCESS)                                    \
+			tgf_comm_made_graph(C_COMM(comm), C_COMM(newcomm));    \
+	} while (0)
+
+TGF_FORTRAN(graph_create, MPI_GRAPH_CREATE,
+	    (MPI_Fint * comm, MPI_Fint *nnodes, MPI_Fint *index,
+	     MPI_Fint *edges, MPI_Fint *reorder, MPI_Fint *newcomm,
+	     MPI_Fint *ierr))
+{
+	TGF_FORTRAN_GRAPH(graph_create,
+			  (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+			   MPI_Fint *, MPI_Fint *, MPI_Fint *),
+			  (comm, nnodes, index, edges, reorder, newcomm, ierr),
+			  comm, newcomm, ierr);
+}
+
+TGF_FORTRAN(dist_graph_create, MPI_DIST_GRAPH_CREATE,
+	    (MPI_Fint * comm, MPI_Fint *n, MPI_Fint *sources, MPI_Fint *degrees,
+	     MPI_Fint *dests, MPI_Fint *weights, MPI_Fint *info,
+	     MPI_Fint *reorder, MPI_Fint *newcomm, MPI_Fint *ierr))
+{
+	TGF_FORTRAN_GRAPH(dist_graph_create,
+			  (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+			   MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+			   MPI_Fint *, MPI_Fint *),
+			  (comm, n, sources, degrees, dests, weights, info,
+			   reorder, newcomm, ierr),
+			  comm, newcomm, ierr);
+}
+
+TGF_FORTRAN(dist_graph_create_adjacent, MPI_DIST_GRAPH_CREATE_ADJACENT,
+	    (MPI_Fint * comm, MPI_Fint *indegree, MPI_Fint *sources,
+	     MPI_Fint *sourceweights, MPI_Fint *outdegree, MPI_Fint *dests,
+	     MPI_Fint *destweights, MPI_Fint *info, MPI_Fint *reorder,
+	     MPI_Fint *newcomm, MPI_Fint *ierr))
+{
+	TGF_FORTRAN_GRAPH(dist_graph_create_adjacent,
+			  (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+			   MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+			   MPI_Fint *, MPI_Fint *, MPI_Fint *),
+			  (comm, indegree, sources, sourceweights, outdegree,
+			   dests, destweights, info, reorder, newcomm, ierr),
+			  comm, newcomm, ierr);
+}
+
 TGF_FORTRAN(barrier, MPI_BARRIER, (MPI_Fint * comm, MPI_Fint *ierr))
 {
 	*ierr = MPI_Barrier(C_COMM(comm));

@@ -14,18 +14,13 @@
  * optional ierror, NULL when the caller left it out.  Where the
  * arguments need converting (LOGICAL arrays, the weights' sentinels)
  * MPICH's own binding runs, and the glue then names the child.
+ *
+ * Open MPI's mpi_f08 bindings of those constructors bypass the C calls
+ * too, by another road (below); the rest reach tgf_fortran.c.
  */
 #include <dlfcn.h>
 
 #include "tgf.h"
-
-#if TGF_MPICH
-
-_Static_assert(sizeof(MPI_Comm) == sizeof(MPI_Fint) &&
-		       sizeof(MPI_Request) == sizeof(MPI_Fint) &&
-		       sizeof(MPI_Group) == sizeof(MPI_Fint) &&
-		       sizeof(MPI_Info) == sizeof(MPI_Fint),
-	       "an MPICH handle is not a Fortran integer");
 
 static void tgf_f08_ret(MPI_Fint *ierr, int rc)
 {
@@ -38,9 +33,9 @@ static void tgf_f08_ret(MPI_Fint *ierr, int rc)
 	void name params;                                                      \
 	void name params
 
-/* MPICH's own binding of NAME, called with ierror set, then the child
- * named on success. */
-#define TGF_F08_NEXT(name, proto, args, comm, newcomm, ierr)                   \
+/* The MPI's own binding of NAME, called with ierror set, then the child
+ * named on success by MADE (tgf_comm_made or its graph form). */
+#define TGF_F08_NEXT(name, proto, args, comm, newcomm, ierr, made)             \
 	do {                                                                   \
 		static void(*next_) proto;                                     \
 		MPI_Fint rc_ = MPI_ERR_INTERN;                                 \
@@ -49,9 +44,18 @@ static void tgf_f08_ret(MPI_Fint *ierr, int rc)
 		if (next_)                                                     \
 			next_ args;                                            \
 		if (rc_ == MPI_SUCCESS)                                        \
-			tgf_comm_made(*(comm), *(newcomm));                    \
+			made(PMPI_Comm_f2c(*(comm)),                           \
+			     PMPI_Comm_f2c(*(newcomm)));                       \
 		tgf_f08_ret(ierr, rc_);                                        \
 	} while (0)
+
+#if TGF_MPICH
+
+_Static_assert(sizeof(MPI_Comm) == sizeof(MPI_Fint) &&
+		       sizeof(MPI_Request) == sizeof(MPI_Fint) &&
+		       sizeof(MPI_Group) == sizeof(MPI_Fint) &&
+		       sizeof(MPI_Info) == sizeof(MPI_Fint),
+	       "an MPICH handle is not a Fortran integer");
 
 TGF_F08(mpi_init_f08_, (MPI_Fint * ierr))
 {
@@ -125,64 +129,87 @@ TGF_F08(mpi_comm_create_group_f08_,
 	tgf_f08_ret(ierr, MPI_Comm_create_group(*comm, *group, *tag, newcomm));
 }
 
-/* LOGICAL arrays and sentinels: MPICH's binding converts them. */
+#endif /* TGF_MPICH */
+
+/*
+ * Both MPIs: constructors with LOGICALs or the weights' sentinels, which
+ * the MPI's own binding converts.  Open MPI's mpi_f08 bindings of these
+ * call its mpif.h PMPI layer (pmpi_cart_create_ and the like), not the
+ * ompi_*_f functions tgf_fortran.c takes over.  A handle is a Fortran
+ * integer under both (an f08 handle's one component).
+ */
 TGF_F08(mpi_cart_create_f08_,
-	(MPI_Comm * comm, MPI_Fint *ndims, MPI_Fint *dims, MPI_Fint *periods,
-	 MPI_Fint *reorder, MPI_Comm *newcomm, MPI_Fint *ierr))
+	(MPI_Fint * comm, MPI_Fint *ndims, MPI_Fint *dims, MPI_Fint *periods,
+	 MPI_Fint *reorder, MPI_Fint *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_cart_create_f08_,
-		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-		      MPI_Fint *, MPI_Comm *, MPI_Fint *),
+		     (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Fint *, MPI_Fint *),
 		     (comm, ndims, dims, periods, reorder, newcomm, &rc_), comm,
-		     newcomm, ierr);
+		     newcomm, ierr, tgf_comm_made);
 }
 
 TGF_F08(mpi_cart_sub_f08_,
-	(MPI_Comm * comm, MPI_Fint *remain, MPI_Comm *newcomm, MPI_Fint *ierr))
+	(MPI_Fint * comm, MPI_Fint *remain, MPI_Fint *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_cart_sub_f08_,
-		     (MPI_Comm *, MPI_Fint *, MPI_Comm *, MPI_Fint *),
-		     (comm, remain, newcomm, &rc_), comm, newcomm, ierr);
+		     (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *),
+		     (comm, remain, newcomm, &rc_), comm, newcomm, ierr,
+		     tgf_comm_made);
 }
 
 TGF_F08(mpi_graph_create_f08_,
-	(MPI_Comm * comm, MPI_Fint *nnodes, MPI_Fint *index, MPI_Fint *edges,
-	 MPI_Fint *reorder, MPI_Comm *newcomm, MPI_Fint *ierr))
+	(MPI_Fint * comm, MPI_Fint *nnodes, MPI_Fint *index, MPI_Fint *edges,
+	 MPI_Fint *reorder, MPI_Fint *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_graph_create_f08_,
-		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-		      MPI_Fint *, MPI_Comm *, MPI_Fint *),
+		     (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Fint *, MPI_Fint *),
 		     (comm, nnodes, index, edges, reorder, newcomm, &rc_), comm,
-		     newcomm, ierr);
+		     newcomm, ierr, tgf_comm_made_graph);
 }
 
 TGF_F08(mpi_dist_graph_create_f08_,
-	(MPI_Comm * comm, MPI_Fint *n, MPI_Fint *sources, MPI_Fint *degrees,
-	 MPI_Fint *dests, MPI_Fint *weights, MPI_Info *info, MPI_Fint *reorder,
-	 MPI_Comm *newcomm, MPI_Fint *ierr))
+	(MPI_Fint * comm, MPI_Fint *n, MPI_Fint *sources, MPI_Fint *degrees,
+	 MPI_Fint *dests, MPI_Fint *weights, MPI_Fint *info, MPI_Fint *reorder,
+	 MPI_Fint *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_dist_graph_create_f08_,
-		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-		      MPI_Fint *, MPI_Fint *, MPI_Info *, MPI_Fint *,
-		      MPI_Comm *, MPI_Fint *),
+		     (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Fint *),
 		     (comm, n, sources, degrees, dests, weights, info, reorder,
 		      newcomm, &rc_),
-		     comm, newcomm, ierr);
+		     comm, newcomm, ierr, tgf_comm_made_graph);
 }
 
 TGF_F08(mpi_dist_graph_create_adjacent_f08_,
-	(MPI_Comm * comm, MPI_Fint *indegree, MPI_Fint *sources,
+	(MPI_Fint * comm, MPI_Fint *indegree, MPI_Fint *sources,
 	 MPI_Fint *sourceweights, MPI_Fint *outdegree, MPI_Fint *dests,
-	 MPI_Fint *destweights, MPI_Info *info, MPI_Fint *reorder,
-	 MPI_Comm *newcomm, MPI_Fint *ierr))
+	 MPI_Fint *destweights, MPI_Fint *info, MPI_Fint *reorder,
+	 MPI_Fint *newcomm, MPI_Fint *ierr))
 {
 	TGF_F08_NEXT(mpi_dist_graph_create_adjacent_f08_,
-		     (MPI_Comm *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-		      MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Info *,
-		      MPI_Fint *, MPI_Comm *, MPI_Fint *),
+		     (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+		      MPI_Fint *, MPI_Fint *, MPI_Fint *),
 		     (comm, indegree, sources, sourceweights, outdegree, dests,
 		      destweights, info, reorder, newcomm, &rc_),
-		     comm, newcomm, ierr);
+		     comm, newcomm, ierr, tgf_comm_made_graph);
 }
 
-#endif /* TGF_MPICH */
+/* Its merge has a LOGICAL; both MPIs' bindings call PMPI_. */
+static void tgf_f08_merged(MPI_Comm parent, MPI_Comm newcomm)
+{
+	(void)parent;
+	tgf_comm_made_merge(newcomm);
+}
+
+TGF_F08(mpi_intercomm_merge_f08_,
+	(MPI_Fint * comm, MPI_Fint *high, MPI_Fint *newcomm, MPI_Fint *ierr))
+{
+	TGF_F08_NEXT(mpi_intercomm_merge_f08_,
+		     (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *),
+		     (comm, high, newcomm, &rc_), comm, newcomm, ierr,
+		     tgf_f08_merged);
+}

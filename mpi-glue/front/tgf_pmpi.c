@@ -194,6 +194,12 @@ static void tgf_graph_made(MPI_Comm newcomm)
 		fc->graph_ok = all;
 }
 
+void tgf_comm_made_graph(MPI_Comm parent, MPI_Comm newcomm)
+{
+	tgf_comm_made(parent, newcomm);
+	tgf_graph_made(newcomm);
+}
+
 /* A duplicate keeps its parent's topology, and so its agreement. */
 static void tgf_comm_made_dup(MPI_Comm parent, MPI_Comm newcomm)
 {
@@ -683,9 +689,7 @@ int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[],
 		PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
 
 	if (rc == MPI_SUCCESS)
-		tgf_comm_made(comm, *newcomm);
-	if (rc == MPI_SUCCESS)
-		tgf_graph_made(*newcomm);
+		tgf_comm_made_graph(comm, *newcomm);
 	return rc;
 }
 
@@ -698,9 +702,7 @@ int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[],
 					weights, info, reorder, newcomm);
 
 	if (rc == MPI_SUCCESS)
-		tgf_comm_made(comm, *newcomm);
-	if (rc == MPI_SUCCESS)
-		tgf_graph_made(*newcomm);
+		tgf_comm_made_graph(comm, *newcomm);
 	return rc;
 }
 
@@ -716,8 +718,6 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree,
 		destweights, info, reorder, newcomm);
 
 	if (rc == MPI_SUCCESS)
-		tgf_comm_made(comm, *newcomm);
-	if (rc == MPI_SUCCESS)
-		tgf_graph_made(*newcomm);
+		tgf_comm_made_graph(comm, *newcomm);
 	return rc;
 }

@@ -256,7 +256,8 @@ for mpi in $mpis; do
 			expect "$mpi $prog np=3" \
 				'^tnbc-mpi: MPI_Allreduce offloaded [1-9]' \
 				'^tnbc-mpi: MPI_Iallreduce offloaded [1-9]' \
-				'^tnbc-mpi: MPI_Alltoall offloaded [1-9]'
+				'^tnbc-mpi: MPI_Alltoall offloaded [1-9]' \
+				'^tnbc-mpi: MPI_Ineighbor_alltoall offloaded 3 fallback 0'
 			[ "$prog" = glue_fortran08 ] ||
 				expect "$mpi $prog np=3 ireduce_scatter_block" \
 					'^tnbc-mpi: MPI_Ireduce_scatter_block offloaded 3 fallback 0' \
@@ -272,7 +273,8 @@ for mpi in $mpis; do
 					'^tnbc-mpi: MPI_Ibcast offloaded [1-9]' \
 					'^tnbc-mpi: MPI_Allgatherv offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Gatherv offloaded 3 fallback 0' \
-					'^tnbc-mpi: MPI_Iscatterv offloaded 3 fallback 0'
+					'^tnbc-mpi: MPI_Iscatterv offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Iallgather offloaded 3 fallback 0'
 		else
 			echo "FAIL: $mpi $prog np=3 (exit $st)"
 			tail -20 "$out" | sed 's/^/    /'

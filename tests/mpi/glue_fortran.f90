@@ -2,8 +2,8 @@
 ! glue_fortran: a Fortran program (use mpi) through the MPI glue.  Open
 ! MPI's Fortran bindings call PMPI_* directly, so this checks the glue's
 ! own Fortran entry points: results exact, MPI_IN_PLACE, a split
-! communicator and an idup's, a non-blocking allreduce; the runner checks
-! the report.
+! communicator, an idup's and a distributed graph, a non-blocking
+! allreduce; the runner checks the report.
 program glue_fortran
   use mpi
   implicit none
@@ -137,6 +137,22 @@ program glue_fortran
   end do
   if (e(3) /= dble(want)) ok = .false.
   call MPI_Comm_free(sub, ierr)
+
+  ! a ring as a distributed graph, each member naming its own neighbours
+  block
+    integer :: ring, srcs(1), dsts(1), sv(1), rv(1)
+    srcs(1) = mod(rank + nprocs - 1, nprocs)
+    dsts(1) = mod(rank + 1, nprocs)
+    call MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, srcs, MPI_UNWEIGHTED, &
+                                        1, dsts, MPI_UNWEIGHTED, MPI_INFO_NULL, &
+                                        .false., ring, ierr)
+    sv(1) = rank * 10 + 3
+    rv(1) = -1
+    call MPI_Ineighbor_alltoall(sv, 1, MPI_INTEGER, rv, 1, MPI_INTEGER, ring, req, ierr)
+    call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+    if (rv(1) /= srcs(1) * 10 + 3) ok = .false.
+    call MPI_Comm_free(ring, ierr)
+  end block
 
   ! a communicator of MPI_Comm_idup, named by the glue
   call MPI_Comm_idup(MPI_COMM_WORLD, sub, req, ierr)

@@ -3,8 +3,9 @@
 ! glue.  Open MPI's mpi_f08 bindings reach the MPI through bindings of
 ! their own, not the C calls: this checks that the glue sees them.
 ! Results exact, MPI_IN_PLACE, optional ierror left out, a split
-! communicator, non-blocking calls completed by MPI_Waitall beside a
-! point-to-point pair; the runner checks the report.
+! communicator, a distributed graph's and a merged one's, non-blocking
+! calls completed by MPI_Waitall beside a point-to-point pair; the runner
+! checks the report.
 program glue_fortran08
   use mpi_f08
   implicit none
@@ -160,6 +161,48 @@ program glue_fortran08
   if (f(2) /= 9d0) ok = .false.
   if (got /= mod(rank + nprocs - 1, nprocs)) ok = .false.
   call MPI_Comm_free(sub)
+
+  ! a ring as a distributed graph, each member naming its own neighbours
+  block
+    type(MPI_Comm) :: ring
+    type(MPI_Request) :: rq
+    integer :: srcs(1), dsts(1), sv(1), rv(1)
+    srcs(1) = mod(rank + nprocs - 1, nprocs)
+    dsts(1) = mod(rank + 1, nprocs)
+    call MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, srcs, MPI_UNWEIGHTED, &
+                                        1, dsts, MPI_UNWEIGHTED, MPI_INFO_NULL, &
+                                        .false., ring)
+    sv(1) = rank * 10 + 3
+    rv(1) = -1
+    call MPI_Ineighbor_alltoall(sv, 1, MPI_INTEGER, rv, 1, MPI_INTEGER, ring, rq)
+    call MPI_Wait(rq, MPI_STATUS_IGNORE)
+    if (rv(1) /= srcs(1) * 10 + 3) ok = .false.
+    call MPI_Comm_free(ring)
+  end block
+
+  ! an intercommunicator's halves merged, lower half first
+  if (nprocs > 1) then
+    block
+      type(MPI_Comm) :: half, inter, merged
+      type(MPI_Request) :: rq
+      integer :: up, gv(nprocs)
+      up = 0
+      if (rank >= nprocs / 2) up = 1
+      call MPI_Comm_split(MPI_COMM_WORLD, up, rank, half)
+      call MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, (1 - up) * (nprocs / 2), &
+                                12, inter)
+      call MPI_Intercomm_merge(inter, up == 1, merged)
+      gv = -1
+      call MPI_Iallgather(rank, 1, MPI_INTEGER, gv, 1, MPI_INTEGER, merged, rq)
+      call MPI_Wait(rq, MPI_STATUS_IGNORE)
+      do i = 1, nprocs
+        if (gv(i) /= i - 1) ok = .false.
+      end do
+      call MPI_Comm_free(merged)
+      call MPI_Comm_free(inter)
+      call MPI_Comm_free(half)
+    end block
+  end if
 
   ! a large alltoall (which T-NBC, when on, returns early), its result
   ! sent on around the ring before anything touched it
