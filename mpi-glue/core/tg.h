@@ -243,6 +243,7 @@ enum tg_fn {
 	TG_NEIGHBOR_ALLTOALLV,
 	TG_SCAN,
 	TG_EXSCAN,
+	TG_ALLTOALLW,
 	TG_IALLREDUCE, /* the first non-blocking one */
 	TG_IREDUCE,
 	TG_IBCAST,
@@ -263,6 +264,7 @@ enum tg_fn {
 	TG_INEIGHBOR_ALLTOALLV,
 	TG_ISCAN,
 	TG_IEXSCAN,
+	TG_IALLTOALLW,
 	TG_NFN
 };
 

@@ -57,6 +57,7 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_NEIGHBOR_ALLTOALLV] = "MPI_Neighbor_alltoallv",
 	[TG_SCAN] = "MPI_Scan",
 	[TG_EXSCAN] = "MPI_Exscan",
+	[TG_ALLTOALLW] = "MPI_Alltoallw",
 	[TG_IALLREDUCE] = "MPI_Iallreduce",
 	[TG_IREDUCE] = "MPI_Ireduce",
 	[TG_IBCAST] = "MPI_Ibcast",
@@ -77,6 +78,7 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_INEIGHBOR_ALLTOALLV] = "MPI_Ineighbor_alltoallv",
 	[TG_ISCAN] = "MPI_Iscan",
 	[TG_IEXSCAN] = "MPI_Iexscan",
+	[TG_IALLTOALLW] = "MPI_Ialltoallw",
 };
 
 static const char *const tg_why_names[TG_NWHY] = {

@@ -1726,6 +1726,176 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
 			      rdispls, rtype, comm, request));
 }
 
+/*
+ * Alltoallw: alltoallv's schedule, block j of count[j] elements of its
+ * own type[j] at displs[j] bytes.  Where every block is one run of bytes
+ * at or after buf the counts and displacements are its bytes; where one
+ * is not (or buf is MPI_BOTTOM), the side
+ * is staged whole as one struct of its blocks (what MPI_Pack writes of it
+ * is block after block, in order), built here and freed once staged (the
+ * stage keeps a duplicate).  A block of no elements moves nothing and
+ * its type is not looked at.
+ */
+static int tgf_w_vec(struct tgf_v *a, int k, const void *buf, const int *counts,
+		     const int *displs, const MPI_Datatype *types, unsigned how,
+		     MPI_Datatype *made)
+{
+	int n = tg_comm_size(a->fc->tc), rc;
+	size_t *c = k ? a->rc : a->sc, *d = k ? a->rd : a->sd, all = 0;
+	MPI_Datatype *ty;
+	MPI_Aint *at;
+	bool staged = false;
+
+	if (!counts || !displs || !types)
+		return TG_WHY_ARGS;
+	for (int i = 0; i < n; i++) {
+		int l = TGF_RUN;
+
+		c[i] = 0;
+		if (counts[i] < 0)
+			return TG_WHY_ARGS;
+		if (counts[i])
+			l = tgf_layout(types[i], counts[i], &c[i]);
+		if (l == TGF_BAD)
+			return TG_WHY_ARGS;
+		/* a block before the buffer is reached through the struct */
+		staged |= l == TGF_STAGED || (displs[i] < 0 && counts[i]);
+		d[i] = (size_t)displs[i];
+		all += c[i];
+	}
+	/* MPI_BOTTOM, absolute addresses in the types: the stage reaches
+	 * them, as every member decides alike whatever its buffers */
+	staged |= !buf && all;
+	if (!staged)
+		return tgf_v_put(a, k, (struct tgf_side){.buf = buf}, false,
+				 all);
+	/* the stage moves its one element in a single PMPI_Pack */
+	if (all > INT_MAX)
+		return TGF_NOMEM;
+	ty = malloc((size_t)n * sizeof(*ty));
+	at = malloc((size_t)n * sizeof(*at));
+	rc = ty && at ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+	for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+		ty[i] = counts[i] ? types[i] : MPI_BYTE;
+		at[i] = displs[i];
+	}
+	if (rc == MPI_SUCCESS)
+		rc = PMPI_Type_create_struct(n, counts, at, ty, made);
+	if (rc == MPI_SUCCESS && PMPI_Type_commit(made) != MPI_SUCCESS) {
+		PMPI_Type_free(made);
+		rc = MPI_ERR_OTHER;
+	}
+	free(ty);
+	free(at);
+	if (rc != MPI_SUCCESS) {
+		*made = MPI_DATATYPE_NULL;
+		return TGF_NOMEM;
+	}
+	all = 0;
+	for (int i = 0; i < n; i++) {
+		d[i] = all;
+		all += c[i];
+	}
+	return tgf_v_put(
+		a, k,
+		(struct tgf_side){
+			.buf = buf, .count = 1, .dt = *made, .how = how},
+		true, all);
+}
+
+/* made: the struct types tgf_w_vec built, freed by the caller once the
+ * decision staged what it would. */
+static int tgf_check_alltoallw(MPI_Comm comm, const void *sbuf,
+			       const int *scounts, const int *sdispls,
+			       const MPI_Datatype *stypes, void *rbuf,
+			       const int *rcounts, const int *rdispls,
+			       const MPI_Datatype *rtypes, struct tgf_v *a,
+			       MPI_Datatype made[2])
+{
+	int why = tgf_comm_check(comm, &a->fc);
+	bool in_place = sbuf == MPI_IN_PLACE;
+
+	a->sc = NULL;
+	if (why == TGF_OK)
+		why = tgf_v_alloc(a);
+	if (why != TGF_OK)
+		return why;
+	why = tgf_w_vec(a, 1, rbuf, rcounts, rdispls, rtypes,
+			in_place ? TGF_STAGE_IN | TGF_STAGE_OUT : TGF_STAGE_OUT,
+			&made[1]);
+	if (why == TGF_OK && !in_place)
+		why = tgf_w_vec(a, 0, sbuf, scounts, sdispls, stypes,
+				TGF_STAGE_IN, &made[0]);
+	if (why == TGF_OK && !in_place && sbuf == rbuf && sbuf &&
+	    !a->side[0].how && !a->side[1].how)
+		why = TG_WHY_ARGS;
+	if (why != TGF_OK && why != TGF_NOMEM)
+		return tgf_v_bad(a, why);
+	if (in_place)
+		a->sbuf = NULL; /* tg_alltoallv sends from a copy of rbuf */
+	return why;
+}
+
+/* An alltoallw, blocking (request NULL) or not: TGF_V's dance, the
+ * struct types freed between the decision and the post. */
+static bool tgf_alltoallw_go(MPI_Comm comm, enum tg_fn fn, const void *sbuf,
+			     const int *scounts, const int *sdispls,
+			     const MPI_Datatype *stypes, void *rbuf,
+			     const int *rcounts, const int *rdispls,
+			     const MPI_Datatype *rtypes, MPI_Request *request,
+			     int *rc)
+{
+	MPI_Datatype made[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
+	struct tgf_v a = {0};
+	int why = tgf_check_alltoallw(comm, sbuf, scounts, sdispls, stypes,
+				      rbuf, rcounts, rdispls, rtypes, &a, made);
+
+	why = tgf_v_decide(fn, why, &a, request != NULL);
+	for (int k = 0; k < 2; k++)
+		if (made[k] != MPI_DATATYPE_NULL)
+			PMPI_Type_free(&made[k]);
+	return tgf_v_go(comm, fn, why, &a, request, rc);
+}
+
+int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
+		  const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
+		  const int rdispls[], const MPI_Datatype rtypes[],
+		  MPI_Comm comm)
+{
+	int rc;
+
+	TGF_OPEN(tgf_open_w(sbuf, scounts, sdispls, stypes, tgf_size(comm));
+		 tgf_open_w(rbuf, rcounts, rdispls, rtypes, tgf_size(comm)));
+	TGF_SHORTCUT(TG_ALLTOALLW,
+		     PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf,
+				    rcounts, rdispls, rtypes, comm));
+	if (tgf_alltoallw_go(comm, TG_ALLTOALLW, sbuf, scounts, sdispls, stypes,
+			     rbuf, rcounts, rdispls, rtypes, NULL, &rc))
+		return rc;
+	return PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts,
+			      rdispls, rtypes, comm);
+}
+
+int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
+		   const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
+		   const int rdispls[], const MPI_Datatype rtypes[],
+		   MPI_Comm comm, MPI_Request *request)
+{
+	int rc;
+
+	TGF_OPEN(tgf_open_w(sbuf, scounts, sdispls, stypes, tgf_size(comm));
+		 tgf_open_w(rbuf, rcounts, rdispls, rtypes, tgf_size(comm)));
+	TGF_SHORTCUT(TG_IALLTOALLW,
+		     PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf,
+				     rcounts, rdispls, rtypes, comm, request));
+	if (tgf_alltoallw_go(comm, TG_IALLTOALLW, sbuf, scounts, sdispls,
+			     stypes, rbuf, rcounts, rdispls, rtypes, request,
+			     &rc))
+		return rc;
+	return PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts,
+			       rdispls, rtypes, comm, request);
+}
+
 /* Allgatherv, gatherv and scatterv: alltoallv's schedule with one block
  * each way (tg_alltoallv skips zero counts); counts differ per member,
  * so only the group size decides. */

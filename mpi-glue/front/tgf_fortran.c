@@ -15,6 +15,8 @@
  * MPI's own common blocks; they are found by name once.
  */
 #include <dlfcn.h>
+#include <rdma/fi_errno.h>
+#include <stdlib.h>
 
 #include "tgf.h"
 #include "tgf_tnbc.h"
@@ -325,6 +327,51 @@ TGF_FORTRAN(alltoallv, MPI_ALLTOALLV,
 			      C_TYPE(rt), C_COMM(comm));
 }
 
+/* Alltoallw's Fortran type handles as C ones, one per member (of the
+ * remote group on an intercommunicator): NULL for in place's send side,
+ * where they are not looked at.  *nomem when they could not be. */
+static MPI_Datatype *tgf_f_types(const MPI_Fint *t, MPI_Fint *comm, void *buf,
+				 bool *nomem)
+{
+	MPI_Comm c = C_COMM(comm);
+	MPI_Datatype *ct;
+	int n = 0, inter = 0;
+
+	if (B(buf) == MPI_IN_PLACE || !t || c == MPI_COMM_NULL)
+		return NULL;
+	PMPI_Comm_test_inter(c, &inter);
+	if ((inter ? PMPI_Comm_remote_size(c, &n) : PMPI_Comm_size(c, &n)) !=
+		    MPI_SUCCESS ||
+	    n <= 0)
+		return NULL;
+	ct = malloc((size_t)n * sizeof(*ct));
+	if (!ct) {
+		*nomem = true;
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		ct[i] = PMPI_Type_f2c(t[i]);
+	return ct;
+}
+
+TGF_FORTRAN(alltoallw, MPI_ALLTOALLW,
+	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
+	     MPI_Fint *ierr))
+{
+	bool nomem = false;
+	MPI_Datatype *cst = tgf_f_types(st, comm, s, &nomem),
+		     *crt = tgf_f_types(rt, comm, r, &nomem);
+
+	if (nomem)
+		*ierr = tgf_fail(C_COMM(comm), -FI_ENOMEM);
+	else
+		*ierr = MPI_Alltoallw(B(s), sc, sd, cst, B(r), rc, rd, crt,
+				      C_COMM(comm));
+	free(cst);
+	free(crt);
+}
+
 TGF_FORTRAN(allgatherv, MPI_ALLGATHERV,
 	    (void *s, MPI_Fint *sc, MPI_Fint *st, void *r, MPI_Fint *rc,
 	     MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr))
@@ -506,6 +553,29 @@ TGF_FORTRAN(ialltoallv, MPI_IALLTOALLV,
 			       C_TYPE(rt), C_COMM(comm), &q);
 	if (*ierr == MPI_SUCCESS)
 		*req = PMPI_Request_c2f(q);
+}
+
+/* The MPI's own fallback builds its schedule, types included, in the
+ * call: the C handles need not outlive it. */
+TGF_FORTRAN(ialltoallw, MPI_IALLTOALLW,
+	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
+	     MPI_Fint *req, MPI_Fint *ierr))
+{
+	bool nomem = false;
+	MPI_Datatype *cst = tgf_f_types(st, comm, s, &nomem),
+		     *crt = tgf_f_types(rt, comm, r, &nomem);
+	MPI_Request q;
+
+	if (nomem)
+		*ierr = tgf_fail(C_COMM(comm), -FI_ENOMEM);
+	else
+		*ierr = MPI_Ialltoallw(B(s), sc, sd, cst, B(r), rc, rd, crt,
+				       C_COMM(comm), &q);
+	if (*ierr == MPI_SUCCESS)
+		*req = PMPI_Request_c2f(q);
+	free(cst);
+	free(crt);
 }
 
 TGF_FORTRAN(iallgatherv, MPI_IALLGATHERV,

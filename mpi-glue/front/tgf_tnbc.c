@@ -46,12 +46,24 @@ void tgf_open_v(const void *buf, const int *counts, const int *displs,
 {
 	MPI_Aint lb, extent;
 
-	if (!tg_tnbc_guarding() || !buf || !counts || n <= 0 ||
-	    PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS)
+	if (!tg_tnbc_guarding() || !buf || buf == MPI_IN_PLACE || !counts ||
+	    n <= 0 || PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS)
 		return;
 	for (int i = 0; i < n; i++)
 		tgf_open((const char *)buf + (displs ? displs[i] : 0) * extent,
 			 counts[i], dt);
+}
+
+void tgf_open_w(const void *buf, const int *counts, const int *displs,
+		const MPI_Datatype *types, int n)
+{
+	if (!tg_tnbc_guarding() || !buf || buf == MPI_IN_PLACE || !counts ||
+	    !displs || !types)
+		return;
+	for (int i = 0; i < n; i++)
+		if (counts[i] > 0)
+			tgf_open((const char *)buf + displs[i], counts[i],
+				 types[i]);
 }
 
 /* ------------------------------------------------------------------ */

@@ -19,6 +19,10 @@ int tgf_finish(MPI_Comm comm, struct tg_req *r, struct tgf_stage *st);
 void tgf_open(const void *buf, MPI_Aint count, MPI_Datatype dt);
 void tgf_open_v(const void *buf, const int *counts, const int *displs,
 		MPI_Datatype dt, int n);
+/* As tgf_open_v for alltoallw's blocks: displacements in bytes, a type
+ * each. */
+void tgf_open_w(const void *buf, const int *counts, const int *displs,
+		const MPI_Datatype *types, int n);
 
 /* A blocking alltoall(v) by T-NBC: byte counts and displacements, as
  * tg_tnbc_alltoallv; an MPI return code. */

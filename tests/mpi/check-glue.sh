@@ -88,7 +88,7 @@ for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
 	Reduce_scatter Ireduce_scatter Neighbor_allgather Neighbor_alltoall \
 	Neighbor_allgatherv Neighbor_alltoallv Ineighbor_allgather \
 	Ineighbor_alltoall Ineighbor_allgatherv Ineighbor_alltoallv \
-	Scan Exscan Iscan Iexscan; do
+	Scan Exscan Iscan Iexscan Alltoallw Ialltoallw; do
 	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
 done
 
@@ -265,7 +265,8 @@ for mpi in $mpis; do
 					'^tnbc-mpi: MPI_Iscatter offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Reduce_scatter offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Neighbor_alltoall offloaded 3 fallback 0' \
-					'^tnbc-mpi: MPI_Iscan offloaded 3 fallback 0'
+					'^tnbc-mpi: MPI_Iscan offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Alltoallw offloaded 3 fallback 0'
 			[ "$prog" = glue_fortran ] ||
 				expect "$mpi $prog np=3 barrier, bcast" \
 					'^tnbc-mpi: MPI_Barrier offloaded [1-9]' \

@@ -871,6 +871,166 @@ static void t_alltoallv(struct cx *x, bool nb)
 	free(rd);
 }
 
+/*
+ * Alltoallw: member s sends member p wcount(s, p) ints, each block with a
+ * type of its own: plain MPI_INT, a contiguous pair, or ints each
+ * followed by a hole (not one run of bytes: staged), the receiver's type
+ * chosen apart from the sender's; blocks laid out at byte displacements
+ * with a gap between them.  Then in place, with member 0 moving nothing
+ * through NULL buffers, and from and to MPI_BOTTOM.
+ */
+static int wcount(int s, int p)
+{
+	return (s + p) % 4 * 2;
+}
+
+static void t_alltoallw(struct cx *x, bool nb)
+{
+	int n = x->size, me = x->rank;
+	int *v = calloc(6 * (size_t)n, sizeof(int)), *sc = v, *sd = v + n,
+	    *rc = v + 2 * n, *rd = v + 3 * n, *ic = v + 4 * n, *id = v + 5 * n;
+	MPI_Datatype *st = calloc(3 * (size_t)n, sizeof(MPI_Datatype)),
+		     *rt = st + n, *it = st + 2 * n, pair, holey;
+	MPI_Request rq, *req = nb ? &rq : NULL;
+	int sb = 0, rb = 0, ib = 0;
+
+	MPI_Type_contiguous(2, MPI_INT, &pair);
+	MPI_Type_commit(&pair);
+	MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &holey);
+	MPI_Type_commit(&holey);
+	for (int p = 0; p < n; p++) {
+		int m = wcount(me, p), k = (me + 2 * p) % 3;
+
+		st[p] = k == 0 ? MPI_INT : k == 1 ? pair : holey;
+		sc[p] = k == 1 ? m / 2 : m;
+		sd[p] = sb + 4;
+		sb += 4 + m * (k == 2 ? 8 : 4);
+		k = (p + me) % 2;
+		rt[p] = k ? holey : MPI_INT;
+		rc[p] = m;
+		rd[p] = rb + 8;
+		rb += 8 + m * (k ? 8 : 4);
+		it[p] = p % 2 ? holey : MPI_INT;
+		ic[p] = m;
+		id[p] = ib;
+		ib += m * (p % 2 ? 8 : 4);
+	}
+	/* the last case puts a pair per member in s and r */
+	char *s = calloc((size_t)sb + 8 * (size_t)n + 8, 1),
+	     *r = gbuf((size_t)rb + 8), *ip = calloc((size_t)ib + 8, 1);
+	memset(r, 0, (size_t)rb + 8);
+	for (int p = 0; p < n; p++) {
+		int stride = st[p] == holey ? 2 : 1;
+
+		for (int i = 0; i < wcount(me, p); i++)
+			((int *)(s + sd[p]))[i * stride] =
+				me * 1000 + p * 10 + i;
+		stride = it[p] == holey ? 2 : 1;
+		for (int i = 0; i < ic[p]; i++)
+			((int *)(ip + id[p]))[i * stride] =
+				me * 1000 + p * 10 + i;
+	}
+	if (nb)
+		MT_MPI(MPI_Ialltoallw(s, sc, sd, st, r, rc, rd, rt, x->comm,
+				      req));
+	else
+		MT_MPI(MPI_Alltoallw(s, sc, sd, st, r, rc, rd, rt, x->comm));
+	done(req);
+	for (int p = 0; p < n; p++) {
+		int stride = rt[p] == holey ? 2 : 1, bad = 0;
+
+		for (int i = 0; i < rc[p]; i++)
+			bad += ((int *)(r + rd[p]))[i * stride] !=
+			       p * 1000 + me * 10 + i;
+		for (int i = 0; stride == 2 && i < rc[p]; i++)
+			bad += ((int *)(r + rd[p]))[i * 2 + 1] != 0;
+		CK(!bad, "alltoallw from %d: %d ints wrong", p, bad);
+		CK(!memcmp(r + rd[p] - 8, "\0\0\0\0\0\0\0\0", 8),
+		   "alltoallw wrote a gap before the block from %d", p);
+	}
+	guard_ok(x, r, (size_t)rb + 8, "alltoallw");
+	/* in place: what member p's block held goes to p, p's block to
+	 * this member arrives there (wcount is symmetric) */
+	if (nb)
+		MT_MPI(MPI_Ialltoallw(MPI_IN_PLACE, NULL, NULL, NULL, ip, ic,
+				      id, it, x->comm, req));
+	else
+		MT_MPI(MPI_Alltoallw(MPI_IN_PLACE, NULL, NULL, NULL, ip, ic, id,
+				     it, x->comm));
+	done(req);
+	for (int p = 0; p < n; p++) {
+		int stride = it[p] == holey ? 2 : 1, bad = 0;
+
+		for (int i = 0; i < ic[p]; i++)
+			bad += ((int *)(ip + id[p]))[i * stride] !=
+			       p * 1000 + me * 10 + i;
+		CK(!bad, "alltoallw in place from %d: %d ints wrong", p, bad);
+	}
+	/* member 0 moves nothing, its buffers NULL; the others one pair
+	 * each way among themselves, received as two ints */
+	for (int p = 0; p < n; p++) {
+		sc[p] = me && p ? 1 : 0;
+		rc[p] = 2 * sc[p];
+		sd[p] = rd[p] = p * 8;
+		st[p] = pair;
+		rt[p] = MPI_INT;
+		((int *)s)[2 * p] = me * 100 + p;
+		((int *)s)[2 * p + 1] = -me;
+		((int *)r)[2 * p] = ((int *)r)[2 * p + 1] = -1;
+	}
+	if (nb)
+		MT_MPI(MPI_Ialltoallw(me ? s : NULL, sc, sd, st, me ? r : NULL,
+				      rc, rd, rt, x->comm, req));
+	else
+		MT_MPI(MPI_Alltoallw(me ? s : NULL, sc, sd, st, me ? r : NULL,
+				     rc, rd, rt, x->comm));
+	done(req);
+	for (int p = 0; p < n; p++) {
+		int *g = (int *)r + 2 * p;
+
+		CK(me && p ? g[0] == p * 100 + me && g[1] == -p
+			   : g[0] == -1 && g[1] == -1,
+		   "alltoallw with member 0 empty, from %d: %d %d", p, g[0],
+		   g[1]);
+	}
+	/* from and to MPI_BOTTOM: each block a type of its int's absolute
+	 * address, at displacement 0 (mpi4py's testAlltoallwBottom) */
+	for (int p = 0; p < n; p++) {
+		MPI_Aint as, ar;
+
+		MPI_Get_address((int *)s + p, &as);
+		MPI_Get_address((int *)r + p, &ar);
+		MPI_Type_create_hindexed(1, (int[]){1}, &as, MPI_INT, &st[p]);
+		MPI_Type_create_hindexed(1, (int[]){1}, &ar, MPI_INT, &rt[p]);
+		MPI_Type_commit(&st[p]);
+		MPI_Type_commit(&rt[p]);
+		sc[p] = rc[p] = 1;
+		sd[p] = rd[p] = 0;
+		((int *)s)[p] = me * 100 + p;
+		((int *)r)[p] = -1;
+	}
+	if (nb)
+		MT_MPI(MPI_Ialltoallw(MPI_BOTTOM, sc, sd, st, MPI_BOTTOM, rc,
+				      rd, rt, x->comm, req));
+	else
+		MT_MPI(MPI_Alltoallw(MPI_BOTTOM, sc, sd, st, MPI_BOTTOM, rc, rd,
+				     rt, x->comm));
+	done(req);
+	for (int p = 0; p < n; p++) {
+		CK(((int *)r)[p] == p * 100 + me,
+		   "alltoallw from MPI_BOTTOM, from %d: %d", p, ((int *)r)[p]);
+		MPI_Type_free(&st[p]);
+		MPI_Type_free(&rt[p]);
+	}
+	MPI_Type_free(&pair);
+	MPI_Type_free(&holey);
+	free(s);
+	free(r);
+	free(ip);
+	free(st);
+	free(v);
+}
+
 /* Allgatherv, gatherv, scatterv: member p's block is vcount(p) ints (0
  * for some, whose buffer is then NULL), laid out with a hole of two
  * before each block; at root 0 and the last, in place and not.  The
@@ -2098,6 +2258,8 @@ static void run_all(struct cx *x)
 	t_movers(x, true);
 	t_alltoallv(x, false);
 	t_alltoallv(x, true);
+	t_alltoallw(x, false);
+	t_alltoallw(x, true);
 	t_vcolls(x, false);
 	t_vcolls(x, true);
 	t_neighbors(x, false);

@@ -2,8 +2,8 @@
 ! glue_fortran: a Fortran program (use mpi) through the MPI glue.  Open
 ! MPI's Fortran bindings call PMPI_* directly, so this checks the glue's
 ! own Fortran entry points: results exact, MPI_IN_PLACE, a split
-! communicator, an idup's and a distributed graph, a non-blocking
-! allreduce; the runner checks the report.
+! communicator, an idup's and a distributed graph, an alltoallw, a
+! non-blocking allreduce; the runner checks the report.
 program glue_fortran
   use mpi
   implicit none
@@ -152,6 +152,24 @@ program glue_fortran
     call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
     if (rv(1) /= srcs(1) * 10 + 3) ok = .false.
     call MPI_Comm_free(ring, ierr)
+  end block
+
+  ! alltoallw: a type per block, byte displacements
+  block
+    integer :: wc(nprocs), wd(nprocs), wt(nprocs), ws(2 * nprocs), wr(2 * nprocs)
+    do i = 1, nprocs
+      wc(i) = 2
+      wd(i) = 8 * (i - 1)
+      wt(i) = MPI_INTEGER
+      ws(2 * i - 1) = rank * 100 + i
+      ws(2 * i) = -rank
+    end do
+    wr = 0
+    call MPI_Alltoallw(ws, wc, wd, wt, wr, wc, wd, wt, MPI_COMM_WORLD, ierr)
+    do i = 1, nprocs
+      if (wr(2 * i - 1) /= (i - 1) * 100 + rank + 1) ok = .false.
+      if (wr(2 * i) /= 1 - i) ok = .false.
+    end do
   end block
 
   ! a communicator of MPI_Comm_idup, named by the glue
