@@ -9,7 +9,7 @@
  * itself, and read the ways a program reads it: at once (the fault
  * path), last byte first, page by page in random order from two
  * threads; buffers that share pages with live data; a received buffer
- * handed straight to MPI_Send, MPI_Put and a collective; a send buffer
+ * handed straight to MPI_Send, MPI_Put and collectives; a send buffer
  * overwritten as soon as the call returns; a program with its own
  * SIGSEGV handler; fork after a call; a buffer freed unread and
  * reused by the kernel.
@@ -274,6 +274,30 @@ static void t_pass_on(size_t per)
 	}
 	MT_CHECK(sum == want, "allreduce of received data: %lu want %lu", sum,
 		 want);
+	/* an alltoallw, which T-NBC does not take: each block goes back to
+	 * the member it came from */
+	{
+		int *c = calloc(2 * (size_t)mt_size, sizeof(int)),
+		    *d = c + mt_size;
+		MPI_Datatype *t = malloc((size_t)mt_size * sizeof(*t));
+		size_t bad = 0;
+
+		MT_CHECK(c && t, "out of memory");
+		for (int q = 0; q < mt_size; q++) {
+			c[q] = (int)per;
+			d[q] = q * (int)per;
+			t[q] = MPI_BYTE;
+		}
+		a2a(s, r, per, 18, true);
+		MT_MPI(MPI_Alltoallw(r, c, d, t, got, c, d, t, MPI_COMM_WORLD));
+		for (size_t o = 0; o < len; o++)
+			bad += got[o] !=
+			       val(mt_rank, (int)(o / per), o % per, 18);
+		MT_CHECK(!bad, "alltoallw of received data: %zu bytes wrong",
+			 bad);
+		free(c);
+		free(t);
+	}
 	/* a reduce_scatter of uneven blocks (member 0 the largest), a
 	 * received buffer its input, and one in place */
 	for (int ip = 0; ip < 2; ip++) {
