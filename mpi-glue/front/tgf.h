@@ -42,4 +42,7 @@ void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
 /* After MPI_Intercomm_merge, on every member of the new communicator. */
 void tgf_comm_made_merge(MPI_Comm newcomm);
 
+/* tgf_persist.c: frees what persistent requests the program left. */
+void tgf_persist_fini(void);
+
 #endif /* TGF_H */

@@ -569,6 +569,7 @@ int MPI_Finalize(void)
 		PMPI_Comm_free_keyval(&tgf_key);
 	}
 	tgf_idup_fini();
+	tgf_persist_fini();
 	tgf_req_fini();
 	tg_close();
 	return PMPI_Finalize();

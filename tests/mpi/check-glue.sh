@@ -141,6 +141,16 @@ for mpi in $mpis; do
 	expect "$mpi np=3 idup: offloaded" \
 		'^tnbc-mpi: MPI_Barrier offloaded [1-9][0-9]* fallback 0' \
 		'^tnbc-mpi: MPI_Ialltoallv offloaded [1-9][0-9]* fallback 0'
+	# persistent collectives: every start offloaded as its I form, 5 of
+	# them started 4 times on the world and on a split, 3 ranks
+	st=0
+	TNBC_MPI_REPORT=1 launch "$mpi" 3 -- --persist || st=$?
+	result "$mpi np=3 persistent collectives" "$st"
+	persist=()
+	for f in Iallreduce Ibcast Ibarrier Ialltoall Ialltoallv; do
+		persist+=("^tnbc-mpi: MPI_$f offloaded 24 fallback 0")
+	done
+	expect "$mpi np=3 persistent: offloaded" "${persist[@]}"
 	# counts that differ between members: every rank's call fails
 	# through the error handler, none hangs (MPITEST_TIMEOUT)
 	for np in 2 3 5; do

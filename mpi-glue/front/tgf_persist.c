@@ -1,0 +1,691 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Persistent collectives: MPI 4's MPI_*_init under MPICH, Open MPI 4.1's
+ * MPIX_*_init (its pcollreq extension).
+ *
+ * A generalized request cannot be persistent: the completion call frees
+ * it.  So the program's handle is the MPI's own persistent request, made
+ * with the same arguments, and the glue keeps beside it what a start
+ * needs.  MPI_Start posts the glue's non-blocking form of the call
+ * (offloaded as any, or the MPI's own where that one falls back), whose
+ * request stands in for the handle in every completion call until it
+ * completes; the handle is then inactive, as the program expects.
+ *
+ * A start and a completion that both bypass the glue (Open MPI's Fortran
+ * bindings, MPICH's mpi_f08 MPI_Start and MPI_Wait call PMPI_) meet the
+ * MPI's own persistent request, which runs the MPI's algorithm: correct,
+ * not offloaded.  A request started through one door must be completed
+ * through the same one.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tgf_coll.h"
+
+#if TGF_MPICH
+#define TGF_INIT(x)  MPI_##x##_init
+#define TGF_PINIT(x) PMPI_##x##_init
+#define TGF_PERSIST  1
+#else
+#include <mpi-ext.h>
+#define TGF_INIT(x)  MPIX_##x##_init
+#define TGF_PINIT(x) PMPIX_##x##_init
+#ifdef OMPI_HAVE_MPI_EXT_PCOLLREQ
+#define TGF_PERSIST 1
+#else
+#define TGF_PERSIST 0
+#endif
+#endif
+
+#if TGF_PERSIST
+
+enum tgf_pk {
+	TGF_P_ALLREDUCE,
+	TGF_P_REDUCE,
+	TGF_P_BCAST,
+	TGF_P_BARRIER,
+	TGF_P_ALLGATHER,
+	TGF_P_ALLTOALL,
+	TGF_P_ALLTOALLV,
+	TGF_P_REDUCE_SCATTER_BLOCK,
+	TGF_P_REDUCE_SCATTER,
+	TGF_P_GATHER,
+	TGF_P_SCATTER,
+	TGF_P_ALLGATHERV,
+	TGF_P_SCAN,
+	TGF_P_EXSCAN,
+};
+
+/* One persistent request: its arguments, bound at the init as MPI binds
+ * them (the arrays are the program's, unchanged until it frees the
+ * request; a derived datatype is duplicated, for the program may free
+ * its own). */
+struct tgf_pq {
+	MPI_Request h; /* the MPI's own persistent request: the handle */
+	MPI_Request inner; /* the active start's; MPI_REQUEST_NULL: none */
+	enum tgf_pk kind;
+	const void *sbuf;
+	void *rbuf;
+	int scount, rcount, root;
+	const int *scounts, *sdispls, *rcounts, *rdispls;
+	MPI_Datatype stype, rtype;
+	MPI_Op op;
+	MPI_Comm comm;
+	struct tgf_pq *next;
+};
+
+#define TGF_PQ_BUCKETS 64
+static struct tgf_pq *tgf_pqs[TGF_PQ_BUCKETS];
+static _Atomic int tgf_npq; /* read without the lock by every completion */
+static pthread_mutex_t tgf_pq_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned tgf_pq_bucket(MPI_Request h)
+{
+	uintptr_t k = 0;
+
+	memcpy(&k, &h, sizeof(h) < sizeof(k) ? sizeof(h) : sizeof(k));
+	return (unsigned)((k ^ (k >> 7) ^ (k >> 17)) % TGF_PQ_BUCKETS);
+}
+
+static bool tgf_pq_some(void)
+{
+	return atomic_load_explicit(&tgf_npq, memory_order_relaxed) > 0;
+}
+
+/* The record of handle h, or NULL.  A request is used by one thread at a
+ * time (MPI's rule), so what the caller does with it needs no lock. */
+static struct tgf_pq *tgf_pq_find(MPI_Request h)
+{
+	struct tgf_pq *q;
+
+	if (h == MPI_REQUEST_NULL || !tgf_pq_some())
+		return NULL;
+	pthread_mutex_lock(&tgf_pq_lock);
+	for (q = tgf_pqs[tgf_pq_bucket(h)]; q && q->h != h; q = q->next)
+		;
+	pthread_mutex_unlock(&tgf_pq_lock);
+	return q;
+}
+
+static void tgf_pq_type_free(MPI_Datatype *t)
+{
+	int ni, na, nd, comb = MPI_COMBINER_NAMED;
+
+	if (*t == MPI_DATATYPE_NULL)
+		return;
+	PMPI_Type_get_envelope(*t, &ni, &na, &nd, &comb);
+	if (comb != MPI_COMBINER_NAMED)
+		PMPI_Type_free(t);
+}
+
+/* A derived type duplicated, a predefined one kept (the offload knows
+ * predefined types by their handles). */
+static bool tgf_pq_type_keep(MPI_Datatype in, MPI_Datatype *out)
+{
+	int ni, na, nd, comb = MPI_COMBINER_NAMED;
+
+	*out = in;
+	if (in == MPI_DATATYPE_NULL ||
+	    PMPI_Type_get_envelope(in, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
+	    comb == MPI_COMBINER_NAMED)
+		return true;
+	return PMPI_Type_dup(in, out) == MPI_SUCCESS;
+}
+
+static void tgf_pq_free(struct tgf_pq *q)
+{
+	tgf_pq_type_free(&q->stype);
+	tgf_pq_type_free(&q->rtype);
+	free(q);
+}
+
+/*
+ * After the MPI's init returned rc with *h: the record, filled by the
+ * caller from *proto.  Every member registers alike or fails: a member
+ * whose starts ran the MPI's persistent algorithm while the others ran
+ * the glue's would wait for them for ever.
+ */
+static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
+{
+	struct tgf_pq *q;
+	unsigned b;
+
+	if (rc != MPI_SUCCESS || !tg_ready() || !tgf_nb_enabled())
+		return rc;
+	q = malloc(sizeof(*q));
+	if (q) {
+		*q = *proto;
+		q->stype = q->rtype = MPI_DATATYPE_NULL;
+	}
+	if (!q || !tgf_pq_type_keep(proto->stype, &q->stype) ||
+	    !tgf_pq_type_keep(proto->rtype, &q->rtype)) {
+		if (q)
+			tgf_pq_free(q);
+		PMPI_Request_free(h);
+		*h = MPI_REQUEST_NULL;
+		PMPI_Comm_call_errhandler(proto->comm, MPI_ERR_NO_MEM);
+		return MPI_ERR_NO_MEM;
+	}
+	q->h = *h;
+	q->inner = MPI_REQUEST_NULL;
+	b = tgf_pq_bucket(q->h);
+	pthread_mutex_lock(&tgf_pq_lock);
+	q->next = tgf_pqs[b];
+	tgf_pqs[b] = q;
+	atomic_fetch_add(&tgf_npq, 1);
+	pthread_mutex_unlock(&tgf_pq_lock);
+	return rc;
+}
+
+static void tgf_pq_remove(struct tgf_pq *q)
+{
+	pthread_mutex_lock(&tgf_pq_lock);
+	for (struct tgf_pq **pp = &tgf_pqs[tgf_pq_bucket(q->h)]; *pp;
+	     pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			atomic_fetch_sub(&tgf_npq, 1);
+			break;
+		}
+	pthread_mutex_unlock(&tgf_pq_lock);
+}
+
+/* The glue's non-blocking call with the bound arguments. */
+static int tgf_pq_start(struct tgf_pq *q, MPI_Request *r)
+{
+	switch (q->kind) {
+	case TGF_P_ALLREDUCE:
+		return MPI_Iallreduce(q->sbuf, q->rbuf, q->rcount, q->stype,
+				      q->op, q->comm, r);
+	case TGF_P_REDUCE:
+		return MPI_Ireduce(q->sbuf, q->rbuf, q->rcount, q->stype, q->op,
+				   q->root, q->comm, r);
+	case TGF_P_BCAST:
+		return MPI_Ibcast(q->rbuf, q->rcount, q->stype, q->root,
+				  q->comm, r);
+	case TGF_P_BARRIER:
+		return MPI_Ibarrier(q->comm, r);
+	case TGF_P_ALLGATHER:
+		return MPI_Iallgather(q->sbuf, q->scount, q->stype, q->rbuf,
+				      q->rcount, q->rtype, q->comm, r);
+	case TGF_P_ALLTOALL:
+		return MPI_Ialltoall(q->sbuf, q->scount, q->stype, q->rbuf,
+				     q->rcount, q->rtype, q->comm, r);
+	case TGF_P_ALLTOALLV:
+		return MPI_Ialltoallv(q->sbuf, q->scounts, q->sdispls, q->stype,
+				      q->rbuf, q->rcounts, q->rdispls, q->rtype,
+				      q->comm, r);
+	case TGF_P_REDUCE_SCATTER_BLOCK:
+		return MPI_Ireduce_scatter_block(q->sbuf, q->rbuf, q->rcount,
+						 q->stype, q->op, q->comm, r);
+	case TGF_P_REDUCE_SCATTER:
+		return MPI_Ireduce_scatter(q->sbuf, q->rbuf, q->rcounts,
+					   q->stype, q->op, q->comm, r);
+	case TGF_P_GATHER:
+		return MPI_Igather(q->sbuf, q->scount, q->stype, q->rbuf,
+				   q->rcount, q->rtype, q->root, q->comm, r);
+	case TGF_P_SCATTER:
+		return MPI_Iscatter(q->sbuf, q->scount, q->stype, q->rbuf,
+				    q->rcount, q->rtype, q->root, q->comm, r);
+	case TGF_P_ALLGATHERV:
+		return MPI_Iallgatherv(q->sbuf, q->scount, q->stype, q->rbuf,
+				       q->rcounts, q->rdispls, q->rtype,
+				       q->comm, r);
+	case TGF_P_SCAN:
+		return MPI_Iscan(q->sbuf, q->rbuf, q->rcount, q->stype, q->op,
+				 q->comm, r);
+	case TGF_P_EXSCAN:
+		return MPI_Iexscan(q->sbuf, q->rbuf, q->rcount, q->stype, q->op,
+				   q->comm, r);
+	}
+	return MPI_ERR_INTERN;
+}
+
+/* ------------------------------------------------------------------ */
+/* The inits                                                            */
+
+int TGF_INIT(Allreduce)(const void *sbuf, void *rbuf, int count,
+			MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Allreduce)(sbuf, rbuf, count, dt, op, comm,
+					       info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_ALLREDUCE,
+					   .sbuf = sbuf,
+					   .rbuf = rbuf,
+					   .rcount = count,
+					   .stype = dt,
+					   .op = op,
+					   .comm = comm});
+}
+
+int TGF_INIT(Reduce)(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		     MPI_Op op, int root, MPI_Comm comm, MPI_Info info,
+		     MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Reduce)(sbuf, rbuf, count, dt, op, root,
+					    comm, info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_REDUCE,
+					   .sbuf = sbuf,
+					   .rbuf = rbuf,
+					   .rcount = count,
+					   .stype = dt,
+					   .op = op,
+					   .root = root,
+					   .comm = comm});
+}
+
+int TGF_INIT(Bcast)(void *buf, int count, MPI_Datatype dt, int root,
+		    MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(
+		TGF_PINIT(Bcast)(buf, count, dt, root, comm, info, req), req,
+		&(struct tgf_pq){.kind = TGF_P_BCAST,
+				 .rbuf = buf,
+				 .rcount = count,
+				 .stype = dt,
+				 .root = root,
+				 .comm = comm});
+}
+
+int TGF_INIT(Barrier)(MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Barrier)(comm, info, req), req,
+			  &(struct tgf_pq){.kind = TGF_P_BARRIER,
+					   .stype = MPI_DATATYPE_NULL,
+					   .comm = comm});
+}
+
+int TGF_INIT(Allgather)(const void *sbuf, int scount, MPI_Datatype stype,
+			void *rbuf, int rcount, MPI_Datatype rtype,
+			MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Allgather)(sbuf, scount, stype, rbuf,
+					       rcount, rtype, comm, info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_ALLGATHER,
+					   .sbuf = sbuf,
+					   .scount = scount,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcount = rcount,
+					   .rtype = rtype,
+					   .comm = comm});
+}
+
+int TGF_INIT(Alltoall)(const void *sbuf, int scount, MPI_Datatype stype,
+		       void *rbuf, int rcount, MPI_Datatype rtype,
+		       MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Alltoall)(sbuf, scount, stype, rbuf, rcount,
+					      rtype, comm, info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_ALLTOALL,
+					   .sbuf = sbuf,
+					   .scount = scount,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcount = rcount,
+					   .rtype = rtype,
+					   .comm = comm});
+}
+
+int TGF_INIT(Alltoallv)(const void *sbuf, const int scounts[],
+			const int sdispls[], MPI_Datatype stype, void *rbuf,
+			const int rcounts[], const int rdispls[],
+			MPI_Datatype rtype, MPI_Comm comm, MPI_Info info,
+			MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Alltoallv)(sbuf, scounts, sdispls, stype,
+					       rbuf, rcounts, rdispls, rtype,
+					       comm, info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_ALLTOALLV,
+					   .sbuf = sbuf,
+					   .scounts = scounts,
+					   .sdispls = sdispls,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcounts = rcounts,
+					   .rdispls = rdispls,
+					   .rtype = rtype,
+					   .comm = comm});
+}
+
+int TGF_INIT(Reduce_scatter_block)(const void *sbuf, void *rbuf, int count,
+				   MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+				   MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Reduce_scatter_block)(sbuf, rbuf, count, dt,
+							  op, comm, info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_REDUCE_SCATTER_BLOCK,
+					   .sbuf = sbuf,
+					   .rbuf = rbuf,
+					   .rcount = count,
+					   .stype = dt,
+					   .op = op,
+					   .comm = comm});
+}
+
+int TGF_INIT(Reduce_scatter)(const void *sbuf, void *rbuf, const int rcounts[],
+			     MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			     MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Reduce_scatter)(sbuf, rbuf, rcounts, dt, op,
+						    comm, info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_REDUCE_SCATTER,
+					   .sbuf = sbuf,
+					   .rbuf = rbuf,
+					   .rcounts = rcounts,
+					   .stype = dt,
+					   .op = op,
+					   .comm = comm});
+}
+
+int TGF_INIT(Gather)(const void *sbuf, int scount, MPI_Datatype stype,
+		     void *rbuf, int rcount, MPI_Datatype rtype, int root,
+		     MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Gather)(sbuf, scount, stype, rbuf, rcount,
+					    rtype, root, comm, info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_GATHER,
+					   .sbuf = sbuf,
+					   .scount = scount,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcount = rcount,
+					   .rtype = rtype,
+					   .root = root,
+					   .comm = comm});
+}
+
+int TGF_INIT(Scatter)(const void *sbuf, int scount, MPI_Datatype stype,
+		      void *rbuf, int rcount, MPI_Datatype rtype, int root,
+		      MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Scatter)(sbuf, scount, stype, rbuf, rcount,
+					     rtype, root, comm, info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_SCATTER,
+					   .sbuf = sbuf,
+					   .scount = scount,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcount = rcount,
+					   .rtype = rtype,
+					   .root = root,
+					   .comm = comm});
+}
+
+int TGF_INIT(Allgatherv)(const void *sbuf, int scount, MPI_Datatype stype,
+			 void *rbuf, const int rcounts[], const int displs[],
+			 MPI_Datatype rtype, MPI_Comm comm, MPI_Info info,
+			 MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Allgatherv)(sbuf, scount, stype, rbuf,
+						rcounts, displs, rtype, comm,
+						info, req),
+			  req,
+			  &(struct tgf_pq){.kind = TGF_P_ALLGATHERV,
+					   .sbuf = sbuf,
+					   .scount = scount,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcounts = rcounts,
+					   .rdispls = displs,
+					   .rtype = rtype,
+					   .comm = comm});
+}
+
+int TGF_INIT(Scan)(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		   MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(
+		TGF_PINIT(Scan)(sbuf, rbuf, count, dt, op, comm, info, req),
+		req,
+		&(struct tgf_pq){.kind = TGF_P_SCAN,
+				 .sbuf = sbuf,
+				 .rbuf = rbuf,
+				 .rcount = count,
+				 .stype = dt,
+				 .op = op,
+				 .comm = comm});
+}
+
+int TGF_INIT(Exscan)(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		     MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(
+		TGF_PINIT(Exscan)(sbuf, rbuf, count, dt, op, comm, info, req),
+		req,
+		&(struct tgf_pq){.kind = TGF_P_EXSCAN,
+				 .sbuf = sbuf,
+				 .rbuf = rbuf,
+				 .rcount = count,
+				 .stype = dt,
+				 .op = op,
+				 .comm = comm});
+}
+
+/* ------------------------------------------------------------------ */
+/* Start and the completion calls                                       */
+
+static int tgf_pq_start_one(MPI_Request *h)
+{
+	struct tgf_pq *q = tgf_pq_find(*h);
+	MPI_Request r = MPI_REQUEST_NULL;
+	int rc;
+
+	if (!q)
+		return PMPI_Start(h);
+	if (q->inner != MPI_REQUEST_NULL) { /* started twice */
+		PMPI_Comm_call_errhandler(q->comm, MPI_ERR_REQUEST);
+		return MPI_ERR_REQUEST;
+	}
+	rc = tgf_pq_start(q, &r);
+	if (rc == MPI_SUCCESS)
+		q->inner = r;
+	return rc;
+}
+
+int MPI_Start(MPI_Request *h)
+{
+	if (!h || !tgf_pq_some())
+		return PMPI_Start(h);
+	return tgf_pq_start_one(h);
+}
+
+/* In array order: a persistent collective's starts must be in the same
+ * order on every member. */
+int MPI_Startall(int n, MPI_Request hs[])
+{
+	int rc = MPI_SUCCESS;
+
+	if (!hs || n <= 0 || !tgf_pq_some())
+		return PMPI_Startall(n, hs);
+	for (int i = 0; i < n && rc == MPI_SUCCESS; i++)
+		rc = tgf_pq_start_one(&hs[i]);
+	return rc;
+}
+
+/* A completion call's array with every active handle of the glue's
+ * replaced by its start's request: sub[i] its record, NULL elsewhere.
+ * False when none is. */
+static bool tgf_pq_swap_in(int n, const MPI_Request *reqs, MPI_Request *tmp,
+			   struct tgf_pq **sub)
+{
+	bool any = false;
+
+	for (int i = 0; i < n; i++) {
+		struct tgf_pq *q = tgf_pq_find(reqs[i]);
+
+		sub[i] = q && q->inner != MPI_REQUEST_NULL ? q : NULL;
+		tmp[i] = sub[i] ? q->inner : reqs[i];
+		any |= sub[i] != NULL;
+	}
+	return any;
+}
+
+/* After the call: a start whose request completed (the MPI set it to
+ * MPI_REQUEST_NULL) leaves its handle inactive, and the handle, not
+ * MPI_REQUEST_NULL, is what the program finds in its array. */
+static void tgf_pq_swap_out(int n, MPI_Request *reqs, const MPI_Request *tmp,
+			    struct tgf_pq **sub)
+{
+	for (int i = 0; i < n; i++) {
+		if (sub[i])
+			sub[i]->inner = tmp[i];
+		else
+			reqs[i] = tmp[i];
+	}
+}
+
+/* The arrays a completion call needs: on the stack for a few. */
+#define TGF_PQ_STACK 16
+struct tgf_pq_arr {
+	MPI_Request *tmp, stmp[TGF_PQ_STACK];
+	struct tgf_pq **sub, *ssub[TGF_PQ_STACK];
+};
+
+static bool tgf_pq_arr_get(struct tgf_pq_arr *a, int n)
+{
+	a->tmp = a->stmp;
+	a->sub = a->ssub;
+	if (n <= TGF_PQ_STACK)
+		return true;
+	a->tmp = malloc((size_t)n * sizeof(*a->tmp));
+	a->sub = malloc((size_t)n * sizeof(*a->sub));
+	return a->tmp && a->sub;
+}
+
+static void tgf_pq_arr_put(struct tgf_pq_arr *a)
+{
+	if (a->tmp != a->stmp)
+		free(a->tmp);
+	if (a->sub != a->ssub)
+		free(a->sub);
+}
+
+/* The body of every array completion call: CALL on a.tmp where a handle
+ * of the glue's is active, else on reqs as they are. */
+#define TGF_PQ_ARRAY(n, reqs, CALL_TMP, CALL_REQS)                             \
+	do {                                                                   \
+		struct tgf_pq_arr a;                                           \
+		int rc_;                                                       \
+		if (!tgf_pq_some() || !(reqs) || (n) <= 0)                     \
+			return CALL_REQS;                                      \
+		if (!tgf_pq_arr_get(&a, (n))) {                                \
+			tgf_pq_arr_put(&a);                                    \
+			return MPI_ERR_NO_MEM;                                 \
+		}                                                              \
+		if (!tgf_pq_swap_in((n), (reqs), a.tmp, a.sub)) {              \
+			tgf_pq_arr_put(&a);                                    \
+			return CALL_REQS;                                      \
+		}                                                              \
+		rc_ = CALL_TMP;                                                \
+		tgf_pq_swap_out((n), (reqs), a.tmp, a.sub);                    \
+		tgf_pq_arr_put(&a);                                            \
+		return rc_;                                                    \
+	} while (0)
+
+int MPI_Wait(MPI_Request *h, MPI_Status *st)
+{
+	TGF_PQ_ARRAY(1, h, PMPI_Wait(a.tmp, st), PMPI_Wait(h, st));
+}
+
+int MPI_Test(MPI_Request *h, int *flag, MPI_Status *st)
+{
+	TGF_PQ_ARRAY(1, h, PMPI_Test(a.tmp, flag, st), PMPI_Test(h, flag, st));
+}
+
+int MPI_Request_get_status(MPI_Request h, int *flag, MPI_Status *st)
+{
+	struct tgf_pq *q = tgf_pq_find(h);
+
+	if (q && q->inner != MPI_REQUEST_NULL)
+		return PMPI_Request_get_status(q->inner, flag, st);
+	return PMPI_Request_get_status(h, flag, st);
+}
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
+{
+	TGF_PQ_ARRAY(n, reqs, PMPI_Waitall(n, a.tmp, sts),
+		     PMPI_Waitall(n, reqs, sts));
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
+{
+	TGF_PQ_ARRAY(n, reqs, PMPI_Testall(n, a.tmp, flag, sts),
+		     PMPI_Testall(n, reqs, flag, sts));
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *idx, MPI_Status *st)
+{
+	TGF_PQ_ARRAY(n, reqs, PMPI_Waitany(n, a.tmp, idx, st),
+		     PMPI_Waitany(n, reqs, idx, st));
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *idx, int *flag, MPI_Status *st)
+{
+	TGF_PQ_ARRAY(n, reqs, PMPI_Testany(n, a.tmp, idx, flag, st),
+		     PMPI_Testany(n, reqs, idx, flag, st));
+}
+
+int MPI_Waitsome(int n, MPI_Request reqs[], int *outn, int idx[],
+		 MPI_Status sts[])
+{
+	TGF_PQ_ARRAY(n, reqs, PMPI_Waitsome(n, a.tmp, outn, idx, sts),
+		     PMPI_Waitsome(n, reqs, outn, idx, sts));
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *outn, int idx[],
+		 MPI_Status sts[])
+{
+	TGF_PQ_ARRAY(n, reqs, PMPI_Testsome(n, a.tmp, outn, idx, sts),
+		     PMPI_Testsome(n, reqs, outn, idx, sts));
+}
+
+/* Freeing an active persistent request is legal: its start completes on
+ * its own. */
+int MPI_Request_free(MPI_Request *h)
+{
+	struct tgf_pq *q = h ? tgf_pq_find(*h) : NULL;
+
+	if (!q)
+		return PMPI_Request_free(h);
+	tgf_pq_remove(q);
+	if (q->inner != MPI_REQUEST_NULL)
+		PMPI_Request_free(&q->inner);
+	tgf_pq_free(q);
+	return PMPI_Request_free(h);
+}
+
+void tgf_persist_fini(void)
+{
+	pthread_mutex_lock(&tgf_pq_lock);
+	for (int b = 0; b < TGF_PQ_BUCKETS; b++)
+		while (tgf_pqs[b]) {
+			struct tgf_pq *q = tgf_pqs[b];
+
+			tgf_pqs[b] = q->next;
+			tgf_pq_free(q);
+		}
+	atomic_store(&tgf_npq, 0);
+	pthread_mutex_unlock(&tgf_pq_lock);
+}
+
+#else /* !TGF_PERSIST */
+
+void tgf_persist_fini(void)
+{
+}
+
+#endif
