@@ -820,18 +820,45 @@ static int tgf_v_bad(struct tgf_v *a, int why)
 	return why;
 }
 
+/* The start of an alltoall(v/w) check: the communicator, the counts. */
+static int tgf_v_begin(MPI_Comm comm, struct tgf_v *a)
+{
+	int why = tgf_comm_check(comm, &a->fc);
+
+	a->sc = NULL;
+	if (why == TGF_OK)
+		why = tgf_v_alloc(a);
+	return why;
+}
+
+/* Its end, once both sides were put: a send buffer that is the receive
+ * buffer without MPI_IN_PLACE is the MPI's to judge, and in place
+ * tg_alltoallv sends from a copy of rbuf.  TGF_NOMEM passes, for the
+ * policy to weigh. */
+static int tgf_v_end(struct tgf_v *a, int why, const void *sbuf,
+		     const void *rbuf)
+{
+	bool in_place = sbuf == MPI_IN_PLACE;
+
+	if (why == TGF_OK && !in_place && sbuf == rbuf && sbuf &&
+	    !a->side[0].how && !a->side[1].how)
+		why = TG_WHY_ARGS;
+	if (why != TGF_OK && why != TGF_NOMEM)
+		return tgf_v_bad(a, why);
+	if (in_place)
+		a->sbuf = NULL;
+	return why;
+}
+
 static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 			       const int *scounts, const int *sdispls,
 			       MPI_Datatype stype, void *rbuf,
 			       const int *rcounts, const int *rdispls,
 			       MPI_Datatype rtype, struct tgf_v *a)
 {
-	int why = tgf_comm_check(comm, &a->fc);
+	int why = tgf_v_begin(comm, a);
 	bool in_place = sbuf == MPI_IN_PLACE;
 
-	a->sc = NULL;
-	if (why == TGF_OK)
-		why = tgf_v_alloc(a);
 	if (why != TGF_OK)
 		return why;
 	why = tgf_v_vec(a, 1, rbuf, rcounts, rdispls, rtype,
@@ -840,14 +867,7 @@ static int tgf_check_alltoallv(MPI_Comm comm, const void *sbuf,
 	if (why == TGF_OK && !in_place)
 		why = tgf_v_vec(a, 0, sbuf, scounts, sdispls, stype,
 				TGF_STAGE_IN);
-	if (why == TGF_OK && !in_place && sbuf == rbuf && sbuf &&
-	    !a->side[0].how && !a->side[1].how)
-		why = TG_WHY_ARGS;
-	if (why != TGF_OK)
-		return tgf_v_bad(a, why);
-	if (in_place)
-		a->sbuf = NULL; /* tg_alltoallv sends from a copy of rbuf */
-	return TGF_OK;
+	return tgf_v_end(a, why, sbuf, rbuf);
 }
 
 /* Allgatherv: one block to every member; in place, the block this
@@ -1812,12 +1832,9 @@ static int tgf_check_alltoallw(MPI_Comm comm, const void *sbuf,
 			       const MPI_Datatype *rtypes, struct tgf_v *a,
 			       MPI_Datatype made[2])
 {
-	int why = tgf_comm_check(comm, &a->fc);
+	int why = tgf_v_begin(comm, a);
 	bool in_place = sbuf == MPI_IN_PLACE;
 
-	a->sc = NULL;
-	if (why == TGF_OK)
-		why = tgf_v_alloc(a);
 	if (why != TGF_OK)
 		return why;
 	why = tgf_w_vec(a, 1, rbuf, rcounts, rdispls, rtypes,
@@ -1826,14 +1843,7 @@ static int tgf_check_alltoallw(MPI_Comm comm, const void *sbuf,
 	if (why == TGF_OK && !in_place)
 		why = tgf_w_vec(a, 0, sbuf, scounts, sdispls, stypes,
 				TGF_STAGE_IN, &made[0]);
-	if (why == TGF_OK && !in_place && sbuf == rbuf && sbuf &&
-	    !a->side[0].how && !a->side[1].how)
-		why = TG_WHY_ARGS;
-	if (why != TGF_OK && why != TGF_NOMEM)
-		return tgf_v_bad(a, why);
-	if (in_place)
-		a->sbuf = NULL; /* tg_alltoallv sends from a copy of rbuf */
-	return why;
+	return tgf_v_end(a, why, sbuf, rbuf);
 }
 
 /* An alltoallw, blocking (request NULL) or not: TGF_V's dance, the
@@ -1876,6 +1886,26 @@ int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
 			      rdispls, rtypes, comm);
 }
 
+bool tgf_ialltoallw_try(const void *sbuf, const int scounts[],
+			const int sdispls[], const MPI_Datatype stypes[],
+			void *rbuf, const int rcounts[], const int rdispls[],
+			const MPI_Datatype rtypes[], MPI_Comm comm,
+			MPI_Request *request, int *rc)
+{
+	int may;
+
+	TGF_OPEN(tgf_open_w(sbuf, scounts, sdispls, stypes, tgf_size(comm));
+		 tgf_open_w(rbuf, rcounts, rdispls, rtypes, tgf_size(comm)));
+	may = tg_policy_may(TG_IALLTOALLW);
+	if (may >= 0) {
+		tg_count(TG_IALLTOALLW, false, (enum tg_why)may);
+		return false;
+	}
+	return tgf_alltoallw_go(comm, TG_IALLTOALLW, sbuf, scounts, sdispls,
+				stypes, rbuf, rcounts, rdispls, rtypes, request,
+				rc);
+}
+
 int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
 		   const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
 		   const int rdispls[], const MPI_Datatype rtypes[],
@@ -1883,14 +1913,8 @@ int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
 {
 	int rc;
 
-	TGF_OPEN(tgf_open_w(sbuf, scounts, sdispls, stypes, tgf_size(comm));
-		 tgf_open_w(rbuf, rcounts, rdispls, rtypes, tgf_size(comm)));
-	TGF_SHORTCUT(TG_IALLTOALLW,
-		     PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf,
-				     rcounts, rdispls, rtypes, comm, request));
-	if (tgf_alltoallw_go(comm, TG_IALLTOALLW, sbuf, scounts, sdispls,
-			     stypes, rbuf, rcounts, rdispls, rtypes, request,
-			     &rc))
+	if (tgf_ialltoallw_try(sbuf, scounts, sdispls, stypes, rbuf, rcounts,
+			       rdispls, rtypes, comm, request, &rc))
 		return rc;
 	return PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts,
 			       rdispls, rtypes, comm, request);

@@ -8,4 +8,12 @@
 /* Whether non-blocking calls have a completion path in this MPI. */
 bool tgf_nb_enabled(void);
 
+/* MPI_Ialltoallw offloaded: true and *rc its result, or false (counted)
+ * where the caller falls back to the MPI's own. */
+bool tgf_ialltoallw_try(const void *sbuf, const int scounts[],
+			const int sdispls[], const MPI_Datatype stypes[],
+			void *rbuf, const int rcounts[], const int rdispls[],
+			const MPI_Datatype rtypes[], MPI_Comm comm,
+			MPI_Request *request, int *rc);
+
 #endif /* TGF_COLL_H */

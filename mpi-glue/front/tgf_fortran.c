@@ -18,7 +18,7 @@
 #include <rdma/fi_errno.h>
 #include <stdlib.h>
 
-#include "tgf.h"
+#include "tgf_coll.h"
 #include "tgf_tnbc.h"
 
 #if !TGF_MPICH
@@ -555,25 +555,37 @@ TGF_FORTRAN(ialltoallv, MPI_IALLTOALLV,
 		*req = PMPI_Request_c2f(q);
 }
 
-/* The MPI's own fallback builds its schedule, types included, in the
- * call: the C handles need not outlive it. */
+/* The offload reads the C handles in the call only.  Where it falls
+ * back, Open MPI's own binding runs: it keeps its C arrays until the
+ * request completes (the MPI releases the types then). */
 TGF_FORTRAN(ialltoallw, MPI_IALLTOALLW,
 	    (void *s, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *r,
 	     MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm,
 	     MPI_Fint *req, MPI_Fint *ierr))
 {
+	static void (*next)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *,
+			    MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+			    MPI_Fint *, MPI_Fint *);
 	bool nomem = false;
 	MPI_Datatype *cst = tgf_f_types(st, comm, s, &nomem),
 		     *crt = tgf_f_types(rt, comm, r, &nomem);
 	MPI_Request q;
+	int ret;
 
-	if (nomem)
+	if (nomem) {
 		*ierr = tgf_fail(C_COMM(comm), -FI_ENOMEM);
-	else
-		*ierr = MPI_Ialltoallw(B(s), sc, sd, cst, B(r), rc, rd, crt,
-				       C_COMM(comm), &q);
-	if (*ierr == MPI_SUCCESS)
-		*req = PMPI_Request_c2f(q);
+	} else if (tgf_ialltoallw_try(B(s), sc, sd, cst, B(r), rc, rd, crt,
+				      C_COMM(comm), &q, &ret)) {
+		*ierr = ret;
+		if (ret == MPI_SUCCESS)
+			*req = PMPI_Request_c2f(q);
+	} else {
+		if (!next)
+			*(void **)&next = dlsym(RTLD_NEXT, "mpi_ialltoallw_");
+		*ierr = MPI_ERR_INTERN;
+		if (next)
+			next(s, sc, sd, st, r, rc, rd, rt, comm, req, ierr);
+	}
 	free(cst);
 	free(crt);
 }

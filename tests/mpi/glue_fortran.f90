@@ -170,6 +170,13 @@ program glue_fortran
       if (wr(2 * i - 1) /= (i - 1) * 100 + rank + 1) ok = .false.
       if (wr(2 * i) /= 1 - i) ok = .false.
     end do
+    wr = 0
+    call MPI_Ialltoallw(ws, wc, wd, wt, wr, wc, wd, wt, MPI_COMM_WORLD, req, ierr)
+    call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+    do i = 1, nprocs
+      if (wr(2 * i - 1) /= (i - 1) * 100 + rank + 1) ok = .false.
+      if (wr(2 * i) /= 1 - i) ok = .false.
+    end do
   end block
 
   ! a communicator of MPI_Comm_idup, named by the glue
