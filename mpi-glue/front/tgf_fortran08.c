@@ -83,6 +83,13 @@ TGF_F08(mpi_ibarrier_f08_, (MPI_Comm * comm, MPI_Request *req, MPI_Fint *ierr))
 	tgf_f08_ret(ierr, MPI_Ibarrier(*comm, req));
 }
 
+/* A persistent collective made by a binding with a buffer (which calls
+ * the C init) and freed by this one: the glue drops its record. */
+TGF_F08(mpi_request_free_f08_, (MPI_Request * req, MPI_Fint *ierr))
+{
+	tgf_f08_ret(ierr, MPI_Request_free(req));
+}
+
 TGF_F08(mpi_comm_dup_f08_, (MPI_Comm * comm, MPI_Comm *newcomm, MPI_Fint *ierr))
 {
 	tgf_f08_ret(ierr, MPI_Comm_dup(*comm, newcomm));

@@ -28,7 +28,7 @@
 #if TGF_MPICH
 #define TGF_INIT(x)  MPI_##x##_init
 #define TGF_PINIT(x) PMPI_##x##_init
-#define TGF_PERSIST  1
+#define TGF_PERSIST  (MPI_VERSION >= 4) /* MPICH 3 named them MPIX_ */
 #else
 #include <mpi-ext.h>
 #define TGF_INIT(x)  MPIX_##x##_init
@@ -62,7 +62,8 @@ enum tgf_pk {
 /* One persistent request: its arguments, bound at the init as MPI binds
  * them (the arrays are the program's, unchanged until it frees the
  * request; a derived datatype is duplicated, for the program may free
- * its own). */
+ * its own).  A type the call has not is MPI_DATATYPE_NULL, never 0:
+ * under Open MPI a handle of 0 is no datatype at all. */
 struct tgf_pq {
 	MPI_Request h; /* the MPI's own persistent request: the handle */
 	MPI_Request inner; /* the active start's; MPI_REQUEST_NULL: none */
@@ -135,6 +136,24 @@ static bool tgf_pq_type_keep(MPI_Datatype in, MPI_Datatype *out)
 	return PMPI_Type_dup(in, out) == MPI_SUCCESS;
 }
 
+/* Whether op is MPI_OP_NULL (no reduction) or a predefined one.  A
+ * program may free its own op after the init, and a start would then
+ * pass a dead handle: a user op's request stays the MPI's alone (every
+ * member passes the same op, so every member decides alike). */
+static bool tgf_pq_op_named(MPI_Op op)
+{
+	static const MPI_Op named[] = {
+		MPI_OP_NULL, MPI_MAX,	 MPI_MIN,    MPI_SUM,	  MPI_PROD,
+		MPI_LAND,    MPI_BAND,	 MPI_LOR,    MPI_BOR,	  MPI_LXOR,
+		MPI_BXOR,    MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE,
+	};
+
+	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++)
+		if (op == named[i])
+			return true;
+	return false;
+}
+
 static void tgf_pq_free(struct tgf_pq *q)
 {
 	tgf_pq_type_free(&q->stype);
@@ -153,7 +172,8 @@ static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
 	struct tgf_pq *q;
 	unsigned b;
 
-	if (rc != MPI_SUCCESS || !tg_ready() || !tgf_nb_enabled())
+	if (rc != MPI_SUCCESS || !tg_ready() || !tgf_nb_enabled() ||
+	    !tgf_pq_op_named(proto->op))
 		return rc;
 	q = malloc(sizeof(*q));
 	if (q) {
@@ -173,6 +193,17 @@ static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
 	q->inner = MPI_REQUEST_NULL;
 	b = tgf_pq_bucket(q->h);
 	pthread_mutex_lock(&tgf_pq_lock);
+	/* one the program freed behind the glue's back (a binding that
+	 * calls PMPI_Request_free), its handle now reused */
+	for (struct tgf_pq **pp = &tgf_pqs[b]; *pp; pp = &(*pp)->next)
+		if ((*pp)->h == q->h) {
+			struct tgf_pq *old = *pp;
+
+			*pp = old->next;
+			atomic_fetch_sub(&tgf_npq, 1);
+			tgf_pq_free(old);
+			break;
+		}
 	q->next = tgf_pqs[b];
 	tgf_pqs[b] = q;
 	atomic_fetch_add(&tgf_npq, 1);
@@ -204,7 +235,7 @@ static int tgf_pq_start(struct tgf_pq *q, MPI_Request *r)
 		return MPI_Ireduce(q->sbuf, q->rbuf, q->rcount, q->stype, q->op,
 				   q->root, q->comm, r);
 	case TGF_P_BCAST:
-		return MPI_Ibcast(q->rbuf, q->rcount, q->stype, q->root,
+		return MPI_Ibcast(q->rbuf, q->rcount, q->rtype, q->root,
 				  q->comm, r);
 	case TGF_P_BARRIER:
 		return MPI_Ibarrier(q->comm, r);
@@ -247,92 +278,169 @@ static int tgf_pq_start(struct tgf_pq *q, MPI_Request *r)
 /* ------------------------------------------------------------------ */
 /* The inits                                                            */
 
-int TGF_INIT(Allreduce)(const void *sbuf, void *rbuf, int count,
-			MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-			MPI_Info info, MPI_Request *req)
+/* A reduction's or a scan's arguments (root: MPI_Reduce's). */
+static int tgf_pq_red(int rc, MPI_Request *req, enum tgf_pk kind,
+		      const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		      MPI_Op op, int root, MPI_Comm comm)
 {
-	return tgf_pq_add(TGF_PINIT(Allreduce)(sbuf, rbuf, count, dt, op, comm,
-					       info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_ALLREDUCE,
+	return tgf_pq_add(rc, req,
+			  &(struct tgf_pq){.kind = kind,
 					   .sbuf = sbuf,
 					   .rbuf = rbuf,
 					   .rcount = count,
 					   .stype = dt,
+					   .rtype = MPI_DATATYPE_NULL,
 					   .op = op,
+					   .root = root,
 					   .comm = comm});
+}
+
+/* A data mover's of one block each way (root: gather's, scatter's). */
+static int tgf_pq_mov(int rc, MPI_Request *req, enum tgf_pk kind,
+		      const void *sbuf, int scount, MPI_Datatype stype,
+		      void *rbuf, int rcount, MPI_Datatype rtype, int root,
+		      MPI_Comm comm)
+{
+	return tgf_pq_add(rc, req,
+			  &(struct tgf_pq){.kind = kind,
+					   .sbuf = sbuf,
+					   .scount = scount,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcount = rcount,
+					   .rtype = rtype,
+					   .op = MPI_OP_NULL,
+					   .root = root,
+					   .comm = comm});
+}
+
+int TGF_INIT(Allreduce)(const void *sbuf, void *rbuf, int count,
+			MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Allreduce)(sbuf, rbuf, count, dt, op, comm, info,
+				      req);
+
+	return tgf_pq_red(rc, req, TGF_P_ALLREDUCE, sbuf, rbuf, count, dt, op,
+			  0, comm);
 }
 
 int TGF_INIT(Reduce)(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		     MPI_Op op, int root, MPI_Comm comm, MPI_Info info,
 		     MPI_Request *req)
 {
-	return tgf_pq_add(TGF_PINIT(Reduce)(sbuf, rbuf, count, dt, op, root,
-					    comm, info, req),
+	int rc = TGF_PINIT(Reduce)(sbuf, rbuf, count, dt, op, root, comm, info,
+				   req);
+
+	return tgf_pq_red(rc, req, TGF_P_REDUCE, sbuf, rbuf, count, dt, op,
+			  root, comm);
+}
+
+int TGF_INIT(Reduce_scatter_block)(const void *sbuf, void *rbuf, int count,
+				   MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+				   MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Reduce_scatter_block)(sbuf, rbuf, count, dt, op,
+						 comm, info, req);
+
+	return tgf_pq_red(rc, req, TGF_P_REDUCE_SCATTER_BLOCK, sbuf, rbuf,
+			  count, dt, op, 0, comm);
+}
+
+int TGF_INIT(Scan)(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		   MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Scan)(sbuf, rbuf, count, dt, op, comm, info, req);
+
+	return tgf_pq_red(rc, req, TGF_P_SCAN, sbuf, rbuf, count, dt, op, 0,
+			  comm);
+}
+
+int TGF_INIT(Exscan)(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		     MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Exscan)(sbuf, rbuf, count, dt, op, comm, info, req);
+
+	return tgf_pq_red(rc, req, TGF_P_EXSCAN, sbuf, rbuf, count, dt, op, 0,
+			  comm);
+}
+
+int TGF_INIT(Reduce_scatter)(const void *sbuf, void *rbuf, const int rcounts[],
+			     MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			     MPI_Info info, MPI_Request *req)
+{
+	return tgf_pq_add(TGF_PINIT(Reduce_scatter)(sbuf, rbuf, rcounts, dt, op,
+						    comm, info, req),
 			  req,
-			  &(struct tgf_pq){.kind = TGF_P_REDUCE,
+			  &(struct tgf_pq){.kind = TGF_P_REDUCE_SCATTER,
 					   .sbuf = sbuf,
 					   .rbuf = rbuf,
-					   .rcount = count,
+					   .rcounts = rcounts,
 					   .stype = dt,
+					   .rtype = MPI_DATATYPE_NULL,
 					   .op = op,
-					   .root = root,
 					   .comm = comm});
 }
 
 int TGF_INIT(Bcast)(void *buf, int count, MPI_Datatype dt, int root,
 		    MPI_Comm comm, MPI_Info info, MPI_Request *req)
 {
-	return tgf_pq_add(
-		TGF_PINIT(Bcast)(buf, count, dt, root, comm, info, req), req,
-		&(struct tgf_pq){.kind = TGF_P_BCAST,
-				 .rbuf = buf,
-				 .rcount = count,
-				 .stype = dt,
-				 .root = root,
-				 .comm = comm});
+	int rc = TGF_PINIT(Bcast)(buf, count, dt, root, comm, info, req);
+
+	return tgf_pq_mov(rc, req, TGF_P_BCAST, NULL, 0, MPI_DATATYPE_NULL, buf,
+			  count, dt, root, comm);
 }
 
 int TGF_INIT(Barrier)(MPI_Comm comm, MPI_Info info, MPI_Request *req)
 {
-	return tgf_pq_add(TGF_PINIT(Barrier)(comm, info, req), req,
-			  &(struct tgf_pq){.kind = TGF_P_BARRIER,
-					   .stype = MPI_DATATYPE_NULL,
-					   .comm = comm});
+	int rc = TGF_PINIT(Barrier)(comm, info, req);
+
+	return tgf_pq_mov(rc, req, TGF_P_BARRIER, NULL, 0, MPI_DATATYPE_NULL,
+			  NULL, 0, MPI_DATATYPE_NULL, 0, comm);
 }
 
 int TGF_INIT(Allgather)(const void *sbuf, int scount, MPI_Datatype stype,
 			void *rbuf, int rcount, MPI_Datatype rtype,
 			MPI_Comm comm, MPI_Info info, MPI_Request *req)
 {
-	return tgf_pq_add(TGF_PINIT(Allgather)(sbuf, scount, stype, rbuf,
-					       rcount, rtype, comm, info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_ALLGATHER,
-					   .sbuf = sbuf,
-					   .scount = scount,
-					   .stype = stype,
-					   .rbuf = rbuf,
-					   .rcount = rcount,
-					   .rtype = rtype,
-					   .comm = comm});
+	int rc = TGF_PINIT(Allgather)(sbuf, scount, stype, rbuf, rcount, rtype,
+				      comm, info, req);
+
+	return tgf_pq_mov(rc, req, TGF_P_ALLGATHER, sbuf, scount, stype, rbuf,
+			  rcount, rtype, 0, comm);
 }
 
 int TGF_INIT(Alltoall)(const void *sbuf, int scount, MPI_Datatype stype,
 		       void *rbuf, int rcount, MPI_Datatype rtype,
 		       MPI_Comm comm, MPI_Info info, MPI_Request *req)
 {
-	return tgf_pq_add(TGF_PINIT(Alltoall)(sbuf, scount, stype, rbuf, rcount,
-					      rtype, comm, info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_ALLTOALL,
-					   .sbuf = sbuf,
-					   .scount = scount,
-					   .stype = stype,
-					   .rbuf = rbuf,
-					   .rcount = rcount,
-					   .rtype = rtype,
-					   .comm = comm});
+	int rc = TGF_PINIT(Alltoall)(sbuf, scount, stype, rbuf, rcount, rtype,
+				     comm, info, req);
+
+	return tgf_pq_mov(rc, req, TGF_P_ALLTOALL, sbuf, scount, stype, rbuf,
+			  rcount, rtype, 0, comm);
+}
+
+int TGF_INIT(Gather)(const void *sbuf, int scount, MPI_Datatype stype,
+		     void *rbuf, int rcount, MPI_Datatype rtype, int root,
+		     MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Gather)(sbuf, scount, stype, rbuf, rcount, rtype,
+				   root, comm, info, req);
+
+	return tgf_pq_mov(rc, req, TGF_P_GATHER, sbuf, scount, stype, rbuf,
+			  rcount, rtype, root, comm);
+}
+
+int TGF_INIT(Scatter)(const void *sbuf, int scount, MPI_Datatype stype,
+		      void *rbuf, int rcount, MPI_Datatype rtype, int root,
+		      MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Scatter)(sbuf, scount, stype, rbuf, rcount, rtype,
+				    root, comm, info, req);
+
+	return tgf_pq_mov(rc, req, TGF_P_SCATTER, sbuf, scount, stype, rbuf,
+			  rcount, rtype, root, comm);
 }
 
 int TGF_INIT(Alltoallv)(const void *sbuf, const int scounts[],
@@ -354,74 +462,7 @@ int TGF_INIT(Alltoallv)(const void *sbuf, const int scounts[],
 					   .rcounts = rcounts,
 					   .rdispls = rdispls,
 					   .rtype = rtype,
-					   .comm = comm});
-}
-
-int TGF_INIT(Reduce_scatter_block)(const void *sbuf, void *rbuf, int count,
-				   MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-				   MPI_Info info, MPI_Request *req)
-{
-	return tgf_pq_add(TGF_PINIT(Reduce_scatter_block)(sbuf, rbuf, count, dt,
-							  op, comm, info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_REDUCE_SCATTER_BLOCK,
-					   .sbuf = sbuf,
-					   .rbuf = rbuf,
-					   .rcount = count,
-					   .stype = dt,
-					   .op = op,
-					   .comm = comm});
-}
-
-int TGF_INIT(Reduce_scatter)(const void *sbuf, void *rbuf, const int rcounts[],
-			     MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-			     MPI_Info info, MPI_Request *req)
-{
-	return tgf_pq_add(TGF_PINIT(Reduce_scatter)(sbuf, rbuf, rcounts, dt, op,
-						    comm, info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_REDUCE_SCATTER,
-					   .sbuf = sbuf,
-					   .rbuf = rbuf,
-					   .rcounts = rcounts,
-					   .stype = dt,
-					   .op = op,
-					   .comm = comm});
-}
-
-int TGF_INIT(Gather)(const void *sbuf, int scount, MPI_Datatype stype,
-		     void *rbuf, int rcount, MPI_Datatype rtype, int root,
-		     MPI_Comm comm, MPI_Info info, MPI_Request *req)
-{
-	return tgf_pq_add(TGF_PINIT(Gather)(sbuf, scount, stype, rbuf, rcount,
-					    rtype, root, comm, info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_GATHER,
-					   .sbuf = sbuf,
-					   .scount = scount,
-					   .stype = stype,
-					   .rbuf = rbuf,
-					   .rcount = rcount,
-					   .rtype = rtype,
-					   .root = root,
-					   .comm = comm});
-}
-
-int TGF_INIT(Scatter)(const void *sbuf, int scount, MPI_Datatype stype,
-		      void *rbuf, int rcount, MPI_Datatype rtype, int root,
-		      MPI_Comm comm, MPI_Info info, MPI_Request *req)
-{
-	return tgf_pq_add(TGF_PINIT(Scatter)(sbuf, scount, stype, rbuf, rcount,
-					     rtype, root, comm, info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_SCATTER,
-					   .sbuf = sbuf,
-					   .scount = scount,
-					   .stype = stype,
-					   .rbuf = rbuf,
-					   .rcount = rcount,
-					   .rtype = rtype,
-					   .root = root,
+					   .op = MPI_OP_NULL,
 					   .comm = comm});
 }
 
@@ -442,37 +483,8 @@ int TGF_INIT(Allgatherv)(const void *sbuf, int scount, MPI_Datatype stype,
 					   .rcounts = rcounts,
 					   .rdispls = displs,
 					   .rtype = rtype,
+					   .op = MPI_OP_NULL,
 					   .comm = comm});
-}
-
-int TGF_INIT(Scan)(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
-		   MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req)
-{
-	return tgf_pq_add(
-		TGF_PINIT(Scan)(sbuf, rbuf, count, dt, op, comm, info, req),
-		req,
-		&(struct tgf_pq){.kind = TGF_P_SCAN,
-				 .sbuf = sbuf,
-				 .rbuf = rbuf,
-				 .rcount = count,
-				 .stype = dt,
-				 .op = op,
-				 .comm = comm});
-}
-
-int TGF_INIT(Exscan)(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
-		     MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req)
-{
-	return tgf_pq_add(
-		TGF_PINIT(Exscan)(sbuf, rbuf, count, dt, op, comm, info, req),
-		req,
-		&(struct tgf_pq){.kind = TGF_P_EXSCAN,
-				 .sbuf = sbuf,
-				 .rbuf = rbuf,
-				 .rcount = count,
-				 .stype = dt,
-				 .op = op,
-				 .comm = comm});
 }
 
 /* ------------------------------------------------------------------ */
@@ -584,6 +596,8 @@ static void tgf_pq_arr_put(struct tgf_pq_arr *a)
 			return CALL_REQS;                                      \
 		if (!tgf_pq_arr_get(&a, (n))) {                                \
 			tgf_pq_arr_put(&a);                                    \
+			PMPI_Comm_call_errhandler(MPI_COMM_WORLD,              \
+						  MPI_ERR_NO_MEM);             \
 			return MPI_ERR_NO_MEM;                                 \
 		}                                                              \
 		if (!tgf_pq_swap_in((n), (reqs), a.tmp, a.sub)) {              \
@@ -653,8 +667,10 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outn, int idx[],
 		     PMPI_Testsome(n, reqs, outn, idx, sts));
 }
 
-/* Freeing an active persistent request is legal: its start completes on
- * its own. */
+/* Freeing an active persistent request is legal, and its start goes on
+ * to the end; the glue's request of a collective must not be freed
+ * while the offload runs, and every member started it, so the free
+ * waits for it. */
 int MPI_Request_free(MPI_Request *h)
 {
 	struct tgf_pq *q = h ? tgf_pq_find(*h) : NULL;
@@ -663,7 +679,7 @@ int MPI_Request_free(MPI_Request *h)
 		return PMPI_Request_free(h);
 	tgf_pq_remove(q);
 	if (q->inner != MPI_REQUEST_NULL)
-		PMPI_Request_free(&q->inner);
+		PMPI_Wait(&q->inner, MPI_STATUS_IGNORE);
 	tgf_pq_free(q);
 	return PMPI_Request_free(h);
 }
