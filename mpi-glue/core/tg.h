@@ -244,6 +244,7 @@ enum tg_fn {
 	TG_SCAN,
 	TG_EXSCAN,
 	TG_ALLTOALLW,
+	TG_NEIGHBOR_ALLTOALLW,
 	TG_IALLREDUCE, /* the first non-blocking one */
 	TG_IREDUCE,
 	TG_IBCAST,
@@ -265,6 +266,7 @@ enum tg_fn {
 	TG_ISCAN,
 	TG_IEXSCAN,
 	TG_IALLTOALLW,
+	TG_INEIGHBOR_ALLTOALLW,
 	TG_NFN
 };
 

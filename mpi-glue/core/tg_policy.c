@@ -58,6 +58,7 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_SCAN] = "MPI_Scan",
 	[TG_EXSCAN] = "MPI_Exscan",
 	[TG_ALLTOALLW] = "MPI_Alltoallw",
+	[TG_NEIGHBOR_ALLTOALLW] = "MPI_Neighbor_alltoallw",
 	[TG_IALLREDUCE] = "MPI_Iallreduce",
 	[TG_IREDUCE] = "MPI_Ireduce",
 	[TG_IBCAST] = "MPI_Ibcast",
@@ -79,6 +80,7 @@ static const char *const tg_names[TG_NFN] = {
 	[TG_ISCAN] = "MPI_Iscan",
 	[TG_IEXSCAN] = "MPI_Iexscan",
 	[TG_IALLTOALLW] = "MPI_Ialltoallw",
+	[TG_INEIGHBOR_ALLTOALLW] = "MPI_Ineighbor_alltoallw",
 };
 
 static const char *const tg_why_names[TG_NWHY] = {

@@ -1756,9 +1756,24 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
  * stage keeps a duplicate).  A block of no elements moves nothing and
  * its type is not looked at.
  */
-static int tgf_w_vec(struct tgf_v *a, int k, const void *buf, const int *counts,
-		     const int *displs, const MPI_Datatype *types, unsigned how,
-		     MPI_Datatype *made)
+/* One side of an alltoallw: per member a count of its type at a byte
+ * displacement, an int (alltoallw) or an MPI_Aint (the neighbourhood
+ * form, da set). */
+struct tgf_w_side {
+	const void *buf;
+	const int *counts;
+	const int *di;
+	const MPI_Aint *da;
+	const MPI_Datatype *types;
+};
+
+static MPI_Aint tgf_w_at(const struct tgf_w_side *w, int i)
+{
+	return w->da ? w->da[i] : (MPI_Aint)w->di[i];
+}
+
+static int tgf_w_vec(struct tgf_v *a, int k, const struct tgf_w_side *w,
+		     unsigned how, MPI_Datatype *made)
 {
 	int n = tg_comm_size(a->fc->tc), rc;
 	size_t *c = k ? a->rc : a->sc, *d = k ? a->rd : a->sd, all = 0;
@@ -1766,28 +1781,29 @@ static int tgf_w_vec(struct tgf_v *a, int k, const void *buf, const int *counts,
 	MPI_Aint *at;
 	bool staged = false;
 
-	if (!counts || !displs || !types)
+	if (!w->counts || (!w->di && !w->da) || !w->types)
 		return TG_WHY_ARGS;
 	for (int i = 0; i < n; i++) {
 		int l = TGF_RUN;
 
-		c[i] = 0;
-		if (counts[i] < 0)
+		c[i] = d[i] = 0;
+		if (w->counts[i] < 0)
 			return TG_WHY_ARGS;
-		if (counts[i])
-			l = tgf_layout(types[i], counts[i], &c[i]);
+		if (!w->counts[i])
+			continue;
+		l = tgf_layout(w->types[i], w->counts[i], &c[i]);
 		if (l == TGF_BAD)
 			return TG_WHY_ARGS;
 		/* a block before the buffer is reached through the struct */
-		staged |= l == TGF_STAGED || (displs[i] < 0 && counts[i]);
-		d[i] = (size_t)displs[i];
+		staged |= l == TGF_STAGED || tgf_w_at(w, i) < 0;
+		d[i] = (size_t)tgf_w_at(w, i);
 		all += c[i];
 	}
 	/* MPI_BOTTOM, absolute addresses in the types: the stage reaches
 	 * them, as every member decides alike whatever its buffers */
-	staged |= !buf && all;
+	staged |= !w->buf && all;
 	if (!staged)
-		return tgf_v_put(a, k, (struct tgf_side){.buf = buf}, false,
+		return tgf_v_put(a, k, (struct tgf_side){.buf = w->buf}, false,
 				 all);
 	/* the stage moves its one element in a single PMPI_Pack */
 	if (all > INT_MAX)
@@ -1796,11 +1812,11 @@ static int tgf_w_vec(struct tgf_v *a, int k, const void *buf, const int *counts,
 	at = malloc((size_t)n * sizeof(*at));
 	rc = ty && at ? MPI_SUCCESS : MPI_ERR_NO_MEM;
 	for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
-		ty[i] = counts[i] ? types[i] : MPI_BYTE;
-		at[i] = displs[i];
+		ty[i] = w->counts[i] ? w->types[i] : MPI_BYTE;
+		at[i] = w->counts[i] ? tgf_w_at(w, i) : 0;
 	}
 	if (rc == MPI_SUCCESS)
-		rc = PMPI_Type_create_struct(n, counts, at, ty, made);
+		rc = PMPI_Type_create_struct(n, w->counts, at, ty, made);
 	if (rc == MPI_SUCCESS && PMPI_Type_commit(made) != MPI_SUCCESS) {
 		PMPI_Type_free(made);
 		rc = MPI_ERR_OTHER;
@@ -1819,53 +1835,54 @@ static int tgf_w_vec(struct tgf_v *a, int k, const void *buf, const int *counts,
 	return tgf_v_put(
 		a, k,
 		(struct tgf_side){
-			.buf = buf, .count = 1, .dt = *made, .how = how},
+			.buf = w->buf, .count = 1, .dt = *made, .how = how},
 		true, all);
 }
 
 /* made: the struct types tgf_w_vec built, freed by the caller once the
- * decision staged what it would. */
-static int tgf_check_alltoallw(MPI_Comm comm, const void *sbuf,
-			       const int *scounts, const int *sdispls,
-			       const MPI_Datatype *stypes, void *rbuf,
-			       const int *rcounts, const int *rdispls,
-			       const MPI_Datatype *rtypes, struct tgf_v *a,
-			       MPI_Datatype made[2])
+ * decision staged what it would.  w[0] the send side, w[1] the receive
+ * side. */
+static int tgf_check_alltoallw(MPI_Comm comm, const struct tgf_w_side w[2],
+			       struct tgf_v *a, MPI_Datatype made[2])
 {
 	int why = tgf_v_begin(comm, a);
-	bool in_place = sbuf == MPI_IN_PLACE;
+	bool in_place = w[0].buf == MPI_IN_PLACE;
 
 	if (why != TGF_OK)
 		return why;
-	why = tgf_w_vec(a, 1, rbuf, rcounts, rdispls, rtypes,
+	why = tgf_w_vec(a, 1, &w[1],
 			in_place ? TGF_STAGE_IN | TGF_STAGE_OUT : TGF_STAGE_OUT,
 			&made[1]);
 	if (why == TGF_OK && !in_place)
-		why = tgf_w_vec(a, 0, sbuf, scounts, sdispls, stypes,
-				TGF_STAGE_IN, &made[0]);
-	return tgf_v_end(a, why, sbuf, rbuf);
+		why = tgf_w_vec(a, 0, &w[0], TGF_STAGE_IN, &made[0]);
+	return tgf_v_end(a, why, w[0].buf, w[1].buf);
 }
 
 /* An alltoallw, blocking (request NULL) or not: TGF_V's dance, the
- * struct types freed between the decision and the post. */
-static bool tgf_alltoallw_go(MPI_Comm comm, enum tg_fn fn, const void *sbuf,
-			     const int *scounts, const int *sdispls,
-			     const MPI_Datatype *stypes, void *rbuf,
-			     const int *rcounts, const int *rdispls,
-			     const MPI_Datatype *rtypes, MPI_Request *request,
+ * struct types freed between the decision and the post.  why: a reason
+ * found before (the neighbourhood form's), or TGF_OK. */
+static bool tgf_alltoallw_go(MPI_Comm comm, enum tg_fn fn, int why,
+			     const struct tgf_w_side w[2], MPI_Request *request,
 			     int *rc)
 {
 	MPI_Datatype made[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
 	struct tgf_v a = {0};
-	int why = tgf_check_alltoallw(comm, sbuf, scounts, sdispls, stypes,
-				      rbuf, rcounts, rdispls, rtypes, &a, made);
 
+	if (why == TGF_OK)
+		why = tgf_check_alltoallw(comm, w, &a, made);
+	else if (why == TGF_NOMEM && tgf_comm_check(comm, &a.fc) != TGF_OK)
+		why = TG_WHY_COMM; /* the policy weighs a member's NOMEM */
 	why = tgf_v_decide(fn, why, &a, request != NULL);
 	for (int k = 0; k < 2; k++)
 		if (made[k] != MPI_DATATYPE_NULL)
 			PMPI_Type_free(&made[k]);
 	return tgf_v_go(comm, fn, why, &a, request, rc);
 }
+
+#define TGF_W_SIDES(SBUF, SC, SD, ST, RBUF, RC, RD, RT)                        \
+	((const struct tgf_w_side[2]){                                         \
+		{.buf = (SBUF), .counts = (SC), .di = (SD), .types = (ST)},    \
+		{.buf = (RBUF), .counts = (RC), .di = (RD), .types = (RT)}})
 
 int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
 		  const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
@@ -1879,8 +1896,10 @@ int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
 	TGF_SHORTCUT(TG_ALLTOALLW,
 		     PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf,
 				    rcounts, rdispls, rtypes, comm));
-	if (tgf_alltoallw_go(comm, TG_ALLTOALLW, sbuf, scounts, sdispls, stypes,
-			     rbuf, rcounts, rdispls, rtypes, NULL, &rc))
+	if (tgf_alltoallw_go(comm, TG_ALLTOALLW, TGF_OK,
+			     TGF_W_SIDES(sbuf, scounts, sdispls, stypes, rbuf,
+					 rcounts, rdispls, rtypes),
+			     NULL, &rc))
 		return rc;
 	return PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts,
 			      rdispls, rtypes, comm);
@@ -1901,9 +1920,10 @@ bool tgf_ialltoallw_try(const void *sbuf, const int scounts[],
 		tg_count(TG_IALLTOALLW, false, (enum tg_why)may);
 		return false;
 	}
-	return tgf_alltoallw_go(comm, TG_IALLTOALLW, sbuf, scounts, sdispls,
-				stypes, rbuf, rcounts, rdispls, rtypes, request,
-				rc);
+	return tgf_alltoallw_go(comm, TG_IALLTOALLW, TGF_OK,
+				TGF_W_SIDES(sbuf, scounts, sdispls, stypes,
+					    rbuf, rcounts, rdispls, rtypes),
+				request, rc);
 }
 
 int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
@@ -2455,4 +2475,137 @@ int MPI_Ineighbor_alltoallv(const void *sbuf, const int scounts[],
 		return rc;
 	return PMPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf,
 					rcounts, rdispls, rtype, comm, request);
+}
+
+/*
+ * Neighbor_alltoallw: block j of the j-th neighbour, its own count of its
+ * own type at an MPI_Aint byte displacement, laid onto the members as
+ * alltoallw's sides (a neighbour listed twice falls back with the
+ * others, as every neighbourhood call does).
+ */
+static bool tgf_nbr_w_go(enum tg_fn fn, const void *sbuf, const int *scounts,
+			 const MPI_Aint *sdispls, const MPI_Datatype *stypes,
+			 void *rbuf, const int *rcounts,
+			 const MPI_Aint *rdispls, const MPI_Datatype *rtypes,
+			 MPI_Comm comm, MPI_Request *request, int *rc)
+{
+	struct tgf_comm *fc;
+	int *nb = NULL, kin = 0, kout = 0, n = tgf_size(comm), *cnt = NULL;
+	MPI_Aint *at = NULL;
+	MPI_Datatype *ty = NULL;
+	int why = tgf_comm_check(comm, &fc);
+	bool done;
+
+	if (why == TGF_OK)
+		why = tgf_nbr_list(comm, &nb, &kin, &kout);
+	if (why == TGF_OK && (sbuf == MPI_IN_PLACE || rbuf == MPI_IN_PLACE ||
+			      (kout && (!scounts || !sdispls || !stypes)) ||
+			      (kin && (!rcounts || !rdispls || !rtypes))))
+		why = TG_WHY_ARGS;
+	if (why == TGF_OK) {
+		cnt = calloc(2 * (size_t)n, sizeof(*cnt));
+		at = calloc(2 * (size_t)n, sizeof(*at));
+		ty = malloc(2 * (size_t)n * sizeof(*ty));
+		if (!cnt || !at || !ty)
+			why = TGF_NOMEM;
+	}
+	if (why == TGF_OK) {
+		for (int m = 0; m < 2 * n; m++)
+			ty[m] = MPI_BYTE;
+		for (int j = 0; j < kout; j++) {
+			int m = nb[kin + j];
+
+			if (m == MPI_PROC_NULL)
+				continue;
+			cnt[m] = scounts[j];
+			at[m] = sdispls[j];
+			ty[m] = stypes[j];
+		}
+		for (int j = 0; j < kin; j++) {
+			int m = nb[j];
+
+			if (m == MPI_PROC_NULL)
+				continue;
+			cnt[n + m] = rcounts[j];
+			at[n + m] = rdispls[j];
+			ty[n + m] = rtypes[j];
+		}
+	}
+	done = tgf_alltoallw_go(
+		comm, fn, why,
+		(const struct tgf_w_side[2]){
+			{.buf = sbuf, .counts = cnt, .da = at, .types = ty},
+			{.buf = rbuf,
+			 .counts = cnt ? cnt + n : NULL,
+			 .da = at ? at + n : NULL,
+			 .types = ty ? ty + n : NULL}},
+		request, rc);
+	free(nb);
+	free(cnt);
+	free(at);
+	free(ty);
+	return done;
+}
+
+/* What T-NBC guards in a Neighbor_alltoallw's blocks opens first. */
+static void tgf_nbr_w_open(MPI_Comm comm, const void *sbuf, const int *scounts,
+			   const MPI_Aint *sdispls, const MPI_Datatype *stypes,
+			   const void *rbuf, const int *rcounts,
+			   const MPI_Aint *rdispls, const MPI_Datatype *rtypes)
+{
+	int in = 0, out = 0;
+
+	tgf_nbr_degree(comm, &in, &out);
+	for (int j = 0; sbuf && scounts && sdispls && stypes && j < out; j++)
+		if (scounts[j] > 0)
+			tgf_open((const char *)sbuf + sdispls[j], scounts[j],
+				 stypes[j]);
+	for (int j = 0; rbuf && rcounts && rdispls && rtypes && j < in; j++)
+		if (rcounts[j] > 0)
+			tgf_open((const char *)rbuf + rdispls[j], rcounts[j],
+				 rtypes[j]);
+}
+
+int MPI_Neighbor_alltoallw(const void *sbuf, const int scounts[],
+			   const MPI_Aint sdispls[],
+			   const MPI_Datatype stypes[], void *rbuf,
+			   const int rcounts[], const MPI_Aint rdispls[],
+			   const MPI_Datatype rtypes[], MPI_Comm comm)
+{
+	int rc;
+
+	TGF_OPEN(tgf_nbr_w_open(comm, sbuf, scounts, sdispls, stypes, rbuf,
+				rcounts, rdispls, rtypes));
+	TGF_SHORTCUT(TG_NEIGHBOR_ALLTOALLW,
+		     PMPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes,
+					     rbuf, rcounts, rdispls, rtypes,
+					     comm));
+	if (tgf_nbr_w_go(TG_NEIGHBOR_ALLTOALLW, sbuf, scounts, sdispls, stypes,
+			 rbuf, rcounts, rdispls, rtypes, comm, NULL, &rc))
+		return rc;
+	return PMPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf,
+				       rcounts, rdispls, rtypes, comm);
+}
+
+int MPI_Ineighbor_alltoallw(const void *sbuf, const int scounts[],
+			    const MPI_Aint sdispls[],
+			    const MPI_Datatype stypes[], void *rbuf,
+			    const int rcounts[], const MPI_Aint rdispls[],
+			    const MPI_Datatype rtypes[], MPI_Comm comm,
+			    MPI_Request *request)
+{
+	int rc;
+
+	TGF_OPEN(tgf_nbr_w_open(comm, sbuf, scounts, sdispls, stypes, rbuf,
+				rcounts, rdispls, rtypes));
+	TGF_SHORTCUT(TG_INEIGHBOR_ALLTOALLW,
+		     PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes,
+					      rbuf, rcounts, rdispls, rtypes,
+					      comm, request));
+	if (tgf_nbr_w_go(TG_INEIGHBOR_ALLTOALLW, sbuf, scounts, sdispls, stypes,
+			 rbuf, rcounts, rdispls, rtypes, comm, request, &rc))
+		return rc;
+	return PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf,
+					rcounts, rdispls, rtypes, comm,
+					request);
 }

@@ -88,7 +88,8 @@ for f in Allreduce Reduce Bcast Barrier Allgather Alltoall Alltoallv \
 	Reduce_scatter Ireduce_scatter Neighbor_allgather Neighbor_alltoall \
 	Neighbor_allgatherv Neighbor_alltoallv Ineighbor_allgather \
 	Ineighbor_alltoall Ineighbor_allgatherv Ineighbor_alltoallv \
-	Scan Exscan Iscan Iexscan Alltoallw Ialltoallw; do
+	Scan Exscan Iscan Iexscan Alltoallw Ialltoallw Neighbor_alltoallw \
+	Ineighbor_alltoallw; do
 	all_offloaded+=("^tnbc-mpi: MPI_$f offloaded [1-9][0-9]* fallback [0-9]+")
 done
 

@@ -1209,6 +1209,61 @@ static void t_neighbors(struct cx *x, bool nb)
 }
 
 /*
+ * Neighbor_alltoallw on a periodic ring (a Cartesian dimension of all the
+ * members, from 3: at 1 and 2 the two neighbours are one member, and the
+ * MPIs pair its two blocks in an order of their own): to the left
+ * neighbour 3 plain ints, to the right 3
+ * ints each followed by a hole; from the left they arrive with holes,
+ * from the right plain, at MPI_Aint byte displacements.  What the left
+ * neighbour sent to the right lands in block 0.
+ */
+static void t_nbr_w(struct cx *x, bool nb)
+{
+	int n = x->size, dims[1] = {n}, per[1] = {1}, src[2];
+	MPI_Comm ring;
+	MPI_Datatype holey;
+	MPI_Request rq, *req = nb ? &rq : NULL;
+
+	if (n < 3)
+		return;
+	MT_MPI(MPI_Cart_create(x->comm, 1, dims, per, 0, &ring));
+	MT_MPI(MPI_Cart_shift(ring, 0, 1, &src[0], &src[1]));
+	MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &holey);
+	MPI_Type_commit(&holey);
+	{
+		int cnt[2] = {3, 3}, me, s[16] = {0}, r[16], bad = 0;
+		MPI_Aint sd[2] = {0, 16}, rd[2] = {4, 40};
+		MPI_Datatype st[2] = {MPI_INT, holey}, rt[2] = {holey, MPI_INT};
+
+		MPI_Comm_rank(ring, &me);
+		for (int i = 0; i < 3; i++) {
+			s[i] = me * 100 + i; /* to the left */
+			s[4 + 2 * i] = me * 100 + 10 + i; /* to the right */
+		}
+		memset(r, 0xff, sizeof(r));
+		if (nb)
+			MT_MPI(MPI_Ineighbor_alltoallw(s, cnt, sd, st, r, cnt,
+						       rd, rt, ring, req));
+		else
+			MT_MPI(MPI_Neighbor_alltoallw(s, cnt, sd, st, r, cnt,
+						      rd, rt, ring));
+		done(req);
+		for (int i = 0; i < 3; i++) {
+			/* block 0 from the left neighbour's right block */
+			bad += r[1 + 2 * i] != src[0] * 100 + 10 + i;
+			bad += r[2 + 2 * i] != -1; /* its holes untouched */
+			/* block 1 from the right neighbour's left block */
+			bad += r[10 + i] != src[1] * 100 + i;
+		}
+		bad += r[0] != -1 || r[13] != -1;
+		CK(!bad, "neighbor_alltoallw on a ring of %d: %d wrong", n,
+		   bad);
+	}
+	MPI_Type_free(&holey);
+	MT_MPI(MPI_Comm_free(&ring));
+}
+
+/*
  * Neighbourhood collectives on graph topologies.  Member r sends to r + 1
  * and r + 2 (mod n; one edge where the two are one member, a self edge
  * at 1 and 2 members), on a distributed graph made adjacent, the same
@@ -2264,6 +2319,8 @@ static void run_all(struct cx *x)
 	t_vcolls(x, true);
 	t_neighbors(x, false);
 	t_neighbors(x, true);
+	t_nbr_w(x, false);
+	t_nbr_w(x, true);
 	t_graph(x, false);
 	t_graph(x, true);
 	t_fallbacks(x);
