@@ -169,7 +169,7 @@ static void tgf_pq_free(struct tgf_pq *q)
  */
 static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
 {
-	struct tgf_pq *q;
+	struct tgf_pq *q, *stale = NULL;
 	unsigned b;
 
 	if (rc != MPI_SUCCESS || !tg_ready() || !tgf_nb_enabled() ||
@@ -194,20 +194,21 @@ static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
 	b = tgf_pq_bucket(q->h);
 	pthread_mutex_lock(&tgf_pq_lock);
 	/* one the program freed behind the glue's back (a binding that
-	 * calls PMPI_Request_free), its handle now reused */
+	 * calls PMPI_Request_free), its handle now reused: unlinked here,
+	 * freed (an MPI call) once the lock is dropped */
 	for (struct tgf_pq **pp = &tgf_pqs[b]; *pp; pp = &(*pp)->next)
 		if ((*pp)->h == q->h) {
-			struct tgf_pq *old = *pp;
-
-			*pp = old->next;
+			stale = *pp;
+			*pp = stale->next;
 			atomic_fetch_sub(&tgf_npq, 1);
-			tgf_pq_free(old);
 			break;
 		}
 	q->next = tgf_pqs[b];
 	tgf_pqs[b] = q;
 	atomic_fetch_add(&tgf_npq, 1);
 	pthread_mutex_unlock(&tgf_pq_lock);
+	if (stale)
+		tgf_pq_free(stale);
 	return rc;
 }
 
