@@ -57,6 +57,12 @@ enum tgf_pk {
 	TGF_P_ALLGATHERV,
 	TGF_P_SCAN,
 	TGF_P_EXSCAN,
+	TGF_P_GATHERV,
+	TGF_P_SCATTERV,
+	TGF_P_NBR_ALLGATHER,
+	TGF_P_NBR_ALLTOALL,
+	TGF_P_NBR_ALLGATHERV,
+	TGF_P_NBR_ALLTOALLV,
 };
 
 /* One persistent request: its arguments, bound at the init as MPI binds
@@ -272,6 +278,30 @@ static int tgf_pq_start(struct tgf_pq *q, MPI_Request *r)
 	case TGF_P_EXSCAN:
 		return MPI_Iexscan(q->sbuf, q->rbuf, q->rcount, q->stype, q->op,
 				   q->comm, r);
+	case TGF_P_GATHERV:
+		return MPI_Igatherv(q->sbuf, q->scount, q->stype, q->rbuf,
+				    q->rcounts, q->rdispls, q->rtype, q->root,
+				    q->comm, r);
+	case TGF_P_SCATTERV:
+		return MPI_Iscatterv(q->sbuf, q->scounts, q->sdispls, q->stype,
+				     q->rbuf, q->rcount, q->rtype, q->root,
+				     q->comm, r);
+	case TGF_P_NBR_ALLGATHER:
+		return MPI_Ineighbor_allgather(q->sbuf, q->scount, q->stype,
+					       q->rbuf, q->rcount, q->rtype,
+					       q->comm, r);
+	case TGF_P_NBR_ALLTOALL:
+		return MPI_Ineighbor_alltoall(q->sbuf, q->scount, q->stype,
+					      q->rbuf, q->rcount, q->rtype,
+					      q->comm, r);
+	case TGF_P_NBR_ALLGATHERV:
+		return MPI_Ineighbor_allgatherv(q->sbuf, q->scount, q->stype,
+						q->rbuf, q->rcounts, q->rdispls,
+						q->rtype, q->comm, r);
+	case TGF_P_NBR_ALLTOALLV:
+		return MPI_Ineighbor_alltoallv(
+			q->sbuf, q->scounts, q->sdispls, q->stype, q->rbuf,
+			q->rcounts, q->rdispls, q->rtype, q->comm, r);
 	}
 	return MPI_ERR_INTERN;
 }
@@ -486,6 +516,109 @@ int TGF_INIT(Allgatherv)(const void *sbuf, int scount, MPI_Datatype stype,
 					   .rtype = rtype,
 					   .op = MPI_OP_NULL,
 					   .comm = comm});
+}
+
+/* A data mover's with counts and displacements on either side (root:
+ * gatherv's, scatterv's); a side with one count has NULL arrays. */
+static int tgf_pq_movv(int rc, MPI_Request *req, enum tgf_pk kind,
+		       const void *sbuf, int scount, const int scounts[],
+		       const int sdispls[], MPI_Datatype stype, void *rbuf,
+		       int rcount, const int rcounts[], const int rdispls[],
+		       MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+	return tgf_pq_add(rc, req,
+			  &(struct tgf_pq){.kind = kind,
+					   .sbuf = sbuf,
+					   .scount = scount,
+					   .scounts = scounts,
+					   .sdispls = sdispls,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcount = rcount,
+					   .rcounts = rcounts,
+					   .rdispls = rdispls,
+					   .rtype = rtype,
+					   .op = MPI_OP_NULL,
+					   .root = root,
+					   .comm = comm});
+}
+
+int TGF_INIT(Gatherv)(const void *sbuf, int scount, MPI_Datatype stype,
+		      void *rbuf, const int rcounts[], const int displs[],
+		      MPI_Datatype rtype, int root, MPI_Comm comm,
+		      MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Gatherv)(sbuf, scount, stype, rbuf, rcounts, displs,
+				    rtype, root, comm, info, req);
+
+	return tgf_pq_movv(rc, req, TGF_P_GATHERV, sbuf, scount, NULL, NULL,
+			   stype, rbuf, 0, rcounts, displs, rtype, root, comm);
+}
+
+int TGF_INIT(Scatterv)(const void *sbuf, const int scounts[],
+		       const int displs[], MPI_Datatype stype, void *rbuf,
+		       int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+		       MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Scatterv)(sbuf, scounts, displs, stype, rbuf, rcount,
+				     rtype, root, comm, info, req);
+
+	return tgf_pq_movv(rc, req, TGF_P_SCATTERV, sbuf, 0, scounts, displs,
+			   stype, rbuf, rcount, NULL, NULL, rtype, root, comm);
+}
+
+int TGF_INIT(Neighbor_allgather)(const void *sbuf, int scount,
+				 MPI_Datatype stype, void *rbuf, int rcount,
+				 MPI_Datatype rtype, MPI_Comm comm,
+				 MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Neighbor_allgather)(sbuf, scount, stype, rbuf,
+					       rcount, rtype, comm, info, req);
+
+	return tgf_pq_mov(rc, req, TGF_P_NBR_ALLGATHER, sbuf, scount, stype,
+			  rbuf, rcount, rtype, 0, comm);
+}
+
+int TGF_INIT(Neighbor_alltoall)(const void *sbuf, int scount,
+				MPI_Datatype stype, void *rbuf, int rcount,
+				MPI_Datatype rtype, MPI_Comm comm,
+				MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Neighbor_alltoall)(sbuf, scount, stype, rbuf, rcount,
+					      rtype, comm, info, req);
+
+	return tgf_pq_mov(rc, req, TGF_P_NBR_ALLTOALL, sbuf, scount, stype,
+			  rbuf, rcount, rtype, 0, comm);
+}
+
+int TGF_INIT(Neighbor_allgatherv)(const void *sbuf, int scount,
+				  MPI_Datatype stype, void *rbuf,
+				  const int rcounts[], const int displs[],
+				  MPI_Datatype rtype, MPI_Comm comm,
+				  MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Neighbor_allgatherv)(sbuf, scount, stype, rbuf,
+						rcounts, displs, rtype, comm,
+						info, req);
+
+	return tgf_pq_movv(rc, req, TGF_P_NBR_ALLGATHERV, sbuf, scount, NULL,
+			   NULL, stype, rbuf, 0, rcounts, displs, rtype, 0,
+			   comm);
+}
+
+int TGF_INIT(Neighbor_alltoallv)(const void *sbuf, const int scounts[],
+				 const int sdispls[], MPI_Datatype stype,
+				 void *rbuf, const int rcounts[],
+				 const int rdispls[], MPI_Datatype rtype,
+				 MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Neighbor_alltoallv)(sbuf, scounts, sdispls, stype,
+					       rbuf, rcounts, rdispls, rtype,
+					       comm, info, req);
+
+	return tgf_pq_movv(rc, req, TGF_P_NBR_ALLTOALLV, sbuf, 0, scounts,
+			   sdispls, stype, rbuf, 0, rcounts, rdispls, rtype, 0,
+			   comm);
 }
 
 /* ------------------------------------------------------------------ */

@@ -144,13 +144,21 @@ for mpi in $mpis; do
 		'^tnbc-mpi: MPI_Ialltoallv offloaded [1-9][0-9]* fallback 0'
 	# persistent collectives: every start offloaded as its I form, 5 of
 	# them started 4 times on the world and on a split, 3 ranks, the
-	# alltoall once more before it is freed
+	# alltoall once more before it is freed; gatherv and scatterv 3
+	# times on both, the neighbourhood ones 3 times on a ring of the
+	# world
 	st=0
 	TNBC_MPI_REPORT=1 launch "$mpi" 3 -- --persist || st=$?
 	result "$mpi np=3 persistent collectives" "$st"
 	persist=("^tnbc-mpi: MPI_Ialltoall offloaded 30 fallback 0")
 	for f in Iallreduce Ibcast Ibarrier Ialltoallv; do
 		persist+=("^tnbc-mpi: MPI_$f offloaded 24 fallback 0")
+	done
+	for f in Igatherv Iscatterv; do
+		persist+=("^tnbc-mpi: MPI_$f offloaded 18 fallback 0")
+	done
+	for f in Ineighbor_allgather Ineighbor_alltoallv; do
+		persist+=("^tnbc-mpi: MPI_$f offloaded 9 fallback 0")
 	done
 	expect "$mpi np=3 persistent: offloaded" "${persist[@]}"
 	# counts that differ between members: every rank's call fails

@@ -2785,6 +2785,111 @@ static void t_persist(struct cx *x)
 }
 
 /*
+ * Persistent collectives with count arrays: gatherv and scatterv (each
+ * member its own count), and on a periodic ring of three or more the
+ * neighbourhood allgather and alltoallv (at two the ring's neighbours are
+ * one member twice, which pairs messages by order alone); three rounds,
+ * completed by MPI_Waitall, by MPI_Testall and by MPI_Wait.
+ */
+static void t_persist_v(struct cx *x)
+{
+	int n, me, groot, sroot = 0, np;
+
+	MPI_Comm_rank(x->comm, &me);
+	MPI_Comm_size(x->comm, &n);
+	groot = n - 1;
+	np = n >= 3 ? 4 : 2;
+
+	int *cnt = calloc((size_t)n * 2, sizeof(int)), *dsp = cnt + n,
+	    total = n * (n + 1) / 2, left = (me + n - 1) % n,
+	    right = (me + 1) % n;
+	int *gs = calloc((size_t)n, sizeof(int)),
+	    *gr = calloc((size_t)total, sizeof(int)),
+	    *ss = calloc((size_t)total, sizeof(int)),
+	    *sr = calloc((size_t)n, sizeof(int));
+	int ag = 0, agr[2], as[2], ar[2], one[2] = {1, 1}, d[2] = {0, 1};
+	MPI_Request q[4];
+	MPI_Comm ring = MPI_COMM_NULL;
+
+	for (int p = 0, o = 0; p < n; o += p + 1, p++) {
+		cnt[p] = p + 1;
+		dsp[p] = o;
+	}
+	MT_MPI(P_INIT(Gatherv)(gs, me + 1, MPI_INT, gr, cnt, dsp, MPI_INT,
+			       groot, x->comm, MPI_INFO_NULL, &q[0]));
+	MT_MPI(P_INIT(Scatterv)(ss, cnt, dsp, MPI_INT, sr, me + 1, MPI_INT,
+				sroot, x->comm, MPI_INFO_NULL, &q[1]));
+	if (np == 4) {
+		int dims[1] = {n}, per[1] = {1};
+
+		MT_MPI(MPI_Cart_create(x->comm, 1, dims, per, 0, &ring));
+		MT_MPI(P_INIT(Neighbor_allgather)(&ag, 1, MPI_INT, agr, 1,
+						  MPI_INT, ring, MPI_INFO_NULL,
+						  &q[2]));
+		MT_MPI(P_INIT(Neighbor_alltoallv)(as, one, d, MPI_INT, ar, one,
+						  d, MPI_INT, ring,
+						  MPI_INFO_NULL, &q[3]));
+	}
+	for (int round = 0; round < 3; round++) {
+		int flag = 0;
+
+		for (int k = 0; k <= me; k++)
+			gs[k] = me * 100 + k + round;
+		for (int i = 0; i < total; i++)
+			gr[i] = ss[i] = -1;
+		if (me == sroot)
+			for (int p = 0; p < n; p++)
+				for (int k = 0; k < cnt[p]; k++)
+					ss[dsp[p] + k] =
+						p * 100 + k + 7 * round;
+		for (int k = 0; k < n; k++)
+			sr[k] = -1;
+		ag = me * 10 + round;
+		as[0] = me * 1000 + round; /* to the left */
+		as[1] = me * 1000 + 100 + round; /* to the right */
+		agr[0] = agr[1] = ar[0] = ar[1] = -1;
+		MT_MPI(MPI_Startall(np, q));
+		if (round == 0) {
+			MT_MPI(MPI_Waitall(np, q, MPI_STATUSES_IGNORE));
+		} else if (round == 1) {
+			while (!flag)
+				MT_MPI(MPI_Testall(np, q, &flag,
+						   MPI_STATUSES_IGNORE));
+		} else {
+			for (int i = 0; i < np; i++)
+				MT_MPI(MPI_Wait(&q[i], MPI_STATUS_IGNORE));
+		}
+		if (me == groot)
+			for (int p = 0; p < n; p++)
+				for (int k = 0; k < cnt[p]; k++)
+					CK(gr[dsp[p] + k] ==
+						   p * 100 + k + round,
+					   "round %d: gatherv from %d[%d]: %d",
+					   round, p, k, gr[dsp[p] + k]);
+		for (int k = 0; k <= me; k++)
+			CK(sr[k] == me * 100 + k + 7 * round,
+			   "round %d: scatterv [%d]: %d", round, k, sr[k]);
+		if (np < 4)
+			continue;
+		CK(agr[0] == left * 10 + round && agr[1] == right * 10 + round,
+		   "round %d: neighbour allgather %d %d", round, agr[0],
+		   agr[1]);
+		CK(ar[0] == left * 1000 + 100 + round &&
+			   ar[1] == right * 1000 + round,
+		   "round %d: neighbour alltoallv %d %d", round, ar[0], ar[1]);
+	}
+	for (int i = 0; i < np; i++)
+		MT_MPI(MPI_Request_free(&q[i]));
+	if (ring != MPI_COMM_NULL)
+		MT_MPI(MPI_Comm_free(&ring));
+	free(cnt);
+	free(gs);
+	free(gr);
+	free(ss);
+	free(sr);
+}
+
+/*
  * MPI_Comm_idup's children: named when the call is made, in order with
  * the parent's other children, whichever request completes first (odd
  * members wait in the other order); an idup of a child the glue has not
@@ -2901,8 +3006,10 @@ int main(int argc, char **argv)
 			  h = {.label = "split"};
 
 		t_persist(&w);
+		t_persist_v(&w);
 		MT_MPI(MPI_Comm_split(MPI_COMM_WORLD, wr % 2, -wr, &h.comm));
 		t_persist(&h);
+		t_persist_v(&h);
 		MT_MPI(MPI_Comm_free(&h.comm));
 		mt_finish("persistent collectives");
 		return 0;
