@@ -5,7 +5,7 @@
 # qemu with this machine's root file system read-only, makes rxe0 on the
 # guest's own interface, and runs tests/verbs-guest.sh there (the unit
 # suites and ftx programs with FI_TNBC_XPORTS=verbs, all ranks on rxe0).
-# In an AddressSanitizer build only the unit suites run there (4 to 5
+# In an AddressSanitizer build only four unit suites run there (about 2
 # minutes; everything is ten times slower again under the emulator).
 # Skipped (77) when verbs is not built, in a ThreadSanitizer build,
 # without root, or where the recipe is missing or not set up
