@@ -326,23 +326,39 @@ static int tgf_pq_red(int rc, MPI_Request *req, enum tgf_pk kind,
 					   .comm = comm});
 }
 
+/* A data mover's with counts and displacements on either side (root:
+ * gatherv's, scatterv's); a side with one count has NULL arrays. */
+static int tgf_pq_movv(int rc, MPI_Request *req, enum tgf_pk kind,
+		       const void *sbuf, int scount, const int scounts[],
+		       const int sdispls[], MPI_Datatype stype, void *rbuf,
+		       int rcount, const int rcounts[], const int rdispls[],
+		       MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+	return tgf_pq_add(rc, req,
+			  &(struct tgf_pq){.kind = kind,
+					   .sbuf = sbuf,
+					   .scount = scount,
+					   .scounts = scounts,
+					   .sdispls = sdispls,
+					   .stype = stype,
+					   .rbuf = rbuf,
+					   .rcount = rcount,
+					   .rcounts = rcounts,
+					   .rdispls = rdispls,
+					   .rtype = rtype,
+					   .op = MPI_OP_NULL,
+					   .root = root,
+					   .comm = comm});
+}
+
 /* A data mover's of one block each way (root: gather's, scatter's). */
 static int tgf_pq_mov(int rc, MPI_Request *req, enum tgf_pk kind,
 		      const void *sbuf, int scount, MPI_Datatype stype,
 		      void *rbuf, int rcount, MPI_Datatype rtype, int root,
 		      MPI_Comm comm)
 {
-	return tgf_pq_add(rc, req,
-			  &(struct tgf_pq){.kind = kind,
-					   .sbuf = sbuf,
-					   .scount = scount,
-					   .stype = stype,
-					   .rbuf = rbuf,
-					   .rcount = rcount,
-					   .rtype = rtype,
-					   .op = MPI_OP_NULL,
-					   .root = root,
-					   .comm = comm});
+	return tgf_pq_movv(rc, req, kind, sbuf, scount, NULL, NULL, stype, rbuf,
+			   rcount, NULL, NULL, rtype, root, comm);
 }
 
 int TGF_INIT(Allreduce)(const void *sbuf, void *rbuf, int count,
@@ -480,21 +496,11 @@ int TGF_INIT(Alltoallv)(const void *sbuf, const int scounts[],
 			MPI_Datatype rtype, MPI_Comm comm, MPI_Info info,
 			MPI_Request *req)
 {
-	return tgf_pq_add(TGF_PINIT(Alltoallv)(sbuf, scounts, sdispls, stype,
-					       rbuf, rcounts, rdispls, rtype,
-					       comm, info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_ALLTOALLV,
-					   .sbuf = sbuf,
-					   .scounts = scounts,
-					   .sdispls = sdispls,
-					   .stype = stype,
-					   .rbuf = rbuf,
-					   .rcounts = rcounts,
-					   .rdispls = rdispls,
-					   .rtype = rtype,
-					   .op = MPI_OP_NULL,
-					   .comm = comm});
+	int rc = TGF_PINIT(Alltoallv)(sbuf, scounts, sdispls, stype, rbuf,
+				      rcounts, rdispls, rtype, comm, info, req);
+
+	return tgf_pq_movv(rc, req, TGF_P_ALLTOALLV, sbuf, 0, scounts, sdispls,
+			   stype, rbuf, 0, rcounts, rdispls, rtype, 0, comm);
 }
 
 int TGF_INIT(Allgatherv)(const void *sbuf, int scount, MPI_Datatype stype,
@@ -502,45 +508,11 @@ int TGF_INIT(Allgatherv)(const void *sbuf, int scount, MPI_Datatype stype,
 			 MPI_Datatype rtype, MPI_Comm comm, MPI_Info info,
 			 MPI_Request *req)
 {
-	return tgf_pq_add(TGF_PINIT(Allgatherv)(sbuf, scount, stype, rbuf,
-						rcounts, displs, rtype, comm,
-						info, req),
-			  req,
-			  &(struct tgf_pq){.kind = TGF_P_ALLGATHERV,
-					   .sbuf = sbuf,
-					   .scount = scount,
-					   .stype = stype,
-					   .rbuf = rbuf,
-					   .rcounts = rcounts,
-					   .rdispls = displs,
-					   .rtype = rtype,
-					   .op = MPI_OP_NULL,
-					   .comm = comm});
-}
+	int rc = TGF_PINIT(Allgatherv)(sbuf, scount, stype, rbuf, rcounts,
+				       displs, rtype, comm, info, req);
 
-/* A data mover's with counts and displacements on either side (root:
- * gatherv's, scatterv's); a side with one count has NULL arrays. */
-static int tgf_pq_movv(int rc, MPI_Request *req, enum tgf_pk kind,
-		       const void *sbuf, int scount, const int scounts[],
-		       const int sdispls[], MPI_Datatype stype, void *rbuf,
-		       int rcount, const int rcounts[], const int rdispls[],
-		       MPI_Datatype rtype, int root, MPI_Comm comm)
-{
-	return tgf_pq_add(rc, req,
-			  &(struct tgf_pq){.kind = kind,
-					   .sbuf = sbuf,
-					   .scount = scount,
-					   .scounts = scounts,
-					   .sdispls = sdispls,
-					   .stype = stype,
-					   .rbuf = rbuf,
-					   .rcount = rcount,
-					   .rcounts = rcounts,
-					   .rdispls = rdispls,
-					   .rtype = rtype,
-					   .op = MPI_OP_NULL,
-					   .root = root,
-					   .comm = comm});
+	return tgf_pq_movv(rc, req, TGF_P_ALLGATHERV, sbuf, scount, NULL, NULL,
+			   stype, rbuf, 0, rcounts, displs, rtype, 0, comm);
 }
 
 int TGF_INIT(Gatherv)(const void *sbuf, int scount, MPI_Datatype stype,
