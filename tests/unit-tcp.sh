@@ -10,5 +10,5 @@ set -euo pipefail
 # The suites that never open an endpoint (the algorithm table, PLP's and
 # the trees' maths, HMAC, the host's link board) ran in the plain run,
 # and so did TCP's own two, which force the transport themselves.
-FI_TNBC_XPORTS=tcp TNBC_UNIT_SKIP="alg hmac link plp tree tcp tcp_trust" \
+FI_TNBC_XPORTS=tcp TNBC_UNIT_SKIP="pure tcp tcp_trust" \
 	exec ./tests/unit/tnbc_unit
