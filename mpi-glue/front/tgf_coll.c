@@ -2171,9 +2171,9 @@ static int tgf_nbr_list(MPI_Comm comm, int **nb, int *kin, int *kout)
 	return TGF_OK;
 }
 
-/* How many blocks a neighbourhood call sends and receives, for T-NBC's
- * guard: on every topology, the ones that fall back too. */
-static void tgf_nbr_degree(MPI_Comm comm, int *in, int *out)
+/* T-NBC's guard needs it on every topology, the ones that fall back
+ * too; the persistent w form sizes its type arrays with it. */
+void tgf_nbr_degree(MPI_Comm comm, int *in, int *out)
 {
 	int topo = MPI_UNDEFINED, w = 0;
 

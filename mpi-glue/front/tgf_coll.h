@@ -16,4 +16,8 @@ bool tgf_ialltoallw_try(const void *sbuf, const int scounts[],
 			const MPI_Datatype rtypes[], MPI_Comm comm,
 			MPI_Request *request, int *rc);
 
+/* How many blocks a neighbourhood call on comm receives and sends, on
+ * every topology (0 and 0 on a communicator with none). */
+void tgf_nbr_degree(MPI_Comm comm, int *in, int *out);
+
 #endif /* TGF_COLL_H */

@@ -63,6 +63,8 @@ enum tgf_pk {
 	TGF_P_NBR_ALLTOALL,
 	TGF_P_NBR_ALLGATHERV,
 	TGF_P_NBR_ALLTOALLV,
+	TGF_P_ALLTOALLW,
+	TGF_P_NBR_ALLTOALLW,
 };
 
 /* One persistent request: its arguments, bound at the init as MPI binds
@@ -79,6 +81,11 @@ struct tgf_pq {
 	int scount, rcount, root;
 	const int *scounts, *sdispls, *rcounts, *rdispls;
 	MPI_Datatype stype, rtype;
+	/* the w forms': a type per block, ns sent then nr received (kept
+	 * as the single types are), and the neighbourhood's displacements */
+	MPI_Datatype *wtypes;
+	int ns, nr;
+	const MPI_Aint *sdispls_a, *rdispls_a;
 	MPI_Op op;
 	MPI_Comm comm;
 	struct tgf_pq *next;
@@ -164,7 +171,35 @@ static void tgf_pq_free(struct tgf_pq *q)
 {
 	tgf_pq_type_free(&q->stype);
 	tgf_pq_type_free(&q->rtype);
+	if (q->wtypes)
+		for (int i = 0; i < q->ns + q->nr; i++)
+			tgf_pq_type_free(&q->wtypes[i]);
+	free(q->wtypes);
 	free(q);
+}
+
+/* The w forms' type arrays kept in q->wtypes: s (ns of them; NULL when
+ * the send side is MPI_IN_PLACE) then r.  Each one failed stays
+ * MPI_DATATYPE_NULL, which tgf_pq_free skips. */
+static bool tgf_pq_wtypes_keep(struct tgf_pq *q, const MPI_Datatype *s,
+			       const MPI_Datatype *r)
+{
+	int n = q->ns + q->nr;
+	bool ok = true;
+
+	q->wtypes = malloc((size_t)(n ? n : 1) * sizeof(*q->wtypes));
+	if (!q->wtypes)
+		return false;
+	for (int i = 0; i < n; i++)
+		q->wtypes[i] = MPI_DATATYPE_NULL;
+	for (int i = 0; i < n && ok; i++) {
+		const MPI_Datatype *from = i < q->ns ? s : r;
+		int at = i < q->ns ? i : i - q->ns;
+
+		if (from)
+			ok = tgf_pq_type_keep(from[at], &q->wtypes[i]);
+	}
+	return ok;
 }
 
 /*
@@ -173,7 +208,8 @@ static void tgf_pq_free(struct tgf_pq *q)
  * whose starts ran the MPI's persistent algorithm while the others ran
  * the glue's would wait for them for ever.
  */
-static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
+static int tgf_pq_add_w(int rc, MPI_Request *h, const struct tgf_pq *proto,
+			const MPI_Datatype *wst, const MPI_Datatype *wrt)
 {
 	struct tgf_pq *q, *stale = NULL;
 	unsigned b;
@@ -185,9 +221,11 @@ static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
 	if (q) {
 		*q = *proto;
 		q->stype = q->rtype = MPI_DATATYPE_NULL;
+		q->wtypes = NULL;
 	}
 	if (!q || !tgf_pq_type_keep(proto->stype, &q->stype) ||
-	    !tgf_pq_type_keep(proto->rtype, &q->rtype)) {
+	    !tgf_pq_type_keep(proto->rtype, &q->rtype) ||
+	    ((wst || wrt) && !tgf_pq_wtypes_keep(q, wst, wrt))) {
 		if (q)
 			tgf_pq_free(q);
 		PMPI_Request_free(h);
@@ -216,6 +254,11 @@ static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
 	if (stale)
 		tgf_pq_free(stale);
 	return rc;
+}
+
+static int tgf_pq_add(int rc, MPI_Request *h, const struct tgf_pq *proto)
+{
+	return tgf_pq_add_w(rc, h, proto, NULL, NULL);
 }
 
 static void tgf_pq_remove(struct tgf_pq *q)
@@ -302,6 +345,15 @@ static int tgf_pq_start(struct tgf_pq *q, MPI_Request *r)
 		return MPI_Ineighbor_alltoallv(
 			q->sbuf, q->scounts, q->sdispls, q->stype, q->rbuf,
 			q->rcounts, q->rdispls, q->rtype, q->comm, r);
+	case TGF_P_ALLTOALLW:
+		return MPI_Ialltoallw(
+			q->sbuf, q->scounts, q->sdispls, q->wtypes, q->rbuf,
+			q->rcounts, q->rdispls, q->wtypes + q->ns, q->comm, r);
+	case TGF_P_NBR_ALLTOALLW:
+		return MPI_Ineighbor_alltoallw(q->sbuf, q->scounts,
+					       q->sdispls_a, q->wtypes, q->rbuf,
+					       q->rcounts, q->rdispls_a,
+					       q->wtypes + q->ns, q->comm, r);
 	}
 	return MPI_ERR_INTERN;
 }
@@ -591,6 +643,75 @@ int TGF_INIT(Neighbor_alltoallv)(const void *sbuf, const int scounts[],
 	return tgf_pq_movv(rc, req, TGF_P_NBR_ALLTOALLV, sbuf, 0, scounts,
 			   sdispls, stype, rbuf, 0, rcounts, rdispls, rtype, 0,
 			   comm);
+}
+
+/* The w forms: a type per block, dup'ed where derived, for the program
+ * may free its own; the sides' lengths from the communicator (the
+ * remote group's on an intercommunicator, the degrees on a topology). */
+int TGF_INIT(Alltoallw)(const void *sbuf, const int scounts[],
+			const int sdispls[], const MPI_Datatype stypes[],
+			void *rbuf, const int rcounts[], const int rdispls[],
+			const MPI_Datatype rtypes[], MPI_Comm comm,
+			MPI_Info info, MPI_Request *req)
+{
+	int rc =
+		TGF_PINIT(Alltoallw)(sbuf, scounts, sdispls, stypes, rbuf,
+				     rcounts, rdispls, rtypes, comm, info, req);
+	int n = 0, inter = 0;
+
+	if (rc == MPI_SUCCESS) {
+		PMPI_Comm_test_inter(comm, &inter);
+		if (inter)
+			PMPI_Comm_remote_size(comm, &n);
+		else
+			PMPI_Comm_size(comm, &n);
+	}
+	return tgf_pq_add_w(rc, req,
+			    &(struct tgf_pq){.kind = TGF_P_ALLTOALLW,
+					     .sbuf = sbuf,
+					     .scounts = scounts,
+					     .sdispls = sdispls,
+					     .rbuf = rbuf,
+					     .rcounts = rcounts,
+					     .rdispls = rdispls,
+					     .stype = MPI_DATATYPE_NULL,
+					     .rtype = MPI_DATATYPE_NULL,
+					     .ns = sbuf == MPI_IN_PLACE ? 0 : n,
+					     .nr = n,
+					     .op = MPI_OP_NULL,
+					     .comm = comm},
+			    sbuf == MPI_IN_PLACE ? NULL : stypes, rtypes);
+}
+
+int TGF_INIT(Neighbor_alltoallw)(const void *sbuf, const int scounts[],
+				 const MPI_Aint sdispls[],
+				 const MPI_Datatype stypes[], void *rbuf,
+				 const int rcounts[], const MPI_Aint rdispls[],
+				 const MPI_Datatype rtypes[], MPI_Comm comm,
+				 MPI_Info info, MPI_Request *req)
+{
+	int rc = TGF_PINIT(Neighbor_alltoallw)(sbuf, scounts, sdispls, stypes,
+					       rbuf, rcounts, rdispls, rtypes,
+					       comm, info, req);
+	int in = 0, out = 0;
+
+	if (rc == MPI_SUCCESS)
+		tgf_nbr_degree(comm, &in, &out);
+	return tgf_pq_add_w(rc, req,
+			    &(struct tgf_pq){.kind = TGF_P_NBR_ALLTOALLW,
+					     .sbuf = sbuf,
+					     .scounts = scounts,
+					     .sdispls_a = sdispls,
+					     .rbuf = rbuf,
+					     .rcounts = rcounts,
+					     .rdispls_a = rdispls,
+					     .stype = MPI_DATATYPE_NULL,
+					     .rtype = MPI_DATATYPE_NULL,
+					     .ns = out,
+					     .nr = in,
+					     .op = MPI_OP_NULL,
+					     .comm = comm},
+			    stypes, rtypes);
 }
 
 /* ------------------------------------------------------------------ */

@@ -605,6 +605,18 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 	return rc;
 }
 
+#if TGF_MPICH && MPI_VERSION >= 4 /* MPI 4's; Open MPI 4.1 has none */
+int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm,
+			    MPI_Request *request)
+{
+	int rc = PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+
+	if (rc == MPI_SUCCESS)
+		tgf_idup_record(comm, *newcomm);
+	return rc;
+}
+#endif
+
 /* An idup's child freed before the glue saw it used: its record goes,
  * lest a later communicator given the same handle take its name. */
 int MPI_Comm_free(MPI_Comm *comm)

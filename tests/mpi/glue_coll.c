@@ -2786,10 +2786,13 @@ static void t_persist(struct cx *x)
 
 /*
  * Persistent collectives with count arrays: gatherv and scatterv (each
- * member its own count), and on a periodic ring of three or more the
- * neighbourhood allgather and alltoallv (at two the ring's neighbours are
- * one member twice, which pairs messages by order alone); three rounds,
- * completed by MPI_Waitall, by MPI_Testall and by MPI_Wait.
+ * member its own count), alltoallw (to odd members a contiguous pair, to
+ * even ones two ints; from odd members into ints each followed by a
+ * hole), and on a periodic ring of three or more the neighbourhood
+ * allgather, alltoallv and alltoallw (at two the ring's neighbours are
+ * one member twice, which pairs messages by order alone).  The derived
+ * types are freed right after the inits, as a program may.  Three
+ * rounds, completed by MPI_Waitall, by MPI_Testall and by MPI_Wait.
  */
 static void t_persist_v(struct cx *x)
 {
@@ -2798,7 +2801,7 @@ static void t_persist_v(struct cx *x)
 	MPI_Comm_rank(x->comm, &me);
 	MPI_Comm_size(x->comm, &n);
 	groot = n - 1;
-	np = n >= 3 ? 4 : 2;
+	np = n >= 3 ? 6 : 3;
 
 	int *cnt = calloc((size_t)n * 2, sizeof(int)), *dsp = cnt + n,
 	    total = n * (n + 1) / 2, left = (me + n - 1) % n,
@@ -2807,29 +2810,61 @@ static void t_persist_v(struct cx *x)
 	    *gr = calloc((size_t)total, sizeof(int)),
 	    *ss = calloc((size_t)total, sizeof(int)),
 	    *sr = calloc((size_t)n, sizeof(int));
+	int *w = calloc((size_t)n * 10, sizeof(int)), *ws = w, *wr = w + 2 * n,
+	    *wsc = w + 6 * n, *wsd = w + 7 * n, *wrc = w + 8 * n,
+	    *wrd = w + 9 * n;
+	MPI_Datatype *wt = calloc((size_t)n * 2, sizeof(MPI_Datatype)), pair,
+		     holey, one_int;
 	int ag = 0, agr[2], as[2], ar[2], one[2] = {1, 1}, d[2] = {0, 1};
-	MPI_Request q[4];
+	int nws[4], nwr[4];
+	MPI_Aint nsd[2] = {0, 8}, nrd[2] = {4, 12};
+	MPI_Datatype nst[2] = {MPI_INT, MPI_INT}, nrt[2];
+	MPI_Request q[6];
 	MPI_Comm ring = MPI_COMM_NULL;
 
 	for (int p = 0, o = 0; p < n; o += p + 1, p++) {
 		cnt[p] = p + 1;
 		dsp[p] = o;
 	}
+	MPI_Type_contiguous(2, MPI_INT, &pair);
+	MPI_Type_commit(&pair);
+	MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &holey);
+	MPI_Type_commit(&holey);
+	MPI_Type_contiguous(1, MPI_INT, &one_int);
+	MPI_Type_commit(&one_int);
+	for (int p = 0; p < n; p++) {
+		wt[p] = p % 2 ? pair : MPI_INT;
+		wsc[p] = p % 2 ? 1 : 2;
+		wsd[p] = p * 8;
+		wt[n + p] = p % 2 ? holey : MPI_INT;
+		wrc[p] = 2;
+		wrd[p] = p * 16;
+	}
+	nrt[0] = one_int;
+	nrt[1] = MPI_INT;
 	MT_MPI(P_INIT(Gatherv)(gs, me + 1, MPI_INT, gr, cnt, dsp, MPI_INT,
 			       groot, x->comm, MPI_INFO_NULL, &q[0]));
 	MT_MPI(P_INIT(Scatterv)(ss, cnt, dsp, MPI_INT, sr, me + 1, MPI_INT,
 				sroot, x->comm, MPI_INFO_NULL, &q[1]));
-	if (np == 4) {
+	MT_MPI(P_INIT(Alltoallw)(ws, wsc, wsd, wt, wr, wrc, wrd, wt + n,
+				 x->comm, MPI_INFO_NULL, &q[2]));
+	if (np == 6) {
 		int dims[1] = {n}, per[1] = {1};
 
 		MT_MPI(MPI_Cart_create(x->comm, 1, dims, per, 0, &ring));
 		MT_MPI(P_INIT(Neighbor_allgather)(&ag, 1, MPI_INT, agr, 1,
 						  MPI_INT, ring, MPI_INFO_NULL,
-						  &q[2]));
+						  &q[3]));
 		MT_MPI(P_INIT(Neighbor_alltoallv)(as, one, d, MPI_INT, ar, one,
 						  d, MPI_INT, ring,
-						  MPI_INFO_NULL, &q[3]));
+						  MPI_INFO_NULL, &q[4]));
+		MT_MPI(P_INIT(Neighbor_alltoallw)(nws, one, nsd, nst, nwr, one,
+						  nrd, nrt, ring, MPI_INFO_NULL,
+						  &q[5]));
 	}
+	MPI_Type_free(&pair);
+	MPI_Type_free(&holey);
+	MPI_Type_free(&one_int);
 	for (int round = 0; round < 3; round++) {
 		int flag = 0;
 
@@ -2844,10 +2879,19 @@ static void t_persist_v(struct cx *x)
 						p * 100 + k + 7 * round;
 		for (int k = 0; k < n; k++)
 			sr[k] = -1;
+		for (int p = 0; p < n; p++)
+			for (int i = 0; i < 2; i++)
+				ws[2 * p + i] = me * 1000 + p * 10 + i + round;
+		for (int i = 0; i < 4 * n; i++)
+			wr[i] = -1;
 		ag = me * 10 + round;
 		as[0] = me * 1000 + round; /* to the left */
 		as[1] = me * 1000 + 100 + round; /* to the right */
+		nws[0] = as[0];
+		nws[2] = as[1];
 		agr[0] = agr[1] = ar[0] = ar[1] = -1;
+		for (int i = 0; i < 4; i++)
+			nwr[i] = -1;
 		MT_MPI(MPI_Startall(np, q));
 		if (round == 0) {
 			MT_MPI(MPI_Waitall(np, q, MPI_STATUSES_IGNORE));
@@ -2869,7 +2913,18 @@ static void t_persist_v(struct cx *x)
 		for (int k = 0; k <= me; k++)
 			CK(sr[k] == me * 100 + k + 7 * round,
 			   "round %d: scatterv [%d]: %d", round, k, sr[k]);
-		if (np < 4)
+		for (int p = 0; p < n; p++) {
+			int *b = wr + 4 * p, st = p % 2 ? 2 : 1;
+
+			for (int i = 0; i < 2; i++)
+				CK(b[i * st] == p * 1000 + me * 10 + i + round,
+				   "round %d: alltoallw from %d[%d]: %d", round,
+				   p, i, b[i * st]);
+			CK(b[p % 2 ? 1 : 2] == -1 && b[3] == -1,
+			   "round %d: alltoallw wrote a hole of block %d",
+			   round, p);
+		}
+		if (np < 6)
 			continue;
 		CK(agr[0] == left * 10 + round && agr[1] == right * 10 + round,
 		   "round %d: neighbour allgather %d %d", round, agr[0],
@@ -2877,6 +2932,11 @@ static void t_persist_v(struct cx *x)
 		CK(ar[0] == left * 1000 + 100 + round &&
 			   ar[1] == right * 1000 + round,
 		   "round %d: neighbour alltoallv %d %d", round, ar[0], ar[1]);
+		CK(nwr[1] == left * 1000 + 100 + round &&
+			   nwr[3] == right * 1000 + round && nwr[0] == -1 &&
+			   nwr[2] == -1,
+		   "round %d: neighbour alltoallw %d %d %d %d", round, nwr[0],
+		   nwr[1], nwr[2], nwr[3]);
 	}
 	for (int i = 0; i < np; i++)
 		MT_MPI(MPI_Request_free(&q[i]));
@@ -2887,12 +2947,15 @@ static void t_persist_v(struct cx *x)
 	free(gr);
 	free(ss);
 	free(sr);
+	free(w);
+	free(wt);
 }
 
 /*
  * MPI_Comm_idup's children: named when the call is made, in order with
  * the parent's other children, whichever request completes first (odd
- * members wait in the other order); an idup of a child the glue has not
+ * members wait in the other order); under MPICH the second one made by
+ * MPI 4's MPI_Comm_idup_with_info; an idup of a child the glue has not
  * yet seen used; and a child freed before any use, its handle reused.
  */
 static void t_idup(void)
@@ -2907,7 +2970,19 @@ static void t_idup(void)
 	MPI_Comm_rank(MPI_COMM_WORLD, &wr);
 	MPI_Comm_size(MPI_COMM_WORLD, &ws);
 	MT_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &c[0].comm, &rq[0]));
+#if defined(MPICH_VERSION) && MPI_VERSION >= 4
+	{
+		MPI_Info info;
+
+		MT_MPI(MPI_Info_create(&info));
+		MT_MPI(MPI_Info_set(info, "mpi_assert_no_any_tag", "true"));
+		MT_MPI(MPI_Comm_idup_with_info(MPI_COMM_WORLD, info, &c[1].comm,
+					       &rq[1]));
+		MT_MPI(MPI_Info_free(&info));
+	}
+#else
 	MT_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &c[1].comm, &rq[1]));
+#endif
 	MT_MPI(MPI_Wait(&rq[wr % 2], MPI_STATUS_IGNORE));
 	MT_MPI(MPI_Wait(&rq[1 - wr % 2], MPI_STATUS_IGNORE));
 	/* after the waits: Open MPI 4.1's blocking constructors can wait
