@@ -2587,6 +2587,27 @@ int MPI_Neighbor_alltoallw(const void *sbuf, const int scounts[],
 				       rcounts, rdispls, rtypes, comm);
 }
 
+bool tgf_ineighbor_alltoallw_try(const void *sbuf, const int scounts[],
+				 const MPI_Aint sdispls[],
+				 const MPI_Datatype stypes[], void *rbuf,
+				 const int rcounts[], const MPI_Aint rdispls[],
+				 const MPI_Datatype rtypes[], MPI_Comm comm,
+				 MPI_Request *request, int *rc)
+{
+	int may;
+
+	TGF_OPEN(tgf_nbr_w_open(comm, sbuf, scounts, sdispls, stypes, rbuf,
+				rcounts, rdispls, rtypes));
+	may = tg_policy_may(TG_INEIGHBOR_ALLTOALLW);
+	if (may >= 0) {
+		tg_count(TG_INEIGHBOR_ALLTOALLW, false, (enum tg_why)may);
+		return false;
+	}
+	return tgf_nbr_w_go(TG_INEIGHBOR_ALLTOALLW, sbuf, scounts, sdispls,
+			    stypes, rbuf, rcounts, rdispls, rtypes, comm,
+			    request, rc);
+}
+
 int MPI_Ineighbor_alltoallw(const void *sbuf, const int scounts[],
 			    const MPI_Aint sdispls[],
 			    const MPI_Datatype stypes[], void *rbuf,
@@ -2596,14 +2617,9 @@ int MPI_Ineighbor_alltoallw(const void *sbuf, const int scounts[],
 {
 	int rc;
 
-	TGF_OPEN(tgf_nbr_w_open(comm, sbuf, scounts, sdispls, stypes, rbuf,
-				rcounts, rdispls, rtypes));
-	TGF_SHORTCUT(TG_INEIGHBOR_ALLTOALLW,
-		     PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes,
-					      rbuf, rcounts, rdispls, rtypes,
-					      comm, request));
-	if (tgf_nbr_w_go(TG_INEIGHBOR_ALLTOALLW, sbuf, scounts, sdispls, stypes,
-			 rbuf, rcounts, rdispls, rtypes, comm, request, &rc))
+	if (tgf_ineighbor_alltoallw_try(sbuf, scounts, sdispls, stypes, rbuf,
+					rcounts, rdispls, rtypes, comm, request,
+					&rc))
 		return rc;
 	return PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf,
 					rcounts, rdispls, rtypes, comm,

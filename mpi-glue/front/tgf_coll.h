@@ -16,6 +16,14 @@ bool tgf_ialltoallw_try(const void *sbuf, const int scounts[],
 			const MPI_Datatype rtypes[], MPI_Comm comm,
 			MPI_Request *request, int *rc);
 
+/* MPI_Ineighbor_alltoallw offloaded, as tgf_ialltoallw_try. */
+bool tgf_ineighbor_alltoallw_try(const void *sbuf, const int scounts[],
+				 const MPI_Aint sdispls[],
+				 const MPI_Datatype stypes[], void *rbuf,
+				 const int rcounts[], const MPI_Aint rdispls[],
+				 const MPI_Datatype rtypes[], MPI_Comm comm,
+				 MPI_Request *request, int *rc);
+
 /* How many blocks a neighbourhood call on comm receives and sends, on
  * every topology (0 and 0 on a communicator with none). */
 void tgf_nbr_degree(MPI_Comm comm, int *in, int *out);

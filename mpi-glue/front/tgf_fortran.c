@@ -327,22 +327,13 @@ TGF_FORTRAN(alltoallv, MPI_ALLTOALLV,
 			      C_TYPE(rt), C_COMM(comm));
 }
 
-/* Alltoallw's Fortran type handles as C ones, one per member (of the
- * remote group on an intercommunicator): NULL for in place's send side,
- * where they are not looked at.  *nomem when they could not be. */
-static MPI_Datatype *tgf_f_types(const MPI_Fint *t, MPI_Fint *comm, void *buf,
-				 bool *nomem)
+/* n Fortran type handles as C ones; NULL where there are none.  *nomem
+ * when they could not be. */
+static MPI_Datatype *tgf_f_ntypes(const MPI_Fint *t, int n, bool *nomem)
 {
-	MPI_Comm c = C_COMM(comm);
 	MPI_Datatype *ct;
-	int n = 0, inter = 0;
 
-	if (B(buf) == MPI_IN_PLACE || !t || c == MPI_COMM_NULL)
-		return NULL;
-	PMPI_Comm_test_inter(c, &inter);
-	if ((inter ? PMPI_Comm_remote_size(c, &n) : PMPI_Comm_size(c, &n)) !=
-		    MPI_SUCCESS ||
-	    n <= 0)
+	if (!t || n <= 0)
 		return NULL;
 	ct = malloc((size_t)n * sizeof(*ct));
 	if (!ct) {
@@ -352,6 +343,34 @@ static MPI_Datatype *tgf_f_types(const MPI_Fint *t, MPI_Fint *comm, void *buf,
 	for (int i = 0; i < n; i++)
 		ct[i] = PMPI_Type_f2c(t[i]);
 	return ct;
+}
+
+/* Alltoallw's, one per member (of the remote group on an
+ * intercommunicator): NULL for in place's send side, where they are not
+ * looked at. */
+static MPI_Datatype *tgf_f_types(const MPI_Fint *t, MPI_Fint *comm, void *buf,
+				 bool *nomem)
+{
+	MPI_Comm c = C_COMM(comm);
+	int n = 0, inter = 0;
+
+	if (B(buf) == MPI_IN_PLACE || !t || c == MPI_COMM_NULL)
+		return NULL;
+	PMPI_Comm_test_inter(c, &inter);
+	if ((inter ? PMPI_Comm_remote_size(c, &n) : PMPI_Comm_size(c, &n)) !=
+	    MPI_SUCCESS)
+		return NULL;
+	return tgf_f_ntypes(t, n, nomem);
+}
+
+/* Neighbor_alltoallw's: one per neighbour, sent (out) or received. */
+static MPI_Datatype *tgf_f_nbr_types(const MPI_Fint *t, MPI_Fint *comm,
+				     bool out, bool *nomem)
+{
+	int in = 0, n = 0;
+
+	tgf_nbr_degree(C_COMM(comm), &in, &n);
+	return tgf_f_ntypes(t, out ? n : in, nomem);
 }
 
 TGF_FORTRAN(alltoallw, MPI_ALLTOALLW,
@@ -710,6 +729,60 @@ TGF_FORTRAN(ineighbor_alltoallv, MPI_INEIGHBOR_ALLTOALLV,
 					C_TYPE(rt), C_COMM(comm), &q);
 	if (*ierr == MPI_SUCCESS)
 		*req = PMPI_Request_c2f(q);
+}
+
+/* The displacements are INTEGER(KIND=MPI_ADDRESS_KIND): MPI_Aint. */
+TGF_FORTRAN(neighbor_alltoallw, MPI_NEIGHBOR_ALLTOALLW,
+	    (void *s, MPI_Fint *sc, MPI_Aint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Aint *rd, MPI_Fint *rt, MPI_Fint *comm,
+	     MPI_Fint *ierr))
+{
+	bool nomem = false;
+	MPI_Datatype *cst = tgf_f_nbr_types(st, comm, true, &nomem),
+		     *crt = tgf_f_nbr_types(rt, comm, false, &nomem);
+
+	if (nomem)
+		*ierr = tgf_fail(C_COMM(comm), -FI_ENOMEM);
+	else
+		*ierr = MPI_Neighbor_alltoallw(B(s), sc, sd, cst, B(r), rc, rd,
+					       crt, C_COMM(comm));
+	free(cst);
+	free(crt);
+}
+
+/* As MPI_IALLTOALLW: Open MPI's own binding where the offload falls
+ * back, which keeps its C arrays until the request completes. */
+TGF_FORTRAN(ineighbor_alltoallw, MPI_INEIGHBOR_ALLTOALLW,
+	    (void *s, MPI_Fint *sc, MPI_Aint *sd, MPI_Fint *st, void *r,
+	     MPI_Fint *rc, MPI_Aint *rd, MPI_Fint *rt, MPI_Fint *comm,
+	     MPI_Fint *req, MPI_Fint *ierr))
+{
+	static void (*next)(void *, MPI_Fint *, MPI_Aint *, MPI_Fint *, void *,
+			    MPI_Fint *, MPI_Aint *, MPI_Fint *, MPI_Fint *,
+			    MPI_Fint *, MPI_Fint *);
+	bool nomem = false;
+	MPI_Datatype *cst = tgf_f_nbr_types(st, comm, true, &nomem),
+		     *crt = tgf_f_nbr_types(rt, comm, false, &nomem);
+	MPI_Request q;
+	int ret;
+
+	if (nomem) {
+		*ierr = tgf_fail(C_COMM(comm), -FI_ENOMEM);
+	} else if (tgf_ineighbor_alltoallw_try(B(s), sc, sd, cst, B(r), rc, rd,
+					       crt, C_COMM(comm), &q, &ret)) {
+		*ierr = ret;
+		if (ret == MPI_SUCCESS)
+			*req = PMPI_Request_c2f(q);
+	} else {
+		if (!next)
+			*(void **)&next =
+				dlsym(RTLD_NEXT, "mpi_ineighbor_alltoallw_");
+		*ierr = MPI_ERR_INTERN;
+		if (next)
+			next(s, sc, sd, st, r, rc, rd, rt, comm, req, ierr);
+	}
+	free(cst);
+	free(crt);
 }
 
 /* Point to point: the buffers T-NBC may guard open first (the C

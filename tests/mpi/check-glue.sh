@@ -292,7 +292,8 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Allreduce offloaded [1-9]' \
 				'^tnbc-mpi: MPI_Iallreduce offloaded [1-9]' \
 				'^tnbc-mpi: MPI_Alltoall offloaded [1-9]' \
-				'^tnbc-mpi: MPI_Ineighbor_alltoall offloaded 3 fallback 0'
+				'^tnbc-mpi: MPI_Ineighbor_alltoall offloaded 3 fallback 0' \
+				'^tnbc-mpi: MPI_Ineighbor_alltoallw offloaded 3 fallback 0'
 			[ "$prog" = glue_fortran08 ] ||
 				expect "$mpi $prog np=3 ireduce_scatter_block" \
 					'^tnbc-mpi: MPI_Ireduce_scatter_block offloaded 3 fallback 0' \
@@ -300,6 +301,7 @@ for mpi in $mpis; do
 					'^tnbc-mpi: MPI_Iscatter offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Reduce_scatter offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Neighbor_alltoall offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Neighbor_alltoallw offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Iscan offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Alltoallw offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Ialltoallw offloaded 3 fallback 0'
@@ -319,18 +321,21 @@ for mpi in $mpis; do
 		fi
 	done
 	full || continue
-	# MPI_Ialltoallw left to the MPI: under Open MPI the glue's Fortran
-	# entry point hands it to Open MPI's own binding, which keeps its
-	# converted type arrays until the request completes
+	# MPI_Ialltoallw and MPI_Ineighbor_alltoallw left to the MPI: under
+	# Open MPI the glue's Fortran entry points hand them to Open MPI's
+	# own bindings, which keep their converted type arrays until the
+	# request completes
 	f=tests/mpi/glue-bin/glue_fortran.$mpi
 	if [ -x "$f" ]; then
 		st=0
-		TNBC_MPI_OFFLOAD=all TNBC_MPI_IALLTOALLW=off TNBC_MPI_REPORT=1 \
+		TNBC_MPI_OFFLOAD=all TNBC_MPI_IALLTOALLW=off \
+			TNBC_MPI_INEIGHBOR_ALLTOALLW=off TNBC_MPI_REPORT=1 \
 			timeout 300 "$run" "${largs[@]}" -np 3 "$f" >"$out" \
 			2>&1 || st=$?
 		if [ "$st" -eq 0 ] && grep -q "glue_fortran: PASS" "$out"; then
 			expect "$mpi glue_fortran np=3 Ialltoallw by the MPI" \
-				'^tnbc-mpi: MPI_Ialltoallw offloaded 0 fallback 3 \(policy 3\)'
+				'^tnbc-mpi: MPI_Ialltoallw offloaded 0 fallback 3 \(policy 3\)' \
+				'^tnbc-mpi: MPI_Ineighbor_alltoallw offloaded 0 fallback 3 \(policy 3\)'
 		else
 			echo "FAIL: $mpi glue_fortran np=3 Ialltoallw by the MPI (exit $st)"
 			tail -20 "$out" | sed 's/^/    /'

@@ -2,7 +2,8 @@
 ! glue_fortran: a Fortran program (use mpi) through the MPI glue.  Open
 ! MPI's Fortran bindings call PMPI_* directly, so this checks the glue's
 ! own Fortran entry points: results exact, MPI_IN_PLACE, a split
-! communicator, an idup's and a distributed graph, an alltoallw, a
+! communicator, an idup's and a distributed graph (its neighbourhood
+! alltoall and alltoallw), an alltoallw, a
 ! non-blocking allreduce; the runner checks the report.
 program glue_fortran
   use mpi
@@ -151,6 +152,22 @@ program glue_fortran
     call MPI_Ineighbor_alltoall(sv, 1, MPI_INTEGER, rv, 1, MPI_INTEGER, ring, req, ierr)
     call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
     if (rv(1) /= srcs(1) * 10 + 3) ok = .false.
+    ! its w form: the displacements are of MPI_ADDRESS_KIND, bytes
+    block
+      integer :: one(1), nt(1), nw(3)
+      integer(kind=MPI_ADDRESS_KIND) :: sd0(1), rd4(1)
+      one(1) = 1
+      nt(1) = MPI_INTEGER
+      sd0(1) = 0
+      rd4(1) = 4
+      nw = -1
+      call MPI_Neighbor_alltoallw(sv, one, sd0, nt, nw, one, rd4, nt, ring, ierr)
+      if (nw(1) /= -1 .or. nw(2) /= srcs(1) * 10 + 3 .or. nw(3) /= -1) ok = .false.
+      nw = -1
+      call MPI_Ineighbor_alltoallw(sv, one, sd0, nt, nw, one, rd4, nt, ring, req, ierr)
+      call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+      if (nw(1) /= -1 .or. nw(2) /= srcs(1) * 10 + 3 .or. nw(3) /= -1) ok = .false.
+    end block
     call MPI_Comm_free(ring, ierr)
   end block
 

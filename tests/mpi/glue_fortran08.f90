@@ -177,6 +177,20 @@ program glue_fortran08
     call MPI_Ineighbor_alltoall(sv, 1, MPI_INTEGER, rv, 1, MPI_INTEGER, ring, rq)
     call MPI_Wait(rq, MPI_STATUS_IGNORE)
     if (rv(1) /= srcs(1) * 10 + 3) ok = .false.
+    ! its w form (Open MPI's binding calls ompi_ineighbor_alltoallw_f)
+    block
+      integer :: one(1), nw(3)
+      type(MPI_Datatype) :: nt(1)
+      integer(kind=MPI_ADDRESS_KIND) :: sd0(1), rd4(1)
+      one(1) = 1
+      nt(1) = MPI_INTEGER
+      sd0(1) = 0
+      rd4(1) = 4
+      nw = -1
+      call MPI_Ineighbor_alltoallw(sv, one, sd0, nt, nw, one, rd4, nt, ring, rq)
+      call MPI_Wait(rq, MPI_STATUS_IGNORE)
+      if (nw(1) /= -1 .or. nw(2) /= srcs(1) * 10 + 3 .or. nw(3) /= -1) ok = .false.
+    end block
     call MPI_Comm_free(ring)
   end block
 
