@@ -295,6 +295,25 @@ void tgf_comm_made_merge(MPI_Comm newcomm)
 		tgf_comm_made_key(0x7f4a7c15u, 0, newcomm);
 }
 
+#if TGF_MPICH && MPI_VERSION >= 4
+/*
+ * MPI 4's MPI_Comm_create_from_group: no parent either, and the members
+ * agree on a string tag instead; it seeds the name, which counts the
+ * communicators of exactly those members made with that tag, each made
+ * by all of them.
+ */
+static void tgf_comm_made_from_group(const char *tag, MPI_Comm newcomm)
+{
+	uint32_t seed = 0x2545f491u;
+
+	if (!tag || newcomm == MPI_COMM_NULL)
+		return;
+	for (const unsigned char *c = (const unsigned char *)tag; *c; c++)
+		seed = tg_comm_child_id(seed, *c);
+	tgf_comm_made_key(seed, 0, newcomm);
+}
+#endif
+
 /*
  * MPI_Comm_idup: the child's handle is set when the call returns (under
  * both MPIs), but the child may be used, its attribute set included,
@@ -613,6 +632,20 @@ int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm,
 
 	if (rc == MPI_SUCCESS)
 		tgf_idup_record(comm, *newcomm);
+	return rc;
+}
+#endif
+
+#if TGF_MPICH && MPI_VERSION >= 4
+int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag,
+			       MPI_Info info, MPI_Errhandler errhandler,
+			       MPI_Comm *newcomm)
+{
+	int rc = PMPI_Comm_create_from_group(group, stringtag, info, errhandler,
+					     newcomm);
+
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made_from_group(stringtag, *newcomm);
 	return rc;
 }
 #endif

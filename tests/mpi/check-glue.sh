@@ -148,7 +148,8 @@ for mpi in $mpis; do
 		'^tnbc-mpi: MPI_Ialltoallv offloaded [1-9][0-9]* fallback 0'
 	# MPI_Comm_idup's children: named at the call, claimed at their
 	# first use (no barrier falls back), two in flight apart (under
-	# MPICH one of them by MPI_Comm_idup_with_info)
+	# MPICH one of them by MPI_Comm_idup_with_info); under MPICH two of
+	# MPI_Comm_create_from_group
 	st=0
 	TNBC_MPI_OFFLOAD=all TNBC_MPI_REPORT=1 launch "$mpi" 3 -- --idup ||
 		st=$?

@@ -2957,6 +2957,8 @@ static void t_persist_v(struct cx *x)
  * members wait in the other order); under MPICH the second one made by
  * MPI 4's MPI_Comm_idup_with_info; an idup of a child the glue has not
  * yet seen used; and a child freed before any use, its handle reused.
+ * Under MPICH too, two communicators of MPI_Comm_create_from_group with
+ * one group and one tag: named apart.
  */
 static void t_idup(void)
 {
@@ -2992,6 +2994,23 @@ static void t_idup(void)
 	MT_MPI(MPI_Wait(&rq[2], MPI_STATUS_IGNORE));
 	MT_MPI(MPI_Barrier(half));
 	two_alltoallvs(c[0].comm, c[1].comm, "two idups' alltoallvs");
+#if defined(MPICH_VERSION) && MPI_VERSION >= 4
+	{
+		MPI_Group wg;
+		MPI_Comm fg[2];
+
+		MT_MPI(MPI_Comm_group(MPI_COMM_WORLD, &wg));
+		for (int i = 0; i < 2; i++)
+			MT_MPI(MPI_Comm_create_from_group(
+				wg, "tnbc.glue_coll", MPI_INFO_NULL,
+				MPI_ERRORS_RETURN, &fg[i]));
+		two_alltoallvs(fg[0], fg[1],
+			       "two communicators of one group and tag");
+		for (int i = 0; i < 2; i++)
+			MT_MPI(MPI_Comm_free(&fg[i]));
+		MT_MPI(MPI_Group_free(&wg));
+	}
+#endif
 	MT_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &x, &rq[0]));
 	MT_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
 	MT_MPI(MPI_Comm_free(&x));
