@@ -9,6 +9,7 @@
 #define TGF_H
 
 #include <mpi.h>
+#include <stddef.h>
 
 #include "../core/tg.h"
 
@@ -41,6 +42,9 @@ void tgf_comm_made_group(MPI_Comm parent, MPI_Group group, int tag,
 			 MPI_Comm newcomm);
 /* After MPI_Intercomm_merge, on every member of the new communicator. */
 void tgf_comm_made_merge(MPI_Comm newcomm);
+/* After MPI 4's MPI_Comm_create_from_group (MPICH): its string tag, len
+ * bytes (a Fortran one trimmed of its trailing blanks). */
+void tgf_comm_made_from_group(const char *tag, size_t len, MPI_Comm newcomm);
 
 /* tgf_persist.c: frees what persistent requests the program left. */
 void tgf_persist_fini(void);

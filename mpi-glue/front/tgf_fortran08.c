@@ -136,6 +136,39 @@ TGF_F08(mpi_comm_create_group_f08_,
 	tgf_f08_ret(ierr, MPI_Comm_create_group(*comm, *group, *tag, newcomm));
 }
 
+#if MPI_VERSION >= 4
+TGF_F08(mpi_comm_idup_with_info_f08_,
+	(MPI_Comm * comm, MPI_Info *info, MPI_Comm *newcomm, MPI_Request *req,
+	 MPI_Fint *ierr))
+{
+	tgf_f08_ret(ierr, MPI_Comm_idup_with_info(*comm, *info, newcomm, req));
+}
+
+/* A Fortran string tag, its length passed after the arguments: MPICH's
+ * binding converts it, and the child is named from it trimmed of its
+ * trailing blanks, as the binding trims it. */
+TGF_F08(mpi_comm_create_from_group_f08_,
+	(MPI_Group * group, const char *tag, MPI_Info *info,
+	 MPI_Errhandler *errhandler, MPI_Comm *newcomm, MPI_Fint *ierr,
+	 size_t len))
+{
+	static void (*next)(MPI_Group *, const char *, MPI_Info *,
+			    MPI_Errhandler *, MPI_Comm *, MPI_Fint *, size_t);
+	MPI_Fint rc = MPI_ERR_INTERN;
+
+	if (!next)
+		*(void **)&next =
+			dlsym(RTLD_NEXT, "mpi_comm_create_from_group_f08_");
+	if (next)
+		next(group, tag, info, errhandler, newcomm, &rc, len);
+	while (len && tag[len - 1] == ' ')
+		len--;
+	if (rc == MPI_SUCCESS)
+		tgf_comm_made_from_group(tag, len, PMPI_Comm_f2c(*newcomm));
+	tgf_f08_ret(ierr, rc);
+}
+#endif
+
 #endif /* TGF_MPICH */
 
 /*

@@ -110,7 +110,10 @@ static void tgf_comm_name(MPI_Comm newcomm, uint32_t id)
 {
 	struct tgf_comm *fc;
 
-	if (newcomm == MPI_COMM_NULL)
+	/* no key: the glue never started (a program of MPI sessions
+	 * alone, which never calls MPI_Init); a communicator it cannot
+	 * name falls back */
+	if (newcomm == MPI_COMM_NULL || tgf_key == MPI_KEYVAL_INVALID)
 		return;
 	fc = calloc(1, sizeof(*fc));
 	if (!fc)
@@ -302,14 +305,14 @@ void tgf_comm_made_merge(MPI_Comm newcomm)
  * communicators of exactly those members made with that tag, each made
  * by all of them.
  */
-static void tgf_comm_made_from_group(const char *tag, MPI_Comm newcomm)
+void tgf_comm_made_from_group(const char *tag, size_t len, MPI_Comm newcomm)
 {
 	uint32_t seed = 0x2545f491u;
 
 	if (!tag || newcomm == MPI_COMM_NULL)
 		return;
-	for (const unsigned char *c = (const unsigned char *)tag; *c; c++)
-		seed = tg_comm_child_id(seed, *c);
+	for (size_t i = 0; i < len; i++)
+		seed = tg_comm_child_id(seed, (unsigned char)tag[i]);
 	tgf_comm_made_key(seed, 0, newcomm);
 }
 #endif
@@ -644,8 +647,9 @@ int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag,
 	int rc = PMPI_Comm_create_from_group(group, stringtag, info, errhandler,
 					     newcomm);
 
-	if (rc == MPI_SUCCESS)
-		tgf_comm_made_from_group(stringtag, *newcomm);
+	if (rc == MPI_SUCCESS && stringtag)
+		tgf_comm_made_from_group(stringtag, strlen(stringtag),
+					 *newcomm);
 	return rc;
 }
 #endif

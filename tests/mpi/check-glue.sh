@@ -137,6 +137,14 @@ for mpi in $mpis; do
 		graph+=("^tnbc-mpi: MPI_$f offloaded 24 fallback 6 \\(comm 6\\)")
 	done
 	expect "$mpi np=3 graph: offloaded" "${graph[@]}"
+	# a program of MPI sessions alone (MPICH: MPI 4), no MPI_Init: the
+	# glue stays out of the way of a communicator made from a
+	# session's group
+	if [ "$mpi" = mpich ]; then
+		st=0
+		launch "$mpi" 2 -- --sessions || st=$?
+		result "$mpi np=2 sessions alone" "$st"
+	fi
 	# communicators merged from an intercommunicator: named by the
 	# glue (no barrier falls back), two merges apart
 	st=0
@@ -315,6 +323,11 @@ for mpi in $mpis; do
 					'^tnbc-mpi: MPI_Gatherv offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Iscatterv offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Iallgather offloaded 3 fallback 0'
+			# MPI 4's constructors, named through MPICH's f08
+			[ "$prog.$mpi" = glue_fortran08.mpich ] &&
+				expect "$mpi $prog np=3 idup_with_info, create_from_group" \
+					'^tnbc-mpi: MPI_Iexscan offloaded 3 fallback 0' \
+					'^tnbc-mpi: MPI_Exscan offloaded 3 fallback 0'
 		else
 			echo "FAIL: $mpi $prog np=3 (exit $st)"
 			tail -20 "$out" | sed 's/^/    /'

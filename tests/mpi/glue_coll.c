@@ -3062,10 +3062,59 @@ static void t_merge(void)
 	MT_MPI(MPI_Comm_free(&half));
 }
 
+#if defined(MPICH_VERSION) && MPI_VERSION >= 4
+/*
+ * A program of MPI sessions alone, which never calls MPI_Init: the glue
+ * never starts, and a communicator made from a session's group, with
+ * the errors fatal, must work as without it (the glue once set its
+ * attribute with no key there, and the error ended the program).
+ * Returns the exit status.
+ */
+static int t_sessions(void)
+{
+	MPI_Session ses;
+	MPI_Group g;
+	MPI_Comm c;
+	MPI_Request rq;
+	int me = 0, n = 0, v, sum = 0, isum = 0;
+
+	if (MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &ses) ||
+	    MPI_Group_from_session_pset(ses, "mpi://WORLD", &g) ||
+	    MPI_Comm_create_from_group(g, "tnbc.sessions", MPI_INFO_NULL,
+				       MPI_ERRORS_ARE_FATAL, &c)) {
+		printf("glue_coll: FAIL: no communicator from a session\n");
+		return 1;
+	}
+	MPI_Comm_rank(c, &me);
+	MPI_Comm_size(c, &n);
+	v = me + 1;
+	MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, c);
+	MPI_Iallreduce(&v, &isum, 1, MPI_INT, MPI_SUM, c, &rq);
+	MPI_Wait(&rq, MPI_STATUS_IGNORE);
+	MPI_Comm_free(&c);
+	MPI_Group_free(&g);
+	MPI_Session_finalize(&ses);
+	if (sum != n * (n + 1) / 2 || isum != sum) {
+		printf("glue_coll: FAIL: rank %d: sums %d %d of %d ranks\n", me,
+		       sum, isum, n);
+		return 1;
+	}
+	if (me == 0)
+		printf("glue_coll: PASS (np=%d) a program of sessions alone\n",
+		       n);
+	return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	int provided = 0, wr, ws;
 	bool threads = argc > 1 && !strcmp(argv[1], "--threads");
+
+#if defined(MPICH_VERSION) && MPI_VERSION >= 4
+	if (argc > 1 && !strcmp(argv[argc - 1], "--sessions"))
+		return t_sessions();
+#endif
 
 	mt_init_thread(&argc, &argv, "glue_coll",
 		       threads ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, 1,

@@ -4,8 +4,9 @@
 ! their own, not the C calls: this checks that the glue sees them.
 ! Results exact, MPI_IN_PLACE, optional ierror left out, a split
 ! communicator, a distributed graph's and a merged one's, non-blocking
-! calls completed by MPI_Waitall beside a point-to-point pair; the runner
-! checks the report.
+! calls completed by MPI_Waitall beside a point-to-point pair; under
+! MPICH (TNBC_MPI4) MPI 4's idup with info and create from group; the
+! runner checks the report.  Preprocessed (-cpp).
 program glue_fortran08
   use mpi_f08
   implicit none
@@ -236,6 +237,34 @@ program glue_fortran08
     if (r((i - 1) * big + 1) /= (i - 1) * 1000000 + rank * big + 1) ok = .false.
     if (sc(i * big) /= (i - 1) * 1000000 + (srank + 1) * big) ok = .false.
   end do
+
+#ifdef TNBC_MPI4
+  ! MPI 4's constructors, which MPICH's mpi_f08 binds to PMPI_ directly:
+  ! an idup with info and a communicator of a group and a string tag
+  ! (trailing blanks are not part of it)
+  block
+    type(MPI_Comm) :: dc, fc
+    type(MPI_Group) :: wg
+    type(MPI_Request) :: rq
+    integer :: one(1), pre(1)
+    call MPI_Comm_idup_with_info(MPI_COMM_WORLD, MPI_INFO_NULL, dc, rq)
+    call MPI_Wait(rq, MPI_STATUS_IGNORE)
+    call MPI_Comm_group(MPI_COMM_WORLD, wg)
+    call MPI_Comm_create_from_group(wg, 'tnbc.f08  ', MPI_INFO_NULL, &
+                                    MPI_ERRORS_RETURN, fc)
+    one(1) = rank + 1
+    pre(1) = -1
+    call MPI_Iexscan(one, pre, 1, MPI_INTEGER, MPI_SUM, dc, rq)
+    call MPI_Wait(rq, MPI_STATUS_IGNORE)
+    if (rank > 0 .and. pre(1) /= rank * (rank + 1) / 2) ok = .false.
+    pre(1) = -1
+    call MPI_Exscan(one, pre, 1, MPI_INTEGER, MPI_SUM, fc)
+    if (rank > 0 .and. pre(1) /= rank * (rank + 1) / 2) ok = .false.
+    call MPI_Comm_free(dc)
+    call MPI_Comm_free(fc)
+    call MPI_Group_free(wg)
+  end block
+#endif
 
   call MPI_Allreduce(MPI_IN_PLACE, ok, 1, MPI_LOGICAL, MPI_LAND, MPI_COMM_WORLD)
   if (rank == 0) then
