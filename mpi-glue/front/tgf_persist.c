@@ -146,7 +146,11 @@ static bool tgf_pq_type_keep(MPI_Datatype in, MPI_Datatype *out)
 	    PMPI_Type_get_envelope(in, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
 	    comb == MPI_COMBINER_NAMED)
 		return true;
-	return PMPI_Type_dup(in, out) == MPI_SUCCESS;
+	if (PMPI_Type_dup(in, out) == MPI_SUCCESS)
+		return true;
+	/* never the program's own, which tgf_pq_free would free */
+	*out = MPI_DATATYPE_NULL;
+	return false;
 }
 
 /* Whether op is MPI_OP_NULL (no reduction) or a predefined one.  A

@@ -2785,6 +2785,67 @@ static void t_persist(struct cx *x)
 }
 
 /*
+ * A persistent Neighbor_alltoallw on a star out of member 0: there no
+ * block comes in and one goes to each other member, which receives one
+ * and sends none, so each side's type array has its own length.  Two
+ * ints sent as MPI_INT, received as one contiguous pair, a type freed
+ * after the init.
+ */
+static void t_persist_star(MPI_Comm comm)
+{
+	int n, me, one = 1, zero = 0, rv[3], bad = 0;
+	MPI_Comm star;
+	MPI_Datatype pair;
+	MPI_Request q;
+
+	MPI_Comm_size(comm, &n);
+	MPI_Comm_rank(comm, &me);
+	int *dst = calloc((size_t)n, sizeof(int)),
+	    *sv = calloc(2 * (size_t)n, sizeof(int)),
+	    *sc = calloc((size_t)n, sizeof(int));
+	MPI_Aint *sd = calloc((size_t)n, sizeof(MPI_Aint)), rd = 4;
+	MPI_Datatype *st = calloc((size_t)n, sizeof(MPI_Datatype));
+
+	for (int k = 1; k < n; k++) {
+		dst[k - 1] = k;
+		sc[k - 1] = 2;
+		sd[k - 1] = (MPI_Aint)(2 * (k - 1) * sizeof(int));
+		st[k - 1] = MPI_INT;
+	}
+	MT_MPI(MPI_Dist_graph_create_adjacent(
+		comm, me ? 1 : 0, &zero, MPI_UNWEIGHTED, me ? 0 : n - 1, dst,
+		MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &star));
+	MPI_Type_contiguous(2, MPI_INT, &pair);
+	MPI_Type_commit(&pair);
+	MT_MPI(P_INIT(Neighbor_alltoallw)(sv, sc, sd, st, rv, &one, &rd, &pair,
+					  star, MPI_INFO_NULL, &q));
+	MPI_Type_free(&pair);
+	for (int round = 0; round < 2; round++) {
+		for (int k = 1; k < n; k++)
+			for (int i = 0; i < 2; i++)
+				sv[2 * (k - 1) + i] = 100 * k + 10 * round + i;
+		rv[0] = rv[1] = rv[2] = -1;
+		MT_MPI(MPI_Start(&q));
+		MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+		if (me)
+			bad += rv[0] != -1 || rv[1] != 100 * me + 10 * round ||
+			       rv[2] != 100 * me + 10 * round + 1;
+		else
+			bad += rv[0] != -1 || rv[1] != -1 || rv[2] != -1;
+	}
+	MT_CHECK(!bad,
+		 "persistent neighbor_alltoallw on a star of %d: %d wrong", n,
+		 bad);
+	MT_MPI(MPI_Request_free(&q));
+	MT_MPI(MPI_Comm_free(&star));
+	free(dst);
+	free(sv);
+	free(sc);
+	free(sd);
+	free(st);
+}
+
+/*
  * Persistent collectives with count arrays: gatherv and scatterv (each
  * member its own count), alltoallw (to odd members a contiguous pair, to
  * even ones two ints; from odd members into ints each followed by a
@@ -2942,6 +3003,7 @@ static void t_persist_v(struct cx *x)
 		MT_MPI(MPI_Request_free(&q[i]));
 	if (ring != MPI_COMM_NULL)
 		MT_MPI(MPI_Comm_free(&ring));
+	t_persist_star(x->comm);
 	free(cnt);
 	free(gs);
 	free(gr);
