@@ -241,6 +241,18 @@ static int tgf_size(MPI_Comm comm)
 	return n;
 }
 
+int tgf_w_blocks(MPI_Comm comm)
+{
+	int n = 0, inter = 0;
+
+	if (comm == MPI_COMM_NULL ||
+	    PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
+	    (inter ? PMPI_Comm_remote_size(comm, &n)
+		   : PMPI_Comm_size(comm, &n)) != MPI_SUCCESS)
+		return 0;
+	return n;
+}
+
 /* The first line of every wrapper: a function the policy never offloads
  * goes straight to the MPI, before any handle is looked at. */
 #define TGF_SHORTCUT(FN, FALLBACK)                                             \

@@ -24,6 +24,10 @@ bool tgf_ineighbor_alltoallw_try(const void *sbuf, const int scounts[],
 				 const MPI_Datatype rtypes[], MPI_Comm comm,
 				 MPI_Request *request, int *rc);
 
+/* How many blocks each side of an alltoallw on comm has: one per member
+ * of the remote group on an intercommunicator; 0 on a bad handle. */
+int tgf_w_blocks(MPI_Comm comm);
+
 /* How many blocks a neighbourhood call on comm receives and sends, on
  * every topology (0 and 0 on a communicator with none). */
 void tgf_nbr_degree(MPI_Comm comm, int *in, int *out);

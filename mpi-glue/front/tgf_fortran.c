@@ -351,16 +351,9 @@ static MPI_Datatype *tgf_f_ntypes(const MPI_Fint *t, int n, bool *nomem)
 static MPI_Datatype *tgf_f_types(const MPI_Fint *t, MPI_Fint *comm, void *buf,
 				 bool *nomem)
 {
-	MPI_Comm c = C_COMM(comm);
-	int n = 0, inter = 0;
-
-	if (B(buf) == MPI_IN_PLACE || !t || c == MPI_COMM_NULL)
+	if (B(buf) == MPI_IN_PLACE)
 		return NULL;
-	PMPI_Comm_test_inter(c, &inter);
-	if ((inter ? PMPI_Comm_remote_size(c, &n) : PMPI_Comm_size(c, &n)) !=
-	    MPI_SUCCESS)
-		return NULL;
-	return tgf_f_ntypes(t, n, nomem);
+	return tgf_f_ntypes(t, tgf_w_blocks(C_COMM(comm)), nomem);
 }
 
 /* Neighbor_alltoallw's: one per neighbour, sent (out) or received. */

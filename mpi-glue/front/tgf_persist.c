@@ -196,13 +196,10 @@ static bool tgf_pq_wtypes_keep(struct tgf_pq *q, const MPI_Datatype *s,
 		return false;
 	for (int i = 0; i < n; i++)
 		q->wtypes[i] = MPI_DATATYPE_NULL;
-	for (int i = 0; i < n && ok; i++) {
-		const MPI_Datatype *from = i < q->ns ? s : r;
-		int at = i < q->ns ? i : i - q->ns;
-
-		if (from)
-			ok = tgf_pq_type_keep(from[at], &q->wtypes[i]);
-	}
+	for (int i = 0; ok && s && i < q->ns; i++)
+		ok = tgf_pq_type_keep(s[i], &q->wtypes[i]);
+	for (int i = 0; ok && r && i < q->nr; i++)
+		ok = tgf_pq_type_keep(r[i], &q->wtypes[q->ns + i]);
 	return ok;
 }
 
@@ -661,15 +658,8 @@ int TGF_INIT(Alltoallw)(const void *sbuf, const int scounts[],
 	int rc =
 		TGF_PINIT(Alltoallw)(sbuf, scounts, sdispls, stypes, rbuf,
 				     rcounts, rdispls, rtypes, comm, info, req);
-	int n = 0, inter = 0;
+	int n = rc == MPI_SUCCESS ? tgf_w_blocks(comm) : 0;
 
-	if (rc == MPI_SUCCESS) {
-		PMPI_Comm_test_inter(comm, &inter);
-		if (inter)
-			PMPI_Comm_remote_size(comm, &n);
-		else
-			PMPI_Comm_size(comm, &n);
-	}
 	return tgf_pq_add_w(rc, req,
 			    &(struct tgf_pq){.kind = TGF_P_ALLTOALLW,
 					     .sbuf = sbuf,

@@ -637,9 +637,7 @@ int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm,
 		tgf_idup_record(comm, *newcomm);
 	return rc;
 }
-#endif
 
-#if TGF_MPICH && MPI_VERSION >= 4
 int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag,
 			       MPI_Info info, MPI_Errhandler errhandler,
 			       MPI_Comm *newcomm)
