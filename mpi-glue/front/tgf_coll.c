@@ -1762,11 +1762,10 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
  * Alltoallw: alltoallv's schedule, block j of count[j] elements of its
  * own type[j] at displs[j] bytes.  Where every block is one run of bytes
  * at or after buf the counts and displacements are its bytes; where one
- * is not (or buf is MPI_BOTTOM), the side
- * is staged whole as one struct of its blocks (what MPI_Pack writes of it
- * is block after block, in order), built here and freed once staged (the
- * stage keeps a duplicate).  A block of no elements moves nothing and
- * its type is not looked at.
+ * is not (or buf is MPI_BOTTOM), the side is staged whole, block after
+ * block, each packed with its own type (tgf_stage.c), so that no side
+ * is bounded by one PMPI_Pack's int.  A block of no elements moves
+ * nothing and its type is not looked at.
  */
 /* One side of an alltoallw: per member a count of its type at a byte
  * displacement, an int (alltoallw) or an MPI_Aint (the neighbourhood
@@ -1784,13 +1783,13 @@ static MPI_Aint tgf_w_at(const struct tgf_w_side *w, int i)
 	return w->da ? w->da[i] : (MPI_Aint)w->di[i];
 }
 
+/* *at: the byte displacements a staged side reads, freed by the caller
+ * once the decision staged what it would. */
 static int tgf_w_vec(struct tgf_v *a, int k, const struct tgf_w_side *w,
-		     unsigned how, MPI_Datatype *made)
+		     unsigned how, MPI_Aint **at)
 {
-	int n = tg_comm_size(a->fc->tc), rc;
+	int n = tg_comm_size(a->fc->tc);
 	size_t *c = k ? a->rc : a->sc, *d = k ? a->rd : a->sd, all = 0;
-	MPI_Datatype *ty;
-	MPI_Aint *at;
 	bool staged = false;
 
 	if (!w->counts || (!w->di && !w->da) || !w->types)
@@ -1806,7 +1805,7 @@ static int tgf_w_vec(struct tgf_v *a, int k, const struct tgf_w_side *w,
 		l = tgf_layout(w->types[i], w->counts[i], &c[i]);
 		if (l == TGF_BAD)
 			return TG_WHY_ARGS;
-		/* a block before the buffer is reached through the struct */
+		/* a block before the buffer is reached through the stage */
 		staged |= l == TGF_STAGED || tgf_w_at(w, i) < 0;
 		d[i] = (size_t)tgf_w_at(w, i);
 		all += c[i];
@@ -1817,45 +1816,31 @@ static int tgf_w_vec(struct tgf_v *a, int k, const struct tgf_w_side *w,
 	if (!staged)
 		return tgf_v_put(a, k, (struct tgf_side){.buf = w->buf}, false,
 				 all);
-	/* the stage moves its one element in a single PMPI_Pack */
-	if (all > INT_MAX)
-		return TGF_NOMEM;
-	ty = malloc((size_t)n * sizeof(*ty));
-	at = malloc((size_t)n * sizeof(*at));
-	rc = ty && at ? MPI_SUCCESS : MPI_ERR_NO_MEM;
-	for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
-		ty[i] = w->counts[i] ? w->types[i] : MPI_BYTE;
-		at[i] = w->counts[i] ? tgf_w_at(w, i) : 0;
-	}
-	if (rc == MPI_SUCCESS)
-		rc = PMPI_Type_create_struct(n, w->counts, at, ty, made);
-	if (rc == MPI_SUCCESS && PMPI_Type_commit(made) != MPI_SUCCESS) {
-		PMPI_Type_free(made);
-		rc = MPI_ERR_OTHER;
-	}
-	free(ty);
-	free(at);
-	if (rc != MPI_SUCCESS) {
-		*made = MPI_DATATYPE_NULL;
-		return TGF_NOMEM;
+	if (!w->da) {
+		*at = malloc((size_t)n * sizeof(**at));
+		if (!*at)
+			return TGF_NOMEM;
+		for (int i = 0; i < n; i++)
+			(*at)[i] = tgf_w_at(w, i);
 	}
 	all = 0;
 	for (int i = 0; i < n; i++) {
 		d[i] = all;
 		all += c[i];
 	}
-	return tgf_v_put(
-		a, k,
-		(struct tgf_side){
-			.buf = w->buf, .count = 1, .dt = *made, .how = how},
-		true, all);
+	return tgf_v_put(a, k,
+			 (struct tgf_side){.buf = w->buf,
+					   .counts = w->counts,
+					   .n = n,
+					   .types = w->types,
+					   .at = w->da ? w->da : *at,
+					   .how = how},
+			 true, all);
 }
 
-/* made: the struct types tgf_w_vec built, freed by the caller once the
- * decision staged what it would.  w[0] the send side, w[1] the receive
- * side. */
+/* w[0] the send side, w[1] the receive side; at: as tgf_w_vec's. */
 static int tgf_check_alltoallw(MPI_Comm comm, const struct tgf_w_side w[2],
-			       struct tgf_v *a, MPI_Datatype made[2])
+			       struct tgf_v *a, MPI_Aint *at[2])
 {
 	int why = tgf_v_begin(comm, a);
 	bool in_place = w[0].buf == MPI_IN_PLACE;
@@ -1864,30 +1849,29 @@ static int tgf_check_alltoallw(MPI_Comm comm, const struct tgf_w_side w[2],
 		return why;
 	why = tgf_w_vec(a, 1, &w[1],
 			in_place ? TGF_STAGE_IN | TGF_STAGE_OUT : TGF_STAGE_OUT,
-			&made[1]);
+			&at[1]);
 	if (why == TGF_OK && !in_place)
-		why = tgf_w_vec(a, 0, &w[0], TGF_STAGE_IN, &made[0]);
+		why = tgf_w_vec(a, 0, &w[0], TGF_STAGE_IN, &at[0]);
 	return tgf_v_end(a, why, w[0].buf, w[1].buf);
 }
 
 /* An alltoallw, blocking (request NULL) or not: TGF_V's dance, the
- * struct types freed between the decision and the post.  why: a reason
+ * displacements freed between the decision and the post.  why: a reason
  * found before (the neighbourhood form's), or TGF_OK. */
 static bool tgf_alltoallw_go(MPI_Comm comm, enum tg_fn fn, int why,
 			     const struct tgf_w_side w[2], MPI_Request *request,
 			     int *rc)
 {
-	MPI_Datatype made[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
+	MPI_Aint *at[2] = {NULL, NULL};
 	struct tgf_v a = {0};
 
 	if (why == TGF_OK)
-		why = tgf_check_alltoallw(comm, w, &a, made);
+		why = tgf_check_alltoallw(comm, w, &a, at);
 	else if (why == TGF_NOMEM && tgf_comm_check(comm, &a.fc) != TGF_OK)
 		why = TG_WHY_COMM; /* the policy weighs a member's NOMEM */
 	why = tgf_v_decide(fn, why, &a, request != NULL);
-	for (int k = 0; k < 2; k++)
-		if (made[k] != MPI_DATATYPE_NULL)
-			PMPI_Type_free(&made[k]);
+	free(at[0]);
+	free(at[1]);
 	return tgf_v_go(comm, fn, why, &a, request, rc);
 }
 

@@ -14,13 +14,17 @@ enum {
 };
 
 /* One side of a data mover that goes through a stage: counts in
- * elements of dt; displs (extents of dt) NULL for one block at buf. */
+ * elements of dt; counts NULL for one block at buf. */
 struct tgf_side {
 	const void *buf;
 	size_t count; /* one block */
-	const int *counts, *displs; /* n blocks (alltoallv) */
+	const int *counts, *displs; /* n blocks (alltoallv), extents of dt */
 	int n;
 	MPI_Datatype dt;
+	/* or n blocks of their own types (alltoallw): counts[i] elements
+	 * of types[i] at[i] bytes from buf */
+	const MPI_Datatype *types;
+	const MPI_Aint *at;
 	unsigned how; /* 0: not staged */
 };
 
