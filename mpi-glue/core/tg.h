@@ -164,18 +164,23 @@ int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
  * other pages.  The send data is copied: sbuf is free on return.  Same
  * messages as tg_alltoallv: members may mix the two.  *early: some data
  * had not arrived on return.  Returns 0, or a negative fi_errno with
- * nothing posted (the caller falls back).  fn (an enum tg_fn) and site (the
- * program's call: an address in its code) name the call in T-NBC's trace of the
+ * nothing posted (the caller falls back), or TG_TNBC_PLAIN with nothing
+ * posted: T-NBC, tried at this site against the plain way, was no better
+ * there or is being tried (TNBC_MPI_TNBC_ADAPT, tg_adapt.h); the caller
+ * sends it by tg_alltoallv.  fn (an enum tg_fn) and site (the program's
+ * call: an address in its code) name the call in T-NBC's trace of the
  * order a program reads its messages in (TNBC_MPI_TNBC_TRACE and
- * TNBC_MPI_TNBC_ORDER).
+ * TNBC_MPI_TNBC_ORDER), and in that trial.
  */
+#define TG_TNBC_PLAIN 1
 int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 		      const void *sbuf, const size_t *scounts,
 		      const size_t *sdispls, void *rbuf, const size_t *rcounts,
 		      const size_t *rdispls, bool *early);
 /* The broadcast by T-NBC: bytes of buf from member root, cut into
  * pieces of piece bytes (by offset: the same on every member) that
- * travel down a binomial tree; a member's pages guarded as above. */
+ * travel down a binomial tree; a member's pages guarded as above, or,
+ * the plain way (see above), none: the call waits for all of them. */
 int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 		  int root, size_t piece, bool *early);
 /* A T-NBC call on c that returned early and failed afterwards: its
@@ -189,6 +194,10 @@ void tg_tnbc_open(const void *buf, size_t len);
 bool tg_tnbc_guarding(void);
 /* Faults T-NBC's guard served in this process. */
 uint64_t tg_tnbc_faults(void);
+/* Prints, on stderr, this rank's trial of T-NBC at each call site
+ * (TNBC_MPI_TNBC_ADAPT): the way kept, or trying, and the mean periods
+ * of each way.  For the report, by rank 0. */
+void tg_tnbc_report(void);
 /* ns the guard's waits for data took in this process (faults and
  * opens by calls), summed. */
 uint64_t tg_tnbc_wait_ns(void);
@@ -318,12 +327,18 @@ void tg_count_early(enum tg_fn fn);
 bool tg_policy_tnbc(enum tg_fn fn, size_t bytes);
 /* The piece a T-NBC broadcast is cut into (TNBC_MPI_TNBC_PIECE). */
 size_t tg_policy_tnbc_piece(void);
+/* The periods of each way a call site tries before T-NBC is kept or left
+ * there (TNBC_MPI_TNBC_ADAPT; 0: T-NBC at every call). */
+unsigned tg_policy_tnbc_trials(void);
+/* A call T-NBC would take that went the plain way, T-NBC having measured
+ * itself no better at its site (or trying). */
+void tg_count_plain(enum tg_fn fn);
 /* Counts per function: offloaded, the fallbacks by reason, the T-NBC
  * calls that returned early, the ns spent in its calls (T-NBC's
- * functions), and the ns T-NBC's guard made the program wait for data
- * after the calls returned (the last for MPI_Alltoall only: the whole
- * process's). */
-#define TG_NCOUNT (4 + TG_NWHY)
+ * functions), the ns T-NBC's guard made the program wait for data
+ * after the calls returned (for MPI_Alltoall only: the whole
+ * process's), and the calls T-NBC left to the plain way. */
+#define TG_NCOUNT (5 + TG_NWHY)
 /* This process's counts: TG_NFN x TG_NCOUNT, for the front-end to sum
  * over the world. */
 void tg_counts(uint64_t *out);

@@ -148,6 +148,7 @@ static int tg_comm_close(struct tg_comm *c)
 	if (c->set)
 		fi_close(&c->set->fid);
 	tg_comm_unlist(c);
+	tg_tnbc_comm_fini(c);
 	free(c->world);
 	free(c);
 	return 0;

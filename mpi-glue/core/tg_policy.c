@@ -21,6 +21,9 @@
  *                              (MPI_Alltoall, MPI_Alltoallv, MPI_Bcast)
  *   TNBC_MPI_TNBC_MIN=bytes    from this largest message on (4096)
  *   TNBC_MPI_TNBC_PIECE=bytes  a broadcast's pieces (65536)
+ *   TNBC_MPI_TNBC_ADAPT=n      periods of each way a call site tries
+ *                              before T-NBC is kept or left there (2;
+ *                              0: T-NBC at every call)
  *   TNBC_MPI_REPORT=1          rank 0 prints the counts at MPI_Finalize
  *
  * Every rank reads them, and every rank must read the same: a launcher
@@ -182,6 +185,14 @@ static size_t tg_cut[TG_NFN];
  * a 1 MiB broadcast is 16 pieces a reader can start on one by one. */
 #define TG_TNBC_PIECE 65536u
 
+/* The periods of each way a call site tries before T-NBC is kept or
+ * left there (tg_adapt.h): more than one, so that a single scheduler's
+ * slice (2 to 4 ms on 2 cores) does not decide alone; few, so that a
+ * loop of a dozen calls still runs half of them on the verdict (the
+ * seventh call on, after a warm-up of each way). */
+#define TG_TNBC_TRIALS	   2u
+#define TG_TNBC_TRIALS_MAX 1000u
+
 /* The blocking functions T-NBC takes. */
 static bool tg_tnbc_takes(int fn)
 {
@@ -195,6 +206,7 @@ static struct {
 	enum tg_mode mode[TG_NFN];
 	bool tnbc[TG_NFN];
 	size_t tnbc_min, tnbc_piece;
+	unsigned tnbc_trials;
 	_Atomic uint64_t count[TG_NFN][TG_NCOUNT];
 } tgp;
 
@@ -282,6 +294,20 @@ void tg_policy_init(const char *mpi, bool oversub)
 	tgp.tnbc_piece = v && *v ? (size_t)strtoull(v, NULL, 0) : 0;
 	if (!tgp.tnbc_piece)
 		tgp.tnbc_piece = TG_TNBC_PIECE;
+	v = getenv("TNBC_MPI_TNBC_ADAPT");
+	tgp.tnbc_trials = TG_TNBC_TRIALS;
+	if (v && *v) {
+		char *end;
+		unsigned long t = strtoul(v, &end, 10);
+
+		if (*end || *v == '-' || t > TG_TNBC_TRIALS_MAX)
+			fprintf(stderr,
+				"tnbc-mpi: TNBC_MPI_TNBC_ADAPT: '%s' is not a "
+				"count of trials from 0 to %u; %u it is\n",
+				v, TG_TNBC_TRIALS_MAX, TG_TNBC_TRIALS);
+		else
+			tgp.tnbc_trials = (unsigned)t;
+	}
 	for (int f = 0; f < TG_NFN; f++) {
 		char var[64], *p;
 
@@ -347,6 +373,11 @@ size_t tg_policy_tnbc_piece(void)
 	return tgp.tnbc_piece;
 }
 
+unsigned tg_policy_tnbc_trials(void)
+{
+	return tgp.tnbc_trials;
+}
+
 void tg_time(enum tg_fn fn, uint64_t ns)
 {
 	atomic_fetch_add_explicit(&tgp.count[fn][2 + TG_NWHY], ns,
@@ -361,6 +392,14 @@ void tg_count_early(enum tg_fn fn)
 	if (!tgp.report)
 		return;
 	atomic_fetch_add_explicit(&tgp.count[fn][1 + TG_NWHY], 1,
+				  memory_order_relaxed);
+}
+
+void tg_count_plain(enum tg_fn fn)
+{
+	if (!tgp.report)
+		return;
+	atomic_fetch_add_explicit(&tgp.count[fn][4 + TG_NWHY], 1,
 				  memory_order_relaxed);
 }
 
@@ -432,8 +471,9 @@ void tg_report_print(const uint64_t *sums)
 		if (o)
 			snprintf(why + o, sizeof(why) - o, ")");
 		if (tgp.tnbc[f])
-			snprintf(early, sizeof(early), " early %llu",
-				 (unsigned long long)s[1 + TG_NWHY]);
+			snprintf(early, sizeof(early), " early %llu plain %llu",
+				 (unsigned long long)s[1 + TG_NWHY],
+				 (unsigned long long)s[4 + TG_NWHY]);
 		if (s[2 + TG_NWHY])
 			snprintf(early + strlen(early),
 				 sizeof(early) - strlen(early), " call_ms %.1f",

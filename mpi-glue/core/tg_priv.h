@@ -55,6 +55,7 @@ static inline struct tg_req *tg_ctx_req(void *op_context)
 }
 
 struct tg_tnbc_op;
+struct tg_tnbc_site;
 
 struct tg_comm {
 	uint32_t id;
@@ -69,6 +70,7 @@ struct tg_comm {
 	uint32_t seq; /* alltoallv operations posted */
 	uint32_t dseq; /* descriptor reductions posted */
 	int tnbc_err; /* a T-NBC call that returned early failed later */
+	struct tg_tnbc_site *sites; /* T-NBC's trials at its call sites */
 	struct tg_comm *next; /* tg.closing */
 	struct tg_comm *all_next; /* tg.all */
 };
@@ -131,6 +133,8 @@ void tg_comm_close_all(void);
 void tg_tnbc_reap(struct tg_comm *c, bool wait);
 /* Closes what T-NBC kept (its trace, copies); under tg.lock. */
 void tg_tnbc_close(void);
+/* Frees c's T-NBC trials; with c. */
+void tg_tnbc_comm_fini(struct tg_comm *c);
 /* Counters for schedules of deferred work, reset and kept for reuse;
  * under tg.lock.  NULL: none could be opened. */
 struct fid_cntr *tg_cntr_get(void);

@@ -29,6 +29,11 @@
  * A call stays on tg.tnbc until its messages have completed and its
  * ranges are open; a later T-NBC call, MPI_Comm_free and MPI_Finalize
  * finish those still outstanding.
+ *
+ * Each rank tries T-NBC at each call site against the plain way (the
+ * glue's alltoallv; for a broadcast, these messages with nothing
+ * guarded) and keeps the one its loop ran faster with (tg_adapt.h,
+ * TNBC_MPI_TNBC_ADAPT).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -44,6 +49,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_trigger.h>
 
+#include "tg_adapt.h"
 #include "tg_guard.h"
 #include "tg_priv.h"
 
@@ -188,6 +194,15 @@ struct tg_site {
 	int order[TG_TNBC_SITE_MAX]; /* member ranks, first read first */
 	uint64_t ns[TG_TNBC_SITE_MAX]; /* when, after the return */
 	uint64_t calls;
+};
+
+/* T-NBC's trial at one call site of one communicator (tg_adapt.h), kept
+ * with the communicator and freed with it: a program that makes a
+ * communicator per step leaves nothing behind. */
+struct tg_tnbc_site {
+	struct tg_tnbc_site *next;
+	char key[200];
+	struct tg_adapt ad;
 };
 
 static struct {
@@ -662,6 +677,98 @@ static int tg_tnbc_post_recv(struct tg_tnbc_op *op, int j, uint64_t tag,
 	return ret;
 }
 
+/* The trace's variables, read by the first call; under tg.lock. */
+static void tg_tnbc_env(void)
+{
+	const char *v;
+
+	if (tg_tr.init)
+		return;
+	tg_tr.init = true;
+	v = getenv("TNBC_MPI_TNBC_TRACE");
+	tg_tr.trace = v && *v ? v : NULL;
+	v = getenv("TNBC_MPI_TNBC_ORDER");
+	tg_tr.replay = v && *v ? v : NULL;
+	v = getenv("TNBC_MPI_TNBC_SKIP");
+	tg_tr.skip = v && *v ? v : NULL;
+}
+
+/* Under tg.lock: c's trial at site key, made on first use (NULL: no
+ * memory). */
+static struct tg_adapt *tg_tnbc_trial(struct tg_comm *c, const char *key)
+{
+	struct tg_tnbc_site *s;
+
+	for (s = c->sites; s; s = s->next)
+		if (!strcmp(s->key, key))
+			return &s->ad;
+	s = malloc(sizeof(*s));
+	if (!s)
+		return NULL;
+	snprintf(s->key, sizeof(s->key), "%s", key);
+	tg_adapt_init(&s->ad);
+	s->next = c->sites;
+	c->sites = s;
+	return &s->ad;
+}
+
+void tg_tnbc_comm_fini(struct tg_comm *c)
+{
+	while (c->sites) {
+		struct tg_tnbc_site *s = c->sites;
+
+		c->sites = s->next;
+		free(s);
+	}
+}
+
+/* Under tg.lock: finishes c's T-NBC calls made at site key (their data
+ * landed, their ranges opened), and no other's: a site that kept T-NBC
+ * goes on overlapping while another tries. */
+static void tg_tnbc_reap_site(struct tg_comm *c, const char *key)
+{
+	struct tg_tnbc_op **pp = &tg.tnbc;
+
+	while (*pp) {
+		struct tg_tnbc_op *op = *pp;
+
+		if (op->c != c || strcmp(op->site, key)) {
+			pp = &op->next;
+			continue;
+		}
+		*pp = op->next;
+		tg_tnbc_finish(op);
+	}
+}
+
+/*
+ * The way of a call of fn at site key on c (tg_adapt.h): T-NBC, or the
+ * plain way while T-NBC is tried there or where it lost.  A T-NBC call
+ * before it at the site, while trying, is finished first, so that what
+ * T-NBC left to wait for counts in its own period.  Tracing, every call
+ * is T-NBC: the trace is of T-NBC's reads.  Under tg.lock.
+ */
+static enum tg_way tg_tnbc_way(struct tg_comm *c, enum tg_fn fn,
+			       const char *key)
+{
+	unsigned trials = tg_policy_tnbc_trials();
+	struct tg_adapt *a;
+	enum tg_way way;
+
+	tg_tnbc_env();
+	if (!trials || tg_tr.trace)
+		return TG_WAY_TNBC;
+	a = tg_tnbc_trial(c, key);
+	if (!a)
+		return TG_WAY_TNBC; /* no room to keep score: as asked */
+	if (tg_adapt_settle_first(a))
+		tg_tnbc_reap_site(c, key);
+	way = tg_adapt_pick(a, tg_now(), trials);
+	if (way == TG_WAY_PLAIN)
+		tg_count_plain(fn);
+	return way;
+}
+
 /* Under tg.lock, at the start of op's call: c joined, the fault
  * handler and the go counter there, finished calls reaped, room for one
  * more; op traced or not. */
@@ -669,16 +776,7 @@ static int tg_tnbc_enter(struct tg_comm *c, struct tg_tnbc_op *op)
 {
 	int ret = tg_comm_join(c), nops = 0;
 
-	if (!tg_tr.init) {
-		const char *v = getenv("TNBC_MPI_TNBC_TRACE");
-
-		tg_tr.init = true;
-		tg_tr.trace = v && *v ? v : NULL;
-		v = getenv("TNBC_MPI_TNBC_ORDER");
-		tg_tr.replay = v && *v ? v : NULL;
-		v = getenv("TNBC_MPI_TNBC_SKIP");
-		tg_tr.skip = v && *v ? v : NULL;
-	}
+	tg_tnbc_env();
 	/* without them, every send at the default priority */
 	if (!ret && !tg_tr.ops_tried) {
 		tg_tr.ops_tried = true;
@@ -850,10 +948,18 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	struct tg_tnbc_op *op;
 	int ret, me = c->rank, parts = 1, self = -1, posted = 0;
 	uint64_t tag;
+	char key[sizeof(op->site)];
+	enum tg_way way;
 
 	*early = false;
 	if (!tg.ready)
 		return -FI_EOPBADSTATE;
+	tg_tnbc_site_key(key, sizeof(key), tg_fn_name((enum tg_fn)fn), site);
+	pthread_mutex_lock(&tg.lock);
+	way = tg_tnbc_way(c, (enum tg_fn)fn, key);
+	pthread_mutex_unlock(&tg.lock);
+	if (way == TG_WAY_PLAIN)
+		return TG_TNBC_PLAIN;
 	if (!sbuf) { /* in place: the sends come from the receive buffer */
 		sbuf = rbuf;
 		scounts = rcounts;
@@ -891,8 +997,7 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 		goto err_free;
 	}
 	op->c = c;
-	tg_tnbc_site_key(op->site, sizeof(op->site), tg_fn_name((enum tg_fn)fn),
-			 site);
+	memcpy(op->site, key, sizeof(key));
 	/* the send data, packed in rank order; the own slice among it
 	 * (in place, it is in the buffer about to be protected) */
 	{
@@ -1003,6 +1108,7 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 	int kids[32], parent = -1, parts = 1, posted = 0;
 	struct tg_tnbc_op *op;
 	uint64_t tag;
+	enum tg_way way;
 
 	*early = false;
 	if (!tg.ready)
@@ -1039,6 +1145,10 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 		goto err_free;
 	}
 	pthread_mutex_lock(&tg.lock);
+	/* a member's plain way is T-NBC's messages with nothing guarded:
+	 * the others' way is theirs to choose; the root guards nothing
+	 * either way, and tries nothing */
+	way = vr ? tg_tnbc_way(c, TG_BCAST, op->site) : TG_WAY_TNBC;
 	ret = tg_tnbc_enter(c, op);
 	if (ret)
 		goto err_unlock;
@@ -1082,7 +1192,7 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 							 : piece,
 			.src = parent};
 	tg_tnbc_ranges(op, (uintptr_t)buf, pg, -1);
-	if (tg_tr.skip && tg_tnbc_skipped(op->site))
+	if (way == TG_WAY_PLAIN || (tg_tr.skip && tg_tnbc_skipped(op->site)))
 		op->nr = 0;
 	tg_tnbc_guard(op, buf);
 	parts += (int)np * (1 + nk);
@@ -1152,6 +1262,30 @@ uint64_t tg_tnbc_wait_ns(void)
 uint64_t tg_tnbc_faults(void)
 {
 	return tg_guard_faults();
+}
+
+void tg_tnbc_report(void)
+{
+	pthread_mutex_lock(&tg.lock);
+	for (struct tg_comm *c = tg.all; c; c = c->all_next)
+		for (struct tg_tnbc_site *s = c->sites; s; s = s->next) {
+			const struct tg_adapt *a = &s->ad;
+			double m[2];
+
+			for (int w = 0; w < 2; w++)
+				m[w] = a->n[w] ? (double)a->sum[w] / a->n[w] /
+							 1e6
+					       : 0;
+			fprintf(stderr,
+				"tnbc-mpi: T-NBC at %s comm %u: %s (a period "
+				"%.3f ms with T-NBC, %.3f plain; rank %d)\n",
+				s->key, c->id,
+				a->verdict == TG_WAY_TNBC    ? "kept"
+				: a->verdict == TG_WAY_PLAIN ? "left"
+							     : "trying",
+				m[TG_WAY_TNBC], m[TG_WAY_PLAIN], tg.rank);
+		}
+	pthread_mutex_unlock(&tg.lock);
 }
 
 /*

@@ -577,6 +577,7 @@ static void tgf_report(void)
 				"serves %llu to %llu tnbc domains\n",
 				(unsigned long long)emin,
 				(unsigned long long)emax[0]);
+		tg_tnbc_report();
 	}
 }
 

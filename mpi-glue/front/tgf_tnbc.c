@@ -111,8 +111,9 @@ static int tgf_tnbc_run_to(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
 	ret = tg_tnbc_alltoallv(tc, fn, tgf_site(site), sbuf, sc, sd, rbuf, rc,
 				rd, &early);
 	if (ret) {
-		/* nothing posted here, while the others expect these very
-		 * messages: the glue's plain alltoallv sends them */
+		/* nothing posted here (T-NBC failed, or left this call to
+		 * the plain way: TG_TNBC_PLAIN), while the others expect
+		 * these very messages: the glue's plain alltoallv sends them */
 		struct tg_req *r = tg_req_new(NULL);
 
 		if (!r)

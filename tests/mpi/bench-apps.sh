@@ -9,8 +9,11 @@
 # the glue's default policy (glue), then under the MPI alone again
 # (mpi-again, the yardstick: CONTROL=0 leaves it out); TNBC_ALL=1 adds a
 # run with every blocking call offloaded (glue-all); TNBC=1 adds, for NPB,
-# a run with T-NBC (tnbc: TNBC_MPI_TNBC=all, tnbc-mpi(7)) beside one with
-# the glue's plain offload (glue-all), both reporting the time spent in
+# a run with T-NBC at every call (tnbc: TNBC_MPI_TNBC=all
+# TNBC_MPI_TNBC_ADAPT=0, tnbc-mpi(7)), one with T-NBC tried against the
+# plain way at each call site and kept where it paid (tnbc-adapt: the
+# default TNBC_MPI_TNBC_ADAPT), beside one with
+# the glue's plain offload (glue-all), all reporting the time spent in
 # MPI_Alltoall(v)/MPI_Bcast calls and, for tnbc, the waits for data after
 # them (NPB rows: compute_us holds the calls' ms, pure_us the waits' ms,
 # every rank summed); LINK=1 adds beside it the same with the host's link
@@ -68,7 +71,7 @@ labels="mpi glue mpi-again"
 [ "${CONTROL:-1}" = 0 ] && labels="mpi glue"
 [ "${TNBC_ALL:-0}" = 1 ] && labels="$labels glue-all"
 npb_labels=$labels
-[ "${TNBC:-0}" = 1 ] && npb_labels="$labels glue-all tnbc" &&
+[ "${TNBC:-0}" = 1 ] && npb_labels="$labels glue-all tnbc tnbc-adapt" &&
 	npb_labels=$(tr ' ' '\n' <<<"$npb_labels" | awk '!seen[$0]++' | tr '\n' ' ')
 [ "${TNBC:-0}" = 1 ] && [ "${LINK:-0}" = 1 ] && npb_labels="$npb_labels tnbc-nolink"
 
@@ -107,9 +110,12 @@ launch() {
 	[ "$label" = glue-all ] && pre=(env TNBC_MPI_OFFLOAD=all
 		TNBC_MPI_REPORT=1)
 	[ "$label" = tnbc ] && pre=(env TNBC_MPI_OFFLOAD=all TNBC_MPI_TNBC=all
-		TNBC_MPI_REPORT=1)
+		TNBC_MPI_TNBC_ADAPT=0 TNBC_MPI_REPORT=1)
+	[ "$label" = tnbc-adapt ] && pre=(env TNBC_MPI_OFFLOAD=all
+		TNBC_MPI_TNBC=all TNBC_MPI_REPORT=1)
 	[ "$label" = tnbc-nolink ] && pre=(env TNBC_MPI_OFFLOAD=all
-		TNBC_MPI_TNBC=all TNBC_MPI_REPORT=1 FI_TNBC_LINK_SHARE=0)
+		TNBC_MPI_TNBC=all TNBC_MPI_TNBC_ADAPT=0 TNBC_MPI_REPORT=1
+		FI_TNBC_LINK_SHARE=0)
 	[ "$where" = netns ] && pre=(nsenter -t "${HOSTPID[1]}" -n -u env
 		PATH="$PATH" UCX_NET_DEVICES=eth0 "${pre[@]:1}")
 	echo "== $mpi $where $label: $*" >>"$log"
@@ -281,16 +287,21 @@ tn = [(k, best[k]) for k in sorted(best) if k[3] == "npb" and "tnbc" in best[k] 
 if tn:
     say("NPB with T-NBC (tnbc) beside the glue's plain offload (glue-all): seconds; the time in")
     say("MPI_Alltoall(v)/Bcast calls (ms, every rank summed) and T-NBC's as a share of the")
-    say("plain one's; hidden = 1 - (T-NBC's calls + waits for data after them) / plain calls")
-    say("%-8s %-6s %-10s %8s %8s %8s %5s %9s %9s %8s %6s %7s %s" % ("mpi", "where", "bench", "mpi", "plain", "tnbc", "x", "call", "tcall", "wait", "share", "hidden", "verified (mpi/plain/tnbc)"))
+    say("plain one's; hidden = 1 - (T-NBC's calls + waits for data after them) / plain calls;")
+    say("adapt: T-NBC tried at each call site and kept where it paid (tnbc-adapt), x its time")
+    say("over plain")
+    say("%-8s %-6s %-10s %8s %8s %8s %5s %9s %9s %8s %6s %7s %8s %5s %s" % ("mpi", "where", "bench", "mpi", "plain", "tnbc", "x", "call", "tcall", "wait", "share", "hidden", "adapt", "x", "verified (mpi/plain/tnbc/adapt)"))
     for k, v in tn:
         p, q = v["glue-all"], v["tnbc"]
+        a = v.get("tnbc-adapt")
         m = float(v["mpi"]["us"]) if "mpi" in v else 0
         pc = float(p["compute_us"] or 0); tc = float(q["compute_us"] or 0); w = float(q["pure_us"] or 0)
-        say("%-8s %-6s %-10s %8.2f %8.2f %8.2f %5.2f %9.1f %9.1f %8.1f %6.2f %7.2f %s/%s/%s" % (k[0], k[1], k[2][4:],
+        say("%-8s %-6s %-10s %8.2f %8.2f %8.2f %5.2f %9.1f %9.1f %8.1f %6.2f %7.2f %8.2f %5.2f %s/%s/%s/%s" % (k[0], k[1], k[2][4:],
             m, float(p["us"]), float(q["us"]), float(q["us"]) / float(p["us"]), pc, tc, w,
             tc / pc if pc else 0, 1 - (tc + w) / pc if pc else 0,
-            v["mpi"]["status"] if "mpi" in v else "-", p["status"], q["status"]))
+            float(a["us"]) if a else 0, float(a["us"]) / float(p["us"]) if a else 0,
+            v["mpi"]["status"] if "mpi" in v else "-", p["status"], q["status"],
+            a["status"] if a else "-"))
     say()
 tl = [(k, best[k]) for k in sorted(best) if k[3] == "npb" and "tnbc" in best[k] and "tnbc-nolink" in best[k]]
 if tl:

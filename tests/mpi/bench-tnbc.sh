@@ -44,7 +44,8 @@ for mpi in ${MPIS:-openmpi mpich}; do
 			t=$(sed -n 's/^tcomm_us //p' <<<"$o")
 			grep -v '^tcomm_us\|^scenario' <<<"$o" |
 				sed "s/^/blocking,$mpi,/" >>"$csv"
-			TNBC_MPI_TNBC=MPI_Alltoall "$run" "${lopts[@]}" -np "$np" \
+			TNBC_MPI_TNBC=MPI_Alltoall TNBC_MPI_TNBC_ADAPT=0 \
+				"$run" "${lopts[@]}" -np "$np" \
 				"$bin" "${args[@]}" --tcomm-us "$t" |
 				grep -v '^scenario' | sed "s/^/tnbc,$mpi,/" >>"$csv"
 		done

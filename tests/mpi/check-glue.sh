@@ -234,8 +234,11 @@ done
 # T-NBC: blocking alltoall(v) returning before the data has arrived, the
 # receive buffer guarded page by page; from 3 ranks some calls return
 # early (at 2 both slices touch the buffer's unaligned first or last
-# page, which is never guarded, so the call waits for them)
+# page, which is never guarded, so the call waits for them).  Every call
+# by T-NBC (TNBC_MPI_TNBC_ADAPT=0): each path is tested where it is
+# called, not where the trial against the plain way sends it.
 prog=glue_tnbc
+export TNBC_MPI_TNBC_ADAPT=0
 for mpi in $mpis; do
 	[ -x "tests/mpi/glue-bin/glue_tnbc.$mpi" ] || continue
 	for np in $nps; do
@@ -281,6 +284,43 @@ for mpi in $mpis; do
 	TNBC_MPI_TNBC=all TNBC_MPI_TNBC_ORDER=$tr/t launch "$mpi" 3 || st=$?
 	result "$mpi np=3 T-NBC replay" "$st"
 	rm -rf "$tr"
+done
+unset TNBC_MPI_TNBC_ADAPT
+# T-NBC tried against the plain way at each call site (the default): 12
+# calls at each of three sites per rank, the ranks paced differently.
+# Whatever each rank's verdict, every result is right; and each rank's
+# calls at a site are a warm-up of each way and two trials of each, by
+# turns, T-NBC first, then six on its verdict: 3 plain calls where it
+# kept T-NBC, 9 where it left it, so the report's sum over the m ranks
+# that try (a broadcast's root does not) is 3m + 6k for the k that left
+# it, and rank 0's verdict at every site is given
+for mpi in $mpis; do
+	[ -x "tests/mpi/glue-bin/glue_tnbc.$mpi" ] || continue
+	for np in $nps; do
+		st=0
+		TNBC_MPI_TNBC=all TNBC_MPI_REPORT=1 launch "$mpi" "$np" -- \
+			--adapt || st=$?
+		result "$mpi np=$np T-NBC adapt" "$st"
+		for fn in MPI_Alltoall MPI_Alltoallv MPI_Bcast; do
+			m=$np
+			[ "$fn" = MPI_Bcast ] && m=$((np - 1))
+			p=$(sed -n "s/^tnbc-mpi: $fn offloaded $((12 * np)) fallback 0 early [0-9]* plain \([0-9]*\).*/\1/p" "$out")
+			v=$(grep -c "^tnbc-mpi: T-NBC at $fn@[^ ]* comm [0-9]*: \(kept\|left\) " "$out" || true)
+			if [ -n "$p" ] && [ "$p" -ge $((3 * m)) ] &&
+				[ $(((p - 3 * m) % 6)) -eq 0 ] &&
+				[ $(((p - 3 * m) / 6)) -le "$m" ] &&
+				[ "$v" -eq $((m > 0)) ]; then
+				echo "PASS: $mpi np=$np T-NBC adapt $fn:" \
+					"$(((p - 3 * m) / 6)) of $m left it"
+			else
+				echo "FAIL: $mpi np=$np T-NBC adapt $fn: plain" \
+					"'$p', rank 0's verdicts $v; expected" \
+					"3 x $m + 6 k, k <= $m, and $((m > 0))"
+				grep '^tnbc-mpi:' "$out" | sed 's/^/    /'
+				fails=$((fails + 1))
+			fi
+		done
+	done
 done
 prog=glue_coll
 
@@ -362,7 +402,7 @@ for mpi in $mpis; do
 	f=tests/mpi/glue-bin/glue_fortran08.$mpi
 	[ -x "$f" ] || continue
 	st=0
-	TNBC_MPI_OFFLOAD=all TNBC_MPI_TNBC=all TNBC_MPI_TNBC_MIN=1 \
+	TNBC_MPI_OFFLOAD=all TNBC_MPI_TNBC=all TNBC_MPI_TNBC_MIN=1 TNBC_MPI_TNBC_ADAPT=0 \
 		TNBC_MPI_REPORT=1 timeout 300 "$run" "${largs[@]}" -np 3 "$f" \
 		>"$out" 2>&1 || st=$?
 	if [ "$st" -eq 0 ] && grep -q "glue_fortran08: PASS" "$out"; then

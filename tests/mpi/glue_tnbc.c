@@ -16,6 +16,8 @@
  *
  * Rank 1 sleeps before its sends in some rounds, so that the others'
  * calls return before its data is there and their reads must wait.
+ * Run with TNBC_MPI_TNBC_ADAPT=0 (T-NBC at every call), but for
+ * --adapt, which runs the trial of T-NBC against the plain way alone.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -536,6 +538,108 @@ static void t_fork(size_t per)
 	free(r);
 }
 
+/*
+ * TNBC_MPI_TNBC_ADAPT (on by default): at each call site T-NBC is tried
+ * against the plain way and kept only where the program's loop ran
+ * faster with it.  Three sites, each in a loop of ADAPT_ROUNDS; the
+ * ranks behave differently (rank 0 reads at once, rank 1 is late with
+ * its sends, the others compute before they read) so that their
+ * verdicts may differ, which both ways' shared messages allow.  Every
+ * result is checked; check-glue reads the report: each rank's warm-up
+ * and plain trials, and its T-NBC trials, at each site.
+ */
+#define ADAPT_ROUNDS 12
+
+/* Rank 1 last at every call (its slice lies inside the others'
+ * buffers, on guarded pages), ranks from 2 on computing before they
+ * read, rank 0 reading at once. */
+static void adapt_pace(bool before)
+{
+	if (before && mt_rank == 1)
+		mt_sleep_ms(4);
+	if (!before && mt_rank >= 2)
+		mt_sleep_ms(2);
+}
+
+static void t_adapt(size_t per)
+{
+	int n = mt_size;
+	unsigned char *s = mt_malloc(per * n), *r = mt_malloc(per * n);
+	size_t blen = 4 * per; /* pieces that land on guarded pages */
+	unsigned char *b = mt_malloc(blen + 1);
+	int *sc = calloc(n, sizeof(int)), *sd = calloc(n, sizeof(int));
+	int *rc = calloc(n, sizeof(int)), *rd = calloc(n, sizeof(int));
+	size_t rtot = 0, stot = 0;
+
+	mt_phase("adapt, %d rounds a site", ADAPT_ROUNDS);
+	for (int round = 0; round < ADAPT_ROUNDS; round++) {
+		fill_send(s, per, round);
+		adapt_pace(true);
+		MT_MPI(MPI_Alltoall(s, (int)per, MPI_BYTE, r, (int)per,
+				    MPI_BYTE, MPI_COMM_WORLD));
+		adapt_pace(false);
+		check_all(r, per, round, round & 1, "adapt alltoall");
+	}
+	/* alltoallv: uneven slices, packed */
+	for (int d = 0; d < n; d++) {
+		sc[d] = (int)(per / (1 + (mt_rank + d) % 2));
+		sd[d] = (int)stot;
+		stot += (size_t)sc[d];
+		rc[d] = (int)(per / (1 + (d + mt_rank) % 2));
+		rd[d] = (int)rtot;
+		rtot += (size_t)rc[d];
+	}
+	for (int round = 0; round < ADAPT_ROUNDS; round++) {
+		for (int d = 0; d < n; d++)
+			for (int i = 0; i < sc[d]; i++)
+				s[sd[d] + i] =
+					val(mt_rank, d, (size_t)i, round + 40);
+		adapt_pace(true);
+		MT_MPI(MPI_Alltoallv(s, sc, sd, MPI_BYTE, r, rc, rd, MPI_BYTE,
+				     MPI_COMM_WORLD));
+		adapt_pace(false);
+		for (int k = n - 1; k >= 0; k--) {
+			int bad = -1;
+
+			for (int i = rc[k] - 1; i >= 0 && bad < 0; i--)
+				if (r[rd[k] + i] !=
+				    val(k, mt_rank, (size_t)i, round + 40))
+					bad = i;
+			MT_CHECK(bad < 0,
+				 "adapt alltoallv round %d: byte %d from %d",
+				 round, bad, k);
+		}
+	}
+	/* bcast from rank 1, the late one; the receivers' ways are their
+	 * own (the root's does not matter: it guards nothing) */
+	for (int round = 0; round < ADAPT_ROUNDS; round++) {
+		int root = n > 1 ? 1 : 0;
+
+		for (size_t i = 0; i < blen; i++)
+			b[i] = mt_rank == root ? val(root, 0, i, round + 80)
+					       : 0;
+		adapt_pace(true);
+		MT_MPI(MPI_Bcast(b, (int)blen, MPI_BYTE, root, MPI_COMM_WORLD));
+		adapt_pace(false);
+		for (size_t k = 0; k < blen; k++) {
+			size_t i = round & 1 ? blen - 1 - k : k;
+
+			if (b[i] != val(root, 0, i, round + 80)) {
+				MT_CHECK(0, "adapt bcast round %d: byte %zu",
+					 round, i);
+				break;
+			}
+		}
+	}
+	free(s);
+	free(r);
+	free(b);
+	free(sc);
+	free(sd);
+	free(rc);
+	free(rd);
+}
+
 int main(int argc, char **argv)
 {
 	int provided;
@@ -544,6 +648,12 @@ int main(int argc, char **argv)
 	mt_init_thread(&argc, &argv, "glue_tnbc", MPI_THREAD_MULTIPLE, 1,
 		       &provided);
 	pg = (size_t)sysconf(_SC_PAGESIZE);
+	if (argc > 1 && !strcmp(argv[1], "--adapt")) {
+		t_adapt(64 * 1024 + 40);
+		mt_finish("T-NBC tried against the plain way, %d rounds a site",
+			  ADAPT_ROUNDS);
+		return 0;
+	}
 	if (argc > 1)
 		per = (size_t)strtoull(argv[1], NULL, 0);
 	t_read_at_once(per);
