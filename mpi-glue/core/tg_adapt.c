@@ -4,6 +4,12 @@
 
 #include <string.h>
 
+/* How much shorter T-NBC's mean period must be to be kept, in percent:
+ * above the spread of a rank's periods between two ways that cost the
+ * same (NPB FT A at 2 ranks: a rank kept T-NBC on 196 ms against 201,
+ * and every later run that followed it took 5 to 30 % longer). */
+#define TG_ADAPT_MARGIN 5
+
 void tg_adapt_init(struct tg_adapt *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -29,12 +35,15 @@ enum tg_way tg_adapt_pick(struct tg_adapt *a, uint64_t now, unsigned trials)
 		a->n[a->last]++;
 	}
 	if (a->n[TG_WAY_PLAIN] >= trials && a->n[TG_WAY_TNBC] >= trials) {
-		/* the means compared without a division; a tie keeps the
-		 * plain way, which moves no page and takes no signal */
+		/* the means compared without a division: T-NBC is kept
+		 * only TG_ADAPT_MARGIN % ahead, for the plain way moves no
+		 * page, takes no signal, and costs the other ranks nothing
+		 * a rank's own periods do not show */
 		unsigned __int128 t = (unsigned __int128)a->sum[TG_WAY_TNBC] *
-				      a->n[TG_WAY_PLAIN],
+				      a->n[TG_WAY_PLAIN] * 100,
 				  p = (unsigned __int128)a->sum[TG_WAY_PLAIN] *
-				      a->n[TG_WAY_TNBC];
+				      a->n[TG_WAY_TNBC] *
+				      (100 - TG_ADAPT_MARGIN);
 
 		a->verdict = t < p ? TG_WAY_TNBC : TG_WAY_PLAIN;
 		return (enum tg_way)a->verdict;

@@ -203,15 +203,27 @@ struct tg_tnbc_site {
 	struct tg_tnbc_site *next;
 	char key[200];
 	struct tg_adapt ad;
+	bool told; /* its verdict came from an earlier run */
+};
+
+/* A verdict kept from one run for the next (TNBC_MPI_TNBC_VERDICTS). */
+struct tg_verdict {
+	char key[200];
+	uint32_t comm;
+	int way;
+	double ms[2]; /* the mean periods it was taken on, by way */
 };
 
 static struct {
 	bool init;
 	const char *trace, *replay;
 	const char *skip; /* TNBC_MPI_TNBC_SKIP: sites that guard nothing */
+	const char *verdicts; /* TNBC_MPI_TNBC_VERDICTS: the file's prefix */
 	bool loaded;
 	struct tg_site *s;
 	size_t n, cap;
+	struct tg_verdict *v; /* read from the file, and taken since */
+	size_t nv, capv;
 	bool ops_tried;
 	struct fi_tnbc_ops_ep *ep_ops; /* transmit priorities */
 } tg_tr;
@@ -420,10 +432,122 @@ static void tg_tnbc_write_trace(void)
 	fclose(f);
 }
 
+/*
+ * TNBC_MPI_TNBC_VERDICTS=prefix: each rank reads prefix.<world rank> at
+ * its first T-NBC call and starts every site the file names on its
+ * verdict there, trying nothing; at MPI_Finalize it writes the file
+ * back with the verdicts of this run added (a site this run did not
+ * reach keeps its line).  A repeated run pays no trial.  The format is
+ * in tnbc-mpi(7), "T-NBC".
+ */
+static struct tg_verdict *tg_verdict_find(const char *key, uint32_t comm,
+					  bool add)
+{
+	for (size_t i = 0; i < tg_tr.nv; i++)
+		if (tg_tr.v[i].comm == comm && !strcmp(tg_tr.v[i].key, key))
+			return &tg_tr.v[i];
+	if (!add)
+		return NULL;
+	if (tg_tr.nv == tg_tr.capv) {
+		size_t cap = tg_tr.capv ? 2 * tg_tr.capv : 16;
+		struct tg_verdict *a = realloc(tg_tr.v, cap * sizeof(*a));
+
+		if (!a)
+			return NULL;
+		tg_tr.v = a;
+		tg_tr.capv = cap;
+	}
+	memset(&tg_tr.v[tg_tr.nv], 0, sizeof(tg_tr.v[0]));
+	snprintf(tg_tr.v[tg_tr.nv].key, sizeof(tg_tr.v[0].key), "%s", key);
+	tg_tr.v[tg_tr.nv].comm = comm;
+	return &tg_tr.v[tg_tr.nv++];
+}
+
+/* Under tg.lock, once: this rank's file, if there is one. */
+static void tg_verdicts_load(void)
+{
+	char path[4096], line[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.%d", tg_tr.verdicts, tg.rank);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char key[200], way[16];
+		unsigned comm;
+		double t, p;
+		struct tg_verdict *v;
+
+		if (sscanf(line, "site %199s comm %u %15s %lf %lf", key, &comm,
+			   way, &t, &p) != 5 ||
+		    (strcmp(way, "kept") && strcmp(way, "left")))
+			continue; /* a comment, or a line of another version */
+		v = tg_verdict_find(key, comm, true);
+		if (!v)
+			break;
+		v->way = strcmp(way, "kept") ? TG_WAY_PLAIN : TG_WAY_TNBC;
+		v->ms[TG_WAY_TNBC] = t;
+		v->ms[TG_WAY_PLAIN] = p;
+	}
+	fclose(f);
+}
+
+/* Under tg.lock: c's verdicts go into the list the file is written
+ * from (before c goes, and at MPI_Finalize). */
+static void tg_verdicts_take(struct tg_comm *c)
+{
+	if (!tg_tr.verdicts)
+		return;
+	for (struct tg_tnbc_site *s = c->sites; s; s = s->next) {
+		const struct tg_adapt *a = &s->ad;
+		struct tg_verdict *v;
+
+		if (a->verdict < 0 || s->told)
+			continue;
+		v = tg_verdict_find(s->key, c->id, true);
+		if (!v)
+			return;
+		v->way = a->verdict;
+		for (int w = 0; w < 2; w++)
+			v->ms[w] =
+				a->n[w] ? (double)a->sum[w] / a->n[w] / 1e6 : 0;
+	}
+}
+
+static void tg_verdicts_write(void)
+{
+	char path[4096];
+	FILE *f;
+
+	for (struct tg_comm *c = tg.all; c; c = c->all_next)
+		tg_verdicts_take(c);
+	snprintf(path, sizeof(path), "%s.%d", tg_tr.verdicts, tg.rank);
+	f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "tnbc-mpi: TNBC_MPI_TNBC_VERDICTS: %s: %s\n",
+			path, strerror(errno));
+		return;
+	}
+	fprintf(f, "# tnbc-mpi T-NBC verdicts: world rank %d of %d\n", tg.rank,
+		tg.size);
+	for (size_t i = 0; i < tg_tr.nv; i++) {
+		const struct tg_verdict *v = &tg_tr.v[i];
+
+		fprintf(f, "site %s comm %u %s %.3f %.3f\n", v->key, v->comm,
+			v->way == TG_WAY_TNBC ? "kept" : "left",
+			v->ms[TG_WAY_TNBC], v->ms[TG_WAY_PLAIN]);
+	}
+	fclose(f);
+}
+
 void tg_tnbc_close(void)
 {
 	if (tg_tr.trace && tg.ready)
 		tg_tnbc_write_trace();
+	if (tg_tr.verdicts && tg.ready)
+		tg_verdicts_write();
+	free(tg_tr.v);
 	free(tg_tr.s);
 	memset(&tg_tr, 0, sizeof(tg_tr));
 	tg_cntr_close_all();
@@ -691,6 +815,10 @@ static void tg_tnbc_env(void)
 	tg_tr.replay = v && *v ? v : NULL;
 	v = getenv("TNBC_MPI_TNBC_SKIP");
 	tg_tr.skip = v && *v ? v : NULL;
+	v = getenv("TNBC_MPI_TNBC_VERDICTS");
+	tg_tr.verdicts = v && *v ? v : NULL;
+	if (tg_tr.verdicts)
+		tg_verdicts_load();
 }
 
 /* Under tg.lock: c's trial at site key, made on first use (NULL: no
@@ -702,11 +830,23 @@ static struct tg_adapt *tg_tnbc_trial(struct tg_comm *c, const char *key)
 	for (s = c->sites; s; s = s->next)
 		if (!strcmp(s->key, key))
 			return &s->ad;
-	s = malloc(sizeof(*s));
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	snprintf(s->key, sizeof(s->key), "%s", key);
 	tg_adapt_init(&s->ad);
+	{
+		const struct tg_verdict *v = tg_verdict_find(key, c->id, false);
+
+		if (v) { /* an earlier run's: no trial */
+			s->told = true;
+			s->ad.verdict = v->way;
+			for (int w = 0; w < 2; w++) {
+				s->ad.n[w] = 1;
+				s->ad.sum[w] = (uint64_t)(v->ms[w] * 1e6);
+			}
+		}
+	}
 	s->next = c->sites;
 	c->sites = s;
 	return &s->ad;
@@ -714,6 +854,7 @@ static struct tg_adapt *tg_tnbc_trial(struct tg_comm *c, const char *key)
 
 void tg_tnbc_comm_fini(struct tg_comm *c)
 {
+	tg_verdicts_take(c);
 	while (c->sites) {
 		struct tg_tnbc_site *s = c->sites;
 
@@ -1278,12 +1419,13 @@ void tg_tnbc_report(void)
 					       : 0;
 			fprintf(stderr,
 				"tnbc-mpi: T-NBC at %s comm %u: %s (a period "
-				"%.3f ms with T-NBC, %.3f plain; rank %d)\n",
+				"%.3f ms with T-NBC, %.3f plain; rank %d%s)\n",
 				s->key, c->id,
 				a->verdict == TG_WAY_TNBC    ? "kept"
 				: a->verdict == TG_WAY_PLAIN ? "left"
 							     : "trying",
-				m[TG_WAY_TNBC], m[TG_WAY_PLAIN], tg.rank);
+				m[TG_WAY_TNBC], m[TG_WAY_PLAIN], tg.rank,
+				s->told ? "; an earlier run's verdict" : "");
 		}
 	pthread_mutex_unlock(&tg.lock);
 }

@@ -3,7 +3,7 @@
  * T-NBC's trial against the plain way at a call site
  * (mpi-glue/core/tg_adapt.c), with a clock the test sets: the ways
  * alternate T-NBC first, the first call of each a warm-up that counts
- * for neither, the shorter mean period wins and a tie goes plain, each
+ * for neither, T-NBC is kept only 5 % ahead on the mean period, each
  * way has its own trials, the verdict holds, a T-NBC call (the warm-up
  * too) is settled before the next call's clock is read only while
  * trying, a clock that did not move counts nothing, trials 0 means T-NBC
@@ -62,6 +62,12 @@ int main(void)
 	static const uint64_t slower[] = {500, 500, 20, 10, 20, 10, 1, 1, 1};
 	/* the same means: plain, which moves no page */
 	static const uint64_t tie[] = {500, 500, 15, 15, 15, 15, 1, 1, 1};
+	/* T-NBC 4 % ahead (96 against 100): plain, inside the margin */
+	static const uint64_t close[] = {500, 500, 96, 100, 96, 100, 1, 1, 1};
+	/* exactly 5 % ahead: plain still */
+	static const uint64_t at[] = {500, 500, 95, 100, 95, 100, 1, 1, 1};
+	/* 6 % ahead (94 against 100): kept */
+	static const uint64_t ahead[] = {500, 500, 94, 100, 94, 100, 1, 1, 1};
 	/* a T-NBC warm-up far longer than everything else decides
 	 * nothing (counted, T-NBC would lose) */
 	static const uint64_t warm_t[] = {100000, 500, 10, 11, 10, 11, 1, 1};
@@ -84,6 +90,9 @@ int main(void)
 	run("faster", 2, faster, "tptptpttt");
 	run("slower", 2, slower, "tptptpppp");
 	run("tie", 2, tie, "tptptpppp");
+	run("inside the margin", 2, close, "tptptpppp");
+	run("at the margin", 2, at, "tptptpppp");
+	run("past the margin", 2, ahead, "tptptpttt");
 	run("T-NBC warm-up", 2, warm_t, "tptptptt");
 	run("plain warm-up", 2, warm_p, "tptptppp");
 	run("mean", 2, mean, "tptptptt");

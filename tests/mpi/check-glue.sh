@@ -322,6 +322,41 @@ for mpi in $mpis; do
 		done
 	done
 done
+# The verdicts kept from one run for the next (TNBC_MPI_TNBC_VERDICTS):
+# the second run tries nothing, each rank's calls at a site all go the
+# way its file names (12 plain calls a site it left, none where it kept
+# T-NBC), and rank 0's report says the verdicts were an earlier run's
+for mpi in $mpis; do
+	[ -x "tests/mpi/glue-bin/glue_tnbc.$mpi" ] || continue
+	vd=$(mktemp -d)
+	for pass in written read; do
+		st=0
+		TNBC_MPI_TNBC=all TNBC_MPI_TNBC_VERDICTS=$vd/v TNBC_MPI_REPORT=1 \
+			launch "$mpi" 3 -- --adapt || st=$?
+		result "$mpi np=3 T-NBC verdicts $pass" "$st"
+	done
+	for fn in MPI_Alltoall MPI_Alltoallv MPI_Bcast; do
+		m=3
+		[ "$fn" = MPI_Bcast ] && m=2
+		all=$(cat "$vd"/v.* | grep -c "^site $fn@" || true)
+		left=$(cat "$vd"/v.* | grep -c "^site $fn@[^ ]* comm [0-9]* left " ||
+			true)
+		p=$(sed -n "s/^tnbc-mpi: $fn offloaded 36 fallback 0 early [0-9]* plain \([0-9]*\).*/\1/p" "$out")
+		told=$(grep -c "^tnbc-mpi: T-NBC at $fn@.*; an earlier run's verdict)" \
+			"$out" || true)
+		if [ "$all" -eq "$m" ] && [ "$p" = $((12 * left)) ] &&
+			[ "$told" -eq 1 ]; then
+			echo "PASS: $mpi np=3 T-NBC verdicts $fn: $left of $m left it"
+		else
+			echo "FAIL: $mpi np=3 T-NBC verdicts $fn: $all in the" \
+				"files ($left left), plain '$p', told $told;" \
+				"expected $m, $((12 * left)), 1"
+			grep '^tnbc-mpi:' "$out" | sed 's/^/    /'
+			fails=$((fails + 1))
+		fi
+	done
+	rm -rf "$vd"
+done
 prog=glue_coll
 
 # Fortran programs: `use mpi`, whose Open MPI bindings call PMPI_*
