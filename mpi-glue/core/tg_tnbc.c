@@ -270,29 +270,42 @@ static bool tg_tnbc_skipped(const char *key)
 	return false;
 }
 
+/* arr (n elements of elem bytes, room for *cap) with room for one
+ * more, its room doubled when full; NULL, arr as it was, without
+ * memory. */
+static void *tg_room(void *arr, size_t n, size_t *cap, size_t elem)
+{
+	size_t c = *cap ? 2 * *cap : 16;
+	void *b;
+
+	if (n < *cap)
+		return arr;
+	b = realloc(arr, c * elem);
+	if (b)
+		*cap = c;
+	return b;
+}
+
 static struct tg_site *tg_site_find(const char *key, uint32_t comm, int owner,
 				    bool add)
 {
+	struct tg_site *a, *st;
+
 	for (size_t i = 0; i < tg_tr.n; i++)
 		if (tg_tr.s[i].comm == comm && tg_tr.s[i].owner == owner &&
 		    !strcmp(tg_tr.s[i].key, key))
 			return &tg_tr.s[i];
 	if (!add)
 		return NULL;
-	if (tg_tr.n == tg_tr.cap) {
-		size_t cap = tg_tr.cap ? 2 * tg_tr.cap : 16;
-		struct tg_site *a = realloc(tg_tr.s, cap * sizeof(*a));
-
-		if (!a)
-			return NULL;
-		tg_tr.s = a;
-		tg_tr.cap = cap;
-	}
-	memset(&tg_tr.s[tg_tr.n], 0, sizeof(tg_tr.s[0]));
-	snprintf(tg_tr.s[tg_tr.n].key, sizeof(tg_tr.s[0].key), "%s", key);
-	tg_tr.s[tg_tr.n].comm = comm;
-	tg_tr.s[tg_tr.n].owner = owner;
-	return &tg_tr.s[tg_tr.n++];
+	a = tg_room(tg_tr.s, tg_tr.n, &tg_tr.cap, sizeof(*a));
+	if (!a)
+		return NULL;
+	tg_tr.s = a;
+	st = memset(&a[tg_tr.n++], 0, sizeof(*st));
+	snprintf(st->key, sizeof(st->key), "%s", key);
+	st->comm = comm;
+	st->owner = owner;
+	return st;
 }
 
 /* Every rank's trace, read once; under tg.lock.  A missing or broken
@@ -443,24 +456,21 @@ static void tg_tnbc_write_trace(void)
 static struct tg_verdict *tg_verdict_find(const char *key, uint32_t comm,
 					  bool add)
 {
+	struct tg_verdict *a, *v;
+
 	for (size_t i = 0; i < tg_tr.nv; i++)
 		if (tg_tr.v[i].comm == comm && !strcmp(tg_tr.v[i].key, key))
 			return &tg_tr.v[i];
 	if (!add)
 		return NULL;
-	if (tg_tr.nv == tg_tr.capv) {
-		size_t cap = tg_tr.capv ? 2 * tg_tr.capv : 16;
-		struct tg_verdict *a = realloc(tg_tr.v, cap * sizeof(*a));
-
-		if (!a)
-			return NULL;
-		tg_tr.v = a;
-		tg_tr.capv = cap;
-	}
-	memset(&tg_tr.v[tg_tr.nv], 0, sizeof(tg_tr.v[0]));
-	snprintf(tg_tr.v[tg_tr.nv].key, sizeof(tg_tr.v[0].key), "%s", key);
-	tg_tr.v[tg_tr.nv].comm = comm;
-	return &tg_tr.v[tg_tr.nv++];
+	a = tg_room(tg_tr.v, tg_tr.nv, &tg_tr.capv, sizeof(*a));
+	if (!a)
+		return NULL;
+	tg_tr.v = a;
+	v = memset(&a[tg_tr.nv++], 0, sizeof(*v));
+	snprintf(v->key, sizeof(v->key), "%s", key);
+	v->comm = comm;
+	return v;
 }
 
 /* Under tg.lock, once: this rank's file, if there is one. */
