@@ -131,9 +131,11 @@ void tg_comm_close_all(void);
  * opening their ranges; or, wait false, only those already complete
  * whose ranges are open.  Under tg.lock. */
 void tg_tnbc_reap(struct tg_comm *c, bool wait);
-/* Closes what T-NBC kept (its trace, copies); under tg.lock. */
+/* Closes what T-NBC kept (its trace and verdicts written, copies
+ * freed); under tg.lock. */
 void tg_tnbc_close(void);
-/* Frees c's T-NBC trials; with c. */
+/* Frees c's T-NBC trials, their verdicts kept for the file first; with
+ * c, under tg.lock. */
 void tg_tnbc_comm_fini(struct tg_comm *c);
 /* Counters for schedules of deferred work, reset and kept for reuse;
  * under tg.lock.  NULL: none could be opened. */

@@ -65,6 +65,11 @@
 /* Members a site's trace keeps. */
 #define TG_TNBC_SITE_MAX 1024
 
+/* Verdicts a rank keeps for the next run: a program that makes a
+ * communicator per step reaches a verdict on each (their ids recur from
+ * run to run), and the list is searched as a site starts its trial. */
+#define TG_VERDICTS_MAX 4096
+
 struct tg_tnbc_msg {
 	/* the receive, deferred work on tg.go; its context's first word
 	 * names the request (tg_ctx_req) */
@@ -461,7 +466,7 @@ static struct tg_verdict *tg_verdict_find(const char *key, uint32_t comm,
 	for (size_t i = 0; i < tg_tr.nv; i++)
 		if (tg_tr.v[i].comm == comm && !strcmp(tg_tr.v[i].key, key))
 			return &tg_tr.v[i];
-	if (!add)
+	if (!add || tg_tr.nv >= TG_VERDICTS_MAX)
 		return NULL;
 	a = tg_room(tg_tr.v, tg_tr.nv, &tg_tr.capv, sizeof(*a));
 	if (!a)
@@ -473,16 +478,30 @@ static struct tg_verdict *tg_verdict_find(const char *key, uint32_t comm,
 	return v;
 }
 
-/* Under tg.lock, once: this rank's file, if there is one. */
+/* Under tg.lock, once: this rank's file, if there is one and it was
+ * written at this world size (another size's verdicts are another
+ * run's, and said to be left). */
 static void tg_verdicts_load(void)
 {
 	char path[4096], line[512];
+	int rank, size;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s.%d", tg_tr.verdicts, tg.rank);
 	f = fopen(path, "r");
 	if (!f)
 		return;
+	if (!fgets(line, sizeof(line), f) ||
+	    sscanf(line, "# tnbc-mpi T-NBC verdicts: world rank %d of %d",
+		   &rank, &size) != 2 ||
+	    rank != tg.rank || size != tg.size) {
+		fprintf(stderr,
+			"tnbc-mpi: TNBC_MPI_TNBC_VERDICTS: %s is not this "
+			"rank's of %d ranks; not read (and written anew)\n",
+			path, tg.size);
+		fclose(f);
+		return;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		char key[200], way[16];
 		unsigned comm;
@@ -491,7 +510,8 @@ static void tg_verdicts_load(void)
 
 		if (sscanf(line, "site %199s comm %u %15s %lf %lf", key, &comm,
 			   way, &t, &p) != 5 ||
-		    (strcmp(way, "kept") && strcmp(way, "left")))
+		    (strcmp(way, "kept") && strcmp(way, "left")) ||
+		    !(t >= 0 && t < 1e9 && p >= 0 && p < 1e9))
 			continue; /* a comment, or a line of another version */
 		v = tg_verdict_find(key, comm, true);
 		if (!v)
