@@ -17,6 +17,22 @@ void tg_adapt_init(struct tg_adapt *a)
 	a->verdict = -1;
 }
 
+void tg_adapt_tell(struct tg_adapt *a, enum tg_way verdict, const double ms[2])
+{
+	tg_adapt_init(a);
+	a->verdict = verdict;
+	/* kept as one period each, so that the means read back */
+	for (int w = 0; w < 2; w++) {
+		a->n[w] = 1;
+		a->sum[w] = (uint64_t)(ms[w] * 1e6);
+	}
+}
+
+double tg_adapt_mean_ms(const struct tg_adapt *a, enum tg_way w)
+{
+	return a->n[w] ? (double)a->sum[w] / a->n[w] / 1e6 : 0;
+}
+
 bool tg_adapt_settle_first(const struct tg_adapt *a)
 {
 	return a->verdict < 0 && a->last == TG_WAY_TNBC;

@@ -14,10 +14,10 @@
  * staging and send-copy memory first touched), and the period after
  * the second call may hold the program's own (NPB FT class B's: 1.6 s
  * against 0.7 after, its work arrays written for the first time).  Then each
- * way runs its trials, and the way with the shorter mean period is kept for the
- * rest of the run.  The caller completes a T-NBC call's data before the next
- * call's clock is read, so that no wait of a T-NBC call at the site is counted
- * in the plain call after it.
+ * way runs its trials, and T-NBC is kept for the rest of the run only if its
+ * mean period was more than TG_ADAPT_MARGIN % shorter.  The caller completes a
+ * T-NBC call's data before the next call's clock is read, so that no wait of a
+ * T-NBC call at the site is counted in the plain call after it.
  *
  * Pure bookkeeping: the caller holds whatever lock keeps the site's
  * record, and passes the clock.
@@ -49,6 +49,13 @@ void tg_adapt_init(struct tg_adapt *a);
 /* The way of the call starting at `now` (ns, monotonic), with `trials`
  * periods of each way before the verdict; trials 0: T-NBC always. */
 enum tg_way tg_adapt_pick(struct tg_adapt *a, uint64_t now, unsigned trials);
+
+/* A site that starts on a verdict taken earlier (an earlier run's), with
+ * the mean periods, ms by way, it was taken on: it tries nothing. */
+void tg_adapt_tell(struct tg_adapt *a, enum tg_way verdict, const double ms[2]);
+
+/* The mean period of way w so far, ms (0: none counted). */
+double tg_adapt_mean_ms(const struct tg_adapt *a, enum tg_way w);
 
 /* Whether the previous call at the site went the T-NBC way while trying
  * (the warm-up among them): its data is to be completed before the

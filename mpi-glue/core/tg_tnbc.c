@@ -32,8 +32,8 @@
  *
  * Each rank tries T-NBC at each call site against the plain way (the
  * glue's alltoallv; for a broadcast, these messages with nothing
- * guarded) and keeps the one its loop ran faster with (tg_adapt.h,
- * TNBC_MPI_TNBC_ADAPT).
+ * guarded) and keeps T-NBC only where its loop ran more than 5 % faster
+ * with it (tg_adapt.h, TNBC_MPI_TNBC_ADAPT).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -202,8 +202,8 @@ struct tg_site {
 };
 
 /* T-NBC's trial at one call site of one communicator (tg_adapt.h), kept
- * with the communicator and freed with it: a program that makes a
- * communicator per step leaves nothing behind. */
+ * with the communicator and freed with it (its verdict, with
+ * TNBC_MPI_TNBC_VERDICTS, in tg_tr.v). */
 struct tg_tnbc_site {
 	struct tg_tnbc_site *next;
 	char key[200];
@@ -540,8 +540,7 @@ static void tg_verdicts_take(struct tg_comm *c)
 			return;
 		v->way = a->verdict;
 		for (int w = 0; w < 2; w++)
-			v->ms[w] =
-				a->n[w] ? (double)a->sum[w] / a->n[w] / 1e6 : 0;
+			v->ms[w] = tg_adapt_mean_ms(a, (enum tg_way)w);
 	}
 }
 
@@ -864,18 +863,14 @@ static struct tg_adapt *tg_tnbc_trial(struct tg_comm *c, const char *key)
 	if (!s)
 		return NULL;
 	snprintf(s->key, sizeof(s->key), "%s", key);
-	tg_adapt_init(&s->ad);
 	{
 		const struct tg_verdict *v = tg_verdict_find(key, c->id, false);
 
-		if (v) { /* an earlier run's: no trial */
-			s->told = true;
-			s->ad.verdict = v->way;
-			for (int w = 0; w < 2; w++) {
-				s->ad.n[w] = 1;
-				s->ad.sum[w] = (uint64_t)(v->ms[w] * 1e6);
-			}
-		}
+		s->told = v != NULL; /* an earlier run's verdict: no trial */
+		if (v)
+			tg_adapt_tell(&s->ad, (enum tg_way)v->way, v->ms);
+		else
+			tg_adapt_init(&s->ad);
 	}
 	s->next = c->sites;
 	c->sites = s;
@@ -1441,12 +1436,7 @@ void tg_tnbc_report(void)
 	for (struct tg_comm *c = tg.all; c; c = c->all_next)
 		for (struct tg_tnbc_site *s = c->sites; s; s = s->next) {
 			const struct tg_adapt *a = &s->ad;
-			double m[2];
 
-			for (int w = 0; w < 2; w++)
-				m[w] = a->n[w] ? (double)a->sum[w] / a->n[w] /
-							 1e6
-					       : 0;
 			fprintf(stderr,
 				"tnbc-mpi: T-NBC at %s comm %u: %s (a period "
 				"%.3f ms with T-NBC, %.3f plain; rank %d%s)\n",
@@ -1454,7 +1444,8 @@ void tg_tnbc_report(void)
 				a->verdict == TG_WAY_TNBC    ? "kept"
 				: a->verdict == TG_WAY_PLAIN ? "left"
 							     : "trying",
-				m[TG_WAY_TNBC], m[TG_WAY_PLAIN], tg.rank,
+				tg_adapt_mean_ms(a, TG_WAY_TNBC),
+				tg_adapt_mean_ms(a, TG_WAY_PLAIN), tg.rank,
 				s->told ? "; an earlier run's verdict" : "");
 		}
 	pthread_mutex_unlock(&tg.lock);

@@ -139,6 +139,45 @@ int main(void)
 	CHECK(!tg_adapt_settle_first(&a),
 	      "settles after a verdict that followed a T-NBC trial");
 
+	/* told an earlier verdict: it holds from the first call, nothing
+	 * to settle, and its means read back */
+	{
+		static const double ms[2] = {
+			[TG_WAY_PLAIN] = 12.5, [TG_WAY_TNBC] = 10.25};
+
+		tg_adapt_tell(&a, TG_WAY_TNBC, ms);
+		for (int k = 0; k < 3; k++)
+			CHECK(tg_adapt_pick(&a, 1000 + 10 * (uint64_t)k, 2) ==
+				      TG_WAY_TNBC,
+			      "told T-NBC: call %d went plain", k);
+		CHECK(!tg_adapt_settle_first(&a), "a told site settles");
+		CHECK(tg_adapt_mean_ms(&a, TG_WAY_TNBC) == 10.25 &&
+			      tg_adapt_mean_ms(&a, TG_WAY_PLAIN) == 12.5,
+		      "told means %.3f %.3f, expected 10.25 12.5",
+		      tg_adapt_mean_ms(&a, TG_WAY_TNBC),
+		      tg_adapt_mean_ms(&a, TG_WAY_PLAIN));
+		tg_adapt_tell(&a, TG_WAY_PLAIN, ms);
+		CHECK(tg_adapt_pick(&a, 2000, 2) == TG_WAY_PLAIN,
+		      "told plain: the first call went T-NBC");
+	}
+	/* the means of what was counted, in ms: none at first, then T-NBC's
+	 * 10 and 10 and plain's 20, the warm-ups left out */
+	tg_adapt_init(&a);
+	CHECK(tg_adapt_mean_ms(&a, TG_WAY_TNBC) == 0, "a fresh mean not 0");
+	{
+		static const uint64_t t[] = {0,		 500000000,
+					     1000000000, 1010000000,
+					     1030000000, 1040000000};
+
+		for (int k = 0; k < 6; k++)
+			tg_adapt_pick(&a, t[k], 2);
+	}
+	CHECK(tg_adapt_mean_ms(&a, TG_WAY_TNBC) == 10.0 &&
+		      tg_adapt_mean_ms(&a, TG_WAY_PLAIN) == 20.0,
+	      "means %.3f %.3f ms, expected 10 and 20",
+	      tg_adapt_mean_ms(&a, TG_WAY_TNBC),
+	      tg_adapt_mean_ms(&a, TG_WAY_PLAIN));
+
 	if (fails) {
 		fprintf(stderr, "adapt_test: %d failed\n", fails);
 		return 1;
