@@ -48,6 +48,7 @@ static struct {
 	atomic_int readers;
 	atomic_uint_fast64_t faults;
 	atomic_uint_fast64_t wait_ns; /* waits for data, summed */
+	atomic_uint_fast64_t fresh; /* staging bytes mapped anew */
 	int users; /* tg_guard_init calls not yet finished */
 	atomic_bool installed; /* the guard's handler is the kernel's */
 	struct sigaction old_segv, old_bus;
@@ -98,27 +99,56 @@ static bool tg_spare_put(void *a, size_t len)
 	return false;
 }
 
-/* Kept pages of exactly len bytes, readable and writable, or NULL. */
+/*
+ * Kept pages for a range of len bytes, readable and writable, or NULL:
+ * the kept run closest in size, its surplus unmapped or its shortfall
+ * grown with fresh pages.  Exact sizes only (the first version) missed
+ * on every call of a program whose receives change size by a few pages
+ * from call to call (NPB IS), and each miss faulted in a whole range.
+ */
 static void *tg_spare_get(size_t len)
 {
-	for (int i = 0; i < TG_GUARD_SPARES; i++) {
-		int f = TG_SPARE_FULL;
+	for (;;) {
+		int best = -1, f = TG_SPARE_FULL;
+		size_t gap = SIZE_MAX, have;
 		void *a;
 
-		if (atomic_load_explicit(&tg_spare[i].state,
-					 memory_order_acquire) !=
-			    TG_SPARE_FULL ||
-		    tg_spare[i].len != len ||
-		    !atomic_compare_exchange_strong(&tg_spare[i].state, &f,
-						    TG_SPARE_BUSY))
-			continue;
-		if (tg_spare[i].len != len) { /* refilled meanwhile */
-			atomic_store(&tg_spare[i].state, TG_SPARE_FULL);
-			continue;
+		for (int i = 0; i < TG_GUARD_SPARES; i++) {
+			size_t l, d;
+
+			if (atomic_load_explicit(&tg_spare[i].state,
+						 memory_order_acquire) !=
+			    TG_SPARE_FULL)
+				continue;
+			l = tg_spare[i].len;
+			d = l > len ? l - len : len - l;
+			if (d < gap) {
+				gap = d;
+				best = i;
+			}
 		}
-		a = tg_spare[i].addr;
-		atomic_store(&tg_spare[i].state, TG_SPARE_EMPTY);
-		atomic_fetch_sub(&tg_spare_bytes, len);
+		if (best < 0)
+			return NULL;
+		if (!atomic_compare_exchange_strong(&tg_spare[best].state, &f,
+						    TG_SPARE_BUSY))
+			continue; /* taken meanwhile: look again */
+		a = tg_spare[best].addr;
+		have = tg_spare[best].len;
+		atomic_store(&tg_spare[best].state, TG_SPARE_EMPTY);
+		atomic_fetch_sub(&tg_spare_bytes, have);
+		if (have > len) {
+			syscall(SYS_munmap, (char *)a + len, have - len);
+		} else if (have < len) {
+			void *b = (void *)syscall(SYS_mremap, a, have, len,
+						  MREMAP_MAYMOVE);
+
+			if (b == MAP_FAILED) {
+				syscall(SYS_munmap, a, have);
+				return NULL;
+			}
+			atomic_fetch_add(&tg_gd.fresh, len - have);
+			a = b;
+		}
 		/* they moved out of a guarded range: still PROT_NONE */
 		if (syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE)) {
 			syscall(SYS_munmap, a, len);
@@ -126,7 +156,6 @@ static void *tg_spare_get(size_t len)
 		}
 		return a;
 	}
-	return NULL;
 }
 
 static void tg_spare_drain(void)
@@ -482,9 +511,11 @@ int tg_guard_protect(void *addr, size_t len, const atomic_uint *ready,
 	r->ready = ready;
 	r->nready = nready;
 	r->stage = tg_spare_get(len);
-	if (!r->stage)
+	if (!r->stage) {
 		r->stage = mmap(NULL, len, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		atomic_fetch_add(&tg_gd.fresh, len);
+	}
 	if (r->stage == MAP_FAILED) {
 		ret = -errno;
 		goto err_range;
@@ -609,4 +640,9 @@ bool tg_guard_any(void)
 uint64_t tg_guard_faults(void)
 {
 	return atomic_load(&tg_gd.faults);
+}
+
+uint64_t tg_guard_fresh_bytes(void)
+{
+	return atomic_load(&tg_gd.fresh);
 }

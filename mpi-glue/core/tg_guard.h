@@ -79,5 +79,7 @@ uint64_t tg_guard_wait_ns(void);
 bool tg_guard_any(void);
 /* Faults the handler served since init, for reports and tests. */
 uint64_t tg_guard_faults(void);
+/* Staging bytes mapped anew, not staged into kept pages, since init. */
+uint64_t tg_guard_fresh_bytes(void);
 
 #endif /* TG_GUARD_H */

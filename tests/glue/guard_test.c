@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +245,69 @@ static void write_waits(void)
 	munmap(buf, pg);
 }
 
+/* Whether the kernel moves pages out leaving the range mapped (5.7 on):
+ * without it the guard keeps no pages. */
+static bool dontunmap(void)
+{
+	void *p = mmap(NULL, pg, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *q = mremap(p, pg, pg, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
+
+	if (q != MAP_FAILED)
+		munmap(q, pg);
+	munmap(p, pg);
+	if (q == MAP_FAILED)
+		puts("guard_test: no MREMAP_DONTUNMAP: kept pages not checked");
+	return q != MAP_FAILED;
+}
+
+/* One range of 8 pages opened by a touch leaves its old pages kept;
+ * ranges of 5 and then 12 pages stage into them (the surplus dropped,
+ * the shortfall grown), with no fresh run of their size, and every byte
+ * lands. */
+static void staging_kept_for_other_sizes(void)
+{
+	static const size_t pages[3] = {8, 5, 12};
+	unsigned char *buf[3];
+	bool keeps = dontunmap();
+
+	for (int k = 0; k < 3; k++) {
+		size_t len = pages[k] * pg, order[1] = {0};
+		atomic_uint ready = 0;
+		void *stage;
+		struct tg_guard_range *r;
+		struct lander l = {1, len, &stage, &ready, order, 5};
+		uint64_t fresh = tg_guard_fresh_bytes();
+		pthread_t t;
+		int bad = 0;
+
+		buf[k] = guarded(pages[k]);
+		CHECK(tg_guard_protect(buf[k], len, &ready, 1, &stage, &r) == 0,
+		      "protect %zu pages", pages[k]);
+		if (k && keeps) {
+			size_t want = pages[k] > pages[k - 1]
+					      ? (pages[k] - pages[k - 1]) * pg
+					      : 0;
+
+			CHECK(tg_guard_fresh_bytes() - fresh == want,
+			      "%zu pages staged after %zu kept: %llu bytes "
+			      "fresh, not %zu",
+			      pages[k], pages[k - 1],
+			      (unsigned long long)(tg_guard_fresh_bytes() -
+						   fresh),
+			      want);
+		}
+		pthread_create(&t, NULL, land, &l);
+		for (size_t i = len; i-- > 0;)
+			bad += buf[k][i] != pattern(0, i);
+		pthread_join(t, NULL);
+		CHECK(!bad, "%zu pages: %d bytes wrong", pages[k], bad);
+		tg_guard_release(r);
+	}
+	for (int k = 0; k < 3; k++)
+		munmap(buf[k], pages[k] * pg);
+}
+
 /* The kernel fails on a guarded page; opening what overlaps first
  * makes the same call work, with no fault taken. */
 static void kernel_efault_and_open_overlap(void)
@@ -434,6 +498,7 @@ int main(void)
 	two_words();
 	random_pages_two_threads();
 	write_waits();
+	staging_kept_for_other_sizes();
 	kernel_efault_and_open_overlap();
 	chains_to_application();
 	handler_installed_later();
