@@ -394,6 +394,7 @@ struct tnbc_ep {
 	 * possible (each call costs a system call and a walk of the peer's
 	 * page tables). */
 	size_t npulls;
+	bool pulls_held; /* left to the next pass once (tnbc_ep_progress) */
 	struct tnbc_pull *pulls; /* TNBC_PULL_BATCH, allocated on first use */
 	unsigned nxp; /* domain->nxp */
 	struct tnbc_ep_xport xp[TNBC_XPORTS_MAX];

@@ -1475,15 +1475,20 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 		/* More rendezvous messages wait behind this one (a burst the
 		 * application is posting receives for): its read joins theirs
 		 * at the next progress call, which is usually the very next
-		 * call.  A lone one is read now. */
+		 * call.  So does the read of a receive that deferred work
+		 * posted (x): the call that queued the work goes on without
+		 * copying megabytes (the MPI glue's T-NBC call returns while
+		 * the body of a message is still to be read).  A lone one
+		 * posted by the application is read now. */
 		struct tnbc_rx_ctx c = {
 			.ep = ep,
 			.via = ux->via,
 			.batch = ux->hdr.type == TNBC_PKT_RTS &&
-				 !tnbc_list_empty(ul) &&
-				 tnbc_container_of(ul->next, struct tnbc_unexp,
-						   entry)
-						 ->hdr.type == TNBC_PKT_RTS,
+				 (x ||
+				  (!tnbc_list_empty(ul) &&
+				   tnbc_container_of(ul->next,
+						     struct tnbc_unexp, entry)
+						   ->hdr.type == TNBC_PKT_RTS)),
 		};
 
 		tnbc_deliver(ep, &c, rx, &ux->hdr, ux->data, 0, ux->src_addr);
@@ -1520,7 +1525,11 @@ ssize_t tnbc_msg_start_recv(struct tnbc_ep *ep, const struct tnbc_msg_args *a,
 
 		while (budget-- > 0 && ep->rx_matches == matches &&
 		       (kept ? tnbc_ep_xpending(ep) : tnbc_ep_xunlooked(ep)))
-			tnbc_ep_xpoll(&(struct tnbc_rx_ctx){.ep = ep}, 1);
+			tnbc_ep_xpoll(&(struct tnbc_rx_ctx){.ep = ep,
+							    .batch = x != NULL},
+				      1);
+		if (x && ep->npulls)
+			tnbc_engine_nudge(ep->domain);
 	}
 out:
 	tnbc_ep_unlock(ep);
