@@ -152,17 +152,19 @@ int tg_allgather(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 		 struct tg_req *req);
 int tg_alltoall(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 		struct tg_req *req);
-/* Byte counts and displacements, one per member. */
+/* Byte counts and displacements, one per member.  cut: each message in
+ * the three pieces T-NBC's calls send (every member must pass the same:
+ * where T-NBC is named for the call, blocking). */
 int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
 		 const size_t *sdispls, void *rbuf, const size_t *rcounts,
-		 const size_t *rdispls, struct tg_req *req);
+		 const size_t *rdispls, bool cut, struct tg_req *req);
 /*
  * T-NBC (seed 000, tnbc-mpi(7)): the blocking alltoallv above, returning
  * before its data has arrived where it can.  The pages of rbuf the
  * messages cover completely stay PROT_NONE until their data has landed
  * (a touch waits for it); the call waits only for messages that land on
  * other pages.  The send data is copied: sbuf is free on return.  Same
- * messages as tg_alltoallv: members may mix the two.  *early: some data
+ * messages as tg_alltoallv with cut: members may mix the two.  *early: some data
  * had not arrived on return.  Returns 0, or a negative fi_errno with
  * nothing posted (the caller falls back), or TG_TNBC_PLAIN with nothing
  * posted: T-NBC, tried at this site against the plain way, was no better

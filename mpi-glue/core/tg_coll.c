@@ -18,14 +18,6 @@
 
 /* Under tg.lock: posts one operation, making room while the provider
  * says its queues are full. */
-#define TG_POST(call)                                                          \
-	({                                                                     \
-		ssize_t _r;                                                    \
-		while ((_r = (call)) == -FI_EAGAIN)                            \
-			tg_poll_held();                                        \
-		(int)_r;                                                       \
-	})
-
 /* An element's size, as the provider tells it (a data mover takes any
  * datatype it knows). */
 static size_t tg_dt_size(enum fi_datatype dt)
@@ -312,7 +304,7 @@ int tg_scatter(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
  */
 int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
 		 const size_t *sdispls, void *rbuf, const size_t *rcounts,
-		 const size_t *rdispls, struct tg_req *req)
+		 const size_t *rdispls, bool cut, struct tg_req *req)
 {
 	int ret = 0, parts = 0, posted = 0;
 	uint64_t tag;
@@ -334,9 +326,14 @@ int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
 		scounts = rcounts;
 		sdispls = rdispls;
 	}
-	for (int i = 0; i < c->size; i++)
-		if (i != c->rank)
-			parts += (rcounts[i] != 0) + (scounts[i] != 0);
+	for (int i = 0; i < c->size; i++) {
+		struct tg_a2a_piece p[TG_A2A_TAGS];
+
+		if (i == c->rank)
+			continue;
+		parts += rcounts[i] ? tg_a2a_cut(rcounts[i], cut, p) : 0;
+		parts += scounts[i] ? tg_a2a_cut(scounts[i], cut, p) : 0;
+	}
 	/* the self part is done before anything is posted; an exchange
 	 * with nothing to move is complete at once */
 	if (rcounts[c->rank])
@@ -344,32 +341,46 @@ int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
 		       (const char *)sbuf + sdispls[c->rank],
 		       rcounts[c->rank] < scounts[c->rank] ? rcounts[c->rank]
 							   : scounts[c->rank]);
-	c->seq++;
+	c->seq += cut ? TG_A2A_TAGS : 1;
 	tg_req_posted(req, c, parts + 1);
 	for (int k = 1; k < c->size; k++) {
 		int i = (c->rank + c->size - k) % c->size;
+		struct tg_a2a_piece p[TG_A2A_TAGS];
+		int np = rcounts[i] ? tg_a2a_cut(rcounts[i], cut, p) : 0;
 
-		if (!rcounts[i])
-			continue;
-		ret = TG_POST(fi_trecv(tg.ep, (char *)rbuf + rdispls[i],
-				       rcounts[i], NULL, (fi_addr_t)c->world[i],
-				       tag, 0, req));
-		if (ret)
-			goto broken;
-		posted++;
+		for (int q = 0; q < np; q++) {
+			ret = TG_POST(fi_trecv(
+				tg.ep, (char *)rbuf + rdispls[i] + p[q].off,
+				p[q].len, NULL, (fi_addr_t)c->world[i],
+				tg_a2a_tag(tag, p[q].piece), 0, req));
+			if (ret)
+				goto broken;
+			posted++;
+		}
 	}
-	for (int k = 1; k < c->size; k++) {
-		int i = (c->rank + k) % c->size;
+	/* the edges first (a T-NBC member's call waits for them), then the
+	 * bodies */
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 1; k < c->size; k++) {
+			int i = (c->rank + k) % c->size;
+			struct tg_a2a_piece p[TG_A2A_TAGS];
+			int np =
+				scounts[i] ? tg_a2a_cut(scounts[i], cut, p) : 0;
 
-		if (!scounts[i])
-			continue;
-		ret = TG_POST(fi_tsend(tg.ep, (const char *)sbuf + sdispls[i],
-				       scounts[i], NULL, (fi_addr_t)c->world[i],
-				       tag, req));
-		if (ret)
-			goto broken;
-		posted++;
-	}
+			for (int q = 0; q < np; q++) {
+				if (p[q].edge != !pass)
+					continue;
+				ret = TG_POST(fi_tsend(
+					tg.ep,
+					(const char *)sbuf + sdispls[i] +
+						p[q].off,
+					p[q].len, NULL, (fi_addr_t)c->world[i],
+					tg_a2a_tag(tag, p[q].piece), req));
+				if (ret)
+					goto broken;
+				posted++;
+			}
+		}
 	/* the extra part, counted above: complete at once when nothing
 	 * was posted, else with the last message */
 	tg_req_part_done(req, 0);

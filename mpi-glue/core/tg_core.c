@@ -572,12 +572,14 @@ static void tg_drain_eq(void)
 	}
 }
 
-int tg_poll_held(void)
+/* Reads completions, a batch at a time, until none are left, or after
+ * one batch (once): each read is a progress pass. */
+static int tg_poll_held_to(bool once)
 {
 	struct fi_cq_entry e[32];
 	int done = 0;
 
-	for (;;) {
+	for (bool go = true; go; go = !once) {
 		ssize_t n = fi_cq_read(tg.cq, e, 32);
 
 		if (n == -FI_EAVAIL) {
@@ -607,19 +609,34 @@ int tg_poll_held(void)
 	return done;
 }
 
-int tg_poll(void)
+int tg_poll_held(void)
+{
+	return tg_poll_held_to(false);
+}
+
+static int tg_poll_to(bool once)
 {
 	int done;
 
 	if (!tg.ready || pthread_mutex_trylock(&tg.lock))
 		return 0;
-	done = tg_poll_held();
+	done = tg_poll_held_to(once);
 	pthread_mutex_unlock(&tg.lock);
 	/* a list filled by a posting thread's own look (TG_POST) is told
 	 * at the next poll */
 	if (atomic_load_explicit(&tg.done, memory_order_relaxed))
 		tg_tell_owners();
 	return done;
+}
+
+int tg_poll(void)
+{
+	return tg_poll_to(false);
+}
+
+int tg_poll_once(void)
+{
+	return tg_poll_to(true);
 }
 
 int tg_req_wait(struct tg_req *req)

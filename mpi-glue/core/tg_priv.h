@@ -13,6 +13,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "tg.h"
+#include "tg_cut.h"
 
 struct tg_req {
 	/* first: a completion's op_context points at a word that holds the
@@ -108,6 +109,16 @@ struct tg_state {
 
 extern struct tg_state tg;
 
+/* A post, the queue made room for by reading completions; under
+ * tg.lock. */
+#define TG_POST(call)                                                          \
+	({                                                                     \
+		ssize_t _r;                                                    \
+		while ((_r = (call)) == -FI_EAGAIN)                            \
+			tg_poll_held();                                        \
+		(int)_r;                                                       \
+	})
+
 /* Counts one more completion of a posted part of req. */
 void tg_req_posted(struct tg_req *req, struct tg_comm *c, int parts);
 /* Joins c if it was not yet; under tg.lock. */
@@ -116,6 +127,9 @@ int tg_comm_join(struct tg_comm *c);
 void tg_req_part_done(struct tg_req *req, int err);
 /* tg_poll() for a caller that holds tg.lock. */
 int tg_poll_held(void);
+/* tg_poll() of one batch of completions, one progress pass: a waiter
+ * that looks at its own word between passes (T-NBC's settle). */
+int tg_poll_once(void);
 /* The front-end's idle function, if any (tg_set_idle_fn). */
 void tg_idle(void);
 /* A wait's look that found nothing, outside tg.lock: the idle function,

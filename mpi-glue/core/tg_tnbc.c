@@ -82,6 +82,7 @@ struct tg_tnbc_msg {
 	struct fid_cntr *k;
 	size_t off, len;
 	int src; /* member */
+	int piece; /* of src's message (tg_a2a_cut): its tag's offset */
 	bool wait; /* lands on a foreign page: the call waits for it */
 };
 
@@ -188,16 +189,6 @@ static void tg_tnbc_atfork(void)
 {
 	pthread_atfork(tg_tnbc_prefork, NULL, NULL);
 }
-
-/* Under tg.lock: posts, making room while the provider's queues are
- * full. */
-#define TG_POST_ONE(call)                                                      \
-	({                                                                     \
-		ssize_t _r;                                                    \
-		while ((_r = (call)) == -FI_EAGAIN)                            \
-			tg_poll_held();                                        \
-		(int)_r;                                                       \
-	})
 
 /* ------------------------------------------------------------------ */
 /* The order a program reads its messages in: traced, then replayed     */
@@ -402,15 +393,17 @@ static unsigned tg_tnbc_prio(struct tg_tnbc_op *op, int to)
 static void tg_tnbc_record(struct tg_tnbc_op *op)
 {
 	struct tg_site *st;
-	int n = op->n < TG_TNBC_SITE_MAX ? op->n : TG_TNBC_SITE_MAX;
+	int n = 0;
 
 	st = tg_site_find(op->site, op->c->id, tg.rank, true);
 	if (!st)
 		return;
-	st->n = n;
 	st->calls++;
-	for (int j = 0; j < n; j++) {
-		uint64_t t = op->m[j].wait ? op->t_ret : UINT64_MAX;
+	for (int j = 0; j < op->n; j++) {
+		uint64_t t = op->m[j].wait ? op->t_ret : UINT64_MAX, ns;
+		/* an alltoall's messages by sender, a broadcast's pieces
+		 * by number (one sender for all of them) */
+		int who = op->fwd ? j : op->m[j].src;
 
 		for (int i = 0; i < op->nr; i++) {
 			uint64_t u = op->r[i].g ? tg_guard_touched(op->r[i].g)
@@ -419,13 +412,21 @@ static void tg_tnbc_record(struct tg_tnbc_op *op)
 			if (u && op->r[i].mlo <= j && j < op->r[i].mhi && u < t)
 				t = u;
 		}
-		st->ns[j] = t == UINT64_MAX ? UINT64_MAX
-			    : t > op->t_ret ? t - op->t_ret
-					    : 0;
-		/* an alltoall's messages by sender, a broadcast's pieces
-		 * by number (one sender for all of them) */
-		st->order[j] = op->fwd ? j : op->m[j].src;
+		ns = t == UINT64_MAX ? UINT64_MAX
+		     : t > op->t_ret ? t - op->t_ret
+				     : 0;
+		/* the pieces of an alltoall's message (tg_a2a_cut), next to
+		 * one another: the message's need is its first piece's */
+		if (n && st->order[n - 1] == who) {
+			st->ns[n - 1] = ns < st->ns[n - 1] ? ns : st->ns[n - 1];
+			continue;
+		}
+		if (n == TG_TNBC_SITE_MAX)
+			break;
+		st->order[n] = who;
+		st->ns[n++] = ns;
 	}
+	st->n = n;
 	/* by time, untouched last (insertion sort: a few dozen members) */
 	for (int a = 1; a < n; a++)
 		for (int b = a; b > 0 && st->ns[b] < st->ns[b - 1]; b--) {
@@ -1074,7 +1075,11 @@ static bool tg_tnbc_settle(struct tg_tnbc_op *op)
 			continue;
 		while (!atomic_load_explicit(&op->ready[j],
 					     memory_order_acquire)) {
-			if (tg_poll())
+			/* a pass at a time: a poll that read completions
+			 * until none were left ran the pass that made the
+			 * edges' words ready and then the next, which read
+			 * the body the call need not wait for */
+			if (tg_poll_once())
 				continue;
 			tg_idle_look(&spins);
 		}
@@ -1124,12 +1129,19 @@ static void tg_tnbc_broken(struct tg_tnbc_op *op)
 static bool tg_tnbc_launch(struct tg_tnbc_op *op, int expect, int posted,
 			   int err, size_t bytes)
 {
+	bool early;
+
 	tg_tnbc_posted(op, expect, posted, err);
 	pthread_mutex_unlock(&tg.lock);
 	tg_handoff(bytes);
 	if (err)
 		tg_tnbc_broken(op);
-	return tg_tnbc_settle(op);
+	early = tg_tnbc_settle(op);
+	/* what the wait's polls left (a large read held for the pass after
+	 * the ready words, tnbc's progress) is the engine's now */
+	if (early)
+		tg_handoff(bytes);
+	return early;
 }
 
 int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
@@ -1187,9 +1199,9 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	if (!op)
 		return -FI_ENOMEM;
 	op->req = tg_req_new(NULL);
-	op->m = calloc((size_t)c->size, sizeof(*op->m));
-	op->ready = calloc((size_t)c->size, sizeof(*op->ready));
-	op->r = calloc(3 * (size_t)c->size, sizeof(*op->r));
+	op->m = calloc(TG_A2A_TAGS * (size_t)c->size, sizeof(*op->m));
+	op->ready = calloc(TG_A2A_TAGS * (size_t)c->size, sizeof(*op->ready));
+	op->r = calloc(3 * TG_A2A_TAGS * (size_t)c->size, sizeof(*op->r));
 	if (!packself)
 		stot -= scounts[me];
 	op->scopy = tg_scopy_get(stot ? stot : 1);
@@ -1213,11 +1225,27 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 			d += scounts[i];
 		}
 	}
+	/* a message per piece; the own slice whole, and empty pieces
+	 * received apart (nothing lands) */
 	for (int i = 0; i < c->size; i++) {
-		if (!rcounts[i])
-			continue;
-		op->m[op->n++] = (struct tg_tnbc_msg){
-			.off = rdispls[i], .len = rcounts[i], .src = i};
+		struct tg_a2a_piece p[TG_A2A_TAGS];
+		int np = rcounts[i] ? tg_a2a_cut(rcounts[i], true, p) : 0;
+
+		if (i == me && np) {
+			np = 1;
+			p[0] = (struct tg_a2a_piece){0, rcounts[i], 0, true};
+		}
+		for (int q = 0; q < np; q++) {
+			if (!p[q].len) {
+				parts++;
+				continue;
+			}
+			op->m[op->n++] = (struct tg_tnbc_msg){
+				.off = rdispls[i] + p[q].off,
+				.len = p[q].len,
+				.src = i,
+				.piece = p[q].piece};
+		}
 	}
 	qsort(op->m, (size_t)op->n, sizeof(*op->m), tg_msg_cmp);
 	for (int j = 0; j + 1 < op->n; j++)
@@ -1244,11 +1272,14 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 		else
 			parts++;
 	}
-	for (int i = 0; i < c->size; i++)
+	for (int i = 0; i < c->size; i++) {
+		struct tg_a2a_piece p[TG_A2A_TAGS];
+
 		if (i != me && scounts[i])
-			parts++;
+			parts += tg_a2a_cut(scounts[i], true, p);
+	}
 	tag = (uint64_t)c->id << 32 | c->seq;
-	c->seq++;
+	c->seq += TG_A2A_TAGS;
 	tg_req_posted(op->req, c, parts);
 	/* From here on the others go on with the exchange: a post that
 	 * fails fails the call once what was posted has completed. */
@@ -1264,26 +1295,53 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	for (int j = 0; j < op->n && !ret; j++) {
 		if (j == self)
 			continue;
-		ret = tg_tnbc_post_recv(op, j, tag, 1);
+		ret = tg_tnbc_post_recv(op, j, tg_a2a_tag(tag, op->m[j].piece),
+					1);
 		posted += !ret;
+	}
+	for (int i = 0; i < c->size && !ret; i++) {
+		struct tg_a2a_piece p[TG_A2A_TAGS];
+		int np = i != me && rcounts[i] ? tg_a2a_cut(rcounts[i], true, p)
+					       : 0;
+
+		for (int q = 0; q < np && !ret; q++) {
+			if (p[q].len)
+				continue;
+			ret = TG_POST(fi_trecv(
+				tg.ep, NULL, 0, NULL, (fi_addr_t)c->world[i],
+				tg_a2a_tag(tag, p[q].piece), 0, op->req));
+			posted += !ret;
+		}
 	}
 	/* the sends start in the call (not deferred to the engine): the
 	 * call waits for some of the data anyway, and leaving the sends to
 	 * the engine's wake-up made a 1 MiB alltoall of 2 ranks take 1.96
-	 * ms in the call instead of 0.76 */
-	src = (const char *)op->scopy;
-	for (int i = 0; i < c->size && !ret; i++) {
-		if (i != me && scounts[i]) {
-			if (tg_tr.ep_ops)
+	 * ms in the call instead of 0.76.  The edges first: the calls of
+	 * members whose buffers share a page with other data wait for
+	 * them. */
+	for (int pass = 0; pass < 2; pass++) {
+		src = (const char *)op->scopy;
+		for (int i = 0; i < c->size && !ret; i++) {
+			struct tg_a2a_piece p[TG_A2A_TAGS];
+			int np = i != me && scounts[i]
+					 ? tg_a2a_cut(scounts[i], true, p)
+					 : 0;
+
+			if (np && tg_tr.ep_ops)
 				tg_tr.ep_ops->set_priority(tg.ep,
 							   tg_tnbc_prio(op, i));
-			ret = TG_POST_ONE(fi_tsend(tg.ep, src, scounts[i], NULL,
-						   (fi_addr_t)c->world[i], tag,
-						   op->req));
-			posted += !ret;
+			for (int q = 0; q < np && !ret; q++) {
+				if (p[q].edge != !pass)
+					continue;
+				ret = TG_POST(fi_tsend(
+					tg.ep, p[q].len ? src + p[q].off : NULL,
+					p[q].len, NULL, (fi_addr_t)c->world[i],
+					tg_a2a_tag(tag, p[q].piece), op->req));
+				posted += !ret;
+			}
+			if (i != me || packself)
+				src += scounts[i];
 		}
-		if (i != me || packself)
-			src += scounts[i];
 	}
 	if (tg_tr.ep_ops)
 		tg_tr.ep_ops->set_priority(tg.ep, FI_TNBC_PRIO_DEFAULT);
@@ -1387,7 +1445,7 @@ int tg_tnbc_bcast(struct tg_comm *c, const void *site, void *buf, size_t bytes,
 			       len = bytes - off < piece ? bytes - off : piece;
 
 			for (int k = 0; k < nk && !ret; k++) {
-				ret = TG_POST_ONE(fi_tsend(
+				ret = TG_POST(fi_tsend(
 					tg.ep, (char *)op->scopy + off, len,
 					NULL, (fi_addr_t)c->world[kids[k]],
 					tag + p, op->req));

@@ -1382,12 +1382,17 @@ static bool tgf_v_go(MPI_Comm comm, enum tg_fn fn, int why, struct tgf_v *a,
 		struct tg_req *r = request ? tgf_nb_begin(request, a->st)
 					   : tg_req_new(NULL);
 		int err = -FI_ENOMEM;
+		/* where T-NBC is named, a blocking call's members may
+		 * receive by T-NBC: its messages are cut (tg_cut.h) */
+		bool cut = !request &&
+			   (fn == TG_ALLTOALL || fn == TG_ALLTOALLV) &&
+			   tg_policy_tnbc(fn, SIZE_MAX);
 
 		if (r) {
 			if (request)
 				tg_defer(a->fc->tc, SIZE_MAX, true);
 			err = tg_alltoallv(a->fc->tc, a->sbuf, a->sc, a->sd,
-					   a->rbuf, a->rc, a->rd, r);
+					   a->rbuf, a->rc, a->rd, cut, r);
 			if (request)
 				tg_defer(a->fc->tc, SIZE_MAX, false);
 		}

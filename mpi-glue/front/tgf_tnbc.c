@@ -118,7 +118,7 @@ static int tgf_tnbc_run_to(MPI_Comm comm, struct tg_comm *tc, enum tg_fn fn,
 
 		if (!r)
 			return tgf_fail(comm, -FI_ENOMEM);
-		ret = tg_alltoallv(tc, sbuf, sc, sd, rbuf, rc, rd, r);
+		ret = tg_alltoallv(tc, sbuf, sc, sd, rbuf, rc, rd, true, r);
 		if (ret) {
 			tg_req_free(r);
 			return tgf_fail(comm, ret);

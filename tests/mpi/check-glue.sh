@@ -232,10 +232,12 @@ for mpi in $mpis; do
 done
 
 # T-NBC: blocking alltoall(v) returning before the data has arrived, the
-# receive buffer guarded page by page; from 3 ranks some calls return
-# early (at 2 both slices touch the buffer's unaligned first or last
-# page, which is never guarded, so the call waits for them).  Every call
-# by T-NBC (TNBC_MPI_TNBC_ADAPT=0): each path is tested where it is
+# receive buffer guarded page by page.  Some calls return early, at 2
+# ranks too: there the peer's slice touches the buffer's unaligned first
+# or last page, never guarded, and the call waits only for the 4 KiB
+# edge of a message of 64 KiB or more that lands there (tg_a2a_cut), and
+# the provider writes its ready word before it reads the body.  Every
+# call by T-NBC (TNBC_MPI_TNBC_ADAPT=0): each path is tested where it is
 # called, not where the trial against the plain way sends it.
 prog=glue_tnbc
 export TNBC_MPI_TNBC_ADAPT=0
@@ -246,7 +248,12 @@ for mpi in $mpis; do
 		TNBC_MPI_TNBC=all TNBC_MPI_REPORT=1 launch "$mpi" "$np" ||
 			st=$?
 		result "$mpi np=$np T-NBC" "$st"
-		if [ "$np" = 3 ]; then
+		if [ "$np" = 2 ]; then
+			# 11 to 15 of 72; 0 or 1 when the call's wait polled
+			# past the pass that wrote the edges' words
+			expect "$mpi np=2 T-NBC report" \
+				'^tnbc-mpi: MPI_Alltoall offloaded [1-9][0-9]* fallback 0 early ([3-9]|[1-9][0-9])'
+		elif [ "$np" = 3 ]; then
 			expect "$mpi np=3 T-NBC report" \
 				'^tnbc-mpi: MPI_Alltoall offloaded [1-9][0-9]* fallback 0 early [1-9]' \
 				'^tnbc-mpi: MPI_Alltoallv offloaded [1-9][0-9]* fallback 0 early [0-9]'
