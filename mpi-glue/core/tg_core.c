@@ -573,7 +573,8 @@ static void tg_drain_eq(void)
 }
 
 /* Reads completions, a batch at a time, until none are left, or after
- * one batch (once): each read is a progress pass. */
+ * one batch (once): a read that finds the queue empty runs a progress
+ * pass. */
 static int tg_poll_held_to(bool once)
 {
 	struct fi_cq_entry e[32];

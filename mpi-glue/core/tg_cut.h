@@ -17,8 +17,11 @@
  * guard that page, so its call waits for what lands there: the edges,
  * no longer the whole message (in NPB IS every call waited for all its
  * data).  Below TG_A2A_CUT_MIN the edges are empty: both ends still post
- * three, so that counts that differ between them (an erroneous program)
- * mismatch message for message and never leave one unmatched.
+ * three, so that nonzero counts that differ between them (an erroneous
+ * program) mismatch message for message and never leave one unmatched.
+ * The edge is 4 KiB whatever the page size (the ends must agree): where
+ * pages are larger, a shared page reaches into the body, and the call
+ * waits for the whole message, as before the cut.
  */
 #define TG_A2A_EDGE    ((size_t)4096)
 #define TG_A2A_CUT_MIN ((size_t)64 << 10)

@@ -101,10 +101,11 @@ static bool tg_spare_put(void *a, size_t len)
 
 /*
  * Kept pages for a range of len bytes, readable and writable, or NULL:
- * the kept run closest in size, its surplus unmapped or its shortfall
- * grown with fresh pages.  Exact sizes only (the first version) missed
- * on every call of a program whose receives change size by a few pages
- * from call to call (NPB IS), and each miss faulted in a whole range.
+ * the kept run closest in size (at most twice as long), its surplus
+ * unmapped or its shortfall grown with fresh pages.  Exact sizes only (the
+ * first version) missed on every call of a program whose receives change size
+ * by a few pages from call to call (NPB IS), and each miss faulted in a whole
+ * range.
  */
 static void *tg_spare_get(size_t len)
 {
@@ -121,6 +122,11 @@ static void *tg_spare_get(size_t len)
 			    TG_SPARE_FULL)
 				continue;
 			l = tg_spare[i].len;
+			/* a run more than twice as long is left for a
+			 * range its size: T-NBC's messages land in a body
+			 * range and one-page ranges at its edges */
+			if (l / 2 > len)
+				continue;
 			d = l > len ? l - len : len - l;
 			if (d < gap) {
 				gap = d;
@@ -514,7 +520,8 @@ int tg_guard_protect(void *addr, size_t len, const atomic_uint *ready,
 	if (!r->stage) {
 		r->stage = mmap(NULL, len, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		atomic_fetch_add(&tg_gd.fresh, len);
+		if (r->stage != MAP_FAILED)
+			atomic_fetch_add(&tg_gd.fresh, len);
 	}
 	if (r->stage == MAP_FAILED) {
 		ret = -errno;

@@ -416,7 +416,7 @@ static void tg_tnbc_record(struct tg_tnbc_op *op)
 		     : t > op->t_ret ? t - op->t_ret
 				     : 0;
 		/* the pieces of an alltoall's message (tg_a2a_cut), next to
-		 * one another: the message's need is its first piece's */
+		 * one another: the message's need is its earliest piece's */
 		if (n && st->order[n - 1] == who) {
 			st->ns[n - 1] = ns < st->ns[n - 1] ? ns : st->ns[n - 1];
 			continue;
@@ -1181,6 +1181,9 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 			rlo = rdispls[i] < rlo ? rdispls[i] : rlo;
 			if (rdispls[i] + rcounts[i] > rhi)
 				rhi = rdispls[i] + rcounts[i];
+			/* the handoffs' size: a rank that sends little may
+			 * have large reads left to the engine */
+			maxmsg = rcounts[i] > maxmsg ? rcounts[i] : maxmsg;
 		}
 		if (scounts[i]) {
 			slo = sdispls[i] < slo ? sdispls[i] : slo;

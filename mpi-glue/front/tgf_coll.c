@@ -1382,10 +1382,12 @@ static bool tgf_v_go(MPI_Comm comm, enum tg_fn fn, int why, struct tgf_v *a,
 		struct tg_req *r = request ? tgf_nb_begin(request, a->st)
 					   : tg_req_new(NULL);
 		int err = -FI_ENOMEM;
-		/* where T-NBC is named, a blocking call's members may
-		 * receive by T-NBC: its messages are cut (tg_cut.h) */
-		bool cut = !request &&
-			   (fn == TG_ALLTOALL || fn == TG_ALLTOALLV) &&
+		/* where T-NBC is named for alltoallv, a blocking call's
+		 * members may receive by T-NBC: its messages are cut
+		 * (tg_cut.h).  An alltoall's members all take T-NBC or
+		 * none (one size), and its plain way is T-NBC's own
+		 * fallback, which cuts. */
+		bool cut = !request && fn == TG_ALLTOALLV &&
 			   tg_policy_tnbc(fn, SIZE_MAX);
 
 		if (r) {

@@ -370,6 +370,7 @@ void tnbc_ep_flush_pulls(struct tnbc_ep *ep)
 
 	/* answers sent below may not run another pass inside this one */
 	ep->npulls = 0;
+	ep->pulls_held = false;
 	while (i < n) {
 		struct tnbc_pull *first = &ep->pulls[i];
 		size_t j = i, lc = 0, rc = 0, total = 0;

@@ -127,17 +127,20 @@ int tnbc_ep_progress(struct tnbc_ep *ep, bool engine)
 
 		n = tnbc_ep_xpoll(&c, TNBC_RX_POLL_BUDGET);
 	}
-	/* Triggered work this pass made ready (a completion counted) runs
-	 * before the reads the pass matched, which the next pass makes,
-	 * once: a small message's completion must not wait for a large
-	 * one's copy behind it.  The MPI glue's T-NBC waits in its call for
-	 * the edges of a message and not for its body, but the ready words
-	 * are written by triggered copies, which ran only after the body's
-	 * read: every call of NPB IS waited for all its data. */
+	/* Triggered work that is ready (most often made so by this pass's
+	 * completions) runs before the reads the pass matched, which the
+	 * next pass makes, once: a small message's completion must not
+	 * wait for a large one's copy behind it.  The MPI glue's T-NBC
+	 * waits in its call for the edges of a message and not for its
+	 * body, but the ready words are written by triggered copies, which
+	 * ran only after the body's read: every call of NPB IS waited for
+	 * all its data.  The engine is nudged: the thread that held them
+	 * may be about to leave. */
 	if (ep->npulls && !ep->pulls_held && tnbc_trig_has_ready(ep->domain)) {
 		ep->pulls_held = true;
+		if (!engine)
+			tnbc_engine_nudge(ep->domain);
 	} else if (ep->npulls) {
-		ep->pulls_held = false;
 		n += (int)ep->npulls;
 		tnbc_ep_flush_pulls(ep);
 	}
