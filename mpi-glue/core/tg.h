@@ -164,8 +164,8 @@ int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
  * messages cover completely stay PROT_NONE until their data has landed
  * (a touch waits for it); the call waits only for messages that land on
  * other pages.  The send data is copied: sbuf is free on return.  Same
- * messages as tg_alltoallv with cut: members may mix the two.  *early: some data
- * had not arrived on return.  Returns 0, or a negative fi_errno with
+ * messages as tg_alltoallv with cut: members may mix the two.  *early: some
+ * data had not arrived on return.  Returns 0, or a negative fi_errno with
  * nothing posted (the caller falls back), or TG_TNBC_PLAIN with nothing
  * posted: T-NBC, tried at this site against the plain way, was no better
  * there or is being tried (TNBC_MPI_TNBC_ADAPT, tg_adapt.h); the caller

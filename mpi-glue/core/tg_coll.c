@@ -16,8 +16,6 @@
 
 #include "tg_priv.h"
 
-/* Under tg.lock: posts one operation, making room while the provider
- * says its queues are full. */
 /* An element's size, as the provider tells it (a data mover takes any
  * datatype it knows). */
 static size_t tg_dt_size(enum fi_datatype dt)
@@ -295,6 +293,28 @@ int tg_scatter(struct tg_comm *c, const void *sbuf, void *rbuf, size_t bytes,
 /* ------------------------------------------------------------------ */
 /* Alltoallv: a schedule of tagged messages                             */
 
+int tg_a2a_send(struct tg_comm *c, int to, const char *buf, size_t len,
+		bool cut, int pass, uint64_t tag, struct tg_req *req,
+		int *posted)
+{
+	struct tg_a2a_piece p[TG_A2A_TAGS];
+	int np = len ? tg_a2a_cut(len, cut, p) : 0;
+
+	for (int q = 0; q < np; q++) {
+		int ret;
+
+		if (p[q].edge != !pass)
+			continue;
+		ret = TG_POST(fi_tsend(tg.ep, p[q].len ? buf + p[q].off : NULL,
+				       p[q].len, NULL, (fi_addr_t)c->world[to],
+				       tg_a2a_tag(tag, p[q].piece), req));
+		if (ret)
+			return ret;
+		(*posted)++;
+	}
+	return 0;
+}
+
 /*
  * One message each way per member with a non-empty count, tagged with
  * the group's id and the operation's number on the group (the same on
@@ -326,14 +346,10 @@ int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
 		scounts = rcounts;
 		sdispls = rdispls;
 	}
-	for (int i = 0; i < c->size; i++) {
-		struct tg_a2a_piece p[TG_A2A_TAGS];
-
-		if (i == c->rank)
-			continue;
-		parts += rcounts[i] ? tg_a2a_cut(rcounts[i], cut, p) : 0;
-		parts += scounts[i] ? tg_a2a_cut(scounts[i], cut, p) : 0;
-	}
+	for (int i = 0; i < c->size; i++)
+		if (i != c->rank)
+			parts += tg_a2a_nparts(rcounts[i], cut) +
+				 tg_a2a_nparts(scounts[i], cut);
 	/* the self part is done before anything is posted; an exchange
 	 * with nothing to move is complete at once */
 	if (rcounts[c->rank])
@@ -363,23 +379,12 @@ int tg_alltoallv(struct tg_comm *c, const void *sbuf, const size_t *scounts,
 	for (int pass = 0; pass < 2; pass++)
 		for (int k = 1; k < c->size; k++) {
 			int i = (c->rank + k) % c->size;
-			struct tg_a2a_piece p[TG_A2A_TAGS];
-			int np =
-				scounts[i] ? tg_a2a_cut(scounts[i], cut, p) : 0;
 
-			for (int q = 0; q < np; q++) {
-				if (p[q].edge != !pass)
-					continue;
-				ret = TG_POST(fi_tsend(
-					tg.ep,
-					(const char *)sbuf + sdispls[i] +
-						p[q].off,
-					p[q].len, NULL, (fi_addr_t)c->world[i],
-					tg_a2a_tag(tag, p[q].piece), req));
-				if (ret)
-					goto broken;
-				posted++;
-			}
+			ret = tg_a2a_send(c, i, (const char *)sbuf + sdispls[i],
+					  scounts[i], cut, pass, tag, req,
+					  &posted);
+			if (ret)
+				goto broken;
 		}
 	/* the extra part, counted above: complete at once when nothing
 	 * was posted, else with the last message */

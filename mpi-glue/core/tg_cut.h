@@ -49,6 +49,12 @@ static inline int tg_a2a_cut(size_t len, bool cut,
 	return 3;
 }
 
+/* How many messages len bytes travel as (0 for none). */
+static inline int tg_a2a_nparts(size_t len, bool cut)
+{
+	return !len ? 0 : cut ? TG_A2A_TAGS : 1;
+}
+
 /* A piece's tag: the sequence half wraps, the group's half stays. */
 static inline uint64_t tg_a2a_tag(uint64_t tag, int piece)
 {

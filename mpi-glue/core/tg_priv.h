@@ -119,6 +119,13 @@ extern struct tg_state tg;
 		(int)_r;                                                       \
 	})
 
+/* Posts the pieces of a message of len bytes at buf to member `to` of c
+ * that go in pass 0 (the edges) or 1 (the bodies), tagged from tag, as
+ * parts of req; under tg.lock.  Counts them in *posted; a negative
+ * fi_errno stops at the piece that failed. */
+int tg_a2a_send(struct tg_comm *c, int to, const char *buf, size_t len,
+		bool cut, int pass, uint64_t tag, struct tg_req *req,
+		int *posted);
 /* Counts one more completion of a posted part of req. */
 void tg_req_posted(struct tg_req *req, struct tg_comm *c, int parts);
 /* Joins c if it was not yet; under tg.lock. */

@@ -1275,12 +1275,9 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 		else
 			parts++;
 	}
-	for (int i = 0; i < c->size; i++) {
-		struct tg_a2a_piece p[TG_A2A_TAGS];
-
-		if (i != me && scounts[i])
-			parts += tg_a2a_cut(scounts[i], true, p);
-	}
+	for (int i = 0; i < c->size; i++)
+		if (i != me)
+			parts += tg_a2a_nparts(scounts[i], true);
 	tag = (uint64_t)c->id << 32 | c->seq;
 	c->seq += TG_A2A_TAGS;
 	tg_req_posted(op->req, c, parts);
@@ -1325,22 +1322,12 @@ int tg_tnbc_alltoallv(struct tg_comm *c, int fn, const void *site,
 	for (int pass = 0; pass < 2; pass++) {
 		src = (const char *)op->scopy;
 		for (int i = 0; i < c->size && !ret; i++) {
-			struct tg_a2a_piece p[TG_A2A_TAGS];
-			int np = i != me && scounts[i]
-					 ? tg_a2a_cut(scounts[i], true, p)
-					 : 0;
-
-			if (np && tg_tr.ep_ops)
-				tg_tr.ep_ops->set_priority(tg.ep,
-							   tg_tnbc_prio(op, i));
-			for (int q = 0; q < np && !ret; q++) {
-				if (p[q].edge != !pass)
-					continue;
-				ret = TG_POST(fi_tsend(
-					tg.ep, p[q].len ? src + p[q].off : NULL,
-					p[q].len, NULL, (fi_addr_t)c->world[i],
-					tg_a2a_tag(tag, p[q].piece), op->req));
-				posted += !ret;
+			if (i != me && scounts[i]) {
+				if (tg_tr.ep_ops)
+					tg_tr.ep_ops->set_priority(
+						tg.ep, tg_tnbc_prio(op, i));
+				ret = tg_a2a_send(c, i, src, scounts[i], true,
+						  pass, tag, op->req, &posted);
 			}
 			if (i != me || packself)
 				src += scounts[i];
