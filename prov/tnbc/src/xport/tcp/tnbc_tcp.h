@@ -173,6 +173,10 @@ struct tnbc_xep {
 	 * more than the message), and the waker watches it, one event at a
 	 * time, only while the engine sleeps (sleep_begin arms it) */
 	int pfd;
+	/* pfd's one-shot is armed in the waker's set: cleared by the waker
+	 * when it fires, so a sleep arms it again only then (an epoll_ctl
+	 * at every sleep cost the engine a system call each) */
+	atomic_bool armed;
 	atomic_uint nconns;
 	atomic_uint strangers; /* connections not proven yet */
 	atomic_uint npaused; /* connections left unread: their share held */

@@ -185,6 +185,7 @@ static void *tnbc_tcp_waker(void *arg)
 							     dev));
 
 				/* one-shot: armed again at the next sleep */
+				atomic_store(&xep->armed, false);
 				atomic_fetch_add(&xep->events, 1);
 				kick = true;
 				break;
@@ -390,6 +391,7 @@ static int tnbc_tcp_ep_open(struct tnbc_xdom *xdom,
 	pthread_mutex_unlock(&xdom->lock);
 	ev.events = EPOLLIN | EPOLLONESHOT;
 	ev.data.ptr = &xep->dev;
+	atomic_store(&xep->armed, true);
 	epoll_ctl(xdom->epfd, EPOLL_CTL_ADD, xep->pfd, &ev);
 	ev.events = EPOLLIN;
 	ev.data.ptr = &xep->ev;
@@ -512,8 +514,13 @@ static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 							 EPOLLIN | EPOLLONESHOT,
 						 .data.ptr = &e->dev};
 
-			/* data there already fires at once */
-			epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, e->pfd, &ev);
+			/* Still armed: it has not fired since.  One that
+			 * fired but whose mark the waker has yet to clear
+			 * kicks after this, and the next sleep arms it.
+			 * Data there already fires at once. */
+			if (!atomic_exchange(&e->armed, true))
+				epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, e->pfd,
+					  &ev);
 		}
 		pthread_mutex_unlock(&xdom->lock);
 	}
