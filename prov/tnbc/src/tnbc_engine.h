@@ -90,9 +90,29 @@ struct tnbc_engine {
 	/* served by the process's engine thread with other domains
 	 * (tnbc_engine_attach), not a thread of its own */
 	bool shared;
+	/* shared, as threads that wake it read it: they ring the host
+	 * thread's own word (tnbc_host_bell), not the domain's doorbell */
+	atomic_bool hosted;
 	/* engine thread only: its turns' state (tnbc_engine_turn) */
 	uint64_t t_last, t_check, t_nap_ns;
 	bool t_app;
 };
+
+/*
+ * Where this process's threads wake the engine thread that serves
+ * several domains (tnbc_progress.c, tnbc_engine_attach).  It sleeps on
+ * their doorbells, which peers ring, and on this word, which only the
+ * process's own threads ring: a private futex, whose waiters the kernel
+ * finds without looking up a shared page (on the 2-core VM of
+ * docs/provider-design.md, *A private word for the process's wakes*,
+ * a wake of a shared word cost 0.5 us more, an eighth of a deferred
+ * post).
+ */
+struct tnbc_host_bell {
+	atomic_uint seq;
+	atomic_bool asleep; /* from before its token to after its wait */
+};
+
+extern struct tnbc_host_bell tnbc_host_bell;
 
 #endif /* TNBC_ENGINE_H */

@@ -728,20 +728,27 @@ static struct {
 	.cond = PTHREAD_COND_INITIALIZER,
 };
 
+struct tnbc_host_bell tnbc_host_bell;
+
 /* One round: every domain's turn, then, if all would sleep, one sleep on
- * all their doorbells. */
+ * all their doorbells and the process's own word. */
 static void tnbc_engine_round(struct tnbc_domain **doms, int n)
 {
-	struct futex_waitv w[TNBC_ENGINE_DOMS];
+	struct futex_waitv w[TNBC_ENGINE_DOMS + 1];
 	struct tnbc_nap np[TNBC_ENGINE_DOMS];
 	bool begun[TNBC_ENGINE_DOMS], sleep = true, again = false;
 	uint64_t timeout = 0;
 	struct timespec ts;
+	unsigned token;
 
 	for (int i = 0; i < n; i++)
 		again |= tnbc_engine_turn(doms[i]);
 	if (again)
 		return;
+	/* Before the domains clear their kick marks (tnbc_engine_nap_begin):
+	 * a kick from there on rings past this token. */
+	atomic_store(&tnbc_host_bell.asleep, true);
+	token = atomic_load(&tnbc_host_bell.seq);
 	for (int i = 0; i < n; i++) {
 		struct tnbc_engine *e = &doms[i]->engine;
 
@@ -764,15 +771,21 @@ static void tnbc_engine_round(struct tnbc_domain **doms, int n)
 				.flags = FUTEX_32,
 			};
 		}
+		w[n] = (struct futex_waitv){
+			.val = token,
+			.uaddr = (uint64_t)(uintptr_t)&tnbc_host_bell.seq,
+			.flags = FUTEX_32 | FUTEX_PRIVATE_FLAG,
+		};
 		if (timeout) {
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			timeout += (uint64_t)ts.tv_nsec;
 			ts.tv_sec += (time_t)(timeout / 1000000000u);
 			ts.tv_nsec = (long)(timeout % 1000000000u);
 		}
-		(void)syscall(SYS_futex_waitv, w, (unsigned)n, 0,
+		(void)syscall(SYS_futex_waitv, w, (unsigned)n + 1, 0,
 			      timeout ? &ts : NULL, CLOCK_MONOTONIC);
 	}
+	atomic_store(&tnbc_host_bell.asleep, false);
 	for (int i = 0; i < n; i++) {
 		if (begun[i])
 			tnbc_engine_nap_end(doms[i], sleep);
@@ -887,6 +900,7 @@ static int tnbc_engine_attach(struct tnbc_domain *dom)
 	atomic_store_explicit(&dom->engine.self, tnbc_host.self,
 			      memory_order_relaxed);
 	dom->engine.shared = true;
+	atomic_store(&dom->engine.hosted, true);
 	dom->engine.running = true;
 out:
 	pthread_mutex_unlock(&tnbc_host.lock);
@@ -950,6 +964,7 @@ static void tnbc_engine_detach(struct tnbc_domain *dom)
 		close(dom->engine.load_fd);
 	dom->engine.load_fd = -1;
 	dom->engine.shared = false;
+	atomic_store(&dom->engine.hosted, false);
 	dom->engine.running = false;
 }
 

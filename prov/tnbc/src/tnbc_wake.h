@@ -8,6 +8,9 @@
 #ifndef TNBC_WAKE_H
 #define TNBC_WAKE_H
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
 #include "tnbc.h"
 
 /* Whether the calling thread is the domain's engine. */
@@ -58,6 +61,18 @@ static inline bool tnbc_app_is_inside(struct tnbc_domain *dom, unsigned *in)
 	       atomic_load_explicit(&dom->engine.app_out, memory_order_relaxed);
 }
 
+/* Rings the process's engine thread (tnbc_host_bell).  Pairs with the
+ * store of asleep before the engine's token (tnbc_engine_round): either
+ * the engine's token counts this ring, or this sees it asleep. */
+static inline void tnbc_host_bell_ring(void)
+{
+	atomic_fetch_add_explicit(&tnbc_host_bell.seq, 1, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&tnbc_host_bell.asleep, memory_order_relaxed))
+		(void)syscall(SYS_futex, &tnbc_host_bell.seq,
+			      FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 /* The engine's wake-ups: any thread, any lock held, a transport's
  * waker too.  Inline here so that whatever queues work wakes the engine
  * without calling up into it. */
@@ -66,7 +81,9 @@ static inline void tnbc_engine_wake(struct tnbc_domain *dom)
 {
 	uint64_t one = 1;
 
-	if (dom->engine.kick_fd < 0)
+	if (atomic_load_explicit(&dom->engine.hosted, memory_order_relaxed))
+		tnbc_host_bell_ring();
+	else if (dom->engine.kick_fd < 0)
 		dom->xops->bell->wake(dom->xdom);
 	else
 		(void)!write(dom->engine.kick_fd, &one, sizeof(one));
