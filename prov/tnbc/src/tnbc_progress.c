@@ -433,10 +433,12 @@ static bool tnbc_engine_nap_begin(struct tnbc_domain *dom, uint64_t *nap_ns,
 	if (!app)
 		tnbc_engine_settle(dom);
 	/* The token first (on a domain without a doorbell, the kicks
-	 * taken so far): a kick or a ring from now on cuts the sleep short,
-	 * so nothing found missing below can be lost.  Kicks are written
-	 * again from here on (tnbc_engine_kick); one that came before the
-	 * token may have been taken with it, and is looked for below. */
+	 * taken so far; a hosted domain's kicks ring the host word, whose
+	 * token tnbc_engine_round read before this): a kick or a ring from
+	 * now on cuts the sleep short, so nothing found missing below can
+	 * be lost.  Kicks are written again from here on
+	 * (tnbc_engine_kick); one that came before the token may have been
+	 * taken with it, and is looked for below. */
 	atomic_store(&e->kick_pending, false);
 	if (e->kick_fd >= 0)
 		tnbc_engine_kicks_take(e);
@@ -718,7 +720,10 @@ static struct {
 	pthread_cond_t cond;
 	struct tnbc_domain *doms[TNBC_ENGINE_DOMS];
 	int ndoms;
-	uint64_t gen, seen;
+	/* gen: moved on by every change of doms, read by the round as it
+	 * goes to sleep (atomic: outside the lock there) */
+	_Atomic uint64_t gen;
+	uint64_t seen;
 	bool running, stop;
 	pthread_t thread;
 	uintptr_t self;
@@ -732,7 +737,7 @@ struct tnbc_host_bell tnbc_host_bell;
 
 /* One round: every domain's turn, then, if all would sleep, one sleep on
  * all their doorbells and the process's own word. */
-static void tnbc_engine_round(struct tnbc_domain **doms, int n)
+static void tnbc_engine_round(struct tnbc_domain **doms, int n, uint64_t gen)
 {
 	struct futex_waitv w[TNBC_ENGINE_DOMS + 1];
 	struct tnbc_nap np[TNBC_ENGINE_DOMS];
@@ -749,6 +754,13 @@ static void tnbc_engine_round(struct tnbc_domain **doms, int n)
 	 * a kick from there on rings past this token. */
 	atomic_store(&tnbc_host_bell.asleep, true);
 	token = atomic_load(&tnbc_host_bell.seq);
+	/* A domain joined since this round's list was taken: its bell is
+	 * not in the wait.  The ring that follows the join comes after the
+	 * change of gen, so it is either past the token or seen here. */
+	if (atomic_load(&tnbc_host.gen) != gen) {
+		atomic_store(&tnbc_host_bell.asleep, false);
+		return;
+	}
 	for (int i = 0; i < n; i++) {
 		struct tnbc_engine *e = &doms[i]->engine;
 
@@ -806,12 +818,14 @@ static void *tnbc_engine_host_main(void *arg)
 	sem_post(&boot->placed); /* boot is gone from here on */
 	pthread_mutex_lock(&tnbc_host.lock);
 	while (!tnbc_host.stop) {
-		tnbc_host.seen = tnbc_host.gen;
+		uint64_t gen = tnbc_host.gen;
+
+		tnbc_host.seen = gen;
 		pthread_cond_broadcast(&tnbc_host.cond);
 		n = tnbc_host.ndoms;
 		memcpy(doms, tnbc_host.doms, (size_t)n * sizeof(doms[0]));
 		pthread_mutex_unlock(&tnbc_host.lock);
-		tnbc_engine_round(doms, n);
+		tnbc_engine_round(doms, n, gen);
 		pthread_mutex_lock(&tnbc_host.lock);
 	}
 	tnbc_host.seen = tnbc_host.gen;
@@ -873,7 +887,7 @@ static bool tnbc_engine_waitv_works(void)
  * -FI_EAGAIN when dom must have a thread of its own. */
 static int tnbc_engine_attach(struct tnbc_domain *dom)
 {
-	struct tnbc_domain *old = NULL;
+	bool joined = false;
 	int ret = 0;
 
 	if (!tnbc_env.engine_shared || dom->engine.kick_fd >= 0 ||
@@ -893,7 +907,7 @@ static int tnbc_engine_attach(struct tnbc_domain *dom)
 			goto out;
 		tnbc_host.running = true;
 	} else {
-		old = tnbc_host.doms[0];
+		joined = true;
 	}
 	tnbc_host.doms[tnbc_host.ndoms++] = dom;
 	tnbc_host.gen++;
@@ -904,10 +918,13 @@ static int tnbc_engine_attach(struct tnbc_domain *dom)
 	dom->engine.running = true;
 out:
 	pthread_mutex_unlock(&tnbc_host.lock);
-	/* a thread asleep on the others' doorbells looks at the new one
-	 * once woken */
-	if (!ret && old)
-		tnbc_engine_kick(old);
+	/* A thread asleep on the others' doorbells looks at the new one
+	 * once woken.  Rung whatever the others' kick marks say, and after
+	 * the change of gen (tnbc_engine_round); a kick of another domain
+	 * was skipped while its mark was set, and that domain may be on
+	 * its way out. */
+	if (!ret && joined)
+		tnbc_host_bell_ring();
 	if (ret && dom->engine.load_fd >= 0)
 		close(dom->engine.load_fd);
 	return ret;

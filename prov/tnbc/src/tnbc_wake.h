@@ -93,12 +93,14 @@ static inline void tnbc_engine_wake(struct tnbc_domain *dom)
  * engine may wait for a CPU for milliseconds (a batch thread on a host
  * whose cores the application's threads poll on), and every packet
  * taken meanwhile asked again: a system call each, for nothing.  A kick
- * skipped here finds the mark of one made since the engine cleared it
- * before its last token: that one's write either ends the wait, or was
- * taken with the token, and then the engine sees the mark and does not
- * wait.  The skipped kick's work is queued before this exchange, so
- * before the engine's next clear, and its next look finds it, as it
- * finds the work of a kick written before a token. */
+ * skipped here finds the mark of one made since the engine last cleared
+ * it: that one's write either ends the wait, or was taken with a token
+ * read after the clear (a domain's bell's), and then the engine sees the
+ * mark and does not wait (the host word's token is read before the
+ * clear, so a write made after it always ends the wait).  The skipped
+ * kick's work is queued before this exchange, so before the engine's
+ * next clear, and its next look finds it, as it finds the work of a
+ * kick written before a token. */
 static inline void tnbc_engine_kick(struct tnbc_domain *dom)
 {
 	if (!dom->engine.running ||

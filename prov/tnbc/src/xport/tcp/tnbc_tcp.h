@@ -159,7 +159,7 @@ struct tnbc_tcp_conn {
 
 struct tnbc_xep {
 	struct tnbc_tcp_ev ev; /* the listening socket's */
-	struct tnbc_tcp_ev dev; /* pfd's, armed while the engine sleeps */
+	struct tnbc_tcp_ev dev; /* pfd's, armed by a sleep until it fires */
 	struct tnbc_xep *next; /* xdom->eps, or the grave */
 	struct tnbc_xdom *xdom;
 	struct tnbc_name name;
@@ -171,7 +171,8 @@ struct tnbc_xep {
 	/* its connections, level-triggered: a poll asks it directly
 	 * whether one has data (a thread wake-up per message would cost
 	 * more than the message), and the waker watches it, one event at a
-	 * time, only while the engine sleeps (sleep_begin arms it) */
+	 * time: a sleep of the engine arms it (sleep_begin), and it stays
+	 * armed until it fires */
 	int pfd;
 	/* pfd's one-shot is armed in the waker's set: cleared by the waker
 	 * when it fires, so a sleep arms it again only then (an epoll_ctl

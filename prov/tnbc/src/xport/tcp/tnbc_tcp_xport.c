@@ -518,9 +518,9 @@ static unsigned tnbc_tcp_sleep_begin(struct tnbc_xdom *xdom,
 			 * fired but whose mark the waker has yet to clear
 			 * kicks after this, and the next sleep arms it.
 			 * Data there already fires at once. */
-			if (!atomic_exchange(&e->armed, true))
-				epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, e->pfd,
-					  &ev);
+			if (!atomic_exchange(&e->armed, true) &&
+			    epoll_ctl(xdom->epfd, EPOLL_CTL_MOD, e->pfd, &ev))
+				atomic_store(&e->armed, false); /* next sleep */
 		}
 		pthread_mutex_unlock(&xdom->lock);
 	}
