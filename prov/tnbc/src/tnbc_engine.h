@@ -88,11 +88,10 @@ struct tnbc_engine {
 	 * (0 until it runs) */
 	atomic_uintptr_t self;
 	/* served by the process's engine thread with other domains
-	 * (tnbc_engine_attach), not a thread of its own */
-	bool shared;
-	/* shared, as threads that wake it read it: they ring the host
-	 * thread's own word (tnbc_host_bell), not the domain's doorbell */
-	atomic_bool hosted;
+	 * (tnbc_engine_attach), not a thread of its own: threads that wake
+	 * it read it, and ring the host thread's own word (tnbc_host_bell),
+	 * not the domain's doorbell */
+	atomic_bool shared;
 	/* engine thread only: its turns' state (tnbc_engine_turn) */
 	uint64_t t_last, t_check, t_nap_ns;
 	bool t_app;

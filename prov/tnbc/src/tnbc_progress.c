@@ -433,10 +433,10 @@ static bool tnbc_engine_nap_begin(struct tnbc_domain *dom, uint64_t *nap_ns,
 	if (!app)
 		tnbc_engine_settle(dom);
 	/* The token first (on a domain without a doorbell, the kicks
-	 * taken so far; a hosted domain's kicks ring the host word, whose
-	 * token tnbc_engine_round read before this): a kick or a ring from
-	 * now on cuts the sleep short, so nothing found missing below can
-	 * be lost.  Kicks are written again from here on
+	 * taken so far; the kicks of a domain of the shared thread ring the
+	 * host word, whose token tnbc_engine_round read before this): a
+	 * kick or a ring from now on cuts the sleep short, so nothing found
+	 * missing below can be lost.  Kicks are written again from here on
 	 * (tnbc_engine_kick); one that came before the token may have been
 	 * taken with it, and is looked for below. */
 	atomic_store(&e->kick_pending, false);
@@ -913,8 +913,7 @@ static int tnbc_engine_attach(struct tnbc_domain *dom)
 	tnbc_host.gen++;
 	atomic_store_explicit(&dom->engine.self, tnbc_host.self,
 			      memory_order_relaxed);
-	dom->engine.shared = true;
-	atomic_store(&dom->engine.hosted, true);
+	atomic_store(&dom->engine.shared, true);
 	dom->engine.running = true;
 out:
 	pthread_mutex_unlock(&tnbc_host.lock);
@@ -980,8 +979,7 @@ static void tnbc_engine_detach(struct tnbc_domain *dom)
 	if (dom->engine.load_fd >= 0)
 		close(dom->engine.load_fd);
 	dom->engine.load_fd = -1;
-	dom->engine.shared = false;
-	atomic_store(&dom->engine.hosted, false);
+	atomic_store(&dom->engine.shared, false);
 	dom->engine.running = false;
 }
 

@@ -81,7 +81,7 @@ static inline void tnbc_engine_wake(struct tnbc_domain *dom)
 {
 	uint64_t one = 1;
 
-	if (atomic_load_explicit(&dom->engine.hosted, memory_order_relaxed))
+	if (atomic_load_explicit(&dom->engine.shared, memory_order_relaxed))
 		tnbc_host_bell_ring();
 	else if (dom->engine.kick_fd < 0)
 		dom->xops->bell->wake(dom->xdom);
