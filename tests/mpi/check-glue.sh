@@ -35,8 +35,25 @@ export MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-240}
 run=$PWD/mpi-glue/tnbc-mpirun
 out=$(mktemp)
 note=$(mktemp)
-trap 'rm -f "$out" "$note"' EXIT
+faillog=$(mktemp)
+trap 'rm -f "$out" "$note" "$faillog"' EXIT
 fails=0
+
+# fail MESSAGE: one failure, said now and again at the end, where a log
+# cut to its last lines (as CI prints it) still shows it
+fail() {
+	echo "FAIL: $*" | tee -a "$faillog"
+	fails=$((fails + 1))
+}
+# detail COMMAND...: a failure's evidence, indented, kept for the end too
+detail() { "$@" | sed 's/^/    /' | tee -a "$faillog"; }
+# summary: the failures again; the status is the script's
+summary() {
+	[ "$fails" -eq 0 ] && return 0
+	echo "check-glue: $fails failed:"
+	cat "$faillog"
+	return 1
+}
 
 mpis=${GLUE_TEST_MPIS:-}
 if [ -z "$mpis" ]; then
@@ -71,9 +88,8 @@ result() {
 	if [ "$2" -eq 0 ] && grep -q "$prog: PASS" "$out"; then
 		echo "PASS: $1"
 	else
-		echo "FAIL: $1 (exit $2)"
-		tail -20 "$out" | sed 's/^/    /'
-		fails=$((fails + 1))
+		fail "$1 (exit $2)"
+		detail tail -20 "$out"
 	fi
 }
 
@@ -83,9 +99,8 @@ expect() {
 	shift
 	for re in "$@"; do
 		if ! grep -Eq "$re" "$out"; then
-			echo "FAIL: $name: no line matching: $re"
-			grep '^tnbc-mpi:' "$out" | sed 's/^/    /'
-			fails=$((fails + 1))
+			fail "$name: no line matching: $re"
+			detail grep '^tnbc-mpi:' "$out"
 			return
 		fi
 	done
@@ -284,8 +299,7 @@ for mpi in $mpis; do
 	result "$mpi np=3 T-NBC trace" "$st"
 	if [ "$(grep -l '^site MPI_Alltoall@.* members 3' "$tr"/t.[012] |
 		wc -l)" -ne 3 ]; then
-		echo "FAIL: $mpi T-NBC trace: no alltoall site in every file"
-		fails=$((fails + 1))
+		fail "$mpi T-NBC trace: no alltoall site in every file"
 	fi
 	st=0
 	TNBC_MPI_TNBC=all TNBC_MPI_TNBC_ORDER=$tr/t launch "$mpi" 3 || st=$?
@@ -320,11 +334,10 @@ for mpi in $mpis; do
 				echo "PASS: $mpi np=$np T-NBC adapt $fn:" \
 					"$(((p - 3 * m) / 6)) of $m left it"
 			else
-				echo "FAIL: $mpi np=$np T-NBC adapt $fn: plain" \
+				fail "$mpi np=$np T-NBC adapt $fn: plain" \
 					"'$p', rank 0's verdicts $v; expected" \
 					"3 x $m + 6 k, k <= $m, and $((m > 0))"
-				grep '^tnbc-mpi:' "$out" | sed 's/^/    /'
-				fails=$((fails + 1))
+				detail grep '^tnbc-mpi:' "$out"
 			fi
 		done
 	done
@@ -355,11 +368,10 @@ for mpi in $mpis; do
 			[ "$told" -eq 1 ]; then
 			echo "PASS: $mpi np=3 T-NBC verdicts $fn: $left of $m left it"
 		else
-			echo "FAIL: $mpi np=3 T-NBC verdicts $fn: $all in the" \
+			fail "$mpi np=3 T-NBC verdicts $fn: $all in the" \
 				"files ($left left), plain '$p', told $told;" \
 				"expected $m, $((12 * left)), 1"
-			grep '^tnbc-mpi:' "$out" | sed 's/^/    /'
-			fails=$((fails + 1))
+			detail grep '^tnbc-mpi:' "$out"
 		fi
 	done
 	rm -rf "$vd"
@@ -413,9 +425,8 @@ for mpi in $mpis; do
 					'^tnbc-mpi: MPI_Iexscan offloaded 3 fallback 0' \
 					'^tnbc-mpi: MPI_Exscan offloaded 3 fallback 0'
 		else
-			echo "FAIL: $mpi $prog np=3 (exit $st)"
-			tail -20 "$out" | sed 's/^/    /'
-			fails=$((fails + 1))
+			fail "$mpi $prog np=3 (exit $st)"
+			detail tail -20 "$out"
 		fi
 	done
 	full || continue
@@ -435,9 +446,8 @@ for mpi in $mpis; do
 				'^tnbc-mpi: MPI_Ialltoallw offloaded 0 fallback 3 \(policy 3\)' \
 				'^tnbc-mpi: MPI_Ineighbor_alltoallw offloaded 0 fallback 3 \(policy 3\)'
 		else
-			echo "FAIL: $mpi glue_fortran np=3 Ialltoallw by the MPI (exit $st)"
-			tail -20 "$out" | sed 's/^/    /'
-			fails=$((fails + 1))
+			fail "$mpi glue_fortran np=3 Ialltoallw by the MPI (exit $st)"
+			detail tail -20 "$out"
 		fi
 	fi
 	# T-NBC on: its alltoall's result is sent on untouched
@@ -451,15 +461,14 @@ for mpi in $mpis; do
 		expect "$mpi glue_fortran08 np=3 T-NBC" \
 			'^tnbc-mpi: MPI_Alltoall offloaded [1-9][0-9]* fallback 0 early '
 	else
-		echo "FAIL: $mpi glue_fortran08 np=3 T-NBC (exit $st)"
-		tail -20 "$out" | sed 's/^/    /'
-		fails=$((fails + 1))
+		fail "$mpi glue_fortran08 np=3 T-NBC (exit $st)"
+		detail tail -20 "$out"
 	fi
 done
 prog=glue_coll
 
 [ -n "$mpis" ] || { echo "SKIP: no MPI glue built"; exit 77; }
-full || exit $((fails > 0))
+full || { summary; exit; }
 
 # a member killed during an offloaded collective: Open MPI's launcher
 # keeps the job (--enable-recovery), and every survivor's call fails
@@ -475,10 +484,9 @@ case " $mpis " in
 			echo "PASS: openmpi np=$np member death:" \
 				"$(grep -o 'failed [0-9]* ms' "$out" | tr '\n' ' ')"
 		else
-			echo "FAIL: openmpi np=$np member death: $n of" \
+			fail "openmpi np=$np member death: $n of" \
 				"$((np - 1)) survivors saw their call fail (exit $st)"
-			tail -20 "$out" | sed 's/^/    /'
-			fails=$((fails + 1))
+			detail tail -20 "$out"
 		fi
 	done
 	;;
@@ -498,9 +506,8 @@ for mpi in $mpis; do
 				"$out" "$note" && ! grep -q 'watchdog' "$out"; then
 			echo "PASS: $mpi np=3 $mode: the call failed, the job ended"
 		else
-			echo "FAIL: $mpi np=3 $mode (exit $st)"
-			tail -20 "$out" | sed 's/^/    /'
-			fails=$((fails + 1))
+			fail "$mpi np=3 $mode (exit $st)"
+			detail tail -20 "$out"
 		fi
 	done
 done
@@ -537,4 +544,4 @@ case " $mpis " in
 esac
 
 [ -n "$mpis" ] || { echo "SKIP: no MPI glue built"; exit 77; }
-[ "$fails" -eq 0 ]
+summary
