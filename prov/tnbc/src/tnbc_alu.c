@@ -238,8 +238,11 @@ bool tnbc_alu_valid(enum tnbc_atomic_kind kind, enum fi_op op,
  * The reductions of whole vectors (a collective's fold, a reduce step,
  * an atomic with no fetch): the op chosen once, not per element, so that
  * the loop is plain loads, one operation and a store, which the compiler
- * may vectorize.  The expressions are those of the loops above, so the
- * two give the same bits.  False: no such loop here.
+ * vectorizes: this file is built with -ftree-vectorize (Makefile.am),
+ * without which GCC's -O2 left it scalar, 3.5 times slower, for the
+ * check it needs that dst and src do not overlap.  The expressions are
+ * those of the loops above, applied element by element, so the two give
+ * the same bits.  False: no such loop here.
  */
 #define TNBC_RED_LOOP(T, EXPR)                                                 \
 	for (size_t i = 0; i < count; i++) {                                   \
