@@ -31,7 +31,8 @@
 #              COMPUTE="sleep busy", LABELS="mpi glue glue-all",
 #              OUT=DIR (default ./bench-glue-YYYYmmdd-HHMMSS), PLOT=0,
 #              TABLES_ONLY=1 (tables and plot again from OUT/results.csv),
-#              ONLY=COLL (one collective of bench_glue's, e.g. reduce_scatter)
+#              ONLY=COLL (one collective of bench_glue's, e.g. reduce_scatter),
+#              DTYPE=char (the reductions fold OSU's bytes, not floats)
 # OUT holds results.csv (every row; its round column counts from 1),
 # ratio.csv (medians: glue and glue-all over mpi per blocking size;
 # overlap per non-blocking size), table.txt and bench_glue.png.
@@ -65,7 +66,7 @@ run_one() {
 	local label launch
 	local bin=$b/tests/mpi/glue-bin/bench_glue.$mpi
 	local args=(-m "${MAXB:-1048576}" -i "${ITER:-200}" -c "$compute"
-		${ONLY:+-o "$ONLY"})
+		${ONLY:+-o "$ONLY"} ${DTYPE:+-d "$DTYPE"})
 	if [ "$mpi" = openmpi ]; then
 		lopts=(--allow-run-as-root --oversubscribe)
 	else

@@ -27,9 +27,12 @@
  * rank's average time in the post and in MPI_Wait after the compute).
  *
  * usage: bench_glue [-l LABEL] [-c sleep|busy] [-m MAXBYTES] [-i ITER]
- *                   [-o COLL]
+ *                   [-o COLL] [-d float|char]
  *        bench_glue -k N
  * -o: that collective only (a name of the blocking list).
+ * -d: what the reductions (allreduce, reduce, reduce_scatter, the scans)
+ * fold and sum: floats (the default), or bytes, MPI_CHAR, as OSU's
+ * blocking benchmarks do.
  * -k: count mode, for callgrind (tests/mpi/cost-glue.sh): N 8-byte
  * MPI_Allreduce calls, then N MPI_Iallreduce + MPI_Wait, nothing timed
  * and nothing printed.
@@ -46,6 +49,9 @@
 
 static int rank, size, iters = 200, warm = 20, count;
 static const char *label = "run", *mode = "sleep", *only;
+/* what the reductions fold: floats, or OSU's bytes (-d char) */
+static MPI_Datatype red;
+static size_t red_size = sizeof(float);
 
 static double now(void)
 {
@@ -108,19 +114,19 @@ static MPI_Comm ring;
 
 static void call(int c, size_t bytes, MPI_Request *req)
 {
-	int n = (int)(bytes / sizeof(float));
+	int n = (int)(bytes / red_size);
 
 	switch (c) {
 	case ALLREDUCE:
 		if (req)
-			MPI_Iallreduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM,
+			MPI_Iallreduce(sbuf, rbuf, n, red, MPI_SUM,
 				       MPI_COMM_WORLD, req);
 		else
-			MPI_Allreduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM,
+			MPI_Allreduce(sbuf, rbuf, n, red, MPI_SUM,
 				      MPI_COMM_WORLD);
 		break;
 	case REDUCE:
-		MPI_Reduce(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM, 0,
+		MPI_Reduce(sbuf, rbuf, n, red, MPI_SUM, 0,
 			   MPI_COMM_WORLD);
 		break;
 	case BCAST:
@@ -163,19 +169,19 @@ static void call(int c, size_t bytes, MPI_Request *req)
 	case REDUCE_SCATTER:
 		for (int i = 0; i < size; i++)
 			vcounts[i] = n / size + (i < n % size);
-		MPI_Reduce_scatter(sbuf, rbuf, vcounts, MPI_FLOAT, MPI_SUM,
+		MPI_Reduce_scatter(sbuf, rbuf, vcounts, red, MPI_SUM,
 				   MPI_COMM_WORLD);
 		break;
 	case SCAN:
 		if (req)
-			MPI_Iscan(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM,
+			MPI_Iscan(sbuf, rbuf, n, red, MPI_SUM,
 				  MPI_COMM_WORLD, req);
 		else
-			MPI_Scan(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM,
+			MPI_Scan(sbuf, rbuf, n, red, MPI_SUM,
 				 MPI_COMM_WORLD);
 		break;
 	case EXSCAN:
-		MPI_Exscan(sbuf, rbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		MPI_Exscan(sbuf, rbuf, n, red, MPI_SUM, MPI_COMM_WORLD);
 		break;
 	case ALLTOALL:
 		if (req)
@@ -209,7 +215,7 @@ int main(int argc, char **argv)
 	char ver[MPI_MAX_LIBRARY_VERSION_STRING];
 	int c, len;
 
-	while ((c = getopt(argc, argv, "l:c:m:i:k:o:")) != -1) {
+	while ((c = getopt(argc, argv, "l:c:m:i:k:o:d:")) != -1) {
 		if (c == 'l')
 			label = optarg;
 		else if (c == 'c')
@@ -222,8 +228,11 @@ int main(int argc, char **argv)
 			count = atoi(optarg);
 		else if (c == 'o')
 			only = optarg;
+		else if (c == 'd')
+			red_size = strcmp(optarg, "char") ? sizeof(float) : 1;
 	}
 	MPI_Init(&argc, &argv);
+	red = red_size == 1 ? MPI_CHAR : MPI_FLOAT;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	MPI_Get_library_version(ver, &len);
