@@ -126,8 +126,7 @@ static void call(int c, size_t bytes, MPI_Request *req)
 				      MPI_COMM_WORLD);
 		break;
 	case REDUCE:
-		MPI_Reduce(sbuf, rbuf, n, red, MPI_SUM, 0,
-			   MPI_COMM_WORLD);
+		MPI_Reduce(sbuf, rbuf, n, red, MPI_SUM, 0, MPI_COMM_WORLD);
 		break;
 	case BCAST:
 		if (req)
@@ -174,11 +173,10 @@ static void call(int c, size_t bytes, MPI_Request *req)
 		break;
 	case SCAN:
 		if (req)
-			MPI_Iscan(sbuf, rbuf, n, red, MPI_SUM,
-				  MPI_COMM_WORLD, req);
+			MPI_Iscan(sbuf, rbuf, n, red, MPI_SUM, MPI_COMM_WORLD,
+				  req);
 		else
-			MPI_Scan(sbuf, rbuf, n, red, MPI_SUM,
-				 MPI_COMM_WORLD);
+			MPI_Scan(sbuf, rbuf, n, red, MPI_SUM, MPI_COMM_WORLD);
 		break;
 	case EXSCAN:
 		MPI_Exscan(sbuf, rbuf, n, red, MPI_SUM, MPI_COMM_WORLD);
