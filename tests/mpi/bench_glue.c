@@ -40,6 +40,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,9 +50,8 @@
 
 static int rank, size, iters = 200, warm = 20, count;
 static const char *label = "run", *mode = "sleep", *only;
-/* what the reductions fold: floats, or OSU's bytes (-d char) */
-static MPI_Datatype red;
-static size_t red_size = sizeof(float);
+/* the reductions fold OSU's bytes (-d char), not floats */
+static bool red_bytes;
 
 static double now(void)
 {
@@ -114,7 +114,8 @@ static MPI_Comm ring;
 
 static void call(int c, size_t bytes, MPI_Request *req)
 {
-	int n = (int)(bytes / red_size);
+	MPI_Datatype red = red_bytes ? MPI_CHAR : MPI_FLOAT;
+	int n = (int)(bytes / (red_bytes ? 1 : sizeof(float)));
 
 	switch (c) {
 	case ALLREDUCE:
@@ -226,11 +227,20 @@ int main(int argc, char **argv)
 			count = atoi(optarg);
 		else if (c == 'o')
 			only = optarg;
-		else if (c == 'd')
-			red_size = strcmp(optarg, "char") ? sizeof(float) : 1;
+		else if (c == 'd' && !strcmp(optarg, "char"))
+			red_bytes = true;
+		else if (c == 'd' && !strcmp(optarg, "float"))
+			red_bytes = false;
+		else if (c == 'd') {
+			fprintf(stderr,
+				"bench_glue: -d float or char, not %s\n",
+				optarg);
+			return 2;
+		} else {
+			return 2; /* getopt said which */
+		}
 	}
 	MPI_Init(&argc, &argv);
-	red = red_size == 1 ? MPI_CHAR : MPI_FLOAT;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	MPI_Get_library_version(ver, &len);
